@@ -1,0 +1,184 @@
+//! The durable file system: append-only line files, one set per session.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+/// The files a durable store keeps. Each is an append-only list of lines (JSON documents).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FileName {
+    /// The immutable transcript.
+    Entries,
+    /// Small JSON state committed together with entries.
+    Documents,
+    /// The checkpointed state machines of the turn in flight.
+    Tasks,
+}
+
+impl FileName {
+    pub const ALL: [FileName; 3] = [FileName::Entries, FileName::Documents, FileName::Tasks];
+
+    /// The file's name as stored (`entries.jsonl`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileName::Entries => "entries.jsonl",
+            FileName::Documents => "documents.jsonl",
+            FileName::Tasks => "tasks.jsonl",
+        }
+    }
+
+    /// The file with this stored name, if it is one of ours.
+    pub fn parse(name: &str) -> Option<FileName> {
+        FileName::ALL.into_iter().find(|file| file.as_str() == name)
+    }
+}
+
+impl fmt::Display for FileName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One line appended to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Append {
+    pub file: FileName,
+    pub line: String,
+}
+
+impl Append {
+    pub fn new(file: FileName, line: impl Into<String>) -> Self {
+        Append {
+            file,
+            line: line.into(),
+        }
+    }
+}
+
+/// One session's durable files.
+///
+/// Invariant: a committed batch is visible whole or not at all, and lines come back in the
+/// order they were committed. An error from `commit` means nothing of the batch was written;
+/// the harness treats it as the end of its turn (the store may be full, or the session gone).
+pub trait DurableFs: Send + Sync {
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Every line of `file`, in commit order.
+    fn read(&self, file: FileName)
+    -> impl Future<Output = Result<Vec<String>, Self::Error>> + Send;
+
+    /// Appends every line of `batch` atomically, across files, in the order given.
+    fn commit(&self, batch: Vec<Append>) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+/// An error from [`MemoryFs`]: its only failure is one a test asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemoryFsError {
+    #[error("commit refused: injected failure")]
+    Injected,
+}
+
+/// An in-memory [`DurableFs`] for tests. Clones share the same files.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryFs {
+    inner: Arc<Mutex<MemoryFsState>>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryFsState {
+    files: BTreeMap<FileName, Vec<String>>,
+    /// Commits left before the next one is refused; `None` never refuses.
+    fail_after_commits: Option<usize>,
+}
+
+impl MemoryFs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Refuses the commit after `n_commits` more have succeeded (0: the very next one).
+    pub fn fail_after(&self, n_commits: usize) {
+        self.lock().fail_after_commits = Some(n_commits);
+    }
+
+    /// A copy of every file's lines.
+    pub fn snapshot(&self) -> BTreeMap<FileName, Vec<String>> {
+        self.lock().files.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemoryFsState> {
+        // A panic while holding this lock is a test failure already; keep serving its data.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl DurableFs for MemoryFs {
+    type Error = MemoryFsError;
+
+    async fn read(&self, file: FileName) -> Result<Vec<String>, MemoryFsError> {
+        Ok(self.lock().files.get(&file).cloned().unwrap_or_default())
+    }
+
+    async fn commit(&self, batch: Vec<Append>) -> Result<(), MemoryFsError> {
+        let mut state = self.lock();
+        match state.fail_after_commits {
+            Some(0) => {
+                state.fail_after_commits = None;
+                return Err(MemoryFsError::Injected);
+            }
+            Some(n) => state.fail_after_commits = Some(n - 1),
+            None => {}
+        }
+        for append in batch {
+            state
+                .files
+                .entry(append.file)
+                .or_default()
+                .push(append.line);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::executor::block_on;
+
+    #[test]
+    fn memory_fs_keeps_commit_order_and_refuses_whole_batches() {
+        let fs = MemoryFs::new();
+        block_on(async {
+            fs.commit(vec![
+                Append::new(FileName::Entries, "a"),
+                Append::new(FileName::Documents, "d"),
+            ])
+            .await
+            .expect("first commit");
+            fs.fail_after(0);
+            let refused = fs
+                .commit(vec![Append::new(FileName::Entries, "lost")])
+                .await;
+            assert_eq!(refused, Err(MemoryFsError::Injected));
+            fs.commit(vec![Append::new(FileName::Entries, "b")])
+                .await
+                .expect("third commit");
+            assert_eq!(
+                fs.read(FileName::Entries).await,
+                Ok(vec!["a".to_owned(), "b".to_owned()])
+            );
+            assert_eq!(fs.read(FileName::Tasks).await, Ok(vec![]));
+        });
+    }
+
+    #[test]
+    fn file_names_parse_back() {
+        for file in FileName::ALL {
+            assert_eq!(FileName::parse(file.as_str()), Some(file));
+        }
+        assert_eq!(FileName::parse("other.jsonl"), None);
+    }
+}

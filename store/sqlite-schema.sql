@@ -1,0 +1,129 @@
+-- Seed's agents database, version 1. Applied by the migration list in src/schema.rs.
+-- Times are unix milliseconds (INTEGER columns ending in _at). Ids are uuid text, except log
+-- events, whose id is the row id. Every table that belongs to a session cascades from `sessions`,
+-- so deleting a session deletes its log, store, runs, lease, edges and attachments with it.
+
+CREATE TABLE accounts (
+    id          TEXT PRIMARY KEY,
+    public_key  BLOB NOT NULL UNIQUE,
+    created_at  INTEGER NOT NULL
+) STRICT;
+
+-- Files an agent keeps under ~/memory/, one row per file.
+CREATE TABLE memory_files (
+    account_id  TEXT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    path        TEXT NOT NULL CHECK (path LIKE '~/memory/%'),
+    content     TEXT NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (account_id, path)
+) STRICT;
+
+CREATE TABLE sessions (
+    id                 TEXT PRIMARY KEY,
+    account_id         TEXT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    title              TEXT NOT NULL DEFAULT '',
+    description        TEXT NOT NULL DEFAULT '',
+    -- who named the session: nobody yet, the agent (status or continue_session), the user, or
+    -- the fallback namer
+    title_source       TEXT NOT NULL DEFAULT 'none'
+                       CHECK (title_source IN ('none', 'agent', 'user', 'fallback')),
+    model_override     TEXT,
+    reasoning_level    TEXT,
+    plan               TEXT,          -- JSON checklist, NULL when there is none
+    -- set for a delegated child: deleting the parent deletes its children
+    parent_session_id  TEXT REFERENCES sessions (id) ON DELETE CASCADE,
+    created_at         INTEGER NOT NULL,
+    updated_at         INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX sessions_by_account ON sessions (account_id, updated_at);
+CREATE INDEX sessions_by_parent ON sessions (parent_session_id) WHERE parent_session_id IS NOT NULL;
+
+-- The log: the canonical record of a session. seq is 1, 2, 3, ... per session, assigned inside
+-- the appending transaction.
+CREATE TABLE session_events (
+    id           INTEGER PRIMARY KEY,
+    session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    seq          INTEGER NOT NULL CHECK (seq >= 1),
+    type         TEXT NOT NULL,
+    role         TEXT CHECK (role IN ('user', 'assistant', 'system', 'tool')),
+    actor        TEXT,
+    content      TEXT NOT NULL,      -- JSON
+    meta         TEXT NOT NULL,      -- JSON
+    run_id       TEXT,
+    -- the store entry this event was projected from; NULL: written without the harness
+    pi_entry_id  INTEGER,
+    created_at   INTEGER NOT NULL,
+    UNIQUE (session_id, seq)
+) STRICT;
+
+CREATE INDEX session_events_by_entry ON session_events (session_id, pi_entry_id)
+    WHERE pi_entry_id IS NOT NULL;
+
+-- The store: a session's durable files, where a file is its rows in id order and an append is
+-- one inserted row.
+CREATE TABLE session_durable_files (
+    id          INTEGER PRIMARY KEY,
+    session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    file        TEXT NOT NULL,
+    line        TEXT NOT NULL
+) STRICT;
+
+CREATE INDEX session_durable_files_by_file ON session_durable_files (session_id, file, id);
+
+CREATE TABLE runs (
+    id              TEXT PRIMARY KEY,
+    session_id      TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    queue           TEXT NOT NULL CHECK (queue IN ('interactive', 'background')),
+    status          TEXT NOT NULL
+                    CHECK (status IN ('queued', 'running', 'parked', 'succeeded', 'failed', 'canceled')),
+    user_event_ids  TEXT NOT NULL DEFAULT '[]',   -- JSON array of session_events ids
+    parent_run_id   TEXT REFERENCES runs (id) ON DELETE SET NULL,
+    typed           INTEGER NOT NULL DEFAULT 0 CHECK (typed IN (0, 1)),   -- a return_result child
+    owner           TEXT,             -- the boot id of the process running it
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    result          TEXT,             -- JSON
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL
+) STRICT;
+
+-- rowid orders the queue: first queued, first claimed.
+CREATE INDEX runs_by_queue ON runs (queue, status);
+CREATE INDEX runs_by_session ON runs (session_id, status);
+CREATE INDEX runs_by_status ON runs (status);
+
+-- Which harness owns a session's store now: one row per held lease.
+CREATE TABLE session_leases (
+    session_id   TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+    owner        TEXT NOT NULL,       -- boot id of the holding process
+    run_id       TEXT,
+    acquired_at  INTEGER NOT NULL
+) STRICT;
+
+-- One row per continuation edge. A session has one immediate predecessor (successor unique);
+-- (predecessor, tool_call_id) is the idempotency key of the continue_session call.
+CREATE TABLE session_continuations (
+    id                      TEXT PRIMARY KEY,
+    predecessor_session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    successor_session_id    TEXT NOT NULL UNIQUE REFERENCES sessions (id) ON DELETE CASCADE,
+    origin_session_id       TEXT NOT NULL,   -- the first session of the chain (may be gone)
+    tool_call_id            TEXT NOT NULL,
+    initiating_event_id     INTEGER NOT NULL,
+    reason                  TEXT NOT NULL,
+    manifest_cbor           BLOB NOT NULL,
+    created_at              INTEGER NOT NULL,
+    UNIQUE (predecessor_session_id, tool_call_id)
+) STRICT;
+
+-- Files attached to messages, stored under the data dir. A successor holds the same attachment
+-- id as its predecessor (a hard link), so the key is per session.
+CREATE TABLE attachments (
+    session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    id          TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    media_type  TEXT NOT NULL,
+    size_bytes  INTEGER NOT NULL CHECK (size_bytes >= 0),
+    path        TEXT NOT NULL,      -- relative to the data dir
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (session_id, id)
+) STRICT;

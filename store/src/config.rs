@@ -1,0 +1,72 @@
+//! How the store opens its database.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// SQLite's `synchronous` setting for the WAL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// Survives a process crash; a power loss may roll back the newest commits.
+    #[default]
+    Normal,
+    /// Syncs the WAL on every commit: survives power loss too, at a cost per commit.
+    Full,
+}
+
+impl Synchronous {
+    pub fn as_pragma(self) -> &'static str {
+        match self {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        }
+    }
+}
+
+/// How the writer commits a group of jobs in one transaction while letting a refused job fail
+/// alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BatchMode {
+    /// Run every job of the group in one transaction with no savepoints; if any job or the
+    /// commit fails, roll back and redo each job in a transaction of its own. Fastest when
+    /// refusals are rare (see docs/design/group-commit.md for the figures).
+    #[default]
+    Optimistic,
+    /// Wrap each job in a savepoint, rolling back to it when the job fails.
+    Savepoint,
+}
+
+/// Settings for [`crate::Store::open`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The database file. Its `-wal` and `-shm` files sit beside it.
+    pub path: PathBuf,
+    pub synchronous: Synchronous,
+    /// How long a connection waits for a lock before giving up.
+    pub busy_timeout: Duration,
+    /// Read connections in the pool.
+    pub n_readers: usize,
+    pub batch_mode: BatchMode,
+    /// At most this many jobs share one transaction.
+    pub commit_batch_jobs_max: usize,
+    /// Times the writer yields its thread after the first job of a batch arrives, so that
+    /// committers woken by the previous batch can join this one.
+    pub gather_yields: u32,
+    /// Caps the database size in pages (`PRAGMA max_page_count`); for tests of a full disk.
+    pub max_page_count: Option<u32>,
+}
+
+impl Config {
+    /// The defaults for a database at `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Config {
+            path: path.into(),
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(5),
+            n_readers: 4,
+            batch_mode: BatchMode::default(),
+            commit_batch_jobs_max: 256,
+            gather_yields: 1,
+            max_page_count: None,
+        }
+    }
+}

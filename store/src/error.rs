@@ -1,0 +1,133 @@
+//! The store's errors. A write the database refuses is a [`Refusal`] that names the session.
+
+use std::fmt;
+
+use seed_events::SessionId;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The database refused a write; nothing of it was committed. Other jobs go on.
+    #[error("{}", RefusedDisplay { session_id: *session_id, reason })]
+    Refused {
+        /// The session the write was for, when it was for one.
+        session_id: Option<SessionId>,
+        reason: Refusal,
+    },
+    #[error("{what} {id} not found")]
+    NotFound { what: &'static str, id: String },
+    #[error("corrupt row in {table}: {detail}")]
+    Corrupt { table: &'static str, detail: String },
+    #[error("store is closed")]
+    Closed,
+    #[error("migration failed")]
+    Migration(#[source] rusqlite_migration::Error),
+    #[error("cannot open {path}: journal_mode is {mode}, not wal")]
+    NoWal { path: String, mode: String },
+    #[error("sqlite")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("io")]
+    Io(#[from] std::io::Error),
+}
+
+/// Why the database refused a write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The disk (or the configured `max_page_count`) has no room for it.
+    DiskFull,
+    /// The session was deleted before the write reached the database.
+    SessionDeleted,
+    /// A unique key already holds this value: the write would duplicate a row.
+    Duplicate { detail: String },
+    /// Another constraint (a check, a foreign key other than the session's) refused it.
+    Constraint { detail: String },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::DiskFull => f.write_str("the disk is full"),
+            Refusal::SessionDeleted => f.write_str("the session was deleted"),
+            Refusal::Duplicate { detail } => write!(f, "duplicate ({detail})"),
+            Refusal::Constraint { detail } => write!(f, "constraint failed ({detail})"),
+        }
+    }
+}
+
+struct RefusedDisplay<'a> {
+    session_id: Option<SessionId>,
+    reason: &'a Refusal,
+}
+
+impl fmt::Display for RefusedDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.session_id {
+            Some(session_id) => {
+                write!(f, "write for session {session_id} refused: {}", self.reason)
+            }
+            None => write!(f, "write refused: {}", self.reason),
+        }
+    }
+}
+
+impl Error {
+    pub(crate) fn corrupt(table: &'static str, detail: impl fmt::Display) -> Self {
+        Error::Corrupt {
+            table,
+            detail: detail.to_string(),
+        }
+    }
+
+    /// Parses a column's text as `T`, or reports the row as corrupt.
+    pub(crate) fn parse_column<T>(table: &'static str, text: &str) -> Result<T>
+    where
+        T: std::str::FromStr,
+        T::Err: fmt::Display,
+    {
+        text.parse()
+            .map_err(|error| Error::corrupt(table, format_args!("{text:?}: {error}")))
+    }
+
+    /// The refusal, when the database refused a write.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            Error::Refused { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Whether this error means the disk is full.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self.refusal(), Some(Refusal::DiskFull))
+    }
+}
+
+/// What a failed SQLite call means for a write scoped to `session_id`. A foreign-key failure
+/// is reported as a deleted session only when the caller has checked that the session is gone
+/// (`session_exists`); otherwise it is a plain constraint failure.
+pub(crate) fn classify(
+    error: Error,
+    session_id: Option<SessionId>,
+    session_exists: impl FnOnce(SessionId) -> bool,
+) -> Error {
+    let Error::Sqlite(rusqlite::Error::SqliteFailure(failure, message)) = &error else {
+        return error;
+    };
+    let detail = message.clone().unwrap_or_else(|| failure.to_string());
+    let reason = match failure.code {
+        rusqlite::ErrorCode::DiskFull => Refusal::DiskFull,
+        rusqlite::ErrorCode::ConstraintViolation => match failure.extended_code {
+            rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+            | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY => Refusal::Duplicate { detail },
+            rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY
+                if session_id.is_some_and(|id| !session_exists(id)) =>
+            {
+                Refusal::SessionDeleted
+            }
+            _ => Refusal::Constraint { detail },
+        },
+        _ => return error,
+    };
+    Error::Refused { session_id, reason }
+}

@@ -1,0 +1,37 @@
+//! Seed's SQLite store: one database holds every session's log and durable store, so one step's
+//! writes share a transaction.
+//!
+//! Layout:
+//! - [`Store`] opens the database (pragmas and migrations: `schema`), starts the one writer
+//!   thread (`writer`, group commit) and a small pool of read connections (`readers`).
+//! - [`SessionFiles`] is the durable file system over `session_durable_files`.
+//! - The typed APIs live one table to a module: `sessions`, `log`, `runs`, `leases`,
+//!   `continuations`. Each has plain functions over a connection (so several can share one
+//!   transaction) and the [`Store`] methods that run them through the writer or a reader.
+//! - [`floor`] is the raw SQLite floor the bench harness measures against.
+//!
+//! Invariant: this is the only crate that touches SQLite.
+
+mod config;
+mod continuations;
+mod error;
+mod files;
+pub mod floor;
+mod leases;
+mod log;
+mod readers;
+mod runs;
+mod schema;
+mod sessions;
+mod store;
+mod writer;
+
+pub use config::{BatchMode, Config, Synchronous};
+pub use continuations::{ContinuationRow, NewContinuation};
+pub use error::{Error, Refusal, Result};
+pub use files::SessionFiles;
+pub use leases::{LeaseOutcome, LeaseRow};
+pub use runs::{NewRun, RunRow};
+pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
+pub use store::Store;
+pub use writer::{WriterHold, WriterStats};

@@ -1,0 +1,138 @@
+//! The log: `session_events`, the canonical record of each session.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use seed_events::{EventId, NewEvent, SessionEvent, SessionId};
+
+use crate::{Error, Result};
+
+/// Appends `events` to the session's log, assigning the next seqs, and returns them as stored.
+/// Runs inside the caller's transaction, so the seqs have no gaps.
+pub(crate) fn append_events(
+    connection: &Connection,
+    session_id: SessionId,
+    events: &[NewEvent],
+) -> Result<Vec<SessionEvent>> {
+    let session_text = session_id.to_string();
+    let last_seq = last_seq(connection, session_id)?;
+    let mut insert = connection.prepare_cached(
+        "INSERT INTO session_events
+             (session_id, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?;
+    let mut stored = Vec::with_capacity(events.len());
+    for (event_idx, event) in events.iter().enumerate() {
+        let seq = last_seq + 1 + event_idx as i64;
+        insert.execute(params![
+            session_text,
+            seq,
+            event.kind,
+            event.role.map(|role| role.as_str()),
+            event.actor,
+            event.content.to_string(),
+            event.meta.to_string(),
+            event.run_id.map(|id| id.to_string()),
+            event.pi_entry_id,
+            event.created_at_ms,
+        ])?;
+        stored.push(SessionEvent {
+            id: EventId(connection.last_insert_rowid()),
+            session_id,
+            seq,
+            kind: event.kind.clone(),
+            role: event.role,
+            actor: event.actor.clone(),
+            content: event.content.clone(),
+            meta: event.meta.clone(),
+            run_id: event.run_id,
+            pi_entry_id: event.pi_entry_id,
+            created_at_ms: event.created_at_ms,
+        });
+    }
+    Ok(stored)
+}
+
+const EVENT_COLUMNS: &str =
+    "id, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at";
+
+fn event_from_row(session_id: SessionId, row: &Row<'_>) -> rusqlite::Result<Result<SessionEvent>> {
+    let role: Option<String> = row.get(3)?;
+    let content: String = row.get(5)?;
+    let meta: String = row.get(6)?;
+    let run_id: Option<String> = row.get(7)?;
+    let parsed = (|| {
+        let corrupt = |e: &dyn std::fmt::Display| Error::corrupt("session_events", e);
+        Ok(SessionEvent {
+            id: EventId(row.get(0)?),
+            session_id,
+            seq: row.get(1)?,
+            kind: row.get(2)?,
+            role: role
+                .map(|r| r.parse())
+                .transpose()
+                .map_err(|e| corrupt(&e))?,
+            actor: row.get(4)?,
+            content: serde_json::from_str(&content).map_err(|e| corrupt(&e))?,
+            meta: serde_json::from_str(&meta).map_err(|e| corrupt(&e))?,
+            run_id: run_id
+                .map(|r| r.parse())
+                .transpose()
+                .map_err(|e| corrupt(&e))?,
+            pi_entry_id: row.get(8)?,
+            created_at_ms: row.get(9)?,
+        })
+    })();
+    Ok(parsed)
+}
+
+/// The session's events with `from_seq <= seq <= to_seq`, in seq order, at most `limit`.
+pub(crate) fn read_events(
+    connection: &Connection,
+    session_id: SessionId,
+    from_seq: i64,
+    to_seq: i64,
+    limit: usize,
+) -> Result<Vec<SessionEvent>> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {EVENT_COLUMNS} FROM session_events
+         WHERE session_id = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq LIMIT ?4"
+    ))?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = statement.query_map(
+        params![session_id.to_string(), from_seq, to_seq, limit],
+        |row| event_from_row(session_id, row),
+    )?;
+    let mut events = Vec::new();
+    let mut previous_seq = from_seq - 1;
+    for row in rows {
+        let event = row??;
+        // Seqs come back ascending and unique, or the table is not what we wrote.
+        if event.seq <= previous_seq {
+            return Err(Error::corrupt("session_events", "seqs out of order"));
+        }
+        previous_seq = event.seq;
+        events.push(event);
+    }
+    Ok(events)
+}
+
+/// The highest store entry id the session's log was projected from, if any.
+pub(crate) fn max_pi_entry_id(
+    connection: &Connection,
+    session_id: SessionId,
+) -> Result<Option<i64>> {
+    Ok(connection
+        .prepare_cached(
+            "SELECT MAX(pi_entry_id) FROM session_events
+             WHERE session_id = ?1 AND pi_entry_id IS NOT NULL",
+        )?
+        .query_row(params![session_id.to_string()], |row| row.get(0))
+        .optional()?
+        .flatten())
+}
+
+/// The session's highest seq, 0 for an empty log.
+pub(crate) fn last_seq(connection: &Connection, session_id: SessionId) -> Result<i64> {
+    Ok(connection
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_id = ?1")?
+        .query_row(params![session_id.to_string()], |row| row.get(0))?)
+}

@@ -1,0 +1,70 @@
+//! A small pool of read-only connections, each on its own thread, so async callers never block
+//! on SQLite. WAL lets them read while the writer writes; each read sees every commit that had
+//! finished when it started.
+
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Sender;
+use futures::channel::oneshot;
+use rusqlite::Connection;
+
+use crate::{Config, Error, Result};
+
+type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
+
+pub(crate) struct Readers {
+    sender: Option<Sender<ReadJob>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Readers {
+    pub(crate) fn start(config: &Config) -> Result<Readers> {
+        let (sender, receiver) = crossbeam_channel::unbounded::<ReadJob>();
+        let mut threads = Vec::new();
+        for reader_idx in 0..config.n_readers.max(1) {
+            let connection = crate::schema::open_reader(config)?;
+            let receiver = receiver.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("seed-store-reader-{reader_idx}"))
+                .spawn(move || {
+                    while let Ok(job) = receiver.recv() {
+                        job(&connection);
+                    }
+                })?;
+            threads.push(thread);
+        }
+        Ok(Readers {
+            sender: Some(sender),
+            threads,
+        })
+    }
+
+    /// Runs `read` on a pooled connection and returns what it found.
+    pub(crate) async fn read<T, F>(&self, read: F) -> Result<T>
+    where
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (reply, outcome) = oneshot::channel();
+        let job: ReadJob = Box::new(move |connection| {
+            let _ = reply.send(read(connection));
+        });
+        self.sender
+            .as_ref()
+            .ok_or(Error::Closed)?
+            .send(job)
+            .map_err(|_| Error::Closed)?;
+        outcome.await.map_err(|_| Error::Closed)?
+    }
+}
+
+impl Drop for Readers {
+    fn drop(&mut self) {
+        self.sender = None;
+        for thread in self.threads.drain(..) {
+            if thread.join().is_err() {
+                tracing::error!("a store reader thread panicked");
+            }
+        }
+    }
+}

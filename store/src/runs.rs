@@ -1,0 +1,187 @@
+//! Runs: the queue of turns, and the states a run passes through.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use seed_events::{EventId, Queue, RunId, RunStatus, SessionId};
+
+use crate::{Error, Result};
+
+/// A run to queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRun {
+    pub id: RunId,
+    pub session_id: SessionId,
+    pub queue: Queue,
+    /// The log events this run answers.
+    pub user_event_ids: Vec<EventId>,
+    pub parent_run_id: Option<RunId>,
+    /// A typed child, which ends with return_result.
+    pub typed: bool,
+    pub created_at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub id: RunId,
+    pub session_id: SessionId,
+    pub queue: Queue,
+    pub status: RunStatus,
+    pub user_event_ids: Vec<EventId>,
+    pub parent_run_id: Option<RunId>,
+    pub typed: bool,
+    /// The boot id of the process that claimed it last.
+    pub owner: Option<String>,
+    /// How many times it was claimed.
+    pub attempts: i64,
+    pub result: Option<serde_json::Value>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+pub(crate) fn insert_run(connection: &Connection, run: &NewRun) -> Result<()> {
+    let user_event_ids: Vec<i64> = run.user_event_ids.iter().map(|id| id.0).collect();
+    connection
+        .prepare_cached(
+            "INSERT INTO runs (id, session_id, queue, status, user_event_ids, parent_run_id,
+                 typed, created_at, updated_at)
+             VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6, ?7, ?7)",
+        )?
+        .execute(params![
+            run.id.to_string(),
+            run.session_id.to_string(),
+            run.queue.as_str(),
+            serde_json::Value::from(user_event_ids).to_string(),
+            run.parent_run_id.map(|id| id.to_string()),
+            run.typed,
+            run.created_at_ms,
+        ])?;
+    Ok(())
+}
+
+const RUN_COLUMNS: &str = "id, session_id, queue, status, user_event_ids, parent_run_id, typed,
+     owner, attempts, result, created_at, updated_at";
+
+fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<RunRow>> {
+    let id: String = row.get(0)?;
+    let session_id: String = row.get(1)?;
+    let queue: String = row.get(2)?;
+    let status: String = row.get(3)?;
+    let user_event_ids: String = row.get(4)?;
+    let parent_run_id: Option<String> = row.get(5)?;
+    let result: Option<String> = row.get(9)?;
+    let parsed = (|| {
+        let corrupt = |e: &dyn std::fmt::Display| Error::corrupt("runs", e);
+        let user_event_ids: Vec<i64> =
+            serde_json::from_str(&user_event_ids).map_err(|e| corrupt(&e))?;
+        Ok(RunRow {
+            id: id.parse().map_err(|e| corrupt(&e))?,
+            session_id: session_id.parse().map_err(|e| corrupt(&e))?,
+            queue: queue.parse().map_err(|e| corrupt(&e))?,
+            status: status.parse().map_err(|e| corrupt(&e))?,
+            user_event_ids: user_event_ids.into_iter().map(EventId).collect(),
+            parent_run_id: parent_run_id
+                .map(|id| id.parse())
+                .transpose()
+                .map_err(|e| corrupt(&e))?,
+            typed: row.get(6)?,
+            owner: row.get(7)?,
+            attempts: row.get(8)?,
+            result: result
+                .map(|result| serde_json::from_str(&result))
+                .transpose()
+                .map_err(|e| corrupt(&e))?,
+            created_at_ms: row.get(10)?,
+            updated_at_ms: row.get(11)?,
+        })
+    })();
+    Ok(parsed)
+}
+
+fn collect(rows: impl Iterator<Item = rusqlite::Result<Result<RunRow>>>) -> Result<Vec<RunRow>> {
+    let mut runs = Vec::new();
+    for row in rows {
+        runs.push(row??);
+    }
+    Ok(runs)
+}
+
+pub(crate) fn get_run(connection: &Connection, id: RunId) -> Result<Option<RunRow>> {
+    connection
+        .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?
+        .query_row(params![id.to_string()], run_from_row)
+        .optional()?
+        .transpose()
+}
+
+/// Claims the oldest queued run on `queue` whose session has no run in flight, marking it
+/// running under `owner`. `None` when nothing can start.
+pub(crate) fn claim_next_run(
+    connection: &Connection,
+    queue: Queue,
+    owner: &str,
+    now_ms: i64,
+) -> Result<Option<RunRow>> {
+    let id: Option<String> = connection
+        .prepare_cached(
+            "SELECT id FROM runs AS queued
+             WHERE queue = ?1 AND status = 'queued'
+               AND NOT EXISTS (SELECT 1 FROM runs AS busy
+                               WHERE busy.session_id = queued.session_id
+                                 AND busy.status = 'running')
+             ORDER BY rowid LIMIT 1",
+        )?
+        .query_row(params![queue.as_str()], |row| row.get(0))
+        .optional()?;
+    let Some(id) = id else {
+        return Ok(None);
+    };
+    connection
+        .prepare_cached(
+            "UPDATE runs SET status = 'running', owner = ?2, attempts = attempts + 1,
+                 updated_at = ?3
+             WHERE id = ?1",
+        )?
+        .execute(params![id, owner, now_ms])?;
+    let id: RunId = id.parse().map_err(|e| Error::corrupt("runs", e))?;
+    get_run(connection, id)
+}
+
+/// Moves a run to `status`, with its result when it has one. Returns whether the run exists.
+pub(crate) fn set_run_status(
+    connection: &Connection,
+    id: RunId,
+    status: RunStatus,
+    result: Option<&serde_json::Value>,
+    now_ms: i64,
+) -> Result<bool> {
+    let n_updated = connection
+        .prepare_cached(
+            "UPDATE runs SET status = ?2, result = COALESCE(?3, result), updated_at = ?4
+             WHERE id = ?1",
+        )?
+        .execute(params![
+            id.to_string(),
+            status.as_str(),
+            result.map(serde_json::Value::to_string),
+            now_ms
+        ])?;
+    Ok(n_updated == 1)
+}
+
+/// Every run left `running`, oldest first: what the boot sweep requeues.
+pub(crate) fn list_running(connection: &Connection) -> Result<Vec<RunRow>> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running' ORDER BY rowid"
+    ))?;
+    collect(statement.query_map([], run_from_row)?)
+}
+
+/// The session's runs, oldest first.
+pub(crate) fn list_session_runs(
+    connection: &Connection,
+    session_id: SessionId,
+) -> Result<Vec<RunRow>> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY rowid"
+    ))?;
+    collect(statement.query_map(params![session_id.to_string()], run_from_row)?)
+}

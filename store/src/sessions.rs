@@ -1,0 +1,240 @@
+//! Accounts and sessions.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use seed_events::{AccountId, SessionId, UnknownName};
+
+use crate::{Error, Result};
+
+/// Who gave a session its title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TitleSource {
+    #[default]
+    None,
+    /// The agent, through the status or continue_session verb.
+    Agent,
+    User,
+    /// The fallback namer, when nobody else did.
+    Fallback,
+}
+
+impl TitleSource {
+    pub const ALL: [TitleSource; 4] = [
+        TitleSource::None,
+        TitleSource::Agent,
+        TitleSource::User,
+        TitleSource::Fallback,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TitleSource::None => "none",
+            TitleSource::Agent => "agent",
+            TitleSource::User => "user",
+            TitleSource::Fallback => "fallback",
+        }
+    }
+}
+
+impl fmt::Display for TitleSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TitleSource {
+    type Err = UnknownName;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        TitleSource::ALL
+            .into_iter()
+            .find(|source| source.as_str() == text)
+            .ok_or_else(|| UnknownName {
+                kind: "title source",
+                value: text.to_owned(),
+            })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountRow {
+    pub id: AccountId,
+    pub public_key: Vec<u8>,
+    pub created_at_ms: i64,
+}
+
+/// A session to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    pub id: SessionId,
+    pub account_id: AccountId,
+    pub title: String,
+    pub description: String,
+    pub title_source: TitleSource,
+    pub model_override: Option<String>,
+    pub reasoning_level: Option<String>,
+    pub plan: Option<serde_json::Value>,
+    /// Set for a delegated child.
+    pub parent_session_id: Option<SessionId>,
+    pub created_at_ms: i64,
+}
+
+impl NewSession {
+    /// An untitled top-level session.
+    pub fn new(id: SessionId, account_id: AccountId, created_at_ms: i64) -> Self {
+        NewSession {
+            id,
+            account_id,
+            title: String::new(),
+            description: String::new(),
+            title_source: TitleSource::None,
+            model_override: None,
+            reasoning_level: None,
+            plan: None,
+            parent_session_id: None,
+            created_at_ms,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    pub id: SessionId,
+    pub account_id: AccountId,
+    pub title: String,
+    pub description: String,
+    pub title_source: TitleSource,
+    pub model_override: Option<String>,
+    pub reasoning_level: Option<String>,
+    pub plan: Option<serde_json::Value>,
+    pub parent_session_id: Option<SessionId>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+pub(crate) fn insert_account(
+    connection: &Connection,
+    id: AccountId,
+    public_key: &[u8],
+    created_at_ms: i64,
+) -> Result<()> {
+    connection
+        .prepare_cached("INSERT INTO accounts (id, public_key, created_at) VALUES (?1, ?2, ?3)")?
+        .execute(params![id.to_string(), public_key, created_at_ms])?;
+    Ok(())
+}
+
+pub(crate) fn get_account(connection: &Connection, id: AccountId) -> Result<Option<AccountRow>> {
+    connection
+        .prepare_cached("SELECT public_key, created_at FROM accounts WHERE id = ?1")?
+        .query_row(params![id.to_string()], |row| {
+            Ok(AccountRow {
+                id,
+                public_key: row.get(0)?,
+                created_at_ms: row.get(1)?,
+            })
+        })
+        .optional()
+        .map_err(Error::from)
+}
+
+pub(crate) fn insert_session(connection: &Connection, session: &NewSession) -> Result<()> {
+    let plan = session.plan.as_ref().map(serde_json::Value::to_string);
+    connection
+        .prepare_cached(
+            "INSERT INTO sessions (id, account_id, title, description, title_source,
+                 model_override, reasoning_level, plan, parent_session_id, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+        )?
+        .execute(params![
+            session.id.to_string(),
+            session.account_id.to_string(),
+            session.title,
+            session.description,
+            session.title_source.as_str(),
+            session.model_override,
+            session.reasoning_level,
+            plan,
+            session.parent_session_id.map(|id| id.to_string()),
+            session.created_at_ms,
+        ])?;
+    Ok(())
+}
+
+const SESSION_COLUMNS: &str = "id, account_id, title, description, title_source, model_override,
+     reasoning_level, plan, parent_session_id, created_at, updated_at";
+
+fn session_from_row(row: &Row<'_>) -> rusqlite::Result<Result<SessionRow>> {
+    let id: String = row.get(0)?;
+    let account_id: String = row.get(1)?;
+    let title_source: String = row.get(4)?;
+    let plan: Option<String> = row.get(7)?;
+    let parent_session_id: Option<String> = row.get(8)?;
+    let parsed = (|| {
+        Ok(SessionRow {
+            id: id.parse().map_err(|e| Error::corrupt("sessions", e))?,
+            account_id: account_id
+                .parse()
+                .map_err(|e| Error::corrupt("sessions", e))?,
+            title: row.get(2)?,
+            description: row.get(3)?,
+            title_source: title_source
+                .parse()
+                .map_err(|e| Error::corrupt("sessions", e))?,
+            model_override: row.get(5)?,
+            reasoning_level: row.get(6)?,
+            plan: plan
+                .map(|plan| serde_json::from_str(&plan))
+                .transpose()
+                .map_err(|e| Error::corrupt("sessions", e))?,
+            parent_session_id: parent_session_id
+                .map(|id| id.parse())
+                .transpose()
+                .map_err(|e| Error::corrupt("sessions", e))?,
+            created_at_ms: row.get(9)?,
+            updated_at_ms: row.get(10)?,
+        })
+    })();
+    Ok(parsed)
+}
+
+pub(crate) fn get_session(connection: &Connection, id: SessionId) -> Result<Option<SessionRow>> {
+    connection
+        .prepare_cached(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"
+        ))?
+        .query_row(params![id.to_string()], session_from_row)
+        .optional()?
+        .transpose()
+}
+
+pub(crate) fn list_sessions(
+    connection: &Connection,
+    account_id: AccountId,
+) -> Result<Vec<SessionRow>> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE account_id = ?1
+         ORDER BY updated_at DESC, rowid DESC"
+    ))?;
+    let rows = statement.query_map(params![account_id.to_string()], session_from_row)?;
+    let mut sessions = Vec::new();
+    for row in rows {
+        sessions.push(row??);
+    }
+    Ok(sessions)
+}
+
+pub(crate) fn session_exists(connection: &Connection, id: SessionId) -> Result<bool> {
+    Ok(connection
+        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
+        .exists(params![id.to_string()])?)
+}
+
+/// Deletes a session and, by cascade, everything that belongs to it. Returns whether it existed.
+pub(crate) fn delete_session(connection: &Connection, id: SessionId) -> Result<bool> {
+    let n_deleted = connection
+        .prepare_cached("DELETE FROM sessions WHERE id = ?1")?
+        .execute(params![id.to_string()])?;
+    Ok(n_deleted == 1)
+}

@@ -1,0 +1,295 @@
+//! [`Store`]: the handle the rest of Seed holds. Writes go through the one writer, reads through
+//! the pool; every method is async and never blocks the caller's thread on SQLite.
+
+use std::fmt;
+use std::sync::Arc;
+
+use rusqlite::Connection;
+use seed_events::{AccountId, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
+
+use crate::readers::Readers;
+use crate::writer::Writer;
+use crate::{AccountRow, continuations, leases, log, runs, sessions};
+use crate::{
+    Config, ContinuationRow, LeaseOutcome, LeaseRow, NewContinuation, NewRun, NewSession, Result,
+    RunRow, SessionFiles, SessionRow, WriterHold, WriterStats,
+};
+
+/// The agents database. Clones share one writer and one reader pool; the last clone dropped
+/// finishes the jobs already sent and closes the connections.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    // Field order is drop order: readers close before the writer, whose connection closing
+    // last checkpoints the WAL.
+    readers: Readers,
+    writer: Writer,
+    config: Config,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.config.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database, migrates it, and starts the writer and readers.
+    pub fn open(config: Config) -> Result<Store> {
+        let connection = crate::schema::open_writer(&config)?;
+        let writer = Writer::start(connection, &config)?;
+        let readers = Readers::start(&config)?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                readers,
+                writer,
+                config,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The writer's counters.
+    pub fn writer_stats(&self) -> &WriterStats {
+        &self.inner.writer.stats
+    }
+
+    /// Runs `apply` in the writer's transaction, committed together with whatever else is
+    /// waiting. `session_id` is named in a refusal. `apply` may run more than once.
+    pub(crate) async fn write<T, F>(&self, session_id: Option<SessionId>, apply: F) -> Result<T>
+    where
+        F: FnMut(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.inner.writer.write(session_id, apply).await
+    }
+
+    pub(crate) async fn read<T, F>(&self, read: F) -> Result<T>
+    where
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.inner.readers.read(read).await
+    }
+
+    /// Stops the writer between two groups until the hold is dropped, so that the writes sent
+    /// meanwhile commit as one group. For tests of group commit.
+    pub fn hold_writer(&self) -> Result<WriterHold> {
+        self.inner.writer.hold()
+    }
+
+    /// The durable file system of one session.
+    pub fn session_files(&self, session_id: SessionId) -> SessionFiles {
+        SessionFiles::new(self.clone(), session_id)
+    }
+
+    // Accounts and sessions.
+
+    pub async fn create_account(
+        &self,
+        id: AccountId,
+        public_key: Vec<u8>,
+        created_at_ms: i64,
+    ) -> Result<()> {
+        self.write(None, move |connection| {
+            sessions::insert_account(connection, id, &public_key, created_at_ms)
+        })
+        .await
+    }
+
+    pub async fn get_account(&self, id: AccountId) -> Result<Option<AccountRow>> {
+        self.read(move |connection| sessions::get_account(connection, id))
+            .await
+    }
+
+    pub async fn create_session(&self, session: NewSession) -> Result<()> {
+        self.write(Some(session.id), move |connection| {
+            sessions::insert_session(connection, &session)
+        })
+        .await
+    }
+
+    pub async fn get_session(&self, id: SessionId) -> Result<Option<SessionRow>> {
+        self.read(move |connection| sessions::get_session(connection, id))
+            .await
+    }
+
+    /// The account's sessions, most recently updated first.
+    pub async fn list_sessions(&self, account_id: AccountId) -> Result<Vec<SessionRow>> {
+        self.read(move |connection| sessions::list_sessions(connection, account_id))
+            .await
+    }
+
+    /// Deletes the session with its log, store, runs, lease, edges, attachments and delegated
+    /// children. Returns whether it existed.
+    pub async fn delete_session(&self, id: SessionId) -> Result<bool> {
+        self.write(Some(id), move |connection| {
+            sessions::delete_session(connection, id)
+        })
+        .await
+    }
+
+    // The log.
+
+    /// Appends events to the session's log in one transaction, assigning the next seqs.
+    pub async fn append_events(
+        &self,
+        session_id: SessionId,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<SessionEvent>> {
+        self.write(Some(session_id), move |connection| {
+            log::append_events(connection, session_id, &events)
+        })
+        .await
+    }
+
+    /// Events with `from_seq <= seq <= to_seq`, in order, at most `limit` of them.
+    pub async fn read_events(
+        &self,
+        session_id: SessionId,
+        from_seq: i64,
+        to_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<SessionEvent>> {
+        self.read(move |connection| {
+            log::read_events(connection, session_id, from_seq, to_seq, limit)
+        })
+        .await
+    }
+
+    /// The highest `pi_entry_id` in the session's log.
+    pub async fn max_pi_entry_id(&self, session_id: SessionId) -> Result<Option<i64>> {
+        self.read(move |connection| log::max_pi_entry_id(connection, session_id))
+            .await
+    }
+
+    /// The session's highest seq, 0 for an empty log.
+    pub async fn last_seq(&self, session_id: SessionId) -> Result<i64> {
+        self.read(move |connection| log::last_seq(connection, session_id))
+            .await
+    }
+
+    // Runs.
+
+    pub async fn enqueue_run(&self, run: NewRun) -> Result<()> {
+        self.write(Some(run.session_id), move |connection| {
+            runs::insert_run(connection, &run)
+        })
+        .await
+    }
+
+    /// Claims the oldest queued run on `queue` whose session has no run in flight.
+    pub async fn claim_next_run(
+        &self,
+        queue: Queue,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<Option<RunRow>> {
+        let owner = owner.to_owned();
+        self.write(None, move |connection| {
+            runs::claim_next_run(connection, queue, &owner, now_ms)
+        })
+        .await
+    }
+
+    /// Moves a run to `status` (keeping its result unless a new one is given). Returns whether
+    /// the run exists.
+    pub async fn set_run_status(
+        &self,
+        id: RunId,
+        status: RunStatus,
+        result: Option<serde_json::Value>,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.write(None, move |connection| {
+            runs::set_run_status(connection, id, status, result.as_ref(), now_ms)
+        })
+        .await
+    }
+
+    pub async fn get_run(&self, id: RunId) -> Result<Option<RunRow>> {
+        self.read(move |connection| runs::get_run(connection, id))
+            .await
+    }
+
+    /// Every run left `running`, oldest first.
+    pub async fn list_running_runs(&self) -> Result<Vec<RunRow>> {
+        self.read(runs::list_running).await
+    }
+
+    pub async fn list_session_runs(&self, session_id: SessionId) -> Result<Vec<RunRow>> {
+        self.read(move |connection| runs::list_session_runs(connection, session_id))
+            .await
+    }
+
+    // Leases.
+
+    /// Takes the session's store lease for `owner`, unless another holds it.
+    pub async fn acquire_lease(
+        &self,
+        session_id: SessionId,
+        owner: &str,
+        run_id: Option<RunId>,
+        now_ms: i64,
+    ) -> Result<LeaseOutcome> {
+        let owner = owner.to_owned();
+        self.write(Some(session_id), move |connection| {
+            leases::acquire_lease(connection, session_id, &owner, run_id, now_ms)
+        })
+        .await
+    }
+
+    /// Releases the lease if `owner` holds it; returns whether it did.
+    pub async fn release_lease(&self, session_id: SessionId, owner: &str) -> Result<bool> {
+        let owner = owner.to_owned();
+        self.write(Some(session_id), move |connection| {
+            leases::release_lease(connection, session_id, &owner)
+        })
+        .await
+    }
+
+    pub async fn get_lease(&self, session_id: SessionId) -> Result<Option<LeaseRow>> {
+        self.read(move |connection| leases::get_lease(connection, session_id))
+            .await
+    }
+
+    /// Releases every lease that `owner` (this process's boot id) does not hold.
+    pub async fn release_leases_not_owned_by(&self, owner: &str) -> Result<Vec<LeaseRow>> {
+        let owner = owner.to_owned();
+        self.write(None, move |connection| {
+            leases::release_leases_not_owned_by(connection, &owner)
+        })
+        .await
+    }
+
+    // Continuations.
+
+    /// Inserts an edge. A second edge for the same successor, or for the same predecessor and
+    /// tool call, is refused as a duplicate.
+    pub async fn insert_continuation(&self, edge: NewContinuation) -> Result<()> {
+        self.write(Some(edge.predecessor_session_id), move |connection| {
+            continuations::insert_continuation(connection, &edge)
+        })
+        .await
+    }
+
+    pub async fn find_continuation(
+        &self,
+        predecessor_session_id: SessionId,
+        tool_call_id: &str,
+    ) -> Result<Option<ContinuationRow>> {
+        let tool_call_id = tool_call_id.to_owned();
+        self.read(move |connection| {
+            continuations::find_continuation(connection, predecessor_session_id, &tool_call_id)
+        })
+        .await
+    }
+}

@@ -1,0 +1,358 @@
+//! The one writer: a thread that owns the only writing connection and commits the jobs waiting
+//! for it together, one transaction for many sessions (group commit).
+//!
+//! A job is a closure over the open transaction. It may run more than once: when a group fails
+//! (a job refused, or the commit itself), the group is rolled back and each job is redone in a
+//! transaction of its own, so a refused job fails alone and the others commit.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use futures::channel::oneshot;
+use rusqlite::Connection;
+use seed_events::SessionId;
+
+use crate::error::classify;
+use crate::{BatchMode, Config, Error, Result};
+
+/// One unit of work for the writer.
+pub(crate) trait Job: Send {
+    /// The session the job writes for, named in its errors.
+    fn session_id(&self) -> Option<SessionId>;
+    /// Runs the job's statements inside the open transaction. May be called again after a
+    /// rollback, so it must not consume what it writes.
+    fn apply(&mut self, connection: &Connection) -> Result<()>;
+    /// Hands the outcome to whoever is waiting.
+    fn finish(self: Box<Self>, outcome: Result<()>);
+}
+
+struct FnJob<F, T> {
+    session_id: Option<SessionId>,
+    apply: F,
+    output: Option<T>,
+    reply: oneshot::Sender<Result<T>>,
+}
+
+impl<F, T> Job for FnJob<F, T>
+where
+    F: FnMut(&Connection) -> Result<T> + Send,
+    T: Send,
+{
+    fn session_id(&self) -> Option<SessionId> {
+        self.session_id
+    }
+
+    fn apply(&mut self, connection: &Connection) -> Result<()> {
+        self.output = Some((self.apply)(connection)?);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, outcome: Result<()>) {
+        let FnJob { output, reply, .. } = *self;
+        let result = outcome.and_then(|()| {
+            output.ok_or_else(|| Error::corrupt("writer", "a job finished without output"))
+        });
+        // The caller may have stopped waiting; its write stands either way.
+        let _ = reply.send(result);
+    }
+}
+
+enum Message {
+    Job(Box<dyn Job>),
+    /// Stop between groups until `release` is dropped; `started` says the writer has stopped.
+    Hold {
+        started: Sender<()>,
+        release: Receiver<()>,
+    },
+}
+
+/// Counters of the writer's work, for the bench and `/metrics`.
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    /// Transactions committed (groups and redone jobs alike).
+    pub n_commits: AtomicU64,
+    /// Jobs that ended committed.
+    pub n_jobs_committed: AtomicU64,
+    /// Jobs the database refused.
+    pub n_jobs_refused: AtomicU64,
+    /// Groups that failed and were redone job by job.
+    pub n_groups_redone: AtomicU64,
+}
+
+/// The handle the store keeps; dropping it stops the thread after the jobs already sent.
+pub(crate) struct Writer {
+    sender: Option<Sender<Message>>,
+    thread: Option<JoinHandle<()>>,
+    pub(crate) stats: Arc<WriterStats>,
+}
+
+impl Writer {
+    pub(crate) fn start(connection: Connection, config: &Config) -> std::io::Result<Writer> {
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        let stats = Arc::new(WriterStats::default());
+        let mut thread = WriterThread {
+            connection,
+            receiver,
+            batch_mode: config.batch_mode,
+            commit_batch_jobs_max: config.commit_batch_jobs_max.max(1),
+            gather_yields: config.gather_yields,
+            stats: Arc::clone(&stats),
+        };
+        let thread = std::thread::Builder::new()
+            .name("seed-store-writer".to_owned())
+            .spawn(move || thread.run())?;
+        Ok(Writer {
+            sender: Some(sender),
+            thread: Some(thread),
+            stats,
+        })
+    }
+
+    /// Queues `apply` and waits for its group to commit.
+    pub(crate) async fn write<T, F>(&self, session_id: Option<SessionId>, apply: F) -> Result<T>
+    where
+        F: FnMut(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (reply, outcome) = oneshot::channel();
+        let job = FnJob {
+            session_id,
+            apply,
+            output: None,
+            reply,
+        };
+        self.send(Message::Job(Box::new(job)))?;
+        outcome.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Stops the writer between two groups until the returned hold is dropped. Jobs sent
+    /// meanwhile wait and then commit together: tests use it to put chosen jobs in one group.
+    pub(crate) fn hold(&self) -> Result<WriterHold> {
+        let (started_sender, started) = crossbeam_channel::bounded(1);
+        let (release, release_receiver) = crossbeam_channel::bounded(0);
+        self.send(Message::Hold {
+            started: started_sender,
+            release: release_receiver,
+        })?;
+        started.recv().map_err(|_| Error::Closed)?;
+        Ok(WriterHold { _release: release })
+    }
+
+    fn send(&self, message: Message) -> Result<()> {
+        self.sender
+            .as_ref()
+            .ok_or(Error::Closed)?
+            .send(message)
+            .map_err(|_| Error::Closed)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.sender = None;
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the store writer thread panicked");
+        }
+    }
+}
+
+/// Keeps the writer stopped between groups while it lives. See [`crate::Store::hold_writer`].
+#[derive(Debug)]
+pub struct WriterHold {
+    _release: Sender<()>,
+}
+
+struct WriterThread {
+    connection: Connection,
+    receiver: Receiver<Message>,
+    batch_mode: BatchMode,
+    commit_batch_jobs_max: usize,
+    gather_yields: u32,
+    stats: Arc<WriterStats>,
+}
+
+impl WriterThread {
+    fn run(&mut self) {
+        let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(self.commit_batch_jobs_max);
+        while let Ok(first) = self.receiver.recv() {
+            let mut hold = self.push(&mut group, first);
+            if hold.is_none() {
+                for _ in 0..self.gather_yields {
+                    std::thread::yield_now();
+                }
+            }
+            while hold.is_none() && group.len() < self.commit_batch_jobs_max {
+                match self.receiver.try_recv() {
+                    Ok(message) => hold = self.push(&mut group, message),
+                    Err(_) => break,
+                }
+            }
+            if !group.is_empty() {
+                self.commit_group(std::mem::take(&mut group));
+            }
+            if let Some((started, release)) = hold {
+                let _ = started.send(());
+                // Returns when the hold is dropped.
+                let _ = release.recv();
+            }
+        }
+    }
+
+    /// Adds a job to the group, or returns a hold to serve after the group.
+    fn push(
+        &self,
+        group: &mut Vec<Box<dyn Job>>,
+        message: Message,
+    ) -> Option<(Sender<()>, Receiver<()>)> {
+        match message {
+            Message::Job(job) => {
+                group.push(job);
+                None
+            }
+            Message::Hold { started, release } => Some((started, release)),
+        }
+    }
+
+    fn commit_group(&self, mut group: Vec<Box<dyn Job>>) {
+        if group.len() == 1 {
+            if let Some(job) = group.pop() {
+                self.commit_alone(job);
+            }
+            return;
+        }
+        let outcomes = match self.batch_mode {
+            BatchMode::Optimistic => self.try_group_optimistic(&mut group),
+            BatchMode::Savepoint => self.try_group_savepoints(&mut group),
+        };
+        match outcomes {
+            Some(outcomes) => {
+                self.stats.n_commits.fetch_add(1, Ordering::Relaxed);
+                for (job, outcome) in group.into_iter().zip(outcomes) {
+                    self.finish(job, outcome);
+                }
+            }
+            None => {
+                self.stats.n_groups_redone.fetch_add(1, Ordering::Relaxed);
+                for job in group {
+                    self.commit_alone(job);
+                }
+            }
+        }
+    }
+
+    /// All jobs in one transaction with no savepoints. `None`: something failed and the group
+    /// was rolled back.
+    fn try_group_optimistic(&self, group: &mut [Box<dyn Job>]) -> Option<Vec<Result<()>>> {
+        self.begin().ok()?;
+        for job in group.iter_mut() {
+            if job.apply(&self.connection).is_err() {
+                self.rollback();
+                return None;
+            }
+        }
+        if self.commit().is_err() {
+            self.rollback();
+            return None;
+        }
+        Some(group.iter().map(|_| Ok(())).collect())
+    }
+
+    /// Each job in a savepoint of one transaction. `None`: the transaction itself was lost
+    /// (rolled back by SQLite, or the commit failed).
+    fn try_group_savepoints(&self, group: &mut [Box<dyn Job>]) -> Option<Vec<Result<()>>> {
+        self.begin().ok()?;
+        let mut outcomes = Vec::with_capacity(group.len());
+        for job in group.iter_mut() {
+            if self.connection.execute_batch("SAVEPOINT job").is_err() {
+                self.rollback();
+                return None;
+            }
+            match job.apply(&self.connection) {
+                Ok(()) => {
+                    if self.connection.execute_batch("RELEASE job").is_err() {
+                        self.rollback();
+                        return None;
+                    }
+                    outcomes.push(Ok(()));
+                }
+                Err(error) => {
+                    // SQLite rolls back the whole transaction on some errors (a full disk
+                    // among them): then the earlier jobs are gone too, and all are redone.
+                    if self.connection.is_autocommit()
+                        || self
+                            .connection
+                            .execute_batch("ROLLBACK TO job; RELEASE job")
+                            .is_err()
+                    {
+                        self.rollback();
+                        return None;
+                    }
+                    outcomes.push(Err(self.classify(error, job.session_id())));
+                }
+            }
+        }
+        if self.commit().is_err() {
+            self.rollback();
+            return None;
+        }
+        Some(outcomes)
+    }
+
+    fn commit_alone(&self, mut job: Box<dyn Job>) {
+        let outcome = self.begin().and_then(|()| {
+            job.apply(&self.connection)?;
+            self.commit()
+        });
+        let outcome = match outcome {
+            Ok(()) => {
+                self.stats.n_commits.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(error) => {
+                self.rollback();
+                Err(self.classify(error, job.session_id()))
+            }
+        };
+        self.finish(job, outcome);
+    }
+
+    fn finish(&self, job: Box<dyn Job>, outcome: Result<()>) {
+        let counter = match &outcome {
+            Ok(()) => &self.stats.n_jobs_committed,
+            Err(error) => {
+                tracing::warn!(session_id = ?job.session_id(), %error, "store write refused");
+                &self.stats.n_jobs_refused
+            }
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        job.finish(outcome);
+    }
+
+    fn classify(&self, error: Error, session_id: Option<SessionId>) -> Error {
+        classify(error, session_id, |session_id| {
+            crate::sessions::session_exists(&self.connection, session_id).unwrap_or(true)
+        })
+    }
+
+    fn begin(&self) -> Result<()> {
+        self.connection.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(())
+    }
+
+    fn commit(&self) -> Result<()> {
+        self.connection.execute_batch("COMMIT")?;
+        Ok(())
+    }
+
+    fn rollback(&self) {
+        if !self.connection.is_autocommit()
+            && let Err(error) = self.connection.execute_batch("ROLLBACK")
+        {
+            tracing::error!(%error, "store writer could not roll back");
+        }
+    }
+}

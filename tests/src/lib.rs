@@ -1,0 +1,1 @@
+//! Shared helpers for Seed's integration suites and the bench harness.
