@@ -86,6 +86,11 @@ impl Store {
         self.inner.writer.hold()
     }
 
+    /// Writes sent and not yet taken up by the writer (the queue a held writer builds up).
+    pub fn queued_writes(&self) -> usize {
+        self.inner.writer.queued()
+    }
+
     /// The durable file system of one session.
     pub fn session_files(&self, session_id: SessionId) -> SessionFiles {
         SessionFiles::new(self.clone(), session_id)

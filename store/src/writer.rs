@@ -140,6 +140,11 @@ impl Writer {
         Ok(WriterHold { _release: release })
     }
 
+    /// Jobs sent and not yet taken up by the writer.
+    pub(crate) fn queued(&self) -> usize {
+        self.sender.as_ref().map_or(0, Sender::len)
+    }
+
     fn send(&self, message: Message) -> Result<()> {
         self.sender
             .as_ref()
