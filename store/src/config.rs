@@ -48,9 +48,16 @@ pub struct Config {
     pub batch_mode: BatchMode,
     /// At most this many jobs share one transaction.
     pub commit_batch_jobs_max: usize,
-    /// Times the writer yields its thread after the first job of a batch arrives, so that
-    /// committers woken by the previous batch can join this one.
-    pub gather_yields: u32,
+    /// Once a job has arrived, the writer keeps gathering while the next one follows within
+    /// this gap, so that committers woken by the previous group join this one.
+    pub gather_gap: Duration,
+    /// The longest the writer gathers a group before it commits it.
+    pub gather_max: Duration,
+    /// How long the writer keeps polling for the next job before it parks its thread, and how
+    /// long a caller's future polls for its outcome (yielding to its executor between polls)
+    /// before it parks its task. Waking a parked thread costs tens of microseconds on a virtual
+    /// machine, more than a commit: see docs/design/group-commit.md.
+    pub spin: Duration,
     /// Caps the database size in pages (`PRAGMA max_page_count`); for tests of a full disk.
     pub max_page_count: Option<u32>,
 }
@@ -65,7 +72,9 @@ impl Config {
             n_readers: 4,
             batch_mode: BatchMode::default(),
             commit_batch_jobs_max: 256,
-            gather_yields: 1,
+            gather_gap: Duration::from_micros(3),
+            gather_max: Duration::from_micros(200),
+            spin: Duration::from_micros(100),
             max_page_count: None,
         }
     }

@@ -1,32 +1,37 @@
 //! The raw SQLite floor: what one `INSERT` + `COMMIT` per step costs with rusqlite directly,
-//! under the same pragmas as the store. The bench harness measures every suite against it.
+//! under the same pragmas and schema as the store, with no writer thread, no channel and no
+//! grouping. The bench harness measures every suite against it.
 
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 
 use crate::{Config, Result};
 
-/// Commits `n_commits` single-row transactions into a fresh table of the database at
-/// `config.path`, and returns how long they took.
+/// Commits `n_commits` single-row transactions, each one durable-file line of one session,
+/// into the database at `config.path` (created with the store's schema if new), and returns how
+/// long they took.
 pub fn measure_commits(config: &Config, n_commits: usize) -> Result<Duration> {
-    let connection = Connection::open(&config.path)?;
-    crate::schema::apply_pragmas(&connection, config)?;
-    connection.execute_batch(
-        "CREATE TABLE IF NOT EXISTS floor_rows (
-             id INTEGER PRIMARY KEY,
-             session_id TEXT NOT NULL,
-             file TEXT NOT NULL,
-             line TEXT NOT NULL
-         ) STRICT",
+    let connection = crate::schema::open_writer(config)?;
+    let account_id = "00000000-0000-7000-8000-00000000f100";
+    let session_id = "00000000-0000-7000-8000-0000000f1001";
+    connection.execute(
+        "INSERT OR IGNORE INTO accounts (id, public_key, created_at) VALUES (?1, x'00', 0)",
+        params![account_id],
     )?;
-    let session_id = "00000000-0000-7000-8000-000000000000";
+    connection.execute(
+        "INSERT OR IGNORE INTO sessions (id, account_id, created_at, updated_at)
+         VALUES (?1, ?2, 0, 0)",
+        params![session_id, account_id],
+    )?;
     let line = floor_line();
     let started = Instant::now();
     for _ in 0..n_commits {
         connection.execute_batch("BEGIN IMMEDIATE")?;
         connection
-            .prepare_cached("INSERT INTO floor_rows (session_id, file, line) VALUES (?1, ?2, ?3)")?
+            .prepare_cached(
+                "INSERT INTO session_durable_files (session_id, file, line) VALUES (?1, ?2, ?3)",
+            )?
             .execute(params![session_id, "entries.jsonl", line])?;
         connection.execute_batch("COMMIT")?;
     }
@@ -36,4 +41,46 @@ pub fn measure_commits(config: &Config, n_commits: usize) -> Result<Duration> {
 /// The line every bench step appends: a small JSON entry.
 pub fn floor_line() -> &'static str {
     r#"{"type":"pi.user","id":1,"content":"a line of about one hundred bytes, the size of a short entry in the store"}"#
+}
+
+/// The ceiling of group commit: `n_commits` rows from `n_sessions` sessions, committed directly
+/// in perfect groups of `group_size` rows with no threads and no hand-offs. Returns the time.
+pub fn measure_grouped_commits(
+    config: &Config,
+    n_sessions: usize,
+    group_size: usize,
+    n_commits: usize,
+) -> Result<Duration> {
+    let connection = crate::schema::open_writer(config)?;
+    let account_id = "00000000-0000-7000-8000-00000000f100";
+    connection.execute(
+        "INSERT OR IGNORE INTO accounts (id, public_key, created_at) VALUES (?1, x'00', 0)",
+        params![account_id],
+    )?;
+    let sessions: Vec<String> = (0..n_sessions)
+        .map(|idx| format!("00000000-0000-7000-8000-{idx:012x}"))
+        .collect();
+    for session_id in &sessions {
+        connection.execute(
+            "INSERT OR IGNORE INTO sessions (id, account_id, created_at, updated_at)
+             VALUES (?1, ?2, 0, 0)",
+            params![session_id, account_id],
+        )?;
+    }
+    let line = floor_line();
+    let started = Instant::now();
+    let mut row_idx = 0;
+    while row_idx < n_commits {
+        connection.execute_batch("BEGIN IMMEDIATE")?;
+        for _ in 0..group_size.min(n_commits - row_idx) {
+            connection
+                .prepare_cached(
+                    "INSERT INTO session_durable_files (session_id, file, line) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![sessions[row_idx % n_sessions], "entries.jsonl", line])?;
+            row_idx += 1;
+        }
+        connection.execute_batch("COMMIT")?;
+    }
+    Ok(started.elapsed())
 }

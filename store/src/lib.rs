@@ -23,6 +23,7 @@ mod readers;
 mod runs;
 mod schema;
 mod sessions;
+mod spin;
 mod store;
 mod writer;
 

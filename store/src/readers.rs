@@ -8,6 +8,7 @@ use crossbeam_channel::Sender;
 use futures::channel::oneshot;
 use rusqlite::Connection;
 
+use crate::spin::SpinThenPark;
 use crate::{Config, Error, Result};
 
 type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
@@ -15,6 +16,8 @@ type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
 pub(crate) struct Readers {
     sender: Option<Sender<ReadJob>>,
     threads: Vec<JoinHandle<()>>,
+    /// How long a caller polls for its rows before parking.
+    spin: std::time::Duration,
 }
 
 impl Readers {
@@ -36,6 +39,7 @@ impl Readers {
         Ok(Readers {
             sender: Some(sender),
             threads,
+            spin: config.spin,
         })
     }
 
@@ -54,7 +58,9 @@ impl Readers {
             .ok_or(Error::Closed)?
             .send(job)
             .map_err(|_| Error::Closed)?;
-        outcome.await.map_err(|_| Error::Closed)?
+        SpinThenPark::new(outcome, self.spin)
+            .await
+            .map_err(|_| Error::Closed)?
     }
 }
 

@@ -8,13 +8,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use futures::channel::oneshot;
 use rusqlite::Connection;
 use seed_events::SessionId;
 
 use crate::error::classify;
+use crate::spin::SpinThenPark;
 use crate::{BatchMode, Config, Error, Result};
 
 /// One unit of work for the writer.
@@ -85,6 +87,8 @@ pub struct WriterStats {
 pub(crate) struct Writer {
     sender: Option<Sender<Message>>,
     thread: Option<JoinHandle<()>>,
+    /// How long a caller polls for its outcome before parking.
+    spin: Duration,
     pub(crate) stats: Arc<WriterStats>,
 }
 
@@ -97,7 +101,9 @@ impl Writer {
             receiver,
             batch_mode: config.batch_mode,
             commit_batch_jobs_max: config.commit_batch_jobs_max.max(1),
-            gather_yields: config.gather_yields,
+            gather_gap: config.gather_gap,
+            gather_max: config.gather_max,
+            spin: config.spin,
             stats: Arc::clone(&stats),
         };
         let thread = std::thread::Builder::new()
@@ -106,6 +112,7 @@ impl Writer {
         Ok(Writer {
             sender: Some(sender),
             thread: Some(thread),
+            spin: config.spin,
             stats,
         })
     }
@@ -124,7 +131,9 @@ impl Writer {
             reply,
         };
         self.send(Message::Job(Box::new(job)))?;
-        outcome.await.map_err(|_| Error::Closed)?
+        SpinThenPark::new(outcome, self.spin)
+            .await
+            .map_err(|_| Error::Closed)?
     }
 
     /// Stops the writer between two groups until the returned hold is dropped. Jobs sent
@@ -176,24 +185,25 @@ struct WriterThread {
     receiver: Receiver<Message>,
     batch_mode: BatchMode,
     commit_batch_jobs_max: usize,
-    gather_yields: u32,
+    gather_gap: Duration,
+    gather_max: Duration,
+    spin: Duration,
     stats: Arc<WriterStats>,
 }
 
 impl WriterThread {
     fn run(&mut self) {
         let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(self.commit_batch_jobs_max);
-        while let Ok(first) = self.receiver.recv() {
+        while let Some(first) = self.next_message() {
             let mut hold = self.push(&mut group, first);
-            if hold.is_none() {
-                for _ in 0..self.gather_yields {
-                    std::thread::yield_now();
-                }
-            }
-            while hold.is_none() && group.len() < self.commit_batch_jobs_max {
-                match self.receiver.try_recv() {
-                    Ok(message) => hold = self.push(&mut group, message),
-                    Err(_) => break,
+            let gather_started = Instant::now();
+            while hold.is_none()
+                && group.len() < self.commit_batch_jobs_max
+                && gather_started.elapsed() < self.gather_max
+            {
+                match self.poll_for(self.gather_gap) {
+                    Some(message) => hold = self.push(&mut group, message),
+                    None => break,
                 }
             }
             if !group.is_empty() {
@@ -203,6 +213,26 @@ impl WriterThread {
                 let _ = started.send(());
                 // Returns when the hold is dropped.
                 let _ = release.recv();
+            }
+        }
+    }
+
+    /// The next message: polled for `spin`, then waited for. `None` once every sender is gone
+    /// and the queue is drained.
+    fn next_message(&self) -> Option<Message> {
+        self.poll_for(self.spin)
+            .or_else(|| self.receiver.recv().ok())
+    }
+
+    /// A message that arrives within `window`, polling without parking the thread.
+    fn poll_for(&self, window: Duration) -> Option<Message> {
+        let started = Instant::now();
+        loop {
+            match self.receiver.try_recv() {
+                Ok(message) => return Some(message),
+                Err(TryRecvError::Disconnected) => return None,
+                Err(TryRecvError::Empty) if started.elapsed() >= window => return None,
+                Err(TryRecvError::Empty) => std::hint::spin_loop(),
             }
         }
     }

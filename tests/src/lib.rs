@@ -1,1 +1,3 @@
 //! Shared helpers for Seed's integration suites and the bench harness.
+
+pub mod bench;

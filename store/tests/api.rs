@@ -1,0 +1,199 @@
+//! The typed store APIs: sessions, the log, runs, leases.
+
+mod common;
+
+use common::{Fixture, account};
+use futures::executor::block_on;
+use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, RunStatus};
+use seed_store::{LeaseOutcome, NewRun, NewSession, TitleSource};
+
+fn message(text: &str, pi_entry_id: Option<i64>) -> NewEvent {
+    let mut event = NewEvent::message(
+        EventRole::Assistant,
+        "agent",
+        serde_json::json!({ "text": text }),
+        7,
+    );
+    event.pi_entry_id = pi_entry_id;
+    event
+}
+
+fn run(idx: u128, session: seed_events::SessionId, queue: Queue) -> NewRun {
+    NewRun {
+        id: RunId::from_u128(idx),
+        session_id: session,
+        queue,
+        user_event_ids: vec![EventId(idx as i64)],
+        parent_run_id: None,
+        typed: false,
+        created_at_ms: idx as i64,
+    }
+}
+
+#[test]
+fn sessions_are_created_read_and_listed_by_account() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let store = &fixture.store;
+    let mut titled = NewSession::new(common::session(1), account(), 10);
+    titled.title = "Trip planning".to_owned();
+    titled.description = "comparing trains".to_owned();
+    titled.title_source = TitleSource::Agent;
+    titled.plan = Some(serde_json::json!([{ "step": "book", "done": false }]));
+    block_on(store.create_session(titled.clone()))?;
+    block_on(store.create_session(NewSession::new(common::session(2), account(), 20)))?;
+
+    let row = block_on(store.get_session(titled.id))?.expect("created session");
+    assert_eq!(row.title, "Trip planning");
+    assert_eq!(row.title_source, TitleSource::Agent);
+    assert_eq!(row.plan, titled.plan);
+    assert_eq!((row.created_at_ms, row.updated_at_ms), (10, 10));
+
+    let listed: Vec<_> = block_on(store.list_sessions(account()))?
+        .into_iter()
+        .map(|session| session.id)
+        .collect();
+    assert_eq!(listed, [common::session(2), common::session(1)]);
+    assert!(block_on(store.list_sessions(seed_events::AccountId::from_u128(5)))?.is_empty());
+
+    // A session for an account that does not exist is refused, not half-created.
+    let orphan = NewSession::new(common::session(3), seed_events::AccountId::from_u128(5), 0);
+    assert!(block_on(store.create_session(orphan)).is_err());
+    assert!(block_on(store.get_session(common::session(3)))?.is_none());
+    Ok(())
+}
+
+#[test]
+fn the_log_assigns_gapless_seqs_and_reads_ranges() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(2)?;
+    let store = &fixture.store;
+    assert_eq!(block_on(store.last_seq(sessions[0]))?, 0);
+    assert_eq!(block_on(store.max_pi_entry_id(sessions[0]))?, None);
+
+    let first = block_on(store.append_events(
+        sessions[0],
+        vec![message("a", Some(3)), message("b", Some(4)), message("c", None)],
+    ))?;
+    assert_eq!(first.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    let other = block_on(store.append_events(sessions[1], vec![message("x", Some(9))]))?;
+    assert_eq!(other[0].seq, 1, "seqs are per session");
+    let second = block_on(store.append_events(sessions[0], vec![message("d", None)]))?;
+    assert_eq!(second[0].seq, 4);
+    assert!(second[0].id > first[2].id);
+
+    let all = block_on(store.read_events(sessions[0], 1, i64::MAX, 100))?;
+    assert_eq!(all.len(), 4);
+    assert_eq!(all[..3], first[..]);
+    let middle = block_on(store.read_events(sessions[0], 2, 3, 100))?;
+    assert_eq!(middle.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
+    let limited = block_on(store.read_events(sessions[0], 1, i64::MAX, 2))?;
+    assert_eq!(limited.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
+
+    assert_eq!(block_on(store.max_pi_entry_id(sessions[0]))?, Some(4));
+    assert_eq!(block_on(store.last_seq(sessions[0]))?, 4);
+    Ok(())
+}
+
+#[test]
+fn runs_queue_claim_one_turn_per_session_and_list_left_running() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(2)?;
+    let store = &fixture.store;
+    block_on(store.enqueue_run(run(1, sessions[0], Queue::Interactive)))?;
+    block_on(store.enqueue_run(run(2, sessions[0], Queue::Interactive)))?;
+    block_on(store.enqueue_run(run(3, sessions[1], Queue::Interactive)))?;
+    block_on(store.enqueue_run(run(4, sessions[1], Queue::Background)))?;
+
+    let first = block_on(store.claim_next_run(Queue::Interactive, "boot-a", 100))?
+        .expect("a run to claim");
+    assert_eq!(first.id, RunId::from_u128(1));
+    assert_eq!(first.status, RunStatus::Running);
+    assert_eq!((first.owner.as_deref(), first.attempts), (Some("boot-a"), 1));
+    // Session 0 has a turn in flight: its second run waits, session 1's goes first.
+    let second = block_on(store.claim_next_run(Queue::Interactive, "boot-a", 101))?
+        .expect("a run to claim");
+    assert_eq!(second.id, RunId::from_u128(3));
+    assert_eq!(block_on(store.claim_next_run(Queue::Interactive, "boot-a", 102))?, None);
+    // Session 1 is busy on the other queue too.
+    assert_eq!(block_on(store.claim_next_run(Queue::Background, "boot-a", 102))?, None);
+
+    let running: Vec<_> = block_on(store.list_running_runs())?
+        .into_iter()
+        .map(|run| run.id)
+        .collect();
+    assert_eq!(running, [RunId::from_u128(1), RunId::from_u128(3)]);
+
+    let result = serde_json::json!({ "answer": "done" });
+    assert!(block_on(store.set_run_status(
+        first.id,
+        RunStatus::Succeeded,
+        Some(result.clone()),
+        200
+    ))?);
+    assert!(!block_on(store.set_run_status(
+        RunId::from_u128(77),
+        RunStatus::Failed,
+        None,
+        200
+    ))?);
+    let finished = block_on(store.get_run(first.id))?.expect("run 1");
+    assert_eq!(finished.status, RunStatus::Succeeded);
+    assert_eq!(finished.result, Some(result));
+    assert_eq!(finished.updated_at_ms, 200);
+
+    let next = block_on(store.claim_next_run(Queue::Interactive, "boot-b", 201))?
+        .expect("session 0's second run");
+    assert_eq!(next.id, RunId::from_u128(2));
+    assert_eq!(
+        block_on(store.list_session_runs(sessions[0]))?
+            .iter()
+            .map(|run| run.status)
+            .collect::<Vec<_>>(),
+        [RunStatus::Succeeded, RunStatus::Running]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_second_lease_holder_is_refused_until_release() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(2)?;
+    let store = &fixture.store;
+    let run_a = Some(RunId::from_u128(1));
+    let LeaseOutcome::Acquired(lease) =
+        block_on(store.acquire_lease(sessions[0], "boot-a", run_a, 5))?
+    else {
+        panic!("a free lease was refused")
+    };
+    assert_eq!(lease.owner, "boot-a");
+    // Taking it again for the same run is idempotent.
+    assert!(matches!(
+        block_on(store.acquire_lease(sessions[0], "boot-a", run_a, 6))?,
+        LeaseOutcome::Acquired(_)
+    ));
+    let refused = block_on(store.acquire_lease(sessions[0], "boot-b", None, 7))?;
+    assert_eq!(refused, LeaseOutcome::HeldBy(lease.clone()));
+    // A different run of the same process is a second holder too.
+    assert!(matches!(
+        block_on(store.acquire_lease(sessions[0], "boot-a", Some(RunId::from_u128(2)), 7))?,
+        LeaseOutcome::HeldBy(_)
+    ));
+
+    assert!(!block_on(store.release_lease(sessions[0], "boot-b"))?, "not its lease");
+    assert!(block_on(store.release_lease(sessions[0], "boot-a"))?);
+    assert_eq!(block_on(store.get_lease(sessions[0]))?, None);
+    assert!(matches!(
+        block_on(store.acquire_lease(sessions[0], "boot-b", None, 8))?,
+        LeaseOutcome::Acquired(_)
+    ));
+
+    // The boot sweep releases what an earlier process left, and only that.
+    block_on(store.acquire_lease(sessions[1], "boot-c", None, 9))?;
+    let released = block_on(store.release_leases_not_owned_by("boot-c"))?;
+    assert_eq!(
+        released.iter().map(|lease| lease.session_id).collect::<Vec<_>>(),
+        [sessions[0]]
+    );
+    assert!(block_on(store.get_lease(sessions[1]))?.is_some());
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! The bench harness: `cargo run --release -p seed-tests --bin bench -- SUITE`.
+//!
+//! Every suite measures the raw SQLite floor in the same run (the store's pragmas, one
+//! `INSERT` + `COMMIT` per step with rusqlite directly) and reports each row as a ratio against
+//! it, because absolute figures move by several times with the disk's mood. It prints a table
+//! and writes `target/bench/SUITE.json`: a list of `{name, value, unit, floor, ratio}`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures::executor::LocalPool;
+use futures::task::LocalSpawnExt;
+use seed_durable::{Append, DurableFs, FileName};
+use seed_events::{AccountId, SessionId};
+use seed_store::{BatchMode, Config, NewSession, Store, Synchronous, floor};
+use seed_tests::bench::{Row, write_report};
+
+const SUITES: [&str; 1] = ["store"];
+
+fn main() -> anyhow::Result<()> {
+    let suite = std::env::args().nth(1).unwrap_or_default();
+    let rows = match suite.as_str() {
+        "store" => store_suite()?,
+        _ => bail!("usage: bench SUITE, where SUITE is one of {SUITES:?}"),
+    };
+    let path = write_report(&suite, &rows)?;
+    println!("{}", seed_tests::bench::table(&rows));
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+/// How many times each measurement is repeated; the best of them counts, for the floor and
+/// the store alike, taken in alternation so both see the same moments of the disk.
+const ROUNDS: usize = 3;
+
+fn store_suite() -> anyhow::Result<Vec<Row>> {
+    let scratch = scratch_dir()?;
+    let n_normal = 20_000;
+    let n_full = 2_000;
+    let normal = |mode| config(&scratch, Synchronous::Normal, mode);
+    let full = |mode| config(&scratch, Synchronous::Full, mode);
+
+    let mut rows = Vec::new();
+    let floor_normal = best_of(|| floor_rate(&normal(BatchMode::Optimistic), n_normal))?;
+    let floor_full = best_of(|| floor_rate(&full(BatchMode::Optimistic), n_full))?;
+    rows.push(Row::floor("floor normal", floor_normal));
+    rows.push(Row::floor("floor full", floor_full));
+    for (name, config) in [
+        ("ceiling grouped 64", normal(BatchMode::Optimistic)),
+        ("ceiling grouped 64 full", full(BatchMode::Optimistic)),
+    ] {
+        let floor = if name.ends_with("full") { floor_full } else { floor_normal };
+        let rate = best_of(|| {
+            remove_database(&config.path)?;
+            let elapsed = floor::measure_grouped_commits(&config, 64, 32, n_normal)?;
+            Ok(per_second(n_normal, elapsed))
+        })?;
+        rows.push(Row::ratio(name, rate, "commits/s", floor));
+    }
+
+    let cases: [(&str, Config, usize, usize, f64); 5] = [
+        ("store sequential", normal(BatchMode::Optimistic), 1, n_normal, floor_normal),
+        ("store concurrent 64", normal(BatchMode::Optimistic), 64, n_normal, floor_normal),
+        ("store concurrent 64 full", full(BatchMode::Optimistic), 64, n_full * 4, floor_full),
+        // The two ways of letting a refused job fail alone, side by side (see
+        // docs/design/group-commit.md).
+        ("store concurrent 64 savepoint", normal(BatchMode::Savepoint), 64, n_normal, floor_normal),
+        ("store concurrent 64 full savepoint", full(BatchMode::Savepoint), 64, n_full * 4, floor_full),
+    ];
+    for (name, config, n_sessions, n_commits, floor) in cases {
+        let rate = best_of(|| store_rate(&config, n_sessions, n_commits))?;
+        rows.push(Row::ratio(name, rate, "commits/s", floor));
+    }
+    Ok(rows)
+}
+
+fn best_of(mut measure: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
+    let mut best = 0.0_f64;
+    for _ in 0..ROUNDS {
+        best = best.max(measure()?);
+    }
+    Ok(best)
+}
+
+/// The database files live under target/, on the disk the store would use, not in a tmpfs.
+fn scratch_dir() -> anyhow::Result<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench/scratch");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn config(scratch: &Path, synchronous: Synchronous, batch_mode: BatchMode) -> Config {
+    let mut config = Config::new(scratch.join("bench.db"));
+    config.synchronous = synchronous;
+    config.batch_mode = batch_mode;
+    config
+}
+
+fn remove_database(path: &Path) -> anyhow::Result<()> {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        match std::fs::remove_file(&file) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                return Err(error).with_context(|| format!("removing {file:?}"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn per_second(n_commits: usize, elapsed: Duration) -> f64 {
+    n_commits as f64 / elapsed.as_secs_f64()
+}
+
+fn floor_rate(config: &Config, n_commits: usize) -> anyhow::Result<f64> {
+    remove_database(&config.path)?;
+    let elapsed = floor::measure_commits(config, n_commits)?;
+    Ok(per_second(n_commits, elapsed))
+}
+
+/// `n_sessions` sessions, each an async task on one executor thread (as session actors share
+/// an arbiter), commit one line per step through the store until `n_commits` are done.
+fn store_rate(config: &Config, n_sessions: usize, n_commits: usize) -> anyhow::Result<f64> {
+    remove_database(&config.path)?;
+    let store = Store::open(config.clone())?;
+    let account = AccountId::from_u128(1);
+    let sessions: Vec<SessionId> = (0..n_sessions)
+        .map(|idx| SessionId::from_u128(idx as u128 + 1))
+        .collect();
+    futures::executor::block_on(async {
+        store.create_account(account, vec![0], 0).await?;
+        for &session in &sessions {
+            store.create_session(NewSession::new(session, account, 0)).await?;
+        }
+        anyhow::Ok(())
+    })?;
+    let per_session = n_commits / n_sessions;
+    let mut pool = LocalPool::new();
+    let spawner = pool.spawner();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for &session in &sessions {
+        let files = store.session_files(session);
+        let task = spawner.spawn_local_with_handle(async move {
+            for _ in 0..per_session {
+                files
+                    .commit(vec![Append::new(FileName::Entries, floor::floor_line())])
+                    .await?;
+            }
+            anyhow::Ok(())
+        })?;
+        tasks.push(task);
+    }
+    for result in pool.run_until(futures::future::join_all(tasks)) {
+        result?;
+    }
+    let elapsed = started.elapsed();
+    let stats = store.writer_stats();
+    let n_commits = stats.n_commits.load(std::sync::atomic::Ordering::Relaxed);
+    let n_jobs = stats.n_jobs_committed.load(std::sync::atomic::Ordering::Relaxed);
+    if std::env::var_os("SEED_BENCH_VERBOSE").is_some() {
+        eprintln!(
+            "{n_sessions} sessions: {n_jobs} jobs in {n_commits} commits ({:.1} per commit), {:?}",
+            n_jobs as f64 / n_commits.max(1) as f64,
+            elapsed
+        );
+    }
+    Ok(per_second(per_session * n_sessions, elapsed))
+}
