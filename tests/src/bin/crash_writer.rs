@@ -55,8 +55,14 @@ fn parse_args() -> anyhow::Result<Args> {
         events_per_batch: events_per_batch.parse().context("EVENTS_PER_BATCH")?,
     };
     ensure!(parsed.n_sessions > 0, "N_SESSIONS must be positive");
-    ensure!(parsed.lines_per_batch > 0, "LINES_PER_BATCH must be positive");
-    ensure!(parsed.events_per_batch > 0, "EVENTS_PER_BATCH must be positive");
+    ensure!(
+        parsed.lines_per_batch > 0,
+        "LINES_PER_BATCH must be positive"
+    );
+    ensure!(
+        parsed.events_per_batch > 0,
+        "EVENTS_PER_BATCH must be positive"
+    );
     Ok(parsed)
 }
 
@@ -68,7 +74,8 @@ fn main() -> anyhow::Result<()> {
     // An earlier run may have been killed part way through creating these: create what is missing.
     let account_id = AccountId::from_u128(ACCOUNT_ID);
     if block_on(store.get_account(account_id))?.is_none() {
-        block_on(store.create_account(account_id, Vec::new(), 0)).context("creating the account")?;
+        block_on(store.create_account(account_id, Vec::new(), 0))
+            .context("creating the account")?;
     }
     for idx in 0..args.n_sessions {
         let id = session_id(idx);
