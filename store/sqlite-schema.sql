@@ -2,6 +2,12 @@
 -- Times are unix milliseconds (INTEGER columns ending in _at). Ids are uuid text, except log
 -- events, whose id is the row id. Every table that belongs to a session cascades from `sessions`,
 -- so deleting a session deletes its log, store, runs, lease, edges and attachments with it.
+--
+-- The two tables written at every step of a turn (session_events, session_durable_files) refer
+-- to their session by its integer `key` rather than its uuid: their indexes stay small enough
+-- that the rows of many sessions committed in one group share index pages, which is most of
+-- what group commit saves (docs/design/group-commit.md has the figures). The other tables use
+-- the uuid, for readability.
 
 CREATE TABLE accounts (
     id          TEXT PRIMARY KEY,
@@ -19,7 +25,9 @@ CREATE TABLE memory_files (
 ) STRICT;
 
 CREATE TABLE sessions (
-    id                 TEXT PRIMARY KEY,
+    -- never reused (AUTOINCREMENT), so a key held by a writer cannot come to mean another session
+    key                INTEGER PRIMARY KEY AUTOINCREMENT,
+    id                 TEXT NOT NULL UNIQUE,
     account_id         TEXT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
     title              TEXT NOT NULL DEFAULT '',
     description        TEXT NOT NULL DEFAULT '',
@@ -43,7 +51,7 @@ CREATE INDEX sessions_by_parent ON sessions (parent_session_id) WHERE parent_ses
 -- the appending transaction.
 CREATE TABLE session_events (
     id           INTEGER PRIMARY KEY,
-    session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    session_key  INTEGER NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
     seq          INTEGER NOT NULL CHECK (seq >= 1),
     type         TEXT NOT NULL,
     role         TEXT CHECK (role IN ('user', 'assistant', 'system', 'tool')),
@@ -54,22 +62,22 @@ CREATE TABLE session_events (
     -- the store entry this event was projected from; NULL: written without the harness
     pi_entry_id  INTEGER,
     created_at   INTEGER NOT NULL,
-    UNIQUE (session_id, seq)
+    UNIQUE (session_key, seq)
 ) STRICT;
 
-CREATE INDEX session_events_by_entry ON session_events (session_id, pi_entry_id)
+CREATE INDEX session_events_by_entry ON session_events (session_key, pi_entry_id)
     WHERE pi_entry_id IS NOT NULL;
 
 -- The store: a session's durable files, where a file is its rows in id order and an append is
--- one inserted row.
+-- one inserted row. file: 0 entries.jsonl, 1 documents.jsonl, 2 tasks.jsonl.
 CREATE TABLE session_durable_files (
-    id          INTEGER PRIMARY KEY,
-    session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-    file        TEXT NOT NULL,
-    line        TEXT NOT NULL
+    id           INTEGER PRIMARY KEY,
+    session_key  INTEGER NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+    file         INTEGER NOT NULL CHECK (file IN (0, 1, 2)),
+    line         TEXT NOT NULL
 ) STRICT;
 
-CREATE INDEX session_durable_files_by_file ON session_durable_files (session_id, file, id);
+CREATE INDEX session_durable_files_by_file ON session_durable_files (session_key, file, id);
 
 CREATE TABLE runs (
     id              TEXT PRIMARY KEY,

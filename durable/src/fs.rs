@@ -28,6 +28,15 @@ impl FileName {
         }
     }
 
+    /// A small number for the file, for stores that keep it in a column: 0, 1, 2.
+    pub fn code(self) -> u8 {
+        match self {
+            FileName::Entries => 0,
+            FileName::Documents => 1,
+            FileName::Tasks => 2,
+        }
+    }
+
     /// The file with this stored name, if it is one of ours.
     pub fn parse(name: &str) -> Option<FileName> {
         FileName::ALL.into_iter().find(|file| file.as_str() == name)
@@ -178,6 +187,7 @@ mod tests {
     fn file_names_parse_back() {
         for file in FileName::ALL {
             assert_eq!(FileName::parse(file.as_str()), Some(file));
+            assert_eq!(FileName::ALL[usize::from(file.code())], file);
         }
         assert_eq!(FileName::parse("other.jsonl"), None);
     }

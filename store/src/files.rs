@@ -1,10 +1,13 @@
 //! The durable file system over rows: a session's file is its `session_durable_files` rows in id
 //! order, and an append is one inserted row.
 
+use std::sync::{Arc, OnceLock};
+
 use rusqlite::{Connection, params};
 use seed_durable::{Append, DurableFs, FileName};
 use seed_events::SessionId;
 
+use crate::sessions::{key_for_read, key_for_write};
 use crate::{Error, Result, Store};
 
 /// One session's durable files, as the durable loop sees them.
@@ -12,11 +15,18 @@ use crate::{Error, Result, Store};
 pub struct SessionFiles {
     store: Store,
     session_id: SessionId,
+    /// The session's integer key, looked up by the first commit. Keys are never reused, so
+    /// once the session is deleted a commit under this key is refused by its foreign key.
+    session_key: Arc<OnceLock<i64>>,
 }
 
 impl SessionFiles {
     pub(crate) fn new(store: Store, session_id: SessionId) -> Self {
-        SessionFiles { store, session_id }
+        SessionFiles {
+            store,
+            session_id,
+            session_key: Arc::default(),
+        }
     }
 
     pub fn session_id(&self) -> SessionId {
@@ -30,23 +40,23 @@ impl DurableFs for SessionFiles {
     async fn read(&self, file: FileName) -> Result<Vec<String>> {
         let session_id = self.session_id;
         self.store
-            .read(move |connection| {
-                if !crate::sessions::session_exists(connection, session_id)? {
-                    return Err(Error::NotFound {
-                        what: "session",
-                        id: session_id.to_string(),
-                    });
-                }
-                read_lines(connection, session_id, file)
-            })
+            .read(move |connection| read_lines(connection, session_id, file))
             .await
     }
 
     async fn commit(&self, batch: Vec<Append>) -> Result<()> {
         let session_id = self.session_id;
+        let session_key = Arc::clone(&self.session_key);
         self.store
             .write(Some(session_id), move |connection| {
-                append_lines(connection, session_id, &batch)
+                let key = match session_key.get() {
+                    Some(key) => *key,
+                    None => {
+                        let key = key_for_write(connection, session_id)?;
+                        *session_key.get_or_init(|| key)
+                    }
+                };
+                append_lines(connection, key, &batch)
             })
             .await
     }
@@ -57,29 +67,27 @@ pub(crate) fn read_lines(
     session_id: SessionId,
     file: FileName,
 ) -> Result<Vec<String>> {
+    let session_key = key_for_read(connection, session_id)?;
     let mut statement = connection.prepare_cached(
-        "SELECT line FROM session_durable_files WHERE session_id = ?1 AND file = ?2 ORDER BY id",
+        "SELECT line FROM session_durable_files WHERE session_key = ?1 AND file = ?2 ORDER BY id",
     )?;
     let lines = statement
-        .query_map(params![session_id.to_string(), file.as_str()], |row| {
-            row.get(0)
-        })?
+        .query_map(params![session_key, file.code()], |row| row.get(0))?
         .collect::<rusqlite::Result<Vec<String>>>()?;
     Ok(lines)
 }
 
-/// Inserts one row per append, in order. The session's foreign key refuses a deleted session.
+/// Inserts one row per append, in order. The foreign key refuses a deleted session's batch.
 pub(crate) fn append_lines(
     connection: &Connection,
-    session_id: SessionId,
+    session_key: i64,
     batch: &[Append],
 ) -> Result<()> {
-    let session_text = session_id.to_string();
     let mut insert = connection.prepare_cached(
-        "INSERT INTO session_durable_files (session_id, file, line) VALUES (?1, ?2, ?3)",
+        "INSERT INTO session_durable_files (session_key, file, line) VALUES (?1, ?2, ?3)",
     )?;
     for append in batch {
-        insert.execute(params![session_text, append.file.as_str(), append.line])?;
+        insert.execute(params![session_key, append.file.code(), append.line])?;
     }
     Ok(())
 }

@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use rusqlite::params;
+use rusqlite::{Connection, params};
+use seed_durable::FileName;
 
 use crate::{Config, Result};
 
@@ -19,23 +20,33 @@ pub fn measure_commits(config: &Config, n_commits: usize) -> Result<Duration> {
         "INSERT OR IGNORE INTO accounts (id, public_key, created_at) VALUES (?1, x'00', 0)",
         params![account_id],
     )?;
-    connection.execute(
-        "INSERT OR IGNORE INTO sessions (id, account_id, created_at, updated_at)
-         VALUES (?1, ?2, 0, 0)",
-        params![session_id, account_id],
-    )?;
+    let session_key = insert_session(&connection, session_id, account_id)?;
     let line = floor_line();
     let started = Instant::now();
     for _ in 0..n_commits {
         connection.execute_batch("BEGIN IMMEDIATE")?;
         connection
             .prepare_cached(
-                "INSERT INTO session_durable_files (session_id, file, line) VALUES (?1, ?2, ?3)",
+                "INSERT INTO session_durable_files (session_key, file, line) VALUES (?1, ?2, ?3)",
             )?
-            .execute(params![session_id, "entries.jsonl", line])?;
+            .execute(params![session_key, FileName::Entries.code(), line])?;
         connection.execute_batch("COMMIT")?;
     }
     Ok(started.elapsed())
+}
+
+/// Creates the session if it is new, and returns its key.
+fn insert_session(connection: &Connection, session_id: &str, account_id: &str) -> Result<i64> {
+    connection.execute(
+        "INSERT OR IGNORE INTO sessions (id, account_id, created_at, updated_at)
+         VALUES (?1, ?2, 0, 0)",
+        params![session_id, account_id],
+    )?;
+    Ok(connection.query_row(
+        "SELECT key FROM sessions WHERE id = ?1",
+        params![session_id],
+        |row| row.get(0),
+    )?)
 }
 
 /// The line every bench step appends: a small JSON entry.
@@ -57,16 +68,12 @@ pub fn measure_grouped_commits(
         "INSERT OR IGNORE INTO accounts (id, public_key, created_at) VALUES (?1, x'00', 0)",
         params![account_id],
     )?;
-    let sessions: Vec<String> = (0..n_sessions)
-        .map(|idx| format!("00000000-0000-7000-8000-{idx:012x}"))
-        .collect();
-    for session_id in &sessions {
-        connection.execute(
-            "INSERT OR IGNORE INTO sessions (id, account_id, created_at, updated_at)
-             VALUES (?1, ?2, 0, 0)",
-            params![session_id, account_id],
-        )?;
-    }
+    let sessions = (0..n_sessions)
+        .map(|idx| {
+            let session_id = format!("00000000-0000-7000-8000-{idx:012x}");
+            insert_session(&connection, &session_id, account_id)
+        })
+        .collect::<Result<Vec<i64>>>()?;
     let line = floor_line();
     let started = Instant::now();
     let mut row_idx = 0;
@@ -75,9 +82,14 @@ pub fn measure_grouped_commits(
         for _ in 0..group_size.min(n_commits - row_idx) {
             connection
                 .prepare_cached(
-                    "INSERT INTO session_durable_files (session_id, file, line) VALUES (?1, ?2, ?3)",
+                    "INSERT INTO session_durable_files (session_key, file, line)
+                     VALUES (?1, ?2, ?3)",
                 )?
-                .execute(params![sessions[row_idx % n_sessions], "entries.jsonl", line])?;
+                .execute(params![
+                    sessions[row_idx % n_sessions],
+                    FileName::Entries.code(),
+                    line
+                ])?;
             row_idx += 1;
         }
         connection.execute_batch("COMMIT")?;

@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use seed_events::{EventId, NewEvent, SessionEvent, SessionId};
 
+use crate::sessions::{key_for_read, key_for_write};
 use crate::{Error, Result};
 
 /// Appends `events` to the session's log, assigning the next seqs, and returns them as stored.
@@ -12,18 +13,18 @@ pub(crate) fn append_events(
     session_id: SessionId,
     events: &[NewEvent],
 ) -> Result<Vec<SessionEvent>> {
-    let session_text = session_id.to_string();
-    let last_seq = last_seq(connection, session_id)?;
+    let session_key = key_for_write(connection, session_id)?;
+    let last_seq = last_seq_of_key(connection, session_key)?;
     let mut insert = connection.prepare_cached(
         "INSERT INTO session_events
-             (session_id, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
+             (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?;
     let mut stored = Vec::with_capacity(events.len());
     for (event_idx, event) in events.iter().enumerate() {
         let seq = last_seq + 1 + event_idx as i64;
         insert.execute(params![
-            session_text,
+            session_key,
             seq,
             event.kind,
             event.role.map(|role| role.as_str()),
@@ -92,15 +93,15 @@ pub(crate) fn read_events(
     to_seq: i64,
     limit: usize,
 ) -> Result<Vec<SessionEvent>> {
+    let session_key = key_for_read(connection, session_id)?;
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {EVENT_COLUMNS} FROM session_events
-         WHERE session_id = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq LIMIT ?4"
+         WHERE session_key = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq LIMIT ?4"
     ))?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = statement.query_map(
-        params![session_id.to_string(), from_seq, to_seq, limit],
-        |row| event_from_row(session_id, row),
-    )?;
+    let rows = statement.query_map(params![session_key, from_seq, to_seq, limit], |row| {
+        event_from_row(session_id, row)
+    })?;
     let mut events = Vec::new();
     let mut previous_seq = from_seq - 1;
     for row in rows {
@@ -120,19 +121,24 @@ pub(crate) fn max_pi_entry_id(
     connection: &Connection,
     session_id: SessionId,
 ) -> Result<Option<i64>> {
+    let session_key = key_for_read(connection, session_id)?;
     Ok(connection
         .prepare_cached(
             "SELECT MAX(pi_entry_id) FROM session_events
-             WHERE session_id = ?1 AND pi_entry_id IS NOT NULL",
+             WHERE session_key = ?1 AND pi_entry_id IS NOT NULL",
         )?
-        .query_row(params![session_id.to_string()], |row| row.get(0))
+        .query_row(params![session_key], |row| row.get(0))
         .optional()?
         .flatten())
 }
 
 /// The session's highest seq, 0 for an empty log.
 pub(crate) fn last_seq(connection: &Connection, session_id: SessionId) -> Result<i64> {
+    last_seq_of_key(connection, key_for_read(connection, session_id)?)
+}
+
+fn last_seq_of_key(connection: &Connection, session_key: i64) -> Result<i64> {
     Ok(connection
-        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_id = ?1")?
-        .query_row(params![session_id.to_string()], |row| row.get(0))?)
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_key = ?1")?
+        .query_row(params![session_key], |row| row.get(0))?)
 }

@@ -226,9 +226,31 @@ pub(crate) fn list_sessions(
 }
 
 pub(crate) fn session_exists(connection: &Connection, id: SessionId) -> Result<bool> {
+    Ok(session_key(connection, id)?.is_some())
+}
+
+/// The session's integer key, by which the per-step tables refer to it.
+pub(crate) fn session_key(connection: &Connection, id: SessionId) -> Result<Option<i64>> {
     Ok(connection
-        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
-        .exists(params![id.to_string()])?)
+        .prepare_cached("SELECT key FROM sessions WHERE id = ?1")?
+        .query_row(params![id.to_string()], |row| row.get(0))
+        .optional()?)
+}
+
+/// The key of a session a write is for; a missing session refuses the write.
+pub(crate) fn key_for_write(connection: &Connection, id: SessionId) -> Result<i64> {
+    session_key(connection, id)?.ok_or(Error::Refused {
+        session_id: Some(id),
+        reason: crate::Refusal::SessionDeleted,
+    })
+}
+
+/// The key of a session a read is for; a missing session is not found.
+pub(crate) fn key_for_read(connection: &Connection, id: SessionId) -> Result<i64> {
+    session_key(connection, id)?.ok_or_else(|| Error::NotFound {
+        what: "session",
+        id: id.to_string(),
+    })
 }
 
 /// Deletes a session and, by cascade, everything that belongs to it. Returns whether it existed.

@@ -194,6 +194,9 @@ struct WriterThread {
 impl WriterThread {
     fn run(&mut self) {
         let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(self.commit_batch_jobs_max);
+        // A lone committer (the last group had one job) is not kept waiting for company that
+        // is not coming; after a real group, the writer waits for the next one to gather.
+        let mut gather_gap = Duration::ZERO;
         while let Some(first) = self.next_message() {
             let mut hold = self.push(&mut group, first);
             let gather_started = Instant::now();
@@ -201,11 +204,16 @@ impl WriterThread {
                 && group.len() < self.commit_batch_jobs_max
                 && gather_started.elapsed() < self.gather_max
             {
-                match self.poll_for(self.gather_gap) {
+                match self.poll_for(gather_gap) {
                     Some(message) => hold = self.push(&mut group, message),
                     None => break,
                 }
             }
+            gather_gap = if group.len() > 1 {
+                self.gather_gap
+            } else {
+                Duration::ZERO
+            };
             if !group.is_empty() {
                 self.commit_group(std::mem::take(&mut group));
             }

@@ -72,7 +72,11 @@ fn the_log_assigns_gapless_seqs_and_reads_ranges() -> anyhow::Result<()> {
 
     let first = block_on(store.append_events(
         sessions[0],
-        vec![message("a", Some(3)), message("b", Some(4)), message("c", None)],
+        vec![
+            message("a", Some(3)),
+            message("b", Some(4)),
+            message("c", None),
+        ],
     ))?;
     assert_eq!(first.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
     let other = block_on(store.append_events(sessions[1], vec![message("x", Some(9))]))?;
@@ -104,18 +108,27 @@ fn runs_queue_claim_one_turn_per_session_and_list_left_running() -> anyhow::Resu
     block_on(store.enqueue_run(run(3, sessions[1], Queue::Interactive)))?;
     block_on(store.enqueue_run(run(4, sessions[1], Queue::Background)))?;
 
-    let first = block_on(store.claim_next_run(Queue::Interactive, "boot-a", 100))?
-        .expect("a run to claim");
+    let first =
+        block_on(store.claim_next_run(Queue::Interactive, "boot-a", 100))?.expect("a run to claim");
     assert_eq!(first.id, RunId::from_u128(1));
     assert_eq!(first.status, RunStatus::Running);
-    assert_eq!((first.owner.as_deref(), first.attempts), (Some("boot-a"), 1));
+    assert_eq!(
+        (first.owner.as_deref(), first.attempts),
+        (Some("boot-a"), 1)
+    );
     // Session 0 has a turn in flight: its second run waits, session 1's goes first.
-    let second = block_on(store.claim_next_run(Queue::Interactive, "boot-a", 101))?
-        .expect("a run to claim");
+    let second =
+        block_on(store.claim_next_run(Queue::Interactive, "boot-a", 101))?.expect("a run to claim");
     assert_eq!(second.id, RunId::from_u128(3));
-    assert_eq!(block_on(store.claim_next_run(Queue::Interactive, "boot-a", 102))?, None);
+    assert_eq!(
+        block_on(store.claim_next_run(Queue::Interactive, "boot-a", 102))?,
+        None
+    );
     // Session 1 is busy on the other queue too.
-    assert_eq!(block_on(store.claim_next_run(Queue::Background, "boot-a", 102))?, None);
+    assert_eq!(
+        block_on(store.claim_next_run(Queue::Background, "boot-a", 102))?,
+        None
+    );
 
     let running: Vec<_> = block_on(store.list_running_runs())?
         .into_iter()
@@ -179,7 +192,10 @@ fn a_second_lease_holder_is_refused_until_release() -> anyhow::Result<()> {
         LeaseOutcome::HeldBy(_)
     ));
 
-    assert!(!block_on(store.release_lease(sessions[0], "boot-b"))?, "not its lease");
+    assert!(
+        !block_on(store.release_lease(sessions[0], "boot-b"))?,
+        "not its lease"
+    );
     assert!(block_on(store.release_lease(sessions[0], "boot-a"))?);
     assert_eq!(block_on(store.get_lease(sessions[0]))?, None);
     assert!(matches!(
@@ -191,7 +207,10 @@ fn a_second_lease_holder_is_refused_until_release() -> anyhow::Result<()> {
     block_on(store.acquire_lease(sessions[1], "boot-c", None, 9))?;
     let released = block_on(store.release_leases_not_owned_by("boot-c"))?;
     assert_eq!(
-        released.iter().map(|lease| lease.session_id).collect::<Vec<_>>(),
+        released
+            .iter()
+            .map(|lease| lease.session_id)
+            .collect::<Vec<_>>(),
         [sessions[0]]
     );
     assert!(block_on(store.get_lease(sessions[1]))?.is_some());

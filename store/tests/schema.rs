@@ -28,7 +28,12 @@ fn edge(
 }
 
 fn user_message(text: &str) -> NewEvent {
-    NewEvent::message(EventRole::User, "user", serde_json::json!({ "text": text }), 0)
+    NewEvent::message(
+        EventRole::User,
+        "user",
+        serde_json::json!({ "text": text }),
+        0,
+    )
 }
 
 #[test]
@@ -37,11 +42,15 @@ fn a_duplicate_session_seq_is_refused() -> anyhow::Result<()> {
     let [session] = fixture.create_sessions(1)?[..] else {
         unreachable!()
     };
-    block_on(fixture.store.append_events(session, vec![user_message("hi")]))?;
+    block_on(
+        fixture
+            .store
+            .append_events(session, vec![user_message("hi")]),
+    )?;
     let raw = fixture.raw()?;
     let duplicate = raw.execute(
-        "INSERT INTO session_events (session_id, seq, type, content, meta, created_at)
-         VALUES (?1, 1, 'message', '{}', '{}', 0)",
+        "INSERT INTO session_events (session_key, seq, type, content, meta, created_at)
+         VALUES ((SELECT key FROM sessions WHERE id = ?1), 1, 'message', '{}', '{}', 0)",
         [session.to_string()],
     );
     let Err(rusqlite::Error::SqliteFailure(failure, _)) = duplicate else {
@@ -83,7 +92,10 @@ fn a_second_edge_with_the_same_successor_or_tool_call_is_refused() -> anyhow::Re
     block_on(fixture.store.insert_continuation(edge(a, c, "call-2", 4)))?;
     let found = block_on(fixture.store.find_continuation(a, "call-1"))?;
     assert_eq!(found.map(|edge| edge.successor_session_id), Some(b));
-    assert_eq!(block_on(fixture.store.find_continuation(a, "call-3"))?, None);
+    assert_eq!(
+        block_on(fixture.store.find_continuation(a, "call-3"))?,
+        None
+    );
     Ok(())
 }
 
@@ -136,8 +148,10 @@ fn deleting_a_session_removes_everything_it_owns() -> anyhow::Result<()> {
     assert!(!block_on(store.delete_session(doomed))?, "deleted twice");
 
     let owned_tables = [
-        "SELECT COUNT(*) FROM session_events WHERE session_id = ?1",
-        "SELECT COUNT(*) FROM session_durable_files WHERE session_id = ?1",
+        "SELECT COUNT(*) FROM session_events
+         WHERE session_key = (SELECT key FROM sessions WHERE id = ?1)",
+        "SELECT COUNT(*) FROM session_durable_files
+         WHERE session_key = (SELECT key FROM sessions WHERE id = ?1)",
         "SELECT COUNT(*) FROM runs WHERE session_id = ?1",
         "SELECT COUNT(*) FROM session_leases WHERE session_id = ?1",
         "SELECT COUNT(*) FROM session_continuations

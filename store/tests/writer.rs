@@ -68,7 +68,11 @@ fn a_batch_that_fails_in_its_middle_leaves_nothing_and_fails_alone() -> anyhow::
         let sessions = fixture.create_sessions(3)?;
         install_poison(&fixture)?;
         let store = &fixture.store;
-        block_on(store.session_files(sessions[0]).commit(batch(FileName::Entries, &["kept"])))?;
+        block_on(
+            store
+                .session_files(sessions[0])
+                .commit(batch(FileName::Entries, &["kept"])),
+        )?;
 
         // Alone in its group.
         let refused = block_on(
@@ -81,7 +85,10 @@ fn a_batch_that_fails_in_its_middle_leaves_nothing_and_fails_alone() -> anyhow::
             matches!(error.refusal(), Some(Refusal::Constraint { .. })),
             "{error:?}"
         );
-        assert!(error.to_string().contains(&sessions[0].to_string()), "{error}");
+        assert!(
+            error.to_string().contains(&sessions[0].to_string()),
+            "{error}"
+        );
         assert_eq!(lines(store, sessions[0], FileName::Entries)?, ["kept"]);
 
         // In one group with two good batches: they commit, it does not.
@@ -90,7 +97,11 @@ fn a_batch_that_fails_in_its_middle_leaves_nothing_and_fails_alone() -> anyhow::
         let outcomes = std::thread::scope(|scope| {
             let commit = |session: SessionId, texts: &'static [&'static str]| {
                 scope.spawn(move || {
-                    block_on(store.session_files(session).commit(batch(FileName::Entries, texts)))
+                    block_on(
+                        store
+                            .session_files(session)
+                            .commit(batch(FileName::Entries, texts)),
+                    )
                 })
             };
             let handles = [
@@ -172,7 +183,12 @@ fn a_full_disk_refuses_the_commit_keeps_earlier_data_and_serves_others() -> anyh
     for mode in MODES {
         let roomy = fixture(mode)?;
         let sessions = roomy.create_sessions(3)?;
-        block_on(roomy.store.session_files(sessions[0]).commit(batch(FileName::Entries, &["early"])))?;
+        block_on(
+            roomy
+                .store
+                .session_files(sessions[0])
+                .commit(batch(FileName::Entries, &["early"])),
+        )?;
         let n_pages = page_count(&roomy)?;
         let path = roomy.db_path();
         let Fixture { dir, store } = roomy;
@@ -192,18 +208,29 @@ fn a_full_disk_refuses_the_commit_keeps_earlier_data_and_serves_others() -> anyh
         let error = block_on(store.session_files(sessions[0]).commit(big.clone()))
             .expect_err("an 800 KiB batch fit in 160 KiB");
         assert!(error.is_disk_full(), "{error:?}");
-        assert!(error.to_string().contains(&sessions[0].to_string()), "{error}");
+        assert!(
+            error.to_string().contains(&sessions[0].to_string()),
+            "{error}"
+        );
 
         // In a group with small commits from other sessions.
         let hold = store.hold_writer()?;
         let outcomes = std::thread::scope(|scope| {
             let handles = [
                 scope.spawn(|| {
-                    block_on(store.session_files(sessions[1]).commit(batch(FileName::Entries, &["b"])))
+                    block_on(
+                        store
+                            .session_files(sessions[1])
+                            .commit(batch(FileName::Entries, &["b"])),
+                    )
                 }),
                 scope.spawn(|| block_on(store.session_files(sessions[0]).commit(big.clone()))),
                 scope.spawn(|| {
-                    block_on(store.session_files(sessions[2]).commit(batch(FileName::Entries, &["c"])))
+                    block_on(
+                        store
+                            .session_files(sessions[2])
+                            .commit(batch(FileName::Entries, &["c"])),
+                    )
                 }),
             ];
             while store.queued_writes() < 3 {
@@ -219,8 +246,15 @@ fn a_full_disk_refuses_the_commit_keeps_earlier_data_and_serves_others() -> anyh
 
         // Earlier data is intact, and the full session can still commit what fits.
         assert_eq!(lines(&store, sessions[0], FileName::Entries)?, ["early"]);
-        block_on(store.session_files(sessions[0]).commit(batch(FileName::Entries, &["small"])))?;
-        assert_eq!(lines(&store, sessions[0], FileName::Entries)?, ["early", "small"]);
+        block_on(
+            store
+                .session_files(sessions[0])
+                .commit(batch(FileName::Entries, &["small"])),
+        )?;
+        assert_eq!(
+            lines(&store, sessions[0], FileName::Entries)?,
+            ["early", "small"]
+        );
         assert_eq!(lines(&store, sessions[1], FileName::Entries)?, ["b"]);
         assert_eq!(lines(&store, sessions[2], FileName::Entries)?, ["c"]);
         drop(store);

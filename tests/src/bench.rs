@@ -37,7 +37,12 @@ impl Row {
 
 /// The report as a plain-text table.
 pub fn table(rows: &[Row]) -> String {
-    let name_width = rows.iter().map(|row| row.name.len()).max().unwrap_or(4).max(4);
+    let name_width = rows
+        .iter()
+        .map(|row| row.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let mut out = format!(
         "{:<name_width$}  {:>12}  {:<10}  {:>12}  {:>6}\n",
         "name", "value", "unit", "floor", "ratio"

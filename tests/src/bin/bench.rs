@@ -32,7 +32,7 @@ fn main() -> anyhow::Result<()> {
 
 /// How many times each measurement is repeated; the best of them counts, for the floor and
 /// the store alike, taken in alternation so both see the same moments of the disk.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 fn store_suite() -> anyhow::Result<Vec<Row>> {
     let scratch = scratch_dir()?;
@@ -50,7 +50,11 @@ fn store_suite() -> anyhow::Result<Vec<Row>> {
         ("ceiling grouped 64", normal(BatchMode::Optimistic)),
         ("ceiling grouped 64 full", full(BatchMode::Optimistic)),
     ] {
-        let floor = if name.ends_with("full") { floor_full } else { floor_normal };
+        let floor = if name.ends_with("full") {
+            floor_full
+        } else {
+            floor_normal
+        };
         let rate = best_of(|| {
             remove_database(&config.path)?;
             let elapsed = floor::measure_grouped_commits(&config, 64, 32, n_normal)?;
@@ -60,13 +64,43 @@ fn store_suite() -> anyhow::Result<Vec<Row>> {
     }
 
     let cases: [(&str, Config, usize, usize, f64); 5] = [
-        ("store sequential", normal(BatchMode::Optimistic), 1, n_normal, floor_normal),
-        ("store concurrent 64", normal(BatchMode::Optimistic), 64, n_normal, floor_normal),
-        ("store concurrent 64 full", full(BatchMode::Optimistic), 64, n_full * 4, floor_full),
+        (
+            "store sequential",
+            normal(BatchMode::Optimistic),
+            1,
+            n_normal,
+            floor_normal,
+        ),
+        (
+            "store concurrent 64",
+            normal(BatchMode::Optimistic),
+            64,
+            n_normal,
+            floor_normal,
+        ),
+        (
+            "store concurrent 64 full",
+            full(BatchMode::Optimistic),
+            64,
+            n_full * 4,
+            floor_full,
+        ),
         // The two ways of letting a refused job fail alone, side by side (see
         // docs/design/group-commit.md).
-        ("store concurrent 64 savepoint", normal(BatchMode::Savepoint), 64, n_normal, floor_normal),
-        ("store concurrent 64 full savepoint", full(BatchMode::Savepoint), 64, n_full * 4, floor_full),
+        (
+            "store concurrent 64 savepoint",
+            normal(BatchMode::Savepoint),
+            64,
+            n_normal,
+            floor_normal,
+        ),
+        (
+            "store concurrent 64 full savepoint",
+            full(BatchMode::Savepoint),
+            64,
+            n_full * 4,
+            floor_full,
+        ),
     ];
     for (name, config, n_sessions, n_commits, floor) in cases {
         let rate = best_of(|| store_rate(&config, n_sessions, n_commits))?;
@@ -133,7 +167,9 @@ fn store_rate(config: &Config, n_sessions: usize, n_commits: usize) -> anyhow::R
     futures::executor::block_on(async {
         store.create_account(account, vec![0], 0).await?;
         for &session in &sessions {
-            store.create_session(NewSession::new(session, account, 0)).await?;
+            store
+                .create_session(NewSession::new(session, account, 0))
+                .await?;
         }
         anyhow::Ok(())
     })?;
@@ -160,7 +196,9 @@ fn store_rate(config: &Config, n_sessions: usize, n_commits: usize) -> anyhow::R
     let elapsed = started.elapsed();
     let stats = store.writer_stats();
     let n_commits = stats.n_commits.load(std::sync::atomic::Ordering::Relaxed);
-    let n_jobs = stats.n_jobs_committed.load(std::sync::atomic::Ordering::Relaxed);
+    let n_jobs = stats
+        .n_jobs_committed
+        .load(std::sync::atomic::Ordering::Relaxed);
     if std::env::var_os("SEED_BENCH_VERBOSE").is_some() {
         eprintln!(
             "{n_sessions} sessions: {n_jobs} jobs in {n_commits} commits ({:.1} per commit), {:?}",
