@@ -47,8 +47,9 @@ impl DurableFs for SessionFiles {
     async fn commit(&self, batch: Vec<Append>) -> Result<()> {
         let session_id = self.session_id;
         let session_key = Arc::clone(&self.session_key);
+        let known_key = session_key.get().copied();
         self.store
-            .write(Some(session_id), move |connection| {
+            .write_appends(session_id, known_key, move |connection| {
                 let key = match session_key.get() {
                     Some(key) => *key,
                     None => {

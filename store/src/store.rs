@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use seed_events::{AccountId, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
 
 use crate::readers::Readers;
-use crate::writer::Writer;
+use crate::writer::{Scope, Writer};
 use crate::{AccountRow, continuations, leases, log, runs, sessions};
 use crate::{
     Config, ContinuationRow, LeaseOutcome, LeaseRow, NewContinuation, NewRun, NewSession, Result,
@@ -69,7 +69,30 @@ impl Store {
         F: FnMut(&Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.inner.writer.write(session_id, apply).await
+        let scope = Scope {
+            session_id,
+            append_key: None,
+        };
+        self.inner.writer.write(scope, apply).await
+    }
+
+    /// Like `write`, for a job that only appends rows of the session whose key is `session_key`
+    /// (when it is known), so the writer may order it among other sessions' appends.
+    pub(crate) async fn write_appends<T, F>(
+        &self,
+        session_id: SessionId,
+        session_key: Option<i64>,
+        apply: F,
+    ) -> Result<T>
+    where
+        F: FnMut(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let scope = Scope {
+            append_key: session_key,
+            ..Scope::session(session_id)
+        };
+        self.inner.writer.write(scope, apply).await
     }
 
     pub(crate) async fn read<T, F>(&self, read: F) -> Result<T>

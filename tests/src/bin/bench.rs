@@ -1,4 +1,5 @@
-//! The bench harness: `cargo run --release -p seed-tests --bin bench -- SUITE`.
+//! The bench harness: `cargo run --release -p seed-tests --bin bench -- SUITE [FILTER]`.
+//! With FILTER, only the rows whose name contains it run (the floors always do).
 //!
 //! Every suite measures the raw SQLite floor in the same run (the store's pragmas, one
 //! `INSERT` + `COMMIT` per step with rusqlite directly) and reports each row as a ratio against
@@ -20,8 +21,9 @@ const SUITES: [&str; 1] = ["store"];
 
 fn main() -> anyhow::Result<()> {
     let suite = std::env::args().nth(1).unwrap_or_default();
+    let filter = std::env::args().nth(2).unwrap_or_default();
     let rows = match suite.as_str() {
-        "store" => store_suite()?,
+        "store" => store_suite(&filter)?,
         _ => bail!("usage: bench SUITE, where SUITE is one of {SUITES:?}"),
     };
     let path = write_report(&suite, &rows)?;
@@ -34,7 +36,7 @@ fn main() -> anyhow::Result<()> {
 /// the store alike, taken in alternation so both see the same moments of the disk.
 const ROUNDS: usize = 5;
 
-fn store_suite() -> anyhow::Result<Vec<Row>> {
+fn store_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
     let scratch = scratch_dir()?;
     let n_normal = 20_000;
     let n_full = 2_000;
@@ -103,6 +105,9 @@ fn store_suite() -> anyhow::Result<Vec<Row>> {
         ),
     ];
     for (name, config, n_sessions, n_commits, floor) in cases {
+        if !name.contains(filter) {
+            continue;
+        }
         let rate = best_of(|| store_rate(&config, n_sessions, n_commits))?;
         rows.push(Row::ratio(name, rate, "commits/s", floor));
     }
