@@ -1,5 +1,6 @@
 //! The bench harness: `cargo run --release -p seed-tests --bin bench -- SUITE [FILTER]`.
-//! With FILTER, only the rows whose name contains it run (the floors always do).
+//! With FILTER, only the rows whose name contains it run (`=NAME`: only that row); the floors
+//! always run.
 //!
 //! Every suite measures the raw SQLite floor in the same run (the store's pragmas, one
 //! `INSERT` + `COMMIT` per step with rusqlite directly) and reports each row as a ratio against
@@ -52,6 +53,9 @@ fn store_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         ("ceiling grouped 64", normal(BatchMode::Optimistic)),
         ("ceiling grouped 64 full", full(BatchMode::Optimistic)),
     ] {
+        if !selected(name, filter) {
+            continue;
+        }
         let floor = if name.ends_with("full") {
             floor_full
         } else {
@@ -105,13 +109,20 @@ fn store_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         ),
     ];
     for (name, config, n_sessions, n_commits, floor) in cases {
-        if !name.contains(filter) {
+        if !selected(name, filter) {
             continue;
         }
         let rate = best_of(|| store_rate(&config, n_sessions, n_commits))?;
         rows.push(Row::ratio(name, rate, "commits/s", floor));
     }
     Ok(rows)
+}
+
+fn selected(name: &str, filter: &str) -> bool {
+    match filter.strip_prefix('=') {
+        Some(exact) => name == exact,
+        None => name.contains(filter),
+    }
 }
 
 fn best_of(mut measure: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
