@@ -1,0 +1,51 @@
+//! What each model can hold: one table of context windows, used by the context meter and the
+//! per-turn `<context_usage>` block.
+
+/// Context windows in tokens, by provider and model-name prefix; the first row that matches
+/// wins. An empty prefix matches every model of its provider.
+const CONTEXT_WINDOWS: &[(&str, &str, u64)] = &[
+    ("scripted", "", 200_000),
+    ("anthropic", "claude-", 200_000),
+    ("openai", "gpt-4o", 128_000),
+    ("openai", "gpt-4.1", 1_047_576),
+    ("openai", "o3", 200_000),
+    ("openai", "o4", 200_000),
+];
+
+/// The context window, in tokens, of a provider's model; one table, used by the context meter
+/// and `<context_usage>`. `None` for a model the table does not know.
+pub fn model_context_window(provider: &str, model: &str) -> Option<u64> {
+    CONTEXT_WINDOWS
+        .iter()
+        .find(|(row_provider, prefix, _)| *row_provider == provider && model.starts_with(prefix))
+        .map(|(_, _, tokens)| *tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table() {
+        for (provider, model, expected) in [
+            ("scripted", "anything", Some(200_000)),
+            ("scripted", "", Some(200_000)),
+            ("anthropic", "claude-sonnet-4-5", Some(200_000)),
+            ("anthropic", "gpt-4o", None),
+            ("openai", "gpt-4o", Some(128_000)),
+            ("openai", "gpt-4o-mini", Some(128_000)),
+            ("openai", "gpt-4.1-nano", Some(1_047_576)),
+            ("openai", "o3-mini", Some(200_000)),
+            ("openai", "o4-mini", Some(200_000)),
+            ("openai", "gpt-3.5-turbo", None),
+            ("openai", "claude-sonnet-4-5", None),
+            ("ollama", "llama3", None),
+        ] {
+            assert_eq!(
+                model_context_window(provider, model),
+                expected,
+                "{provider} {model}"
+            );
+        }
+    }
+}

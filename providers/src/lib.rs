@@ -1,0 +1,28 @@
+//! Seed's model-provider layer: the messages a model reads and writes, the streaming `Provider`
+//! trait, the scripted model, and what each model can hold.
+//!
+//! This crate depends on no other Seed crate: it could be published alone.
+//!
+//! # Layout
+//!
+//! - [`message`]: the conversation as data — `Request`, `Message`, `AssistantMessage` and its
+//!   blocks (text, thinking with its signature, tool calls), `Usage`, `StopReason`.
+//! - [`provider`]: the `Provider` trait, the `StreamEvent`s a response streams as, and
+//!   `ProviderError`.
+//! - [`scripted`]: `ScriptedProvider`, which replays a script of responses: the default when no
+//!   key is configured and the model of every test; `text_response` and `tool_response` build
+//!   scripted messages.
+//! - [`capabilities`]: `model_context_window`, the one table of context windows.
+
+pub mod capabilities;
+pub mod message;
+pub mod provider;
+pub mod scripted;
+
+pub use capabilities::model_context_window;
+pub use message::{
+    AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, ToolResultMessage,
+    ToolSpec, Usage, UserMessage,
+};
+pub use provider::{Provider, ProviderError, ProviderErrorKind, StreamEvent};
+pub use scripted::{ScriptedProvider, ScriptedStep, text_response, tool_response};
