@@ -1,0 +1,318 @@
+//! What the model sees: the conversation derived from the entries, and a request's messages.
+//!
+//! Pure: entries in, messages out. The rules, from the spec and the durable layer's design:
+//! the context is every entry since the newest `pi.reset`; an edit replaces what its target
+//! contributes; a response that did not complete (stopped, failed) is left out; tool results
+//! are placed right behind their call, a call without one gets a synthesized error result, and
+//! a result without its call is dropped — so a request never carries an orphan.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use seed_providers::{Message, ToolResultMessage, UserMessage};
+
+use crate::record::{Entry, EntryBody, EntryId};
+
+/// One message of the context, with the entry it came from (for a tool result: its own entry,
+/// or its call's entry when it was synthesized).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextMessage {
+    pub entry_id: EntryId,
+    pub message: Message,
+}
+
+/// The text of the result given to a call that has none in the context.
+pub const MISSING_RESULT: &str = "no result was recorded for this call";
+
+/// The conversation the model sees, derived from the store's entries.
+pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage> {
+    let start = entries
+        .iter()
+        .rposition(|entry| matches!(entry.body, EntryBody::Reset {}))
+        .map_or(0, |reset_idx| reset_idx + 1);
+    let window = &entries[start..];
+
+    // The newest edit of each target wins.
+    let mut edits: BTreeMap<EntryId, &Message> = BTreeMap::new();
+    for entry in window {
+        if let EntryBody::Edit { target, message } = &entry.body {
+            edits.insert(*target, message);
+        }
+    }
+    let contribution = |entry: &Entry| -> Option<Message> {
+        if let Some(edited) = edits.get(&entry.id) {
+            return Some((*edited).clone());
+        }
+        match &entry.body {
+            EntryBody::User { message, .. } => Some(Message::User(message.clone())),
+            EntryBody::Assistant { message, .. } => Some(Message::Assistant(message.clone())),
+            EntryBody::ToolResult { message, .. } => Some(Message::ToolResult(message.clone())),
+            EntryBody::Replay { message } => Some(message.clone()),
+            EntryBody::System { .. } | EntryBody::Reset {} | EntryBody::Edit { .. } => None,
+        }
+    };
+
+    // The first result of each call, wherever it sits in the window.
+    let mut results: BTreeMap<String, (EntryId, ToolResultMessage)> = BTreeMap::new();
+    for entry in window {
+        if let Some(Message::ToolResult(result)) = contribution(entry) {
+            results
+                .entry(result.tool_call_id.clone())
+                .or_insert((entry.id, result));
+        }
+    }
+
+    let mut context = Vec::new();
+    let mut placed: BTreeSet<String> = BTreeSet::new();
+    for entry in window {
+        match contribution(entry) {
+            None | Some(Message::ToolResult(_)) => {}
+            Some(Message::User(message)) => context.push(ContextMessage {
+                entry_id: entry.id,
+                message: Message::User(message),
+            }),
+            Some(Message::Assistant(message)) => {
+                if !message.is_complete() {
+                    continue;
+                }
+                let calls: Vec<_> = message.tool_calls().into_iter().cloned().collect();
+                context.push(ContextMessage {
+                    entry_id: entry.id,
+                    message: Message::Assistant(message),
+                });
+                for call in calls {
+                    if !placed.insert(call.id.clone()) {
+                        continue;
+                    }
+                    let (entry_id, result) = results.get(&call.id).cloned().unwrap_or_else(|| {
+                        let synthesized = ToolResultMessage {
+                            tool_call_id: call.id.clone(),
+                            tool_name: call.name.clone(),
+                            content: MISSING_RESULT.to_owned(),
+                            is_error: true,
+                        };
+                        (entry.id, synthesized)
+                    });
+                    context.push(ContextMessage {
+                        entry_id,
+                        message: Message::ToolResult(result),
+                    });
+                }
+            }
+        }
+    }
+    context
+}
+
+/// A request's messages: the conversation, with this turn's state blocks placed right behind
+/// the turn's input (they are rendered once per turn, sent with every request, never stored).
+pub fn request_messages(
+    context: &[ContextMessage],
+    input_entry_id: EntryId,
+    blocks: &[UserMessage],
+) -> Vec<Message> {
+    let mut messages = Vec::with_capacity(context.len() + blocks.len());
+    let mut blocks_placed = blocks.is_empty();
+    for item in context {
+        messages.push(item.message.clone());
+        if !blocks_placed && item.entry_id == input_entry_id {
+            messages.extend(blocks.iter().cloned().map(Message::User));
+            blocks_placed = true;
+        }
+    }
+    if !blocks_placed {
+        messages.extend(blocks.iter().cloned().map(Message::User));
+    }
+    messages
+}
+
+/// Whether a context is well formed: every tool call followed by exactly one result for it,
+/// every result right behind its call. Used by tests and assertions.
+pub fn has_orphans(messages: &[Message]) -> bool {
+    let mut open_calls: Vec<String> = Vec::new();
+    for message in messages {
+        match message {
+            Message::ToolResult(result) => {
+                if open_calls.first() != Some(&result.tool_call_id) {
+                    return true;
+                }
+                open_calls.remove(0);
+            }
+            other => {
+                if !open_calls.is_empty() {
+                    return true;
+                }
+                if let Message::Assistant(assistant) = other {
+                    open_calls = assistant
+                        .tool_calls()
+                        .into_iter()
+                        .map(|call| call.id.clone())
+                        .collect();
+                }
+            }
+        }
+    }
+    !open_calls.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seed_providers::{AssistantMessage, StopReason, ToolCall, text_response, tool_response};
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.to_owned(),
+            name: "read".to_owned(),
+            arguments: serde_json::json!({}),
+        }
+    }
+
+    fn result(id: &str, text: &str) -> ToolResultMessage {
+        ToolResultMessage {
+            tool_call_id: id.to_owned(),
+            tool_name: "read".to_owned(),
+            content: text.to_owned(),
+            is_error: false,
+        }
+    }
+
+    fn entries(bodies: Vec<EntryBody>) -> Vec<Entry> {
+        bodies
+            .into_iter()
+            .enumerate()
+            .map(|(idx, body)| Entry {
+                id: idx as u64 + 1,
+                body,
+            })
+            .collect()
+    }
+
+    fn user(text: &str) -> EntryBody {
+        EntryBody::User {
+            request_id: "r".to_owned(),
+            message: UserMessage {
+                text: text.to_owned(),
+            },
+        }
+    }
+
+    fn assistant(message: AssistantMessage) -> EntryBody {
+        EntryBody::Assistant {
+            request_id: "r".to_owned(),
+            message,
+        }
+    }
+
+    fn tool_result(message: ToolResultMessage) -> EntryBody {
+        EntryBody::ToolResult {
+            request_id: "r".to_owned(),
+            message,
+            ends_turn: false,
+        }
+    }
+
+    fn summary(context: &[ContextMessage]) -> Vec<String> {
+        context
+            .iter()
+            .map(|item| match &item.message {
+                Message::User(m) => format!("{}:user {}", item.entry_id, m.text),
+                Message::Assistant(m) => format!("{}:assistant {}", item.entry_id, m.text()),
+                Message::ToolResult(m) => {
+                    format!("{}:result {} {}", item.entry_id, m.tool_call_id, m.content)
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn results_follow_their_calls_and_orphans_are_mended() {
+        let log = entries(vec![
+            user("before reset"),
+            EntryBody::Reset {},
+            user("go"),
+            // A result recorded before its call's neighbours: it moves behind its call.
+            assistant(tool_response("", vec![call("a"), call("b")])),
+            tool_result(result("b", "B")),
+            tool_result(result("a", "A")),
+            tool_result(result("stray", "no call")),
+            // A call that never got a result.
+            assistant(tool_response("", vec![call("c")])),
+            user("next"),
+        ]);
+        let context = conversation(&log);
+        assert_eq!(
+            summary(&context),
+            [
+                "3:user go",
+                "4:assistant ",
+                "6:result a A",
+                "5:result b B",
+                "8:assistant ",
+                "8:result c no result was recorded for this call",
+                "9:user next",
+            ]
+        );
+        let messages: Vec<Message> = context.into_iter().map(|item| item.message).collect();
+        assert!(!has_orphans(&messages));
+    }
+
+    #[test]
+    fn edits_replace_a_contribution_and_incomplete_responses_stay_out() {
+        let mut stopped = text_response("half an ans");
+        stopped.stop_reason = StopReason::Aborted;
+        let log = entries(vec![
+            user("delegate it"),
+            assistant(tool_response("", vec![call("d")])),
+            tool_result(result("d", "child still running")),
+            assistant(stopped),
+            EntryBody::Edit {
+                target: 3,
+                message: Message::ToolResult(result("d", "child says 42")),
+            },
+            assistant(text_response("it is 42")),
+        ]);
+        assert_eq!(
+            summary(&conversation(&log)),
+            [
+                "1:user delegate it",
+                "2:assistant ",
+                "3:result d child says 42",
+                "6:assistant it is 42",
+            ]
+        );
+    }
+
+    #[test]
+    fn blocks_sit_right_behind_the_input() {
+        let log = entries(vec![
+            user("earlier"),
+            assistant(text_response("ok")),
+            user("now"),
+            assistant(tool_response("", vec![call("x")])),
+            tool_result(result("x", "X")),
+        ]);
+        let blocks = [UserMessage {
+            text: "<current_time>noon</current_time>".to_owned(),
+        }];
+        let messages = request_messages(&conversation(&log), 3, &blocks);
+        let roles: Vec<String> = messages
+            .iter()
+            .map(|message| match message {
+                Message::User(m) => m.text.clone(),
+                Message::Assistant(m) => format!("assistant {}", m.text()),
+                Message::ToolResult(m) => format!("result {}", m.content),
+            })
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                "earlier",
+                "assistant ok",
+                "now",
+                "<current_time>noon</current_time>",
+                "assistant ",
+                "result X"
+            ]
+        );
+    }
+}

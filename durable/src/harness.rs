@@ -1,0 +1,685 @@
+//! The harness: runs a turn over a durable store, committing every step before anything else
+//! sees it, and recovers exactly after a crash.
+//!
+//! The imperative shell around [`crate::turn::next_action`]: it asks what the store needs next,
+//! does it (a model request, a tool call), commits the outcome, and asks again. One harness owns
+//! a store at a time (the caller holds the store's lease).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::future::{Either, select};
+use seed_providers::{
+    AssistantMessage, Provider, ProviderError, ProviderErrorKind, Request, StreamEvent,
+    ToolResultMessage, UserMessage,
+};
+
+use crate::context::{conversation, request_messages};
+use crate::fs::{DurableFs, FileName};
+use crate::record::{
+    AGENT_DOCUMENT, AgentDocument, EntryBody, EntryId, LIVE_DOCUMENT, LiveDocument, LiveState,
+    ModelTaskState, TURN_DOCUMENT, Task, ToolTaskState, TurnDocument, TurnState,
+    interrupted_result, restart_result,
+};
+use crate::state::{Batch, CorruptLine, StoreState};
+use crate::stop::StopSignal;
+use crate::tool::{ToolOutput, ToolSet};
+use crate::turn::{Action, calls_without_result, next_action};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A commit was refused (a full disk, a session deleted under its turn): the harness is
+    /// closed and the turn ends here, with nothing of the refused batch written.
+    #[error("the store refused a commit; the harness is closed")]
+    StoreRefused(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("the harness is closed after a refused commit")]
+    Closed,
+    #[error("cannot read the store")]
+    StoreRead(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error(transparent)]
+    Corrupt(#[from] CorruptLine),
+    #[error("turn {request_id} was aborted by a later run")]
+    TurnAborted { request_id: String },
+}
+
+/// Time as the harness sees it, so tests can drive the live-text throttle.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Time since some fixed origin.
+    fn now(&self) -> Duration;
+}
+
+/// The process's monotonic clock.
+#[derive(Debug)]
+pub struct SystemClock {
+    origin: Instant,
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        SystemClock {
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct HarnessConfig {
+    pub model: String,
+    pub reasoning: Option<String>,
+    /// Sent as one section, byte for byte the same from turn to turn.
+    pub system_prompt: String,
+    /// The conversation's own id, for providers that route by it.
+    pub session_id: Option<String>,
+    /// The partial text of the response in flight is committed at most this often.
+    pub live_interval: Duration,
+}
+
+impl HarnessConfig {
+    pub fn new(model: impl Into<String>, system_prompt: impl Into<String>) -> Self {
+        HarnessConfig {
+            model: model.into(),
+            reasoning: None,
+            system_prompt: system_prompt.into(),
+            session_id: None,
+            live_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// What the hook that runs before every provider request decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookDecision {
+    Continue,
+    /// The turn is over: the request never leaves.
+    EndTurn {
+        reason: String,
+    },
+}
+
+pub type BeforeRequest = Box<dyn FnMut(&Request) -> HookDecision + Send>;
+
+/// One turn to run.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    /// The run's id: a run that finds its own id on an unsettled input adopts it.
+    pub request_id: String,
+    pub input: UserMessage,
+    /// This turn's state (`<space>`, `<plan_state>`, `<current_time>`, ...): placed right behind
+    /// the input in every request of the turn, never stored.
+    pub blocks: Vec<UserMessage>,
+    pub stop: StopSignal,
+}
+
+impl TurnRequest {
+    pub fn new(request_id: impl Into<String>, input: impl Into<String>) -> Self {
+        TurnRequest {
+            request_id: request_id.into(),
+            input: UserMessage { text: input.into() },
+            blocks: Vec::new(),
+            stop: StopSignal::new(),
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnOutcome {
+    Answered {
+        entry_id: EntryId,
+        message: AssistantMessage,
+    },
+    /// A verb or the hook ended it.
+    Ended { reason: String },
+    /// A stop cut it off; what had streamed is in `pi.live`.
+    Stopped { partial_text: String },
+    /// The provider failed; what had streamed is in `pi.live`.
+    Failed {
+        error: ProviderError,
+        partial_text: String,
+    },
+}
+
+enum Streamed {
+    Done(AssistantMessage),
+    Stopped {
+        text: String,
+        thinking: String,
+    },
+    Failed {
+        error: ProviderError,
+        text: String,
+        thinking: String,
+    },
+}
+
+pub struct Harness<F, P> {
+    fs: F,
+    provider: P,
+    tools: ToolSet,
+    config: HarnessConfig,
+    clock: Arc<dyn Clock>,
+    /// Exactly what the store holds: every batch is applied here only after it committed.
+    state: StoreState,
+    /// Set when a commit was refused; nothing more is written.
+    closed: bool,
+    before_request: Option<BeforeRequest>,
+}
+
+impl<F, P> std::fmt::Debug for Harness<F, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("n_entries", &self.state.entries.len())
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: DurableFs, P: Provider> Harness<F, P> {
+    /// Opens the store, folding its files into memory.
+    pub async fn open(fs: F, provider: P, tools: ToolSet, config: HarnessConfig) -> Result<Self> {
+        let read = |error: F::Error| Error::StoreRead(Box::new(error));
+        let entries = fs.read(FileName::Entries).await.map_err(read)?;
+        let documents = fs.read(FileName::Documents).await.map_err(read)?;
+        let tasks = fs.read(FileName::Tasks).await.map_err(read)?;
+        let state = StoreState::fold(&entries, &documents, &tasks)?;
+        Ok(Harness {
+            fs,
+            provider,
+            tools,
+            config,
+            clock: Arc::new(SystemClock::default()),
+            state,
+            closed: false,
+            before_request: None,
+        })
+    }
+
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Sets the hook that runs before every provider request.
+    pub fn set_before_request(&mut self, hook: BeforeRequest) {
+        self.before_request = Some(hook);
+    }
+
+    pub fn state(&self) -> &StoreState {
+        &self.state
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    pub fn into_fs(self) -> F {
+        self.fs
+    }
+
+    /// Runs a turn to its end, or picks up the unsettled turn this request id left.
+    pub async fn run_turn(&mut self, turn: TurnRequest) -> Result<TurnOutcome> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        let open = match self.state.turn() {
+            Some(doc) if doc.request_id == turn.request_id => match doc.state {
+                TurnState::Open => doc,
+                TurnState::Failed => {
+                    let reopened = TurnDocument {
+                        state: TurnState::Open,
+                        reason: None,
+                        ..doc
+                    };
+                    let mut batch = Batch::new(&self.state);
+                    batch.document(TURN_DOCUMENT, Some(&reopened));
+                    self.commit(batch).await?;
+                    reopened
+                }
+                settled => return self.settled_outcome(&doc, settled),
+            },
+            Some(doc) if doc.state == TurnState::Open => {
+                self.abort_leftover(&doc).await?;
+                self.start(&turn).await?
+            }
+            _ => self.start(&turn).await?,
+        };
+        self.drive(open, &turn).await
+    }
+
+    /// The outcome a settled turn recorded, for the same run coming back.
+    fn settled_outcome(&self, doc: &TurnDocument, state: TurnState) -> Result<TurnOutcome> {
+        let partial_text = || self.state.live().map(|live| live.text).unwrap_or_default();
+        Ok(match state {
+            TurnState::Answered => {
+                let answer = doc
+                    .answer_entry_id
+                    .and_then(|id| self.state.entry(id))
+                    .and_then(|entry| match &entry.body {
+                        EntryBody::Assistant { message, .. } => Some((entry.id, message.clone())),
+                        _ => None,
+                    });
+                let Some((entry_id, message)) = answer else {
+                    return Err(Error::Corrupt(CorruptLine {
+                        file: FileName::Documents,
+                        line_idx: 0,
+                        detail: format!("{TURN_DOCUMENT} names no answer entry"),
+                    }));
+                };
+                TurnOutcome::Answered { entry_id, message }
+            }
+            TurnState::Ended => TurnOutcome::Ended {
+                reason: doc.reason.clone().unwrap_or_default(),
+            },
+            TurnState::Stopped => TurnOutcome::Stopped {
+                partial_text: partial_text(),
+            },
+            TurnState::Aborted | TurnState::Open | TurnState::Failed => {
+                return Err(Error::TurnAborted {
+                    request_id: doc.request_id.clone(),
+                });
+            }
+        })
+    }
+
+    /// A different run found `doc` unsettled: its calls without a result are answered as
+    /// interrupted by a restart, the turn is marked aborted, and a new context starts.
+    async fn abort_leftover(&mut self, doc: &TurnDocument) -> Result<()> {
+        let mut batch = Batch::new(&self.state);
+        for call in calls_without_result(&self.state, doc) {
+            let entry_id = batch.entry(EntryBody::ToolResult {
+                request_id: doc.request_id.clone(),
+                message: restart_result(&call.id, &call.name),
+                ends_turn: false,
+            });
+            batch.task(Task::Tool {
+                request_id: doc.request_id.clone(),
+                call_id: call.id,
+                name: call.name,
+                state: ToolTaskState::Interrupted { entry_id },
+            });
+        }
+        let aborted = TurnDocument {
+            state: TurnState::Aborted,
+            reason: Some("a later run found it unsettled after a restart".to_owned()),
+            ..doc.clone()
+        };
+        batch.document(TURN_DOCUMENT, Some(&aborted));
+        batch.entry(EntryBody::Reset {});
+        self.commit(batch).await
+    }
+
+    /// Commits the input (with the system prompt and agent settings when they changed) and
+    /// opens the turn.
+    async fn start(&mut self, turn: &TurnRequest) -> Result<TurnDocument> {
+        let mut batch = Batch::new(&self.state);
+        let tools = self.tools.specs();
+        let system_changed = self.state.system().is_none_or(|(prompt, known)| {
+            prompt != self.config.system_prompt || known != tools.as_slice()
+        });
+        if system_changed {
+            batch.entry(EntryBody::System {
+                system_prompt: self.config.system_prompt.clone(),
+                tools,
+            });
+        }
+        let agent = AgentDocument {
+            model: self.config.model.clone(),
+            reasoning: self.config.reasoning.clone(),
+        };
+        if self.state.agent().as_ref() != Some(&agent) {
+            batch.document(AGENT_DOCUMENT, Some(&agent));
+        }
+        let input_entry_id = batch.entry(EntryBody::User {
+            request_id: turn.request_id.clone(),
+            message: turn.input.clone(),
+        });
+        let doc = TurnDocument {
+            request_id: turn.request_id.clone(),
+            input_entry_id,
+            state: TurnState::Open,
+            answer_entry_id: None,
+            reason: None,
+        };
+        batch.document(TURN_DOCUMENT, Some(&doc));
+        self.commit(batch).await?;
+        Ok(doc)
+    }
+
+    async fn drive(&mut self, doc: TurnDocument, turn: &TurnRequest) -> Result<TurnOutcome> {
+        loop {
+            let tools = &self.tools;
+            let action = next_action(&self.state, &doc, |name| tools.safe_to_repeat(name));
+            match action {
+                Action::Answered { entry_id } => {
+                    if self
+                        .state
+                        .turn()
+                        .is_some_and(|t| t.state == TurnState::Open)
+                    {
+                        self.settle(&doc, TurnState::Answered, Some(entry_id), None)
+                            .await?;
+                    }
+                    return self.settled_outcome(&doc, TurnState::Answered);
+                }
+                Action::EndTurn => {
+                    let reason = "a verb ended the turn".to_owned();
+                    self.settle(&doc, TurnState::Ended, None, Some(reason.clone()))
+                        .await?;
+                    return Ok(TurnOutcome::Ended { reason });
+                }
+                Action::InterruptTool { call } => {
+                    let result = interrupted_result(&call.id, &call.name);
+                    self.commit_result(&doc, &call.id, &call.name, result, false, true)
+                        .await?;
+                }
+                Action::RunTool { call, rerun } => {
+                    if !rerun {
+                        let mut batch = Batch::new(&self.state);
+                        batch.task(Task::Tool {
+                            request_id: doc.request_id.clone(),
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            state: ToolTaskState::Started,
+                        });
+                        self.commit(batch).await?;
+                    }
+                    let output = match self.tools.get(&call.name) {
+                        Some(tool) => tool.call(&call).await,
+                        None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
+                    };
+                    let result = ToolResultMessage {
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        content: output.content,
+                        is_error: output.is_error,
+                    };
+                    self.commit_result(&doc, &call.id, &call.name, result, output.ends_turn, false)
+                        .await?;
+                }
+                Action::RequestModel { step } => {
+                    if turn.stop.is_stopped() {
+                        self.settle(&doc, TurnState::Stopped, None, None).await?;
+                        return Ok(TurnOutcome::Stopped {
+                            partial_text: String::new(),
+                        });
+                    }
+                    let request = self.request(&doc, &turn.blocks);
+                    if let Some(hook) = self.before_request.as_mut()
+                        && let HookDecision::EndTurn { reason } = hook(&request)
+                    {
+                        self.settle(&doc, TurnState::Ended, None, Some(reason.clone()))
+                            .await?;
+                        return Ok(TurnOutcome::Ended { reason });
+                    }
+                    if let Some(outcome) = self.ask_model(&doc, step, request, &turn.stop).await? {
+                        return Ok(outcome);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Streams one response and commits it. `Some` when the turn ended with it.
+    async fn ask_model(
+        &mut self,
+        doc: &TurnDocument,
+        step: u32,
+        request: Request,
+        stop: &StopSignal,
+    ) -> Result<Option<TurnOutcome>> {
+        let model_task = |state| Task::Model {
+            request_id: doc.request_id.clone(),
+            step,
+            state,
+        };
+        match self.stream(doc, step, request, stop).await? {
+            Streamed::Done(message) => {
+                let mut batch = Batch::new(&self.state);
+                let entry_id = batch.entry(EntryBody::Assistant {
+                    request_id: doc.request_id.clone(),
+                    message: message.clone(),
+                });
+                batch.task(model_task(ModelTaskState::Completed { entry_id }));
+                batch.document::<LiveDocument>(LIVE_DOCUMENT, None);
+                let outcome = if !message.is_complete() {
+                    let error = ProviderError::new(
+                        ProviderErrorKind::Refused,
+                        message
+                            .error_message
+                            .clone()
+                            .unwrap_or_else(|| format!("response {:?}", message.stop_reason)),
+                    );
+                    let settled = TurnDocument {
+                        state: TurnState::Failed,
+                        reason: Some(error.to_string()),
+                        ..doc.clone()
+                    };
+                    batch.document(TURN_DOCUMENT, Some(&settled));
+                    Some(TurnOutcome::Failed {
+                        error,
+                        partial_text: message.text(),
+                    })
+                } else if message.tool_calls().is_empty() {
+                    let settled = TurnDocument {
+                        state: TurnState::Answered,
+                        answer_entry_id: Some(entry_id),
+                        ..doc.clone()
+                    };
+                    batch.document(TURN_DOCUMENT, Some(&settled));
+                    Some(TurnOutcome::Answered { entry_id, message })
+                } else {
+                    None
+                };
+                self.commit(batch).await?;
+                Ok(outcome)
+            }
+            Streamed::Stopped { text, thinking } => {
+                let mut batch = Batch::new(&self.state);
+                batch.document(
+                    LIVE_DOCUMENT,
+                    Some(&live(doc, &text, &thinking, LiveState::Stopped, None)),
+                );
+                batch.task(model_task(ModelTaskState::Aborted));
+                let settled = TurnDocument {
+                    state: TurnState::Stopped,
+                    ..doc.clone()
+                };
+                batch.document(TURN_DOCUMENT, Some(&settled));
+                self.commit(batch).await?;
+                Ok(Some(TurnOutcome::Stopped { partial_text: text }))
+            }
+            Streamed::Failed {
+                error,
+                text,
+                thinking,
+            } => {
+                let mut batch = Batch::new(&self.state);
+                let failed = live(
+                    doc,
+                    &text,
+                    &thinking,
+                    LiveState::Failed,
+                    Some(error.to_string()),
+                );
+                batch.document(LIVE_DOCUMENT, Some(&failed));
+                batch.task(model_task(ModelTaskState::Aborted));
+                let settled = TurnDocument {
+                    state: TurnState::Failed,
+                    reason: Some(error.to_string()),
+                    ..doc.clone()
+                };
+                batch.document(TURN_DOCUMENT, Some(&settled));
+                self.commit(batch).await?;
+                Ok(Some(TurnOutcome::Failed {
+                    error,
+                    partial_text: text,
+                }))
+            }
+        }
+    }
+
+    /// Reads the response stream, committing its partial text to `pi.live` at most every
+    /// `live_interval`, until it completes, fails, or the stop fires.
+    async fn stream(
+        &mut self,
+        doc: &TurnDocument,
+        step: u32,
+        request: Request,
+        stop: &StopSignal,
+    ) -> Result<Streamed> {
+        let mut events = self.provider.stream(request);
+        let mut stopped = stop.stopped();
+        let mut text = String::new();
+        let mut thinking = String::new();
+        let mut last_live_at: Option<Duration> = None;
+        loop {
+            let event = match select(events.next(), &mut stopped).await {
+                // Dropping the stream cancels the request.
+                Either::Right(((), _)) => return Ok(Streamed::Stopped { text, thinking }),
+                Either::Left((event, _)) => event,
+            };
+            match event {
+                None => {
+                    return Ok(Streamed::Failed {
+                        error: ProviderError::new(
+                            ProviderErrorKind::Malformed,
+                            "the stream ended without a final message",
+                        ),
+                        text,
+                        thinking,
+                    });
+                }
+                Some(StreamEvent::Done(message)) => return Ok(Streamed::Done(message)),
+                Some(StreamEvent::Error(error)) => {
+                    return Ok(Streamed::Failed {
+                        error,
+                        text,
+                        thinking,
+                    });
+                }
+                Some(StreamEvent::TextDelta(delta)) => text.push_str(&delta),
+                Some(StreamEvent::ThinkingDelta(delta)) => thinking.push_str(&delta),
+                Some(StreamEvent::ToolCall(_) | StreamEvent::Usage(_)) => continue,
+            }
+            let now = self.clock.now();
+            let due =
+                last_live_at.is_none_or(|at| now.saturating_sub(at) >= self.config.live_interval);
+            if due {
+                let mut batch = Batch::new(&self.state);
+                if last_live_at.is_none() {
+                    batch.task(Task::Model {
+                        request_id: doc.request_id.clone(),
+                        step,
+                        state: ModelTaskState::Streaming,
+                    });
+                }
+                batch.document(
+                    LIVE_DOCUMENT,
+                    Some(&live(doc, &text, &thinking, LiveState::Streaming, None)),
+                );
+                self.commit(batch).await?;
+                last_live_at = Some(now);
+            }
+        }
+    }
+
+    fn request(&self, doc: &TurnDocument, blocks: &[UserMessage]) -> Request {
+        let context = conversation(&self.state.entries);
+        Request {
+            model: self.config.model.clone(),
+            system_prompt: self.config.system_prompt.clone(),
+            messages: request_messages(&context, doc.input_entry_id, blocks),
+            tools: self.tools.specs(),
+            session_id: self.config.session_id.clone(),
+        }
+    }
+
+    async fn commit_result(
+        &mut self,
+        doc: &TurnDocument,
+        call_id: &str,
+        name: &str,
+        result: ToolResultMessage,
+        ends_turn: bool,
+        interrupted: bool,
+    ) -> Result<()> {
+        let mut batch = Batch::new(&self.state);
+        let entry_id = batch.entry(EntryBody::ToolResult {
+            request_id: doc.request_id.clone(),
+            message: result,
+            ends_turn,
+        });
+        batch.task(Task::Tool {
+            request_id: doc.request_id.clone(),
+            call_id: call_id.to_owned(),
+            name: name.to_owned(),
+            state: if interrupted {
+                ToolTaskState::Interrupted { entry_id }
+            } else {
+                ToolTaskState::Completed { entry_id }
+            },
+        });
+        self.commit(batch).await
+    }
+
+    async fn settle(
+        &mut self,
+        doc: &TurnDocument,
+        state: TurnState,
+        answer_entry_id: Option<EntryId>,
+        reason: Option<String>,
+    ) -> Result<()> {
+        let settled = TurnDocument {
+            state,
+            answer_entry_id,
+            reason,
+            ..doc.clone()
+        };
+        let mut batch = Batch::new(&self.state);
+        batch.document(TURN_DOCUMENT, Some(&settled));
+        self.commit(batch).await
+    }
+
+    /// Commits a batch; a refusal closes the harness.
+    async fn commit(&mut self, batch: Batch) -> Result<()> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        match self.fs.commit(batch.to_appends()).await {
+            Ok(()) => {
+                self.state.apply(batch);
+                Ok(())
+            }
+            Err(error) => {
+                self.closed = true;
+                tracing::warn!(%error, "store refused a commit; closing the harness");
+                Err(Error::StoreRefused(Box::new(error)))
+            }
+        }
+    }
+}
+
+fn live(
+    doc: &TurnDocument,
+    text: &str,
+    thinking: &str,
+    state: LiveState,
+    error: Option<String>,
+) -> LiveDocument {
+    LiveDocument {
+        request_id: doc.request_id.clone(),
+        text: text.to_owned(),
+        thinking: thinking.to_owned(),
+        state,
+        error,
+    }
+}

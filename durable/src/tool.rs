@@ -1,0 +1,87 @@
+//! Tools as the harness sees them: a spec for the model, whether a cut-off call may run again,
+//! and the call itself.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use seed_providers::{ToolCall, ToolSpec};
+
+/// What a tool call returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+    /// The verb ends the turn after the current batch of calls (delegate parking the run,
+    /// return_result, continue_session).
+    pub ends_turn: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+            ends_turn: false,
+        }
+    }
+
+    pub fn error(content: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: content.into(),
+            is_error: true,
+            ends_turn: false,
+        }
+    }
+}
+
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
+
+    /// Whether a call cut off by a crash may simply run again (reads, plans, status). Any other
+    /// cut-off call is answered with an interrupted result, and the model decides what to
+    /// verify.
+    fn safe_to_repeat(&self) -> bool;
+
+    fn call<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, ToolOutput>;
+}
+
+/// The tools on offer, by name.
+#[derive(Clone, Default)]
+pub struct ToolSet {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.tools.keys()).finish()
+    }
+}
+
+impl ToolSet {
+    pub fn new() -> ToolSet {
+        ToolSet::default()
+    }
+
+    /// Adds a tool under its spec's name, replacing one of the same name.
+    pub fn with(mut self, tool: Arc<dyn Tool>) -> ToolSet {
+        self.tools.insert(tool.spec().name, tool);
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.values().map(|tool| tool.spec()).collect()
+    }
+
+    /// Whether a cut-off call of `name` may run again. A name no tool has is safe: calling it
+    /// only says so.
+    pub fn safe_to_repeat(&self, name: &str) -> bool {
+        self.tools
+            .get(name)
+            .is_none_or(|tool| tool.safe_to_repeat())
+    }
+}

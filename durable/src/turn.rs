@@ -1,0 +1,272 @@
+//! The turn's state machine: given what the store holds, what to do next.
+//!
+//! Pure: the harness asks [`next_action`] after every commit and carries the action out. Since
+//! the answer depends only on the store, a harness reopened after a crash picks up exactly where
+//! the last commit left off: responses that were committed are not requested again, finished
+//! calls are not repeated, and a call that was cut off is run again only if its tool is safe to
+//! repeat.
+
+use seed_providers::ToolCall;
+
+use crate::record::{EntryBody, EntryId, Task, ToolTaskState, TurnDocument};
+use crate::state::StoreState;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Ask the model; this is the turn's `step`-th request.
+    RequestModel { step: u32 },
+    /// Run a call. `rerun`: it was cut off before, and its tool is safe to repeat.
+    RunTool { call: ToolCall, rerun: bool },
+    /// Answer a cut-off call of a tool that is not safe to repeat with an interrupted result.
+    InterruptTool { call: ToolCall },
+    /// The model answered, in this entry.
+    Answered { entry_id: EntryId },
+    /// A verb ended the turn after its batch of calls.
+    EndTurn,
+}
+
+/// What the open turn `turn` needs next. `safe_to_repeat(tool name)` says which tools may run
+/// again after being cut off.
+pub fn next_action(
+    state: &StoreState,
+    turn: &TurnDocument,
+    safe_to_repeat: impl Fn(&str) -> bool,
+) -> Action {
+    let turn_entries = state
+        .entries
+        .iter()
+        .filter(|entry| entry.id > turn.input_entry_id)
+        .filter(|entry| entry.body.request_id() == Some(turn.request_id.as_str()));
+    let mut n_responses = 0;
+    let mut last_response = None;
+    for entry in turn_entries.clone() {
+        if let EntryBody::Assistant { message, .. } = &entry.body {
+            n_responses += 1;
+            last_response = Some((entry.id, message));
+        }
+    }
+    let Some((response_entry_id, response)) = last_response else {
+        return Action::RequestModel { step: 0 };
+    };
+    if !response.is_complete() {
+        // A response that failed: the same run asks again.
+        return Action::RequestModel { step: n_responses };
+    }
+    let calls = response.tool_calls();
+    if calls.is_empty() {
+        return Action::Answered {
+            entry_id: response_entry_id,
+        };
+    }
+    let mut ends_turn = false;
+    for call in calls {
+        let result = turn_entries.clone().find_map(|entry| match &entry.body {
+            EntryBody::ToolResult {
+                message, ends_turn, ..
+            } if entry.id > response_entry_id && message.tool_call_id == call.id => {
+                Some(*ends_turn)
+            }
+            _ => None,
+        });
+        match result {
+            Some(this_ends_turn) => ends_turn |= this_ends_turn,
+            None => {
+                let started = matches!(
+                    state.task(&format!("tool:{}", call.id)),
+                    Some(Task::Tool {
+                        state: ToolTaskState::Started,
+                        ..
+                    })
+                );
+                return if !started {
+                    Action::RunTool {
+                        call: call.clone(),
+                        rerun: false,
+                    }
+                } else if safe_to_repeat(&call.name) {
+                    Action::RunTool {
+                        call: call.clone(),
+                        rerun: true,
+                    }
+                } else {
+                    Action::InterruptTool { call: call.clone() }
+                };
+            }
+        }
+    }
+    if ends_turn {
+        Action::EndTurn
+    } else {
+        Action::RequestModel { step: n_responses }
+    }
+}
+
+/// The calls of the open turn `turn` that have no result yet, in order: what a different run
+/// answers with "interrupted by a service restart".
+pub fn calls_without_result(state: &StoreState, turn: &TurnDocument) -> Vec<ToolCall> {
+    let mut open: Vec<ToolCall> = Vec::new();
+    for entry in state
+        .entries
+        .iter()
+        .filter(|entry| entry.id > turn.input_entry_id)
+        .filter(|entry| entry.body.request_id() == Some(turn.request_id.as_str()))
+    {
+        match &entry.body {
+            EntryBody::Assistant { message, .. } if message.is_complete() => {
+                open.extend(message.tool_calls().into_iter().cloned());
+            }
+            EntryBody::ToolResult { message, .. } => {
+                open.retain(|call| call.id != message.tool_call_id);
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::TurnState;
+    use crate::state::Batch;
+    use seed_providers::{ToolResultMessage, UserMessage, text_response, tool_response};
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: serde_json::json!({}),
+        }
+    }
+
+    struct Turn {
+        state: StoreState,
+        turn: TurnDocument,
+    }
+
+    impl Turn {
+        fn new() -> Turn {
+            let mut state = StoreState::default();
+            let mut batch = Batch::new(&state);
+            let input_entry_id = batch.entry(EntryBody::User {
+                request_id: "r".to_owned(),
+                message: UserMessage {
+                    text: "go".to_owned(),
+                },
+            });
+            state.apply(batch);
+            Turn {
+                state,
+                turn: TurnDocument {
+                    request_id: "r".to_owned(),
+                    input_entry_id,
+                    state: TurnState::Open,
+                    answer_entry_id: None,
+                    reason: None,
+                },
+            }
+        }
+
+        fn commit(&mut self, build: impl FnOnce(&mut Batch)) {
+            let mut batch = Batch::new(&self.state);
+            build(&mut batch);
+            self.state.apply(batch);
+        }
+
+        fn respond(&mut self, message: seed_providers::AssistantMessage) {
+            self.commit(|batch| {
+                batch.entry(EntryBody::Assistant {
+                    request_id: "r".to_owned(),
+                    message,
+                });
+            });
+        }
+
+        fn started(&mut self, id: &str, name: &str) {
+            self.commit(|batch| {
+                batch.task(Task::Tool {
+                    request_id: "r".to_owned(),
+                    call_id: id.to_owned(),
+                    name: name.to_owned(),
+                    state: ToolTaskState::Started,
+                })
+            });
+        }
+
+        fn result(&mut self, id: &str, ends_turn: bool) {
+            self.commit(|batch| {
+                batch.entry(EntryBody::ToolResult {
+                    request_id: "r".to_owned(),
+                    message: ToolResultMessage {
+                        tool_call_id: id.to_owned(),
+                        tool_name: "t".to_owned(),
+                        content: "ok".to_owned(),
+                        is_error: false,
+                    },
+                    ends_turn,
+                });
+            });
+        }
+
+        fn next(&self) -> Action {
+            next_action(&self.state, &self.turn, |name| name == "read")
+        }
+    }
+
+    #[test]
+    fn a_turn_walks_through_requests_calls_and_its_answer() {
+        let mut turn = Turn::new();
+        assert_eq!(turn.next(), Action::RequestModel { step: 0 });
+        turn.respond(tool_response(
+            "",
+            vec![call("c1", "read"), call("c2", "memory")],
+        ));
+        assert_eq!(
+            turn.next(),
+            Action::RunTool {
+                call: call("c1", "read"),
+                rerun: false
+            }
+        );
+        turn.started("c1", "read");
+        // Cut off here: read is safe to repeat.
+        assert_eq!(
+            turn.next(),
+            Action::RunTool {
+                call: call("c1", "read"),
+                rerun: true
+            }
+        );
+        turn.result("c1", false);
+        turn.started("c2", "memory");
+        // Cut off here: memory is not.
+        assert_eq!(
+            turn.next(),
+            Action::InterruptTool {
+                call: call("c2", "memory")
+            }
+        );
+        assert_eq!(
+            calls_without_result(&turn.state, &turn.turn),
+            [call("c2", "memory")]
+        );
+        turn.result("c2", false);
+        assert_eq!(turn.next(), Action::RequestModel { step: 1 });
+        turn.respond(text_response("done"));
+        assert_eq!(turn.next(), Action::Answered { entry_id: 5 });
+        assert!(calls_without_result(&turn.state, &turn.turn).is_empty());
+    }
+
+    #[test]
+    fn a_verb_that_ends_the_turn_ends_it_after_its_batch() {
+        let mut turn = Turn::new();
+        turn.respond(tool_response(
+            "",
+            vec![call("c1", "continue_session"), call("c2", "read")],
+        ));
+        turn.result("c1", true);
+        assert!(matches!(turn.next(), Action::RunTool { .. }));
+        turn.result("c2", false);
+        assert_eq!(turn.next(), Action::EndTurn);
+    }
+}
