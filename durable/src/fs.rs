@@ -86,6 +86,8 @@ pub trait DurableFs: Send + Sync {
 pub enum MemoryFsError {
     #[error("commit refused: injected failure")]
     Injected,
+    #[error("commit refused: the store crashed")]
+    Crashed,
 }
 
 /// An in-memory [`DurableFs`] for tests. Clones share the same files.
@@ -99,6 +101,11 @@ struct MemoryFsState {
     files: BTreeMap<FileName, Vec<String>>,
     /// Commits left before the next one is refused; `None` never refuses.
     fail_after_commits: Option<usize>,
+    /// Commits left before the store "crashes": from then on every commit is refused and
+    /// nothing more is written.
+    crash_after_commits: Option<usize>,
+    crashed: bool,
+    n_commits: usize,
 }
 
 impl MemoryFs {
@@ -109,6 +116,31 @@ impl MemoryFs {
     /// Refuses the commit after `n_commits` more have succeeded (0: the very next one).
     pub fn fail_after(&self, n_commits: usize) {
         self.lock().fail_after_commits = Some(n_commits);
+    }
+
+    /// Crashes after `n_commits` more commits: every commit after those is refused and leaves
+    /// nothing behind, as if the process had died. [`MemoryFs::revive`] reopens what survived.
+    pub fn crash_after(&self, n_commits: usize) {
+        let mut state = self.lock();
+        state.crash_after_commits = Some(n_commits);
+        state.crashed = n_commits == 0;
+    }
+
+    pub fn is_crashed(&self) -> bool {
+        self.lock().crashed
+    }
+
+    /// Commits that succeeded so far.
+    pub fn n_commits(&self) -> usize {
+        self.lock().n_commits
+    }
+
+    /// A new store holding what this one held when it crashed (or now), working again.
+    pub fn revive(&self) -> MemoryFs {
+        let files = self.snapshot();
+        let revived = MemoryFs::new();
+        revived.lock().files = files;
+        revived
     }
 
     /// A copy of every file's lines.
@@ -133,6 +165,9 @@ impl DurableFs for MemoryFs {
 
     async fn commit(&self, batch: Vec<Append>) -> Result<(), MemoryFsError> {
         let mut state = self.lock();
+        if state.crashed {
+            return Err(MemoryFsError::Crashed);
+        }
         match state.fail_after_commits {
             Some(0) => {
                 state.fail_after_commits = None;
@@ -147,6 +182,11 @@ impl DurableFs for MemoryFs {
                 .entry(append.file)
                 .or_default()
                 .push(append.line);
+        }
+        state.n_commits += 1;
+        if let Some(left) = state.crash_after_commits.as_mut() {
+            *left = left.saturating_sub(1);
+            state.crashed = *left == 0;
         }
         Ok(())
     }

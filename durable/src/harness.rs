@@ -382,7 +382,9 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                         .await?;
                 }
                 Action::RunTool { call, rerun } => {
-                    if !rerun {
+                    // The intent matters only for a tool that must not run twice: a safe one
+                    // runs again whether or not it had begun.
+                    if !rerun && !self.tools.safe_to_repeat(&call.name) {
                         let mut batch = Batch::new(&self.state);
                         batch.task(Task::Tool {
                             request_id: doc.request_id.clone(),
@@ -540,7 +542,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         let mut stopped = stop.stopped();
         let mut text = String::new();
         let mut thinking = String::new();
-        let mut last_live_at: Option<Duration> = None;
+        // The first partial text is committed one interval after the request left: a response
+        // that completes sooner costs no commit for it.
+        let mut live_committed = false;
+        let mut last_live_at = self.clock.now();
         loop {
             let event = match select(events.next(), &mut stopped).await {
                 // Dropping the stream cancels the request.
@@ -571,11 +576,9 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 Some(StreamEvent::ToolCall(_) | StreamEvent::Usage(_)) => continue,
             }
             let now = self.clock.now();
-            let due =
-                last_live_at.is_none_or(|at| now.saturating_sub(at) >= self.config.live_interval);
-            if due {
+            if now.saturating_sub(last_live_at) >= self.config.live_interval {
                 let mut batch = Batch::new(&self.state);
-                if last_live_at.is_none() {
+                if !live_committed {
                     batch.task(Task::Model {
                         request_id: doc.request_id.clone(),
                         step,
@@ -587,7 +590,8 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                     Some(&live(doc, &text, &thinking, LiveState::Streaming, None)),
                 );
                 self.commit(batch).await?;
-                last_live_at = Some(now);
+                live_committed = true;
+                last_live_at = now;
             }
         }
     }

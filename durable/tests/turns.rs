@@ -1,0 +1,244 @@
+//! Turns outside of crashes: a stop mid-stream, a refused commit, the hook that ends a turn,
+//! and the per-turn blocks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::executor::block_on;
+use futures::stream::BoxStream;
+use seed_durable::FileName;
+use seed_durable::record::{LiveState, TurnState};
+use seed_durable::{
+    Clock, Harness, HarnessConfig, HookDecision, MemoryFs, ToolSet, TurnOutcome, TurnRequest,
+};
+use seed_providers::{
+    Message, Provider, Request, ScriptedProvider, ScriptedStep, StreamEvent, UserMessage,
+    text_response,
+};
+
+/// A clock that moves only when told.
+#[derive(Debug, Default)]
+struct ManualClock {
+    now_ms: AtomicU64,
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.now_ms.load(Ordering::SeqCst))
+    }
+}
+
+/// A scripted provider that calls `on_delta` with the text streamed so far, as each delta
+/// passes: lets a test stop a turn, or move the clock, at an exact point of the stream.
+#[derive(Clone)]
+struct Tapped {
+    inner: ScriptedProvider,
+    on_delta: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+impl Provider for Tapped {
+    fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
+        let on_delta = Arc::clone(&self.on_delta);
+        let mut streamed = String::new();
+        self.inner
+            .stream(request)
+            .inspect(move |event| {
+                if let StreamEvent::TextDelta(delta) = event {
+                    streamed.push_str(delta);
+                    on_delta(&streamed);
+                }
+            })
+            .boxed()
+    }
+}
+
+fn open<P: Provider>(fs: MemoryFs, provider: P) -> Harness<MemoryFs, P> {
+    block_on(Harness::open(
+        fs,
+        provider,
+        ToolSet::new(),
+        HarnessConfig::new("scripted", "You are tested."),
+    ))
+    .expect("open")
+}
+
+#[test]
+fn a_stop_mid_stream_keeps_the_text_in_live_and_out_of_the_next_context() {
+    let scripted = ScriptedProvider::new(vec![
+        // Streams its text, then hangs: only a stop ends it.
+        ScriptedStep::Hang {
+            text: "I was about to say".to_owned(),
+        },
+        ScriptedStep::Respond(text_response("fresh answer")),
+    ])
+    .with_chunk_chars(4);
+    let turn = TurnRequest::new("r1", "tell me");
+    let stop = turn.stop.clone();
+    let provider = Tapped {
+        inner: scripted.clone(),
+        on_delta: Arc::new(move |streamed| {
+            if streamed == "I was about to say" {
+                stop.stop();
+            }
+        }),
+    };
+    let fs = MemoryFs::new();
+    let mut harness = open(fs.clone(), provider);
+    let outcome = block_on(harness.run_turn(turn)).expect("a stopped turn is not an error");
+    assert_eq!(
+        outcome,
+        TurnOutcome::Stopped {
+            partial_text: "I was about to say".to_owned()
+        }
+    );
+    let live = harness
+        .state()
+        .live()
+        .expect("pi.live keeps the streamed text");
+    assert_eq!(live.text, "I was about to say");
+    assert_eq!(live.state, LiveState::Stopped);
+    assert_eq!(
+        harness.state().turn().map(|t| t.state),
+        Some(TurnState::Stopped)
+    );
+    // Coming back with the same request id finds the turn stopped, and asks nothing.
+    let replay = block_on(harness.run_turn(TurnRequest::new("r1", "tell me"))).expect("replay");
+    assert_eq!(replay, outcome);
+    assert_eq!(scripted.n_requests(), 1);
+
+    // The next turn's request does not carry the cut-off response.
+    let next = block_on(harness.run_turn(TurnRequest::new("r2", "again"))).expect("next turn");
+    assert!(matches!(next, TurnOutcome::Answered { .. }));
+    let requests = scripted.requests();
+    let last = requests.last().expect("a second request");
+    assert!(
+        last.messages
+            .iter()
+            .all(|message| !matches!(message, Message::Assistant(_))),
+        "the cut-off response leaked into the context: {:?}",
+        last.messages
+    );
+    assert_eq!(last.messages.len(), 2, "both inputs, nothing else");
+}
+
+#[test]
+fn partial_text_is_committed_at_most_every_live_interval() {
+    let clock = Arc::new(ManualClock::default());
+    let ticking = Arc::clone(&clock);
+    // Every delta of two characters takes 30 ms.
+    let provider = Tapped {
+        inner: ScriptedProvider::new(vec![ScriptedStep::Respond(text_response(
+            "0123456789abcdefghij",
+        ))])
+        .with_chunk_chars(2),
+        on_delta: Arc::new(move |_| {
+            ticking.now_ms.fetch_add(30, Ordering::SeqCst);
+        }),
+    };
+    let fs = MemoryFs::new();
+    let mut harness = open(fs.clone(), provider).with_clock(clock.clone());
+    block_on(harness.run_turn(TurnRequest::new("r1", "hi"))).expect("turn");
+    // Deltas arrive at 30, 60, ..., 300 ms: partial text is due at 120 ms (4 deltas) and at
+    // 240 ms (8 deltas), never twice within 100 ms.
+    let documents = fs.snapshot()[&FileName::Documents].clone();
+    let partials: Vec<String> = documents
+        .iter()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["name"] == "pi.live" && !line["value"].is_null())
+        .map(|line| {
+            line["value"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(partials, ["01234567", "0123456789abcdef"]);
+    assert_eq!(
+        harness.state().live(),
+        None,
+        "pi.live is cleared by the answer"
+    );
+
+    // A response faster than the interval costs no partial commit at all.
+    let fast = ScriptedProvider::new(vec![ScriptedStep::Respond(text_response("quick"))]);
+    let fs = MemoryFs::new();
+    let mut harness = open(fs.clone(), fast).with_clock(Arc::new(ManualClock::default()));
+    block_on(harness.run_turn(TurnRequest::new("r1", "hi"))).expect("turn");
+    assert_eq!(fs.n_commits(), 2, "the input, then the answer");
+}
+
+#[test]
+fn a_refused_commit_ends_the_turn_with_an_error_promptly_and_closes_the_harness() {
+    let provider = ScriptedProvider::new(vec![ScriptedStep::Respond(text_response("never kept"))]);
+    let fs = MemoryFs::new();
+    let mut harness = open(fs.clone(), provider.clone());
+    // The input commits; the answer's commit is refused.
+    fs.fail_after(1);
+    let started = Instant::now();
+    let outcome = block_on(harness.run_turn(TurnRequest::new("r1", "hi")));
+    assert!(
+        matches!(outcome, Err(seed_durable::Error::StoreRefused(_))),
+        "{outcome:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "it waited on the refused commit"
+    );
+    assert!(harness.is_closed());
+    // Closed: nothing more is written, and it says so at once.
+    let again = block_on(harness.run_turn(TurnRequest::new("r2", "hi")));
+    assert!(
+        matches!(again, Err(seed_durable::Error::Closed)),
+        "{again:?}"
+    );
+    assert_eq!(provider.n_requests(), 1);
+}
+
+#[test]
+fn the_hook_before_a_request_can_end_the_turn_so_the_request_never_leaves() {
+    let provider = ScriptedProvider::new(vec![ScriptedStep::Respond(text_response("unused"))]);
+    let mut harness = open(MemoryFs::new(), provider.clone());
+    harness.set_before_request(Box::new(|_| HookDecision::EndTurn {
+        reason: "continued into another session".to_owned(),
+    }));
+    let outcome = block_on(harness.run_turn(TurnRequest::new("r1", "hi"))).expect("turn");
+    assert_eq!(
+        outcome,
+        TurnOutcome::Ended {
+            reason: "continued into another session".to_owned()
+        }
+    );
+    assert_eq!(provider.n_requests(), 0);
+}
+
+#[test]
+fn turn_blocks_ride_behind_the_input_and_are_never_stored() {
+    let provider = ScriptedProvider::new(vec![ScriptedStep::Respond(text_response("ok"))]);
+    let fs = MemoryFs::new();
+    let mut harness = open(fs.clone(), provider.clone());
+    let mut turn = TurnRequest::new("r1", "what time is it");
+    turn.blocks = vec![UserMessage {
+        text: "<current_time>2026-11-29T23:00Z</current_time>".to_owned(),
+    }];
+    block_on(harness.run_turn(turn)).expect("turn");
+    let request = &provider.requests()[0];
+    let texts: Vec<&str> = request
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::User(user) => Some(user.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "what time is it",
+            "<current_time>2026-11-29T23:00Z</current_time>"
+        ]
+    );
+    let stored = format!("{:?}", fs.snapshot());
+    assert!(!stored.contains("current_time"), "a block was stored");
+}
