@@ -1,3 +1,4 @@
 //! Shared helpers for Seed's integration suites and the bench harness.
 
 pub mod bench;
+pub mod turn_loop;

@@ -6,25 +6,32 @@
 //! `INSERT` + `COMMIT` per step with rusqlite directly) and reports each row as a ratio against
 //! it, because absolute figures move by several times with the disk's mood. It prints a table
 //! and writes `target/bench/SUITE.json`: a list of `{name, value, unit, floor, ratio}`.
+//!
+//! Suites: `store` (commits through the store's writer, and the ceiling of group commit) and
+//! `harness` (steps of a scripted turn loop through the durable harness, in memory and over
+//! the store). `SEED_BENCH_VERBOSE=1` prints what each measurement saw.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
-use seed_durable::{Append, DurableFs, FileName};
+use seed_durable::{Append, DurableFs, FileName, MemoryFs};
 use seed_events::{AccountId, SessionId};
 use seed_store::{BatchMode, Config, NewSession, Store, Synchronous, floor};
 use seed_tests::bench::{Row, write_report};
+use seed_tests::turn_loop::{self, CommitStats, TURNS_PER_SESSION, TimedFs};
 
-const SUITES: [&str; 1] = ["store"];
+const SUITES: [&str; 2] = ["store", "harness"];
 
 fn main() -> anyhow::Result<()> {
     let suite = std::env::args().nth(1).unwrap_or_default();
     let filter = std::env::args().nth(2).unwrap_or_default();
     let rows = match suite.as_str() {
         "store" => store_suite(&filter)?,
+        "harness" => harness_suite(&filter)?,
         _ => bail!("usage: bench SUITE, where SUITE is one of {SUITES:?}"),
     };
     let path = write_report(&suite, &rows)?;
@@ -116,6 +123,106 @@ fn store_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         rows.push(Row::ratio(name, rate, "commits/s", floor));
     }
     Ok(rows)
+}
+
+/// Steps/s of the scripted turn loop (`seed_tests::turn_loop`) through the durable harness,
+/// over the in-memory fs and over the store, against the raw floor. A step is one committed
+/// entry, with the task and documents committed alongside it.
+fn harness_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
+    let scratch = scratch_dir()?;
+    let n_normal = 20_000;
+    let normal = config(&scratch, Synchronous::Normal, BatchMode::Optimistic);
+
+    let mut rows = Vec::new();
+    let floor_normal = best_of(|| floor_rate(&normal, n_normal))?;
+    rows.push(Row::floor("floor normal", floor_normal));
+    // Sessions of TURNS_PER_SESSION turns, about 200 steps each.
+    if selected("harness memory", filter) {
+        let rate = best_of(|| harness_memory_rate(64))?;
+        rows.push(Row::ratio("harness memory", rate, "steps/s", floor_normal));
+    }
+    if selected("harness sqlite", filter) {
+        let rate = best_of(|| harness_sqlite_rate(&normal, 24))?;
+        rows.push(Row::ratio("harness sqlite", rate, "steps/s", floor_normal));
+    }
+    Ok(rows)
+}
+
+fn harness_memory_rate(n_sessions: usize) -> anyhow::Result<f64> {
+    let stats = Arc::new(CommitStats::default());
+    let started = Instant::now();
+    let mut n_steps = 0;
+    for idx in 0..n_sessions {
+        let fs = TimedFs::new(MemoryFs::new(), Arc::clone(&stats));
+        let session = turn_loop::run_session(fs, idx * TURNS_PER_SESSION);
+        n_steps += futures::executor::block_on(session)?;
+    }
+    let elapsed = started.elapsed();
+    report_steps("harness memory", n_steps, &stats, elapsed);
+    Ok(per_second(n_steps, elapsed))
+}
+
+/// The sessions are created before the clock starts; opening each one's harness (reading its
+/// files) is timed with its turns.
+fn harness_sqlite_rate(config: &Config, n_sessions: usize) -> anyhow::Result<f64> {
+    remove_database(&config.path)?;
+    let store = Store::open(config.clone())?;
+    let account = AccountId::from_u128(1);
+    let sessions: Vec<SessionId> = (0..n_sessions)
+        .map(|idx| SessionId::from_u128(idx as u128 + 1))
+        .collect();
+    futures::executor::block_on(async {
+        store.create_account(account, vec![0], 0).await?;
+        for &session in &sessions {
+            store
+                .create_session(NewSession::new(session, account, 0))
+                .await?;
+        }
+        anyhow::Ok(())
+    })?;
+    let stats = Arc::new(CommitStats::default());
+    let started = Instant::now();
+    let mut n_steps = 0;
+    for (idx, &session) in sessions.iter().enumerate() {
+        let fs = TimedFs::new(store.session_files(session), Arc::clone(&stats));
+        let session = turn_loop::run_session(fs, idx * TURNS_PER_SESSION);
+        n_steps += futures::executor::block_on(session)?;
+    }
+    let elapsed = started.elapsed();
+    // Every step landed: the store holds as many entries as the harnesses committed.
+    let n_stored = futures::executor::block_on(async {
+        let mut n_stored = 0;
+        for &session in &sessions {
+            n_stored += store
+                .session_files(session)
+                .read(FileName::Entries)
+                .await?
+                .len();
+        }
+        anyhow::Ok(n_stored)
+    })?;
+    if n_stored != n_steps {
+        bail!("the harnesses committed {n_steps} entries and the store holds {n_stored}");
+    }
+    report_steps("harness sqlite", n_steps, &stats, elapsed);
+    Ok(per_second(n_steps, elapsed))
+}
+
+/// Under `SEED_BENCH_VERBOSE`: commits per step, and how a step's time splits between waiting
+/// for commits and the rest (the harness and the scripted model).
+fn report_steps(name: &str, n_steps: usize, stats: &CommitStats, elapsed: Duration) {
+    if std::env::var_os("SEED_BENCH_VERBOSE").is_none() {
+        return;
+    }
+    let n_commits = stats.n_commits();
+    let per_step = |time: Duration| time.as_secs_f64() * 1e6 / n_steps.max(1) as f64;
+    eprintln!(
+        "{name}: {n_steps} steps in {n_commits} commits ({:.2} per step), {elapsed:?}; \
+         per step {:.1} us waiting for commits, {:.1} us else",
+        n_commits as f64 / n_steps.max(1) as f64,
+        per_step(stats.waited()),
+        per_step(elapsed.saturating_sub(stats.waited())),
+    );
 }
 
 fn selected(name: &str, filter: &str) -> bool {
