@@ -6,25 +6,63 @@
 //! are placed right behind their call, a call without one gets a synthesized error result, and
 //! a result without its call is dropped — so a request never carries an orphan.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use seed_providers::{Message, ToolResultMessage, UserMessage};
+use seed_providers::{AssistantMessage, Message, ToolResultMessage, UserMessage};
 
 use crate::record::{Entry, EntryBody, EntryId};
 
 /// One message of the context, with the entry it came from (for a tool result: its own entry,
-/// or its call's entry when it was synthesized).
+/// or its call's entry when it was synthesized). Borrows from the entries: a request clones
+/// each message once, when it is assembled.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ContextMessage {
+pub struct ContextMessage<'a> {
     pub entry_id: EntryId,
-    pub message: Message,
+    pub message: Cow<'a, Message>,
 }
 
 /// The text of the result given to a call that has none in the context.
 pub const MISSING_RESULT: &str = "no result was recorded for this call";
 
+/// What an entry contributes to the context, edits applied.
+fn contribution<'a>(
+    entry: &'a Entry,
+    edits: &BTreeMap<EntryId, &'a Message>,
+) -> Option<Contribution<'a>> {
+    if let Some(edited) = edits.get(&entry.id) {
+        return Some(Contribution::Message(edited));
+    }
+    match &entry.body {
+        EntryBody::User { message, .. } => Some(Contribution::User(message)),
+        EntryBody::Assistant { message, .. } => Some(Contribution::Assistant(message)),
+        EntryBody::ToolResult { message, .. } => Some(Contribution::ToolResult(message)),
+        EntryBody::Replay { message } => Some(Contribution::Message(message)),
+        EntryBody::System { .. } | EntryBody::Reset {} | EntryBody::Edit { .. } => None,
+    }
+}
+
+enum Contribution<'a> {
+    User(&'a UserMessage),
+    Assistant(&'a AssistantMessage),
+    ToolResult(&'a ToolResultMessage),
+    Message(&'a Message),
+}
+
+impl<'a> Contribution<'a> {
+    /// The same contribution with a stored `Message` seen through its variant.
+    fn normalized(self) -> Contribution<'a> {
+        match self {
+            Contribution::Message(Message::User(m)) => Contribution::User(m),
+            Contribution::Message(Message::Assistant(m)) => Contribution::Assistant(m),
+            Contribution::Message(Message::ToolResult(m)) => Contribution::ToolResult(m),
+            other => other,
+        }
+    }
+}
+
 /// The conversation the model sees, derived from the store's entries.
-pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage> {
+pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage<'_>> {
     let start = entries
         .iter()
         .rposition(|entry| matches!(entry.body, EntryBody::Reset {}))
@@ -38,64 +76,63 @@ pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage> {
             edits.insert(*target, message);
         }
     }
-    let contribution = |entry: &Entry| -> Option<Message> {
-        if let Some(edited) = edits.get(&entry.id) {
-            return Some((*edited).clone());
-        }
-        match &entry.body {
-            EntryBody::User { message, .. } => Some(Message::User(message.clone())),
-            EntryBody::Assistant { message, .. } => Some(Message::Assistant(message.clone())),
-            EntryBody::ToolResult { message, .. } => Some(Message::ToolResult(message.clone())),
-            EntryBody::Replay { message } => Some(message.clone()),
-            EntryBody::System { .. } | EntryBody::Reset {} | EntryBody::Edit { .. } => None,
-        }
-    };
 
     // The first result of each call, wherever it sits in the window.
-    let mut results: BTreeMap<String, (EntryId, ToolResultMessage)> = BTreeMap::new();
+    let mut results: BTreeMap<&str, (EntryId, &ToolResultMessage)> = BTreeMap::new();
     for entry in window {
-        if let Some(Message::ToolResult(result)) = contribution(entry) {
+        if let Some(Contribution::ToolResult(result)) =
+            contribution(entry, &edits).map(Contribution::normalized)
+        {
             results
-                .entry(result.tool_call_id.clone())
+                .entry(result.tool_call_id.as_str())
                 .or_insert((entry.id, result));
         }
     }
 
-    let mut context = Vec::new();
-    let mut placed: BTreeSet<String> = BTreeSet::new();
+    let mut context = Vec::with_capacity(window.len());
+    let mut placed: BTreeSet<&str> = BTreeSet::new();
     for entry in window {
-        match contribution(entry) {
-            None | Some(Message::ToolResult(_)) => {}
-            Some(Message::User(message)) => context.push(ContextMessage {
+        let Some(contribution) = contribution(entry, &edits).map(Contribution::normalized) else {
+            continue;
+        };
+        match contribution {
+            Contribution::ToolResult(_) => {}
+            Contribution::User(message) => context.push(ContextMessage {
                 entry_id: entry.id,
-                message: Message::User(message),
+                message: Cow::Owned(Message::User(message.clone())),
             }),
-            Some(Message::Assistant(message)) => {
+            Contribution::Message(message) => context.push(ContextMessage {
+                entry_id: entry.id,
+                message: Cow::Borrowed(message),
+            }),
+            Contribution::Assistant(message) => {
                 if !message.is_complete() {
                     continue;
                 }
-                let calls: Vec<_> = message.tool_calls().into_iter().cloned().collect();
                 context.push(ContextMessage {
                     entry_id: entry.id,
-                    message: Message::Assistant(message),
+                    message: Cow::Owned(Message::Assistant(message.clone())),
                 });
-                for call in calls {
-                    if !placed.insert(call.id.clone()) {
+                for call in message.tool_calls() {
+                    if !placed.insert(call.id.as_str()) {
                         continue;
                     }
-                    let (entry_id, result) = results.get(&call.id).cloned().unwrap_or_else(|| {
-                        let synthesized = ToolResultMessage {
-                            tool_call_id: call.id.clone(),
-                            tool_name: call.name.clone(),
-                            content: MISSING_RESULT.to_owned(),
-                            is_error: true,
-                        };
-                        (entry.id, synthesized)
-                    });
-                    context.push(ContextMessage {
-                        entry_id,
-                        message: Message::ToolResult(result),
-                    });
+                    let item = match results.get(call.id.as_str()) {
+                        Some((entry_id, result)) => ContextMessage {
+                            entry_id: *entry_id,
+                            message: Cow::Owned(Message::ToolResult((*result).clone())),
+                        },
+                        None => ContextMessage {
+                            entry_id: entry.id,
+                            message: Cow::Owned(Message::ToolResult(ToolResultMessage {
+                                tool_call_id: call.id.clone(),
+                                tool_name: call.name.clone(),
+                                content: MISSING_RESULT.to_owned(),
+                                is_error: true,
+                            })),
+                        },
+                    };
+                    context.push(item);
                 }
             }
         }
@@ -106,15 +143,16 @@ pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage> {
 /// A request's messages: the conversation, with this turn's state blocks placed right behind
 /// the turn's input (they are rendered once per turn, sent with every request, never stored).
 pub fn request_messages(
-    context: &[ContextMessage],
+    context: Vec<ContextMessage<'_>>,
     input_entry_id: EntryId,
     blocks: &[UserMessage],
 ) -> Vec<Message> {
     let mut messages = Vec::with_capacity(context.len() + blocks.len());
     let mut blocks_placed = blocks.is_empty();
     for item in context {
-        messages.push(item.message.clone());
-        if !blocks_placed && item.entry_id == input_entry_id {
+        let is_input = item.entry_id == input_entry_id;
+        messages.push(item.message.into_owned());
+        if !blocks_placed && is_input {
             messages.extend(blocks.iter().cloned().map(Message::User));
             blocks_placed = true;
         }
@@ -208,13 +246,14 @@ mod tests {
             request_id: "r".to_owned(),
             message,
             ends_turn: false,
+            placeholder: false,
         }
     }
 
     fn summary(context: &[ContextMessage]) -> Vec<String> {
         context
             .iter()
-            .map(|item| match &item.message {
+            .map(|item| match item.message.as_ref() {
                 Message::User(m) => format!("{}:user {}", item.entry_id, m.text),
                 Message::Assistant(m) => format!("{}:assistant {}", item.entry_id, m.text()),
                 Message::ToolResult(m) => {
@@ -252,7 +291,10 @@ mod tests {
                 "9:user next",
             ]
         );
-        let messages: Vec<Message> = context.into_iter().map(|item| item.message).collect();
+        let messages: Vec<Message> = context
+            .into_iter()
+            .map(|item| item.message.into_owned())
+            .collect();
         assert!(!has_orphans(&messages));
     }
 
@@ -294,7 +336,7 @@ mod tests {
         let blocks = [UserMessage {
             text: "<current_time>noon</current_time>".to_owned(),
         }];
-        let messages = request_messages(&conversation(&log), 3, &blocks);
+        let messages = request_messages(conversation(&log), 3, &blocks);
         let roles: Vec<String> = messages
             .iter()
             .map(|message| match message {

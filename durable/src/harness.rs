@@ -12,7 +12,7 @@ use futures::StreamExt;
 use futures::future::{Either, select};
 use seed_providers::{
     AssistantMessage, Provider, ProviderError, ProviderErrorKind, Request, StreamEvent,
-    ToolResultMessage, UserMessage,
+    ToolResultMessage, ToolSpec, UserMessage,
 };
 
 use crate::context::{conversation, request_messages};
@@ -116,6 +116,11 @@ pub struct TurnRequest {
     /// This turn's state (`<space>`, `<plan_state>`, `<current_time>`, ...): placed right behind
     /// the input in every request of the turn, never stored.
     pub blocks: Vec<UserMessage>,
+    /// Entries imported from outside (Seed's log), committed in the same batch as the input,
+    /// before it.
+    pub imports: Vec<EntryBody>,
+    /// Documents committed with the input (Seed's `seed.sync`, with its import mark).
+    pub documents: Vec<(String, serde_json::Value)>,
     pub stop: StopSignal,
 }
 
@@ -125,6 +130,8 @@ impl TurnRequest {
             request_id: request_id.into(),
             input: UserMessage { text: input.into() },
             blocks: Vec::new(),
+            imports: Vec::new(),
+            documents: Vec::new(),
             stop: StopSignal::new(),
         }
     }
@@ -148,6 +155,20 @@ pub enum TurnOutcome {
     },
 }
 
+/// How a call's result came to be.
+#[derive(Debug, Clone, Copy)]
+enum ResultKind {
+    /// Answered as cut off, without running (again).
+    Interrupted,
+    Ran {
+        ends_turn: bool,
+        /// A stand-in until the real result arrives (a delegated child still running).
+        placeholder: bool,
+        /// An intent was committed before the tool ran.
+        had_intent: bool,
+    },
+}
+
 enum Streamed {
     Done(AssistantMessage),
     Stopped {
@@ -165,6 +186,8 @@ pub struct Harness<F, P> {
     fs: F,
     provider: P,
     tools: ToolSet,
+    /// The tools' specs, built once: every request offers the same.
+    tool_specs: Vec<ToolSpec>,
     config: HarnessConfig,
     clock: Arc<dyn Clock>,
     /// Exactly what the store holds: every batch is applied here only after it committed.
@@ -194,6 +217,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         Ok(Harness {
             fs,
             provider,
+            tool_specs: tools.specs(),
             tools,
             config,
             clock: Arc::new(SystemClock::default()),
@@ -299,6 +323,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 request_id: doc.request_id.clone(),
                 message: restart_result(&call.id, &call.name),
                 ends_turn: false,
+                placeholder: false,
             });
             batch.task(Task::Tool {
                 request_id: doc.request_id.clone(),
@@ -321,7 +346,13 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
     /// opens the turn.
     async fn start(&mut self, turn: &TurnRequest) -> Result<TurnDocument> {
         let mut batch = Batch::new(&self.state);
-        let tools = self.tools.specs();
+        for body in &turn.imports {
+            batch.entry(body.clone());
+        }
+        for (name, value) in &turn.documents {
+            batch.document(name, Some(value));
+        }
+        let tools = self.tool_specs.clone();
         let system_changed = self.state.system().is_none_or(|(prompt, known)| {
             prompt != self.config.system_prompt || known != tools.as_slice()
         });
@@ -378,13 +409,14 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 }
                 Action::InterruptTool { call } => {
                     let result = interrupted_result(&call.id, &call.name);
-                    self.commit_result(&doc, &call.id, &call.name, result, false, true)
+                    self.commit_result(&doc, &call.id, &call.name, result, ResultKind::Interrupted)
                         .await?;
                 }
                 Action::RunTool { call, rerun } => {
                     // The intent matters only for a tool that must not run twice: a safe one
                     // runs again whether or not it had begun.
-                    if !rerun && !self.tools.safe_to_repeat(&call.name) {
+                    let needs_intent = !self.tools.safe_to_repeat(&call.name);
+                    if !rerun && needs_intent {
                         let mut batch = Batch::new(&self.state);
                         batch.task(Task::Tool {
                             request_id: doc.request_id.clone(),
@@ -404,7 +436,12 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                         content: output.content,
                         is_error: output.is_error,
                     };
-                    self.commit_result(&doc, &call.id, &call.name, result, output.ends_turn, false)
+                    let kind = ResultKind::Ran {
+                        ends_turn: output.ends_turn,
+                        placeholder: output.placeholder,
+                        had_intent: needs_intent,
+                    };
+                    self.commit_result(&doc, &call.id, &call.name, result, kind)
                         .await?;
                 }
                 Action::RequestModel { step } => {
@@ -443,15 +480,22 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             step,
             state,
         };
-        match self.stream(doc, step, request, stop).await? {
+        let (streamed, live_committed) = self.stream(doc, step, request, stop).await?;
+        match streamed {
             Streamed::Done(message) => {
                 let mut batch = Batch::new(&self.state);
                 let entry_id = batch.entry(EntryBody::Assistant {
                     request_id: doc.request_id.clone(),
                     message: message.clone(),
                 });
-                batch.task(model_task(ModelTaskState::Completed { entry_id }));
-                batch.document::<LiveDocument>(LIVE_DOCUMENT, None);
+                // The entry is the record of a finished request; a task line and a cleared
+                // pi.live are needed only to close what streaming opened.
+                if live_committed {
+                    batch.task(model_task(ModelTaskState::Completed { entry_id }));
+                }
+                if self.state.live().is_some() {
+                    batch.document::<LiveDocument>(LIVE_DOCUMENT, None);
+                }
                 let outcome = if !message.is_complete() {
                     let error = ProviderError::new(
                         ProviderErrorKind::Refused,
@@ -537,7 +581,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         step: u32,
         request: Request,
         stop: &StopSignal,
-    ) -> Result<Streamed> {
+    ) -> Result<(Streamed, bool)> {
         let mut events = self.provider.stream(request);
         let mut stopped = stop.stopped();
         let mut text = String::new();
@@ -549,27 +593,34 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         loop {
             let event = match select(events.next(), &mut stopped).await {
                 // Dropping the stream cancels the request.
-                Either::Right(((), _)) => return Ok(Streamed::Stopped { text, thinking }),
+                Either::Right(((), _)) => {
+                    return Ok((Streamed::Stopped { text, thinking }, live_committed));
+                }
                 Either::Left((event, _)) => event,
             };
             match event {
                 None => {
-                    return Ok(Streamed::Failed {
-                        error: ProviderError::new(
-                            ProviderErrorKind::Malformed,
-                            "the stream ended without a final message",
-                        ),
-                        text,
-                        thinking,
-                    });
-                }
-                Some(StreamEvent::Done(message)) => return Ok(Streamed::Done(message)),
-                Some(StreamEvent::Error(error)) => {
-                    return Ok(Streamed::Failed {
+                    let error = ProviderError::new(
+                        ProviderErrorKind::Malformed,
+                        "the stream ended without a final message",
+                    );
+                    let failed = Streamed::Failed {
                         error,
                         text,
                         thinking,
-                    });
+                    };
+                    return Ok((failed, live_committed));
+                }
+                Some(StreamEvent::Done(message)) => {
+                    return Ok((Streamed::Done(message), live_committed));
+                }
+                Some(StreamEvent::Error(error)) => {
+                    let failed = Streamed::Failed {
+                        error,
+                        text,
+                        thinking,
+                    };
+                    return Ok((failed, live_committed));
                 }
                 Some(StreamEvent::TextDelta(delta)) => text.push_str(&delta),
                 Some(StreamEvent::ThinkingDelta(delta)) => thinking.push_str(&delta),
@@ -601,8 +652,8 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         Request {
             model: self.config.model.clone(),
             system_prompt: self.config.system_prompt.clone(),
-            messages: request_messages(&context, doc.input_entry_id, blocks),
-            tools: self.tools.specs(),
+            messages: request_messages(context, doc.input_entry_id, blocks),
+            tools: self.tool_specs.clone(),
             session_id: self.config.session_id.clone(),
         }
     }
@@ -613,25 +664,40 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         call_id: &str,
         name: &str,
         result: ToolResultMessage,
-        ends_turn: bool,
-        interrupted: bool,
+        kind: ResultKind,
     ) -> Result<()> {
+        let (ends_turn, placeholder) = match kind {
+            ResultKind::Ran {
+                ends_turn,
+                placeholder,
+                ..
+            } => (ends_turn, placeholder),
+            ResultKind::Interrupted => (false, false),
+        };
         let mut batch = Batch::new(&self.state);
         let entry_id = batch.entry(EntryBody::ToolResult {
             request_id: doc.request_id.clone(),
             message: result,
             ends_turn,
+            placeholder,
         });
-        batch.task(Task::Tool {
-            request_id: doc.request_id.clone(),
-            call_id: call_id.to_owned(),
-            name: name.to_owned(),
-            state: if interrupted {
-                ToolTaskState::Interrupted { entry_id }
-            } else {
-                ToolTaskState::Completed { entry_id }
-            },
-        });
+        // The result entry settles the call; a task line is needed only to close the intent
+        // committed before an unsafe tool ran.
+        let state = match kind {
+            ResultKind::Interrupted => Some(ToolTaskState::Interrupted { entry_id }),
+            ResultKind::Ran {
+                had_intent: true, ..
+            } => Some(ToolTaskState::Completed { entry_id }),
+            ResultKind::Ran { .. } => None,
+        };
+        if let Some(state) = state {
+            batch.task(Task::Tool {
+                request_id: doc.request_id.clone(),
+                call_id: call_id.to_owned(),
+                name: name.to_owned(),
+                state,
+            });
+        }
         self.commit(batch).await
     }
 

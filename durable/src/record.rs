@@ -33,13 +33,17 @@ pub enum EntryBody {
         request_id: String,
         message: AssistantMessage,
     },
-    /// One tool result. `ends_turn` records that the verb ended the turn after its batch.
+    /// One tool result. `ends_turn` records that the verb ended the turn after its batch;
+    /// `placeholder` that it stands in for a result still to come (a parked delegate call),
+    /// which the log does not show.
     #[serde(rename = "pi.tool-result")]
     ToolResult {
         request_id: String,
         message: ToolResultMessage,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "is_false")]
         ends_turn: bool,
+        #[serde(default, skip_serializing_if = "is_false")]
+        placeholder: bool,
     },
     /// The system prompt and the tools on offer from here on.
     #[serde(rename = "pi.system")]
@@ -56,6 +60,10 @@ pub enum EntryBody {
     /// Carries no message of its own: replaces what `target` contributes to the context.
     #[serde(rename = "pi.edit")]
     Edit { target: EntryId, message: Message },
+}
+
+fn is_false(flag: &bool) -> bool {
+    !flag
 }
 
 impl EntryBody {

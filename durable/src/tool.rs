@@ -15,6 +15,9 @@ pub struct ToolOutput {
     /// The verb ends the turn after the current batch of calls (delegate parking the run,
     /// return_result, continue_session).
     pub ends_turn: bool,
+    /// The content stands in for a result still to come (a delegated child still running):
+    /// the log keeps the call unanswered until the real result replaces it.
+    pub placeholder: bool,
 }
 
 impl ToolOutput {
@@ -23,6 +26,7 @@ impl ToolOutput {
             content: content.into(),
             is_error: false,
             ends_turn: false,
+            placeholder: false,
         }
     }
 
@@ -31,6 +35,7 @@ impl ToolOutput {
             content: content.into(),
             is_error: true,
             ends_turn: false,
+            placeholder: false,
         }
     }
 }

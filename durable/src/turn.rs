@@ -204,6 +204,7 @@ mod tests {
                         is_error: false,
                     },
                     ends_turn,
+                    placeholder: false,
                 });
             });
         }

@@ -74,6 +74,8 @@ struct Shared {
     /// assigns the index and records the request, so indexes and order always agree, whichever
     /// clone or thread a request comes from.
     requests: Mutex<Vec<Request>>,
+    /// Requests received, recorded or not.
+    n_requests: std::sync::atomic::AtomicUsize,
 }
 
 /// The scripted model. Clones share the script and the record of requests.
@@ -84,6 +86,8 @@ pub struct ScriptedProvider {
     chunk_chars: usize,
     /// The wait before each event after the first; zero for none.
     delta_delay: Duration,
+    /// Whether requests are kept for `requests()` (benches turn it off: a clone per request).
+    record: bool,
 }
 
 impl ScriptedProvider {
@@ -106,7 +110,9 @@ impl ScriptedProvider {
             shared: Arc::new(Shared {
                 script,
                 requests: Mutex::new(Vec::new()),
+                n_requests: std::sync::atomic::AtomicUsize::new(0),
             }),
+            record: true,
             chunk_chars: CHUNK_CHARS_DEFAULT,
             delta_delay: Duration::ZERO,
         }
@@ -121,6 +127,15 @@ impl ScriptedProvider {
         assert!(n > 0, "chunk_chars must be at least 1");
         Self {
             chunk_chars: n,
+            ..self
+        }
+    }
+
+    /// Keeps no copy of the requests: `requests()` stays empty, `n_requests()` still counts.
+    /// For benches, where copying every request would be measured too.
+    pub fn without_recording(self) -> Self {
+        Self {
+            record: false,
             ..self
         }
     }
@@ -140,7 +155,9 @@ impl ScriptedProvider {
 
     /// How many requests have been received so far.
     pub fn n_requests(&self) -> usize {
-        self.lock_requests().len()
+        self.shared
+            .n_requests
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn lock_requests(&self) -> MutexGuard<'_, Vec<Request>> {
@@ -189,8 +206,13 @@ impl Provider for ScriptedProvider {
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
         let request_idx = {
             let mut requests = self.lock_requests();
-            requests.push(request.clone());
-            requests.len() - 1
+            if self.record {
+                requests.push(request.clone());
+            }
+            // Under the lock, so indexes and the record's order agree.
+            self.shared
+                .n_requests
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
         };
         tracing::debug!(request_idx, model = %request.model, "scripted request");
         // The function runs outside the lock, so it may itself look at `requests()`.

@@ -65,7 +65,7 @@ pub fn respond(request: &Request) -> ScriptedStep {
 
 /// The scripted model of the loop.
 pub fn provider() -> ScriptedProvider {
-    ScriptedProvider::from_fn(|request, _| respond(request))
+    ScriptedProvider::from_fn(|request, _| respond(request)).without_recording()
 }
 
 /// A `read` that answers at once with a short note; safe to repeat.

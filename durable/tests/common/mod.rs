@@ -363,7 +363,7 @@ pub fn crash_and_recover(script: &Script, crash_after: usize, recovery: Recovery
     // The final context is well formed.
     let context: Vec<Message> = seed_durable::context::conversation(&final_state.entries)
         .into_iter()
-        .map(|item| item.message)
+        .map(|item| item.message.into_owned())
         .collect();
     assert!(
         !has_orphans(&context),

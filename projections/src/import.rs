@@ -1,0 +1,347 @@
+//! From the log to the store: which pending events a turn imports, and how.
+//!
+//! Many things write to the log without the harness: a user message, a verb the user ran, a
+//! system notice, the result of a delegated child. Before a turn, every event past the import
+//! mark that has no `pi_entry_id` is pending (and so is every event the mark passed over on
+//! purpose, listed in `seed.sync`). [`plan_import`] decides, with no IO:
+//!
+//! - **Append**: user messages, user actions, notices and assistant text Seed wrote itself are
+//!   appended behind the entries the harness produced, as `seed.replay` entries; the run's
+//!   newest user message becomes the input.
+//! - **Edit**: a delegated child's result, whose call was answered with a placeholder still in
+//!   the context, becomes a `pi.edit` of that placeholder. When nobody said anything new, the
+//!   input is `<background_work_update>`.
+//! - **Rebuild**: anything else (a result the runtime wrote for a call a restart cut off, a late
+//!   result whose placeholder left the context, a session with no store) starts a new context:
+//!   a `pi.reset` and the whole log replayed behind it, each result behind its call. A rebuilt
+//!   context keeps the text, calls and results of the log, not the provider's own record.
+//!
+//! What a person wrote is put to the model once, by the run queued for it: an import leaves out
+//! a message that arrived after the run's own, and one that belongs to another run still
+//! waiting its turn (a parked run is not waiting: the model read its message before it parked).
+//! Those are listed in `seed.sync` with the mark, committed together with the imported entries.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use seed_durable::{EntryBody, EntryId, StoreState};
+use seed_events::{EventId, EventRole, SessionEvent};
+use seed_providers::{
+    AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage,
+    UserMessage,
+};
+use serde::{Deserialize, Serialize};
+
+/// The document that holds the import mark.
+pub const SYNC_DOCUMENT: &str = "seed.sync";
+
+/// The input of a turn when nobody said anything new.
+pub const BACKGROUND_WORK_UPDATE: &str = "<background_work_update>";
+
+/// `seed.sync`: how far the log has been imported.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncDocument {
+    /// Every event with a seq at or below this was imported, came from the store, or is listed
+    /// in `left_out`.
+    pub mark: i64,
+    /// Seqs at or below the mark left out on purpose, to import when their turn comes.
+    pub left_out: Vec<i64>,
+    /// The event the newest import made the input; `None` for `<background_work_update>`.
+    pub input_event_id: Option<EventId>,
+}
+
+/// What the importing run is, and who else is waiting.
+#[derive(Debug, Clone, Copy)]
+pub struct RunView<'a> {
+    /// The messages this run answers.
+    pub own_event_ids: &'a [EventId],
+    /// Messages of other runs still waiting their turn (queued; a parked run is not waiting).
+    pub waiting_event_ids: &'a BTreeSet<EventId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportMode {
+    Append,
+    Edit,
+    Rebuild,
+}
+
+/// What a turn imports: entries to commit before its input, the input, and the new mark.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportPlan {
+    pub mode: ImportMode,
+    /// In order, committed with the input and the sync document in one batch.
+    pub entries: Vec<EntryBody>,
+    pub input: UserMessage,
+    pub sync: SyncDocument,
+}
+
+/// Plans the import of `log` (the session's events in seq order) into `store`. `rebuild`
+/// forces a new context (a different run gave up on an unsettled turn).
+pub fn plan_import(
+    log: &[SessionEvent],
+    store: &StoreState,
+    sync: &SyncDocument,
+    run: RunView<'_>,
+    rebuild: bool,
+) -> ImportPlan {
+    let own: BTreeSet<EventId> = run.own_event_ids.iter().copied().collect();
+    let own_newest_seq = log
+        .iter()
+        .filter(|event| own.contains(&event.id))
+        .map(|event| event.seq)
+        .max();
+    let previously_left_out: BTreeSet<i64> = sync.left_out.iter().copied().collect();
+
+    let mut left_out: BTreeSet<i64> = BTreeSet::new();
+    let mut imported: Vec<&SessionEvent> = Vec::new();
+    for event in log {
+        let pending = event.seq > sync.mark || previously_left_out.contains(&event.seq);
+        if !pending || event.pi_entry_id.is_some() {
+            continue;
+        }
+        let someone_elses = is_person_message(event)
+            && !own.contains(&event.id)
+            && (run.waiting_event_ids.contains(&event.id)
+                || own_newest_seq.is_some_and(|seq| event.seq > seq));
+        if someone_elses {
+            left_out.insert(event.seq);
+        } else {
+            imported.push(event);
+        }
+    }
+
+    let input_event = imported
+        .iter()
+        .rev()
+        .find(|event| own.contains(&event.id) && is_person_message(event))
+        .copied();
+    let input = match input_event {
+        Some(event) => UserMessage {
+            text: event_text(event),
+        },
+        None => UserMessage {
+            text: BACKGROUND_WORK_UPDATE.to_owned(),
+        },
+    };
+
+    let placeholders = placeholders_in_context(store);
+    let needs_rebuild = rebuild
+        || store.entries.is_empty()
+        || imported.iter().any(|event| match event.kind.as_str() {
+            "tool_call" => true,
+            "tool_result" => !placeholders.contains_key(result_call_id(event).unwrap_or("")),
+            _ => false,
+        });
+    let mode = if needs_rebuild {
+        ImportMode::Rebuild
+    } else if imported.iter().any(|event| event.kind == "tool_result") {
+        ImportMode::Edit
+    } else {
+        ImportMode::Append
+    };
+
+    let input_id = input_event.map(|event| event.id);
+    let mark = log
+        .iter()
+        .map(|event| event.seq)
+        .max()
+        .unwrap_or(0)
+        .max(sync.mark);
+    let imported_seqs: BTreeSet<i64> = imported.iter().map(|event| event.seq).collect();
+    let mut still_left_out: BTreeSet<i64> = previously_left_out
+        .difference(&imported_seqs)
+        .copied()
+        .collect();
+    still_left_out.extend(left_out);
+    let entries = match mode {
+        ImportMode::Rebuild => {
+            let replayed = log
+                .iter()
+                .filter(|event| Some(event.id) != input_id && !still_left_out.contains(&event.seq));
+            let mut entries = vec![EntryBody::Reset {}];
+            entries.extend(
+                replay_messages(replayed)
+                    .into_iter()
+                    .map(|message| EntryBody::Replay { message }),
+            );
+            entries
+        }
+        ImportMode::Append | ImportMode::Edit => imported
+            .iter()
+            .filter(|event| Some(event.id) != input_id)
+            .filter_map(|event| {
+                if event.kind == "tool_result" {
+                    let result = tool_result(event)?;
+                    let target = *placeholders.get(result.tool_call_id.as_str())?;
+                    return Some(EntryBody::Edit {
+                        target,
+                        message: Message::ToolResult(result),
+                    });
+                }
+                replay_message(event).map(|message| EntryBody::Replay { message })
+            })
+            .collect(),
+    };
+
+    ImportPlan {
+        mode,
+        entries,
+        input,
+        sync: SyncDocument {
+            mark,
+            left_out: still_left_out.into_iter().collect(),
+            input_event_id: input_id,
+        },
+    }
+}
+
+/// A message a person wrote: put to the model once, by the run queued for it.
+fn is_person_message(event: &SessionEvent) -> bool {
+    (event.kind == "message"
+        && event.role == Some(EventRole::User)
+        && matches!(event.actor.as_deref(), Some("user" | "trigger") | None))
+        || event.kind == "action"
+}
+
+/// The placeholder results in the current context, by call id.
+fn placeholders_in_context(store: &StoreState) -> BTreeMap<&str, EntryId> {
+    let start = store
+        .entries
+        .iter()
+        .rposition(|entry| matches!(entry.body, EntryBody::Reset {}))
+        .map_or(0, |idx| idx + 1);
+    store.entries[start..]
+        .iter()
+        .filter_map(|entry| match &entry.body {
+            EntryBody::ToolResult {
+                message,
+                placeholder: true,
+                ..
+            } => Some((message.tool_call_id.as_str(), entry.id)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn event_text(event: &SessionEvent) -> String {
+    match event.content.get("text").and_then(|text| text.as_str()) {
+        Some(text) => text.to_owned(),
+        None => event.content.to_string(),
+    }
+}
+
+fn result_call_id(event: &SessionEvent) -> Option<&str> {
+    event.content.get("tool_call_id")?.as_str()
+}
+
+fn tool_result(event: &SessionEvent) -> Option<ToolResultMessage> {
+    let content = &event.content;
+    Some(ToolResultMessage {
+        tool_call_id: content.get("tool_call_id")?.as_str()?.to_owned(),
+        tool_name: content
+            .get("tool_name")
+            .and_then(|name| name.as_str())
+            .unwrap_or_default()
+            .to_owned(),
+        content: content
+            .get("content")
+            .and_then(|text| text.as_str())
+            .unwrap_or_default()
+            .to_owned(),
+        is_error: content
+            .get("is_error")
+            .and_then(|flag| flag.as_bool())
+            .unwrap_or(false),
+    })
+}
+
+fn tool_call(event: &SessionEvent) -> Option<ToolCall> {
+    let content = &event.content;
+    Some(ToolCall {
+        id: content.get("id")?.as_str()?.to_owned(),
+        name: content.get("name")?.as_str()?.to_owned(),
+        arguments: content
+            .get("arguments")
+            .cloned()
+            .unwrap_or(serde_json::Value::Null),
+    })
+}
+
+fn assistant(text: String, calls: Vec<ToolCall>) -> AssistantMessage {
+    let mut content = Vec::new();
+    if !text.is_empty() {
+        content.push(AssistantBlock::Text { text });
+    }
+    let stop_reason = if calls.is_empty() {
+        StopReason::Stop
+    } else {
+        StopReason::ToolUse
+    };
+    content.extend(calls.into_iter().map(AssistantBlock::ToolCall));
+    AssistantMessage {
+        content,
+        usage: Usage::default(),
+        stop_reason,
+        model: "seed.replay".to_owned(),
+        error_message: None,
+    }
+}
+
+/// One pending event as the message it appends.
+fn replay_message(event: &SessionEvent) -> Option<Message> {
+    match (event.kind.as_str(), event.role) {
+        ("message", Some(EventRole::Assistant)) => {
+            let text = event_text(event);
+            (!text.is_empty()).then(|| Message::Assistant(assistant(text, Vec::new())))
+        }
+        ("tool_result", _) => tool_result(event).map(Message::ToolResult),
+        ("tool_call", _) => {
+            tool_call(event).map(|call| Message::Assistant(assistant(String::new(), vec![call])))
+        }
+        _ => Some(Message::User(UserMessage {
+            text: event_text(event),
+        })),
+    }
+}
+
+/// The log replayed as messages: an assistant message and the calls projected from the same
+/// entry become one message; results are placed behind their calls by the context.
+fn replay_messages<'a>(events: impl Iterator<Item = &'a SessionEvent>) -> Vec<Message> {
+    let mut messages: Vec<Message> = Vec::new();
+    // The entry the last assistant message came from, while its calls may still follow.
+    let mut open_entry: Option<i64> = None;
+    for event in events {
+        match (event.kind.as_str(), event.role) {
+            ("message", Some(EventRole::Assistant)) => {
+                messages.push(Message::Assistant(assistant(event_text(event), Vec::new())));
+                open_entry = event.pi_entry_id;
+            }
+            ("tool_call", _) => {
+                let Some(call) = tool_call(event) else {
+                    continue;
+                };
+                match messages.last_mut() {
+                    Some(Message::Assistant(message))
+                        if open_entry.is_some() && open_entry == event.pi_entry_id =>
+                    {
+                        message.content.push(AssistantBlock::ToolCall(call));
+                        message.stop_reason = StopReason::ToolUse;
+                    }
+                    _ => messages.push(Message::Assistant(assistant(String::new(), vec![call]))),
+                }
+            }
+            _ => {
+                open_entry = None;
+                if let Some(message) = replay_message(event) {
+                    messages.push(message);
+                }
+            }
+        }
+    }
+    // An assistant message with neither text nor calls says nothing.
+    messages.retain(|message| match message {
+        Message::Assistant(assistant) => !assistant.content.is_empty(),
+        _ => true,
+    });
+    messages
+}

@@ -1,0 +1,11 @@
+//! Pure projections between Seed's log and the durable store, and what the model sees each turn.
+//!
+//! No IO: rows in, rows, entries and text out. Layout:
+//! - `store_to_log`: the log events each store entry becomes; what to project again on open.
+//! - `import`: which pending log events a turn imports into the store, and how (append, edit,
+//!   rebuild), with the import mark.
+//! - `transcript`: `[seq] who: text` lines and the escaping of text handed back inside a frame.
+
+pub mod import;
+pub mod store_to_log;
+pub mod transcript;

@@ -1,0 +1,190 @@
+//! From the store to the log: the events each store entry becomes.
+//!
+//! One `pi.assistant` entry becomes an assistant message event and one `tool_call` event per
+//! call; one `pi.tool-result` becomes a `tool_result` event (a delegate's placeholder result is
+//! not: the log keeps the call unanswered until the real result arrives). Every event carries
+//! the entry's id in `pi_entry_id`; the events of one entry are appended in one transaction by
+//! the caller. When a store is opened, every entry above the highest `pi_entry_id` in the log is
+//! projected again, so a crash between the store's commit and the log's write loses nothing and
+//! repeats nothing.
+
+use seed_durable::{Entry, EntryBody, EntryId};
+use seed_events::{EventRole, NewEvent, RunId};
+use seed_providers::AssistantBlock;
+use serde_json::json;
+
+/// The log events of one entry: empty for entries the log does not show.
+pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) -> Vec<NewEvent> {
+    let event = |kind: &str, role: EventRole, actor: &str, content, meta| NewEvent {
+        kind: kind.to_owned(),
+        role: Some(role),
+        actor: Some(actor.to_owned()),
+        content,
+        meta,
+        run_id,
+        pi_entry_id: Some(entry.id as i64),
+        created_at_ms,
+    };
+    match &entry.body {
+        EntryBody::Assistant { message, .. } => {
+            let thinking: String = message
+                .content
+                .iter()
+                .filter_map(|block| match block {
+                    AssistantBlock::Thinking { thinking, .. } => Some(thinking.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let mut content = json!({ "text": message.text() });
+            if !thinking.is_empty() {
+                content["thinking"] = json!(thinking);
+            }
+            let meta = json!({
+                "usage": message.usage,
+                "stop_reason": message.stop_reason,
+                "model": message.model,
+                "error_message": message.error_message,
+            });
+            let mut events = vec![event(
+                "message",
+                EventRole::Assistant,
+                "agent",
+                content,
+                meta,
+            )];
+            for call in message.tool_calls() {
+                events.push(event(
+                    "tool_call",
+                    EventRole::Assistant,
+                    "agent",
+                    json!({ "id": call.id, "name": call.name, "arguments": call.arguments }),
+                    json!({}),
+                ));
+            }
+            events
+        }
+        EntryBody::ToolResult {
+            message,
+            placeholder: false,
+            ..
+        } => vec![event(
+            "tool_result",
+            EventRole::Tool,
+            "runtime",
+            json!({
+                "tool_call_id": message.tool_call_id,
+                "tool_name": message.tool_name,
+                "content": message.content,
+                "is_error": message.is_error,
+            }),
+            json!({}),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// The entries above `max_pi_entry_id` (the highest the log names) that the log shows: what
+/// opening a store projects again.
+pub fn unprojected(entries: &[Entry], max_pi_entry_id: Option<EntryId>) -> Vec<&Entry> {
+    entries
+        .iter()
+        .filter(|entry| max_pi_entry_id.is_none_or(|max| entry.id > max))
+        .filter(|entry| !entry_events(entry, None, 0).is_empty())
+        .collect()
+}
+
+/// When the log names entry ids the store does not hold (the store was lost, or restored from
+/// an older copy than the log), the marks above the store's newest entry must be cleared before
+/// anything new is written, so those events import like anything else the store has not seen
+/// and no new entry is mistaken for one the log already holds. Returns the id above which
+/// marks are stale, if any are.
+pub fn stale_marks_above(
+    store_last_entry_id: Option<EntryId>,
+    log_max_pi_entry_id: Option<EntryId>,
+) -> Option<EntryId> {
+    let held = store_last_entry_id.unwrap_or(0);
+    log_max_pi_entry_id.filter(|max| *max > held).map(|_| held)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seed_providers::{ToolCall, ToolResultMessage, tool_response};
+
+    #[test]
+    fn an_assistant_entry_becomes_a_message_and_one_event_per_call() {
+        let entry = Entry {
+            id: 4,
+            body: EntryBody::Assistant {
+                request_id: "r".to_owned(),
+                message: tool_response(
+                    "let me look",
+                    vec![
+                        ToolCall {
+                            id: "c1".to_owned(),
+                            name: "read".to_owned(),
+                            arguments: json!({"path": "~/memory/a.md"}),
+                        },
+                        ToolCall {
+                            id: "c2".to_owned(),
+                            name: "plan".to_owned(),
+                            arguments: json!({}),
+                        },
+                    ],
+                ),
+            },
+        };
+        let events = entry_events(&entry, None, 9);
+        let kinds: Vec<(&str, Option<i64>)> = events
+            .iter()
+            .map(|event| (event.kind.as_str(), event.pi_entry_id))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("message", Some(4)),
+                ("tool_call", Some(4)),
+                ("tool_call", Some(4))
+            ]
+        );
+        assert_eq!(events[0].content, json!({"text": "let me look"}));
+        assert_eq!(events[1].content["name"], "read");
+        assert_eq!(events[2].content["id"], "c2");
+    }
+
+    #[test]
+    fn results_become_events_but_placeholders_and_inputs_do_not() {
+        let result = |placeholder| Entry {
+            id: 5,
+            body: EntryBody::ToolResult {
+                request_id: "r".to_owned(),
+                message: ToolResultMessage {
+                    tool_call_id: "c1".to_owned(),
+                    tool_name: "delegate".to_owned(),
+                    content: "the child is still running".to_owned(),
+                    is_error: false,
+                },
+                ends_turn: true,
+                placeholder,
+            },
+        };
+        assert_eq!(entry_events(&result(false), None, 0).len(), 1);
+        assert!(entry_events(&result(true), None, 0).is_empty());
+        let input = Entry {
+            id: 1,
+            body: EntryBody::Reset {},
+        };
+        assert!(entry_events(&input, None, 0).is_empty());
+        let entries = [input, result(false)];
+        assert_eq!(unprojected(&entries, None).len(), 1);
+        assert!(unprojected(&entries, Some(5)).is_empty());
+    }
+
+    #[test]
+    fn marks_above_the_store_are_stale() {
+        assert_eq!(stale_marks_above(Some(10), Some(10)), None);
+        assert_eq!(stale_marks_above(Some(10), Some(14)), Some(10));
+        assert_eq!(stale_marks_above(None, Some(3)), Some(0), "a lost store");
+        assert_eq!(stale_marks_above(Some(3), None), None);
+    }
+}

@@ -1,0 +1,467 @@
+//! One test per import rule: a small hand-written log and store, and the exact entries, input,
+//! mark and left-out list the import plans.
+
+use std::collections::BTreeSet;
+
+use seed_durable::{Batch, EntryBody, StoreState};
+use seed_events::{EventId, EventRole, SessionEvent, SessionId};
+use seed_projections::import::{
+    BACKGROUND_WORK_UPDATE, ImportMode, ImportPlan, RunView, SyncDocument, plan_import,
+};
+use seed_providers::{
+    AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage,
+    UserMessage, text_response, tool_response,
+};
+use serde_json::json;
+
+fn session() -> SessionId {
+    SessionId::from_u128(1)
+}
+
+/// Event ids are seq + 100, so a test can tell them apart.
+fn event(
+    seq: i64,
+    kind: &str,
+    role: EventRole,
+    actor: &str,
+    content: serde_json::Value,
+) -> SessionEvent {
+    SessionEvent {
+        id: EventId(seq + 100),
+        session_id: session(),
+        seq,
+        kind: kind.to_owned(),
+        role: Some(role),
+        actor: Some(actor.to_owned()),
+        content,
+        meta: json!({}),
+        run_id: None,
+        pi_entry_id: None,
+        created_at_ms: seq,
+    }
+}
+
+fn user(seq: i64, text: &str) -> SessionEvent {
+    event(
+        seq,
+        "message",
+        EventRole::User,
+        "user",
+        json!({ "text": text }),
+    )
+}
+
+fn from_store(mut event: SessionEvent, entry_id: i64) -> SessionEvent {
+    event.pi_entry_id = Some(entry_id);
+    event
+}
+
+fn assistant_event(seq: i64, text: &str) -> SessionEvent {
+    event(
+        seq,
+        "message",
+        EventRole::Assistant,
+        "agent",
+        json!({ "text": text }),
+    )
+}
+
+fn call_event(seq: i64, id: &str, name: &str) -> SessionEvent {
+    event(
+        seq,
+        "tool_call",
+        EventRole::Assistant,
+        "agent",
+        json!({ "id": id, "name": name, "arguments": {} }),
+    )
+}
+
+fn result_event(seq: i64, id: &str, name: &str, content: &str) -> SessionEvent {
+    event(
+        seq,
+        "tool_result",
+        EventRole::Tool,
+        "runtime",
+        json!({ "tool_call_id": id, "tool_name": name, "content": content, "is_error": false }),
+    )
+}
+
+fn call(id: &str, name: &str) -> ToolCall {
+    ToolCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments: json!({}),
+    }
+}
+
+fn store(bodies: Vec<EntryBody>) -> StoreState {
+    let mut state = StoreState::default();
+    let mut batch = Batch::new(&state);
+    for body in bodies {
+        batch.entry(body);
+    }
+    state.apply(batch);
+    state
+}
+
+fn input_entry(text: &str) -> EntryBody {
+    EntryBody::User {
+        request_id: "r-old".to_owned(),
+        message: UserMessage {
+            text: text.to_owned(),
+        },
+    }
+}
+
+fn answer_entry(message: AssistantMessage) -> EntryBody {
+    EntryBody::Assistant {
+        request_id: "r-old".to_owned(),
+        message,
+    }
+}
+
+fn replay_user(text: &str) -> EntryBody {
+    EntryBody::Replay {
+        message: Message::User(UserMessage {
+            text: text.to_owned(),
+        }),
+    }
+}
+
+fn replay_assistant(text: &str, calls: Vec<ToolCall>) -> EntryBody {
+    let mut content = Vec::new();
+    if !text.is_empty() {
+        content.push(AssistantBlock::Text {
+            text: text.to_owned(),
+        });
+    }
+    let stop_reason = if calls.is_empty() {
+        StopReason::Stop
+    } else {
+        StopReason::ToolUse
+    };
+    content.extend(calls.into_iter().map(AssistantBlock::ToolCall));
+    EntryBody::Replay {
+        message: Message::Assistant(AssistantMessage {
+            content,
+            usage: Usage::default(),
+            stop_reason,
+            model: "seed.replay".to_owned(),
+            error_message: None,
+        }),
+    }
+}
+
+fn replay_result(id: &str, name: &str, content: &str) -> EntryBody {
+    EntryBody::Replay {
+        message: Message::ToolResult(ToolResultMessage {
+            tool_call_id: id.to_owned(),
+            tool_name: name.to_owned(),
+            content: content.to_owned(),
+            is_error: false,
+        }),
+    }
+}
+
+fn plan(
+    log: &[SessionEvent],
+    store: &StoreState,
+    sync: SyncDocument,
+    own: &[i64],
+    waiting: &[i64],
+) -> ImportPlan {
+    let own: Vec<EventId> = own.iter().map(|seq| EventId(seq + 100)).collect();
+    let waiting: BTreeSet<EventId> = waiting.iter().map(|seq| EventId(seq + 100)).collect();
+    plan_import(
+        log,
+        store,
+        &sync,
+        RunView {
+            own_event_ids: &own,
+            waiting_event_ids: &waiting,
+        },
+        false,
+    )
+}
+
+fn sync(mark: i64, left_out: &[i64]) -> SyncDocument {
+    SyncDocument {
+        mark,
+        left_out: left_out.to_vec(),
+        input_event_id: None,
+    }
+}
+
+fn input(text: &str) -> UserMessage {
+    UserMessage {
+        text: text.to_owned(),
+    }
+}
+
+/// A store that answered "hi" with "hello", and the log that says so.
+fn answered_turn() -> (StoreState, Vec<SessionEvent>) {
+    let store = store(vec![
+        input_entry("hi"),
+        answer_entry(text_response("hello")),
+    ]);
+    let log = vec![user(1, "hi"), from_store(assistant_event(2, "hello"), 2)];
+    (store, log)
+}
+
+#[test]
+fn append_makes_the_runs_newest_message_the_input() {
+    let (store, mut log) = answered_turn();
+    log.push(user(3, "and then?"));
+    let planned = plan(&log, &store, sync(1, &[]), &[3], &[]);
+    assert_eq!(planned.mode, ImportMode::Append);
+    assert_eq!(planned.entries, []);
+    assert_eq!(planned.input, input("and then?"));
+    assert_eq!(planned.sync.mark, 3);
+    assert_eq!(planned.sync.left_out, Vec::<i64>::new());
+    assert_eq!(planned.sync.input_event_id, Some(EventId(103)));
+}
+
+#[test]
+fn a_message_sent_while_the_answer_streamed_follows_that_answer() {
+    // "wait" arrived (seq 2) before the answer's events were written (seq 3): the store holds
+    // the answer, so importing "wait" now puts it behind the answer.
+    let store = store(vec![
+        input_entry("hi"),
+        answer_entry(text_response("hello")),
+    ]);
+    let log = vec![
+        user(1, "hi"),
+        user(2, "wait"),
+        from_store(assistant_event(3, "hello"), 2),
+    ];
+    let planned = plan(&log, &store, sync(1, &[]), &[2], &[]);
+    assert_eq!(planned.mode, ImportMode::Append);
+    assert_eq!(planned.entries, []);
+    assert_eq!(planned.input, input("wait"));
+    assert_eq!(planned.sync.mark, 3);
+}
+
+#[test]
+fn append_replays_notices_actions_and_text_seed_wrote_before_the_input() {
+    let (store, mut log) = answered_turn();
+    // A stopped response's text, written by Seed; a notice; a verb the user ran; two messages
+    // of the run: the older is replayed, the newest is the input.
+    log.push(assistant_event(3, "I was about to say"));
+    log.push(event(
+        4,
+        "notice",
+        EventRole::System,
+        "system",
+        json!({ "text": "the plan has open steps" }),
+    ));
+    log.push(event(
+        5,
+        "action",
+        EventRole::User,
+        "user",
+        json!({ "text": "[status] title set to Trip" }),
+    ));
+    log.push(user(6, "first"));
+    log.push(user(7, "second"));
+    let planned = plan(&log, &store, sync(2, &[]), &[6, 7], &[]);
+    assert_eq!(planned.mode, ImportMode::Append);
+    assert_eq!(
+        planned.entries,
+        [
+            replay_assistant("I was about to say", vec![]),
+            replay_user("the plan has open steps"),
+            replay_user("[status] title set to Trip"),
+            replay_user("first"),
+        ]
+    );
+    assert_eq!(planned.input, input("second"));
+    assert_eq!(planned.sync.mark, 7);
+}
+
+#[test]
+fn a_message_after_the_runs_own_is_left_out_and_imported_by_its_own_run() {
+    let (store, mut log) = answered_turn();
+    log.push(user(3, "mine"));
+    log.push(user(4, "next one"));
+    let planned = plan(&log, &store, sync(2, &[]), &[3], &[4]);
+    assert_eq!(planned.input, input("mine"));
+    assert_eq!(planned.entries, []);
+    assert_eq!(planned.sync.mark, 4);
+    assert_eq!(planned.sync.left_out, [4]);
+
+    // Later, the run queued for it imports it from the left-out list.
+    let later = plan(&log, &store, planned.sync.clone(), &[4], &[]);
+    assert_eq!(later.mode, ImportMode::Append);
+    assert_eq!(later.input, input("next one"));
+    assert_eq!(later.sync.mark, 4);
+    assert_eq!(later.sync.left_out, Vec::<i64>::new());
+}
+
+/// A store whose run delegated: the call was answered with a placeholder.
+fn parked_turn() -> StoreState {
+    store(vec![
+        input_entry("research it"),
+        answer_entry(tool_response("", vec![call("d1", "delegate")])),
+        EntryBody::ToolResult {
+            request_id: "r-old".to_owned(),
+            message: ToolResultMessage {
+                tool_call_id: "d1".to_owned(),
+                tool_name: "delegate".to_owned(),
+                content: "the child is still running".to_owned(),
+                is_error: false,
+            },
+            ends_turn: true,
+            placeholder: true,
+        },
+    ])
+}
+
+fn parked_log() -> Vec<SessionEvent> {
+    vec![
+        user(1, "research it"),
+        from_store(assistant_event(2, ""), 2),
+        from_store(call_event(3, "d1", "delegate"), 2),
+    ]
+}
+
+#[test]
+fn a_childs_result_edits_its_placeholder_and_the_input_is_a_background_update() {
+    let store = parked_turn();
+    let mut log = parked_log();
+    // A message for another run, still waiting, and the child's result.
+    log.push(user(4, "unrelated"));
+    log.push(result_event(5, "d1", "delegate", "the answer is 42"));
+    // The parked run takes its later pass: its own message was read long ago.
+    let planned = plan(&log, &store, sync(3, &[]), &[1], &[4]);
+    assert_eq!(planned.mode, ImportMode::Edit);
+    assert_eq!(
+        planned.entries,
+        [EntryBody::Edit {
+            target: 3,
+            message: Message::ToolResult(ToolResultMessage {
+                tool_call_id: "d1".to_owned(),
+                tool_name: "delegate".to_owned(),
+                content: "the answer is 42".to_owned(),
+                is_error: false,
+            }),
+        }]
+    );
+    assert_eq!(planned.input, input(BACKGROUND_WORK_UPDATE));
+    assert_eq!(planned.sync.mark, 5);
+    assert_eq!(
+        planned.sync.left_out,
+        [4],
+        "another run's message waits for it"
+    );
+    assert_eq!(planned.sync.input_event_id, None);
+}
+
+#[test]
+fn a_parked_runs_message_is_not_waiting_its_turn() {
+    let store = parked_turn();
+    let mut log = parked_log();
+    // seq 4 belongs to a run that is parked, not waiting: whoever imports next takes it in.
+    log.push(user(4, "also consider this"));
+    log.push(result_event(5, "d1", "delegate", "done"));
+    let planned = plan(&log, &store, sync(3, &[]), &[], &[]);
+    assert_eq!(planned.mode, ImportMode::Edit);
+    assert_eq!(planned.entries.len(), 2);
+    assert_eq!(planned.entries[0], replay_user("also consider this"));
+    assert!(matches!(
+        planned.entries[1],
+        EntryBody::Edit { target: 3, .. }
+    ));
+    assert_eq!(planned.sync.left_out, Vec::<i64>::new());
+}
+
+#[test]
+fn a_result_the_runtime_wrote_for_a_cut_off_call_rebuilds_the_context() {
+    // The store's turn made a call that has no result: a restart cut it off, and the runtime
+    // wrote its result to the log.
+    let store = store(vec![
+        input_entry("send it"),
+        answer_entry(tool_response("sending", vec![call("m1", "memory")])),
+    ]);
+    let log = vec![
+        user(1, "send it"),
+        from_store(assistant_event(2, "sending"), 2),
+        from_store(call_event(3, "m1", "memory"), 2),
+        result_event(4, "m1", "memory", "interrupted by a service restart"),
+        user(5, "did it work?"),
+    ];
+    let planned = plan(&log, &store, sync(3, &[]), &[5], &[]);
+    assert_eq!(planned.mode, ImportMode::Rebuild);
+    assert_eq!(
+        planned.entries,
+        [
+            EntryBody::Reset {},
+            replay_user("send it"),
+            replay_assistant("sending", vec![call("m1", "memory")]),
+            replay_result("m1", "memory", "interrupted by a service restart"),
+        ]
+    );
+    assert_eq!(planned.input, input("did it work?"));
+    assert_eq!(planned.sync.mark, 5);
+}
+
+#[test]
+fn a_late_result_whose_placeholder_left_the_context_rebuilds_it() {
+    let mut bodies: Vec<EntryBody> = parked_turn()
+        .entries
+        .into_iter()
+        .map(|entry| entry.body)
+        .collect();
+    bodies.push(EntryBody::Reset {});
+    let store = store(bodies);
+    let mut log = parked_log();
+    log.push(result_event(4, "d1", "delegate", "finally"));
+    let planned = plan(&log, &store, sync(3, &[]), &[], &[]);
+    assert_eq!(planned.mode, ImportMode::Rebuild);
+    assert_eq!(
+        planned.entries,
+        [
+            EntryBody::Reset {},
+            replay_user("research it"),
+            replay_assistant("", vec![call("d1", "delegate")]),
+            replay_result("d1", "delegate", "finally"),
+        ]
+    );
+    assert_eq!(planned.input, input(BACKGROUND_WORK_UPDATE));
+}
+
+#[test]
+fn a_session_with_no_store_rebuilds_from_the_whole_log() {
+    let empty = StoreState::default();
+    let log = vec![
+        user(1, "hi"),
+        from_store(assistant_event(2, "hello"), 2),
+        user(3, "again"),
+    ];
+    let planned = plan(&log, &empty, SyncDocument::default(), &[3], &[]);
+    assert_eq!(planned.mode, ImportMode::Rebuild);
+    assert_eq!(
+        planned.entries,
+        [
+            EntryBody::Reset {},
+            replay_user("hi"),
+            replay_assistant("hello", vec![])
+        ]
+    );
+    assert_eq!(planned.input, input("again"));
+    assert_eq!(planned.sync.mark, 3);
+
+    // A brand-new session: only its first message, which is the input.
+    let planned = plan(&log[..1], &empty, SyncDocument::default(), &[1], &[]);
+    assert_eq!(planned.entries, [EntryBody::Reset {}]);
+    assert_eq!(planned.input, input("hi"));
+}
+
+#[test]
+fn a_rebuild_leaves_out_what_belongs_to_runs_still_waiting() {
+    let empty = StoreState::default();
+    let log = vec![user(1, "mine"), user(2, "theirs")];
+    let planned = plan(&log, &empty, SyncDocument::default(), &[1], &[2]);
+    assert_eq!(planned.entries, [EntryBody::Reset {}]);
+    assert_eq!(planned.input, input("mine"));
+    assert_eq!(planned.sync.left_out, [2]);
+}
