@@ -32,11 +32,7 @@ pub fn next_action(
     turn: &TurnDocument,
     safe_to_repeat: impl Fn(&str) -> bool,
 ) -> Action {
-    let turn_entries = state
-        .entries
-        .iter()
-        .filter(|entry| entry.id > turn.input_entry_id)
-        .filter(|entry| entry.body.request_id() == Some(turn.request_id.as_str()));
+    let turn_entries = turn_entries(state, turn);
     let mut n_responses = 0;
     let mut last_response = None;
     for entry in turn_entries.clone() {
@@ -101,16 +97,26 @@ pub fn next_action(
     }
 }
 
+/// The turn's own entries after its input. Entry ids are dense from 1, so the turn starts at a
+/// known index: the cost follows the turn, not the history.
+fn turn_entries<'a>(
+    state: &'a StoreState,
+    turn: &'a TurnDocument,
+) -> impl Iterator<Item = &'a crate::record::Entry> + Clone + 'a {
+    let start = usize::try_from(turn.input_entry_id).unwrap_or(usize::MAX);
+    state
+        .entries
+        .get(start..)
+        .unwrap_or_default()
+        .iter()
+        .filter(|entry| entry.body.request_id() == Some(turn.request_id.as_str()))
+}
+
 /// The calls of the open turn `turn` that have no result yet, in order: what a different run
 /// answers with "interrupted by a service restart".
 pub fn calls_without_result(state: &StoreState, turn: &TurnDocument) -> Vec<ToolCall> {
     let mut open: Vec<ToolCall> = Vec::new();
-    for entry in state
-        .entries
-        .iter()
-        .filter(|entry| entry.id > turn.input_entry_id)
-        .filter(|entry| entry.body.request_id() == Some(turn.request_id.as_str()))
-    {
+    for entry in turn_entries(state, turn) {
         match &entry.body {
             EntryBody::Assistant { message, .. } if message.is_complete() => {
                 open.extend(message.tool_calls().into_iter().cloned());
