@@ -29,6 +29,8 @@ pub struct StoreState {
     pub documents: BTreeMap<String, serde_json::Value>,
     /// The newest line of each task, by [`Task::key`].
     pub tasks: BTreeMap<String, Task>,
+    /// Where the newest `pi.system` entry sits, so finding it does not scan the history.
+    newest_system_idx: Option<usize>,
 }
 
 impl StoreState {
@@ -52,7 +54,7 @@ impl StoreState {
                     ),
                 });
             }
-            state.entries.push(entry);
+            state.push_entry(entry);
         }
         for (line_idx, line) in documents.iter().enumerate() {
             state.apply_document(parse(FileName::Documents, line_idx, line)?);
@@ -99,16 +101,20 @@ impl StoreState {
 
     /// The newest `pi.system` entry.
     pub fn system(&self) -> Option<(&str, &[seed_providers::ToolSpec])> {
-        self.entries
-            .iter()
-            .rev()
-            .find_map(|entry| match &entry.body {
-                EntryBody::System {
-                    system_prompt,
-                    tools,
-                } => Some((system_prompt.as_str(), tools.as_slice())),
-                _ => None,
-            })
+        match &self.entries.get(self.newest_system_idx?)?.body {
+            EntryBody::System {
+                system_prompt,
+                tools,
+            } => Some((system_prompt.as_str(), tools.as_slice())),
+            _ => None,
+        }
+    }
+
+    fn push_entry(&mut self, entry: Entry) {
+        if matches!(entry.body, EntryBody::System { .. }) {
+            self.newest_system_idx = Some(self.entries.len());
+        }
+        self.entries.push(entry);
     }
 
     fn apply_document(&mut self, line: DocumentLine) {
@@ -127,7 +133,7 @@ impl StoreState {
     pub fn apply(&mut self, batch: Batch) {
         for entry in batch.entries {
             assert_eq!(entry.id, self.next_entry_id(), "batch entries out of order");
-            self.entries.push(entry);
+            self.push_entry(entry);
         }
         for document in batch.documents {
             self.apply_document(document);
