@@ -279,6 +279,24 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         self.drive(open, &turn).await
     }
 
+    /// Gives up on a turn a different run left unsettled (a restart cut it off): its calls
+    /// without a result are answered as interrupted by a service restart, the turn is marked
+    /// aborted and a new context starts. Returns whether there was such a turn. `run_turn` does
+    /// this itself; calling it first lets the caller project those results to its log and
+    /// rebuild the context before the new turn starts.
+    pub async fn abort_unsettled(&mut self, request_id: &str) -> Result<bool> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        match self.state.turn() {
+            Some(doc) if doc.state == TurnState::Open && doc.request_id != request_id => {
+                self.abort_leftover(&doc).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// The outcome a settled turn recorded, for the same run coming back.
     fn settled_outcome(&self, doc: &TurnDocument, state: TurnState) -> Result<TurnOutcome> {
         let partial_text = || self.state.live().map(|live| live.text).unwrap_or_default();
