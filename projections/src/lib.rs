@@ -4,8 +4,11 @@
 //! - `store_to_log`: the log events each store entry becomes; what to project again on open.
 //! - `import`: which pending log events a turn imports into the store, and how (append, edit,
 //!   rebuild), with the import mark.
+//! - `blocks`: the per-turn state blocks (`<space>`, `<plan_state>`, `<context_usage>`, …) sent
+//!   right behind a turn's input, rendered once per turn and never stored.
 //! - `transcript`: `[seq] who: text` lines and the escaping of text handed back inside a frame.
 
+pub mod blocks;
 pub mod import;
 pub mod store_to_log;
 pub mod transcript;

@@ -1,4 +1,5 @@
 //! Shared helpers for Seed's integration suites and the bench harness.
 
 pub mod bench;
+pub mod projections_bench;
 pub mod turn_loop;

@@ -2,15 +2,31 @@
 //! With FILTER, only the rows whose name contains it run (`=NAME`: only that row); the floors
 //! always run.
 //!
-//! Every suite measures the raw SQLite floor in the same run (the store's pragmas, one
-//! `INSERT` + `COMMIT` per step with rusqlite directly) and reports each row as a ratio against
-//! it, because absolute figures move by several times with the disk's mood. It prints a table
+//! Every suite that touches SQLite measures the raw SQLite floor in the same run (the store's
+//! pragmas, one `INSERT` + `COMMIT` per step with rusqlite directly) and reports each row as a
+//! ratio against it, because absolute figures move by several times with the disk's mood
+//! (`projections` touches no disk: see below). Each suite prints a table
 //! and writes `target/bench/SUITE.json`: a list of `{name, value, unit, floor, ratio}`.
 //!
-//! Suites: `store` (commits through the store's writer, and the ceiling of group commit) and
+//! Suites: `store` (commits through the store's writer, and the ceiling of group commit),
 //! `harness` (steps of a scripted turn loop through the durable harness, in memory and over
-//! the store). `SEED_BENCH_VERBOSE=1` prints what each measurement saw.
+//! the store) and `projections` (assembling a request and importing pending events, pure and in
+//! memory). `SEED_BENCH_VERBOSE=1` prints what each measurement saw.
+//!
+//! The `projections` suite touches no disk, so it has no SQLite floor: for it the `floor`
+//! column is the smallest case and the ratio is growth against it, not against SQLite. The
+//! request rows time `request_messages(conversation(entries), input, blocks)` (µs per request,
+//! blocks rendered beforehand) over sessions of 100, 10,000 and 100,000 entries shaped like
+//! real ones (`seed_tests::projections_bench`): turns of input, a call, its result and an
+//! answer, with a `pi.reset` at least every 200 entries, the newest one 100 entries from the
+//! end, so every one of them sends the same 100-entry context as the whole 100-entry session.
+//! Their floor is the 100-entry request, which always runs: a ratio near 1 says a turn's cost
+//! follows the context since the newest reset, not the history. `projections request 10000 no
+//! reset` (the whole history is the context) shows the contrast. `projections import 1000`
+//! times `plan_import` of 1,000 pending events (user messages, notices, assistant text) on top
+//! of a 10,000-event history (µs per import); its floor is itself, ratio 1.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,13 +34,16 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
+use seed_durable::context::{conversation, request_messages};
 use seed_durable::{Append, DurableFs, FileName, MemoryFs};
 use seed_events::{AccountId, SessionId};
+use seed_projections::import::{ImportMode, RunView, plan_import};
 use seed_store::{BatchMode, Config, NewSession, Store, Synchronous, floor};
 use seed_tests::bench::{Row, write_report};
+use seed_tests::projections_bench;
 use seed_tests::turn_loop::{self, CommitStats, TURNS_PER_SESSION, TimedFs};
 
-const SUITES: [&str; 2] = ["store", "harness"];
+const SUITES: [&str; 3] = ["store", "harness", "projections"];
 
 fn main() -> anyhow::Result<()> {
     let suite = std::env::args().nth(1).unwrap_or_default();
@@ -32,6 +51,7 @@ fn main() -> anyhow::Result<()> {
     let rows = match suite.as_str() {
         "store" => store_suite(&filter)?,
         "harness" => harness_suite(&filter)?,
+        "projections" => projections_suite(&filter)?,
         _ => bail!("usage: bench SUITE, where SUITE is one of {SUITES:?}"),
     };
     let path = write_report(&suite, &rows)?;
@@ -206,6 +226,113 @@ fn harness_sqlite_rate(config: &Config, n_sessions: usize) -> anyhow::Result<f64
     }
     report_steps("harness sqlite", n_steps, &stats, elapsed);
     Ok(per_second(n_steps, elapsed))
+}
+
+/// How long each timed loop of the `projections` suite runs; the fastest of [`ROUNDS`] loops
+/// counts.
+const PROJECTION_LOOP: Duration = Duration::from_millis(200);
+
+/// The context of every request row but `no reset`: the whole of the smallest session, and the
+/// entries since the newest reset of the others.
+const CONTEXT_ENTRIES: usize = 100;
+
+/// Request assembly over sessions of growing history, and an import; see the module docs.
+fn projections_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
+    let blocks = projections_bench::turn_blocks();
+    let request_micros = |name: &str, n_entries: usize, context_entries: usize| {
+        let session = projections_bench::session(n_entries, context_entries);
+        let assemble = || {
+            request_messages(
+                conversation(&session.state.entries),
+                session.input_entry_id,
+                &blocks,
+            )
+        };
+        let n_messages = assemble().len();
+        let micros = fastest_of(|| micros_per_call(assemble));
+        if std::env::var_os("SEED_BENCH_VERBOSE").is_some() {
+            eprintln!(
+                "{name}: {n_entries} entries, {} in the context, {n_messages} messages \
+                 per request, {micros:.2} us",
+                session.context_entries(),
+            );
+        }
+        micros
+    };
+
+    let mut rows = Vec::new();
+    // The smallest case is this suite's floor: it always runs.
+    let smallest = request_micros("projections request 100", 100, CONTEXT_ENTRIES);
+    rows.push(Row::ratio(
+        "projections request 100",
+        smallest,
+        "us/request",
+        smallest,
+    ));
+    for (name, n_entries, context_entries) in [
+        ("projections request 10000", 10_000, CONTEXT_ENTRIES),
+        ("projections request 100000", 100_000, CONTEXT_ENTRIES),
+        ("projections request 10000 no reset", 10_000, 10_000),
+    ] {
+        if selected(name, filter) {
+            let micros = request_micros(name, n_entries, context_entries);
+            rows.push(Row::ratio(name, micros, "us/request", smallest));
+        }
+    }
+
+    let name = "projections import 1000";
+    if selected(name, filter) {
+        let pending = projections_bench::pending_log(10_000, 1_000);
+        let waiting = BTreeSet::new();
+        let import = || {
+            plan_import(
+                &pending.log,
+                &pending.store,
+                &pending.sync,
+                RunView {
+                    own_event_ids: &pending.own_event_ids,
+                    waiting_event_ids: &waiting,
+                },
+                false,
+            )
+        };
+        let plan = import();
+        if plan.mode != ImportMode::Append || plan.entries.len() != 999 {
+            bail!(
+                "{name}: expected 999 entries appended, planned {:?} with {}",
+                plan.mode,
+                plan.entries.len()
+            );
+        }
+        let micros = fastest_of(|| micros_per_call(import));
+        if std::env::var_os("SEED_BENCH_VERBOSE").is_some() {
+            eprintln!(
+                "{name}: {} events in the log, {} entries planned, {micros:.2} us",
+                pending.log.len(),
+                plan.entries.len()
+            );
+        }
+        rows.push(Row::ratio(name, micros, "us/import", micros));
+    }
+    Ok(rows)
+}
+
+/// The mean time of one `call`, in microseconds, over a loop of [`PROJECTION_LOOP`] (after one
+/// call to warm up). What `call` returns is dropped inside the loop: its cost counts.
+fn micros_per_call<T>(mut call: impl FnMut() -> T) -> f64 {
+    std::hint::black_box(call());
+    let started = Instant::now();
+    let mut n_calls: u32 = 0;
+    while n_calls < 3 || started.elapsed() < PROJECTION_LOOP {
+        std::hint::black_box(call());
+        n_calls += 1;
+    }
+    started.elapsed().as_secs_f64() * 1e6 / f64::from(n_calls)
+}
+
+/// The smallest of [`ROUNDS`] measurements of a time.
+fn fastest_of(mut measure: impl FnMut() -> f64) -> f64 {
+    (0..ROUNDS).map(|_| measure()).fold(f64::INFINITY, f64::min)
 }
 
 /// Under `SEED_BENCH_VERBOSE`: commits per step, and how a step's time splits between waiting
