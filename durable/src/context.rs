@@ -5,126 +5,138 @@
 //! contributes; a response that did not complete (stopped, failed) is left out; tool results
 //! are placed right behind their call, a call without one gets a synthesized error result, and
 //! a result without its call is dropped — so a request never carries an orphan.
+//!
+//! Messages are shared (`Arc`): a [`MessageCache`] keeps each entry's message for as long as it
+//! is in the context, so a request of a long session costs a reference per message, not a copy.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use seed_providers::{AssistantMessage, Message, ToolResultMessage, UserMessage};
+use seed_providers::{Message, ToolResultMessage, UserMessage};
 
 use crate::record::{Entry, EntryBody, EntryId};
 
 /// One message of the context, with the entry it came from (for a tool result: its own entry,
-/// or its call's entry when it was synthesized). Borrows from the entries: a request clones
-/// each message once, when it is assembled.
+/// or its call's entry when it was synthesized).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ContextMessage<'a> {
+pub struct ContextMessage {
     pub entry_id: EntryId,
-    pub message: Cow<'a, Message>,
+    pub message: Arc<Message>,
 }
 
 /// The text of the result given to a call that has none in the context.
 pub const MISSING_RESULT: &str = "no result was recorded for this call";
 
-/// What an entry contributes to the context, edits applied.
-fn contribution<'a>(
-    entry: &'a Entry,
-    edits: &BTreeMap<EntryId, &'a Message>,
-) -> Option<Contribution<'a>> {
-    if let Some(edited) = edits.get(&entry.id) {
-        return Some(Contribution::Message(edited));
-    }
-    match &entry.body {
-        EntryBody::User { message, .. } => Some(Contribution::User(message)),
-        EntryBody::Assistant { message, .. } => Some(Contribution::Assistant(message)),
-        EntryBody::ToolResult { message, .. } => Some(Contribution::ToolResult(message)),
-        EntryBody::Replay { message } => Some(Contribution::Message(message)),
-        EntryBody::System { .. } | EntryBody::Reset {} | EntryBody::Edit { .. } => None,
-    }
+/// Each entry's message, built once and shared by every request while it is in the context.
+/// Entries are immutable, so an entry id always maps to the same message.
+#[derive(Debug, Clone, Default)]
+pub struct MessageCache {
+    by_entry: BTreeMap<EntryId, Arc<Message>>,
 }
 
-enum Contribution<'a> {
-    User(&'a UserMessage),
-    Assistant(&'a AssistantMessage),
-    ToolResult(&'a ToolResultMessage),
-    Message(&'a Message),
-}
-
-impl<'a> Contribution<'a> {
-    /// The same contribution with a stored `Message` seen through its variant.
-    fn normalized(self) -> Contribution<'a> {
-        match self {
-            Contribution::Message(Message::User(m)) => Contribution::User(m),
-            Contribution::Message(Message::Assistant(m)) => Contribution::Assistant(m),
-            Contribution::Message(Message::ToolResult(m)) => Contribution::ToolResult(m),
-            other => other,
+impl MessageCache {
+    /// The message an entry carries of its own (an edit's replacement for an edit), if any.
+    fn message(&mut self, entry: &Entry) -> Option<Arc<Message>> {
+        if let Some(message) = self.by_entry.get(&entry.id) {
+            return Some(Arc::clone(message));
         }
+        let message = match &entry.body {
+            EntryBody::User { message, .. } => Message::User(message.clone()),
+            EntryBody::Assistant { message, .. } => Message::Assistant(message.clone()),
+            EntryBody::ToolResult { message, .. } => Message::ToolResult(message.clone()),
+            EntryBody::Replay { message } | EntryBody::Edit { message, .. } => message.clone(),
+            EntryBody::System { .. } | EntryBody::Reset {} => return None,
+        };
+        let message = Arc::new(message);
+        self.by_entry.insert(entry.id, Arc::clone(&message));
+        Some(message)
+    }
+
+    /// Forgets the messages of entries before `first_id`: they left the context.
+    fn forget_before(&mut self, first_id: EntryId) {
+        self.by_entry = self.by_entry.split_off(&first_id);
     }
 }
 
-/// The conversation the model sees, derived from the store's entries.
-pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage<'_>> {
+/// The conversation the model sees, derived from the store's entries, with a throwaway cache.
+pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage> {
+    conversation_cached(entries, &mut MessageCache::default())
+}
+
+/// The conversation the model sees, sharing messages through `cache`.
+pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<ContextMessage> {
     let start = entries
         .iter()
         .rposition(|entry| matches!(entry.body, EntryBody::Reset {}))
         .map_or(0, |reset_idx| reset_idx + 1);
     let window = &entries[start..];
+    if let Some(first) = window.first() {
+        cache.forget_before(first.id);
+    }
 
-    // The newest edit of each target wins.
-    let mut edits: BTreeMap<EntryId, &Message> = BTreeMap::new();
+    // What each entry contributes: its own message, or the newest edit's.
+    let mut edits: BTreeMap<EntryId, EntryId> = BTreeMap::new();
     for entry in window {
-        if let EntryBody::Edit { target, message } = &entry.body {
-            edits.insert(*target, message);
+        if let EntryBody::Edit { target, .. } = &entry.body {
+            edits.insert(*target, entry.id);
         }
     }
+    let by_id =
+        |id: EntryId| window.get(usize::try_from(id.checked_sub(window.first()?.id)?).ok()?);
+    let mut contribution = |entry: &Entry| -> Option<Arc<Message>> {
+        if matches!(entry.body, EntryBody::Edit { .. }) {
+            return None;
+        }
+        match edits.get(&entry.id).and_then(|edit_id| by_id(*edit_id)) {
+            Some(edit) => cache.message(edit),
+            None => cache.message(entry),
+        }
+    };
+
+    let contributions: Vec<(EntryId, Arc<Message>)> = window
+        .iter()
+        .filter_map(|entry| Some((entry.id, contribution(entry)?)))
+        .collect();
 
     // The first result of each call, wherever it sits in the window.
-    let mut results: BTreeMap<&str, (EntryId, &ToolResultMessage)> = BTreeMap::new();
-    for entry in window {
-        if let Some(Contribution::ToolResult(result)) =
-            contribution(entry, &edits).map(Contribution::normalized)
-        {
+    let mut results: BTreeMap<&str, (EntryId, &Arc<Message>)> = BTreeMap::new();
+    for (entry_id, message) in &contributions {
+        if let Message::ToolResult(result) = message.as_ref() {
             results
                 .entry(result.tool_call_id.as_str())
-                .or_insert((entry.id, result));
+                .or_insert((*entry_id, message));
         }
     }
 
-    let mut context = Vec::with_capacity(window.len());
+    let mut context = Vec::with_capacity(contributions.len());
     let mut placed: BTreeSet<&str> = BTreeSet::new();
-    for entry in window {
-        let Some(contribution) = contribution(entry, &edits).map(Contribution::normalized) else {
-            continue;
-        };
-        match contribution {
-            Contribution::ToolResult(_) => {}
-            Contribution::User(message) => context.push(ContextMessage {
-                entry_id: entry.id,
-                message: Cow::Owned(Message::User(message.clone())),
+    for (entry_id, message) in &contributions {
+        match message.as_ref() {
+            Message::ToolResult(_) => {}
+            Message::User(_) => context.push(ContextMessage {
+                entry_id: *entry_id,
+                message: Arc::clone(message),
             }),
-            Contribution::Message(message) => context.push(ContextMessage {
-                entry_id: entry.id,
-                message: Cow::Borrowed(message),
-            }),
-            Contribution::Assistant(message) => {
-                if !message.is_complete() {
+            Message::Assistant(assistant) => {
+                if !assistant.is_complete() {
                     continue;
                 }
                 context.push(ContextMessage {
-                    entry_id: entry.id,
-                    message: Cow::Owned(Message::Assistant(message.clone())),
+                    entry_id: *entry_id,
+                    message: Arc::clone(message),
                 });
-                for call in message.tool_calls() {
+                for call in assistant.tool_calls() {
                     if !placed.insert(call.id.as_str()) {
                         continue;
                     }
                     let item = match results.get(call.id.as_str()) {
-                        Some((entry_id, result)) => ContextMessage {
-                            entry_id: *entry_id,
-                            message: Cow::Owned(Message::ToolResult((*result).clone())),
+                        Some((result_entry_id, result)) => ContextMessage {
+                            entry_id: *result_entry_id,
+                            message: Arc::clone(result),
                         },
                         None => ContextMessage {
-                            entry_id: entry.id,
-                            message: Cow::Owned(Message::ToolResult(ToolResultMessage {
+                            entry_id: *entry_id,
+                            message: Arc::new(Message::ToolResult(ToolResultMessage {
                                 tool_call_id: call.id.clone(),
                                 tool_name: call.name.clone(),
                                 content: MISSING_RESULT.to_owned(),
@@ -143,32 +155,43 @@ pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage<'_>> {
 /// A request's messages: the conversation, with this turn's state blocks placed right behind
 /// the turn's input (they are rendered once per turn, sent with every request, never stored).
 pub fn request_messages(
-    context: Vec<ContextMessage<'_>>,
+    context: Vec<ContextMessage>,
     input_entry_id: EntryId,
-    blocks: &[UserMessage],
-) -> Vec<Message> {
+    blocks: &[Arc<Message>],
+) -> Vec<Arc<Message>> {
     let mut messages = Vec::with_capacity(context.len() + blocks.len());
     let mut blocks_placed = blocks.is_empty();
     for item in context {
         let is_input = item.entry_id == input_entry_id;
-        messages.push(item.message.into_owned());
+        messages.push(item.message);
         if !blocks_placed && is_input {
-            messages.extend(blocks.iter().cloned().map(Message::User));
+            messages.extend(blocks.iter().cloned());
             blocks_placed = true;
         }
     }
     if !blocks_placed {
-        messages.extend(blocks.iter().cloned().map(Message::User));
+        messages.extend(blocks.iter().cloned());
     }
     messages
 }
 
-/// Whether a context is well formed: every tool call followed by exactly one result for it,
-/// every result right behind its call. Used by tests and assertions.
-pub fn has_orphans(messages: &[Message]) -> bool {
+/// Turns per-turn blocks into the shared messages every request of the turn carries.
+pub fn block_messages(blocks: &[UserMessage]) -> Vec<Arc<Message>> {
+    blocks
+        .iter()
+        .map(|block| Arc::new(Message::User(block.clone())))
+        .collect()
+}
+
+/// Whether a context is malformed: a tool call not followed by exactly one result for it, or a
+/// result not right behind its call. Used by tests and assertions.
+pub fn has_orphans<'a, M>(messages: impl IntoIterator<Item = &'a M>) -> bool
+where
+    M: AsRef<Message> + 'a,
+{
     let mut open_calls: Vec<String> = Vec::new();
     for message in messages {
-        match message {
+        match message.as_ref() {
             Message::ToolResult(result) => {
                 if open_calls.first() != Some(&result.tool_call_id) {
                     return true;
@@ -293,7 +316,7 @@ mod tests {
         );
         let messages: Vec<Message> = context
             .into_iter()
-            .map(|item| item.message.into_owned())
+            .map(|item| Message::clone(&item.message))
             .collect();
         assert!(!has_orphans(&messages));
     }
@@ -336,10 +359,10 @@ mod tests {
         let blocks = [UserMessage {
             text: "<current_time>noon</current_time>".to_owned(),
         }];
-        let messages = request_messages(conversation(&log), 3, &blocks);
+        let messages = request_messages(conversation(&log), 3, &block_messages(&blocks));
         let roles: Vec<String> = messages
             .iter()
-            .map(|message| match message {
+            .map(|message| match message.as_ref() {
                 Message::User(m) => m.text.clone(),
                 Message::Assistant(m) => format!("assistant {}", m.text()),
                 Message::ToolResult(m) => format!("result {}", m.content),

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use futures::future::{Either, select};
 use seed_providers::{
-    AssistantMessage, Provider, ProviderError, ProviderErrorKind, Request, StreamEvent,
+    AssistantMessage, Message, Provider, ProviderError, ProviderErrorKind, Request, StreamEvent,
     ToolResultMessage, ToolSpec, UserMessage,
 };
 
-use crate::context::{conversation, request_messages};
+use crate::context::{MessageCache, block_messages, conversation_cached, request_messages};
 use crate::fs::{DurableFs, FileName};
 use crate::record::{
     AGENT_DOCUMENT, AgentDocument, EntryBody, EntryId, LIVE_DOCUMENT, LiveDocument, LiveState,
@@ -187,7 +187,9 @@ pub struct Harness<F, P> {
     provider: P,
     tools: ToolSet,
     /// The tools' specs, built once: every request offers the same.
-    tool_specs: Vec<ToolSpec>,
+    tool_specs: Arc<[ToolSpec]>,
+    /// The messages of the entries in the context, shared by every request.
+    message_cache: MessageCache,
     config: HarnessConfig,
     clock: Arc<dyn Clock>,
     /// Exactly what the store holds: every batch is applied here only after it committed.
@@ -217,7 +219,8 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         Ok(Harness {
             fs,
             provider,
-            tool_specs: tools.specs(),
+            tool_specs: Arc::from(tools.specs()),
+            message_cache: MessageCache::default(),
             tools,
             config,
             clock: Arc::new(SystemClock::default()),
@@ -370,14 +373,14 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         for (name, value) in &turn.documents {
             batch.document(name, Some(value));
         }
-        let tools = self.tool_specs.clone();
+        let tools = &self.tool_specs;
         let system_changed = self.state.system().is_none_or(|(prompt, known)| {
-            prompt != self.config.system_prompt || known != tools.as_slice()
+            prompt != self.config.system_prompt || known != &tools[..]
         });
         if system_changed {
             batch.entry(EntryBody::System {
                 system_prompt: self.config.system_prompt.clone(),
-                tools,
+                tools: tools.to_vec(),
             });
         }
         let agent = AgentDocument {
@@ -404,6 +407,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
     }
 
     async fn drive(&mut self, doc: TurnDocument, turn: &TurnRequest) -> Result<TurnOutcome> {
+        let blocks = block_messages(&turn.blocks);
         loop {
             let tools = &self.tools;
             let action = next_action(&self.state, &doc, |name| tools.safe_to_repeat(name));
@@ -469,7 +473,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                             partial_text: String::new(),
                         });
                     }
-                    let request = self.request(&doc, &turn.blocks);
+                    let request = self.request(&doc, &blocks);
                     if let Some(hook) = self.before_request.as_mut()
                         && let HookDecision::EndTurn { reason } = hook(&request)
                     {
@@ -665,13 +669,13 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         }
     }
 
-    fn request(&self, doc: &TurnDocument, blocks: &[UserMessage]) -> Request {
-        let context = conversation(&self.state.entries);
+    fn request(&mut self, doc: &TurnDocument, blocks: &[Arc<Message>]) -> Request {
+        let context = conversation_cached(&self.state.entries, &mut self.message_cache);
         Request {
             model: self.config.model.clone(),
             system_prompt: self.config.system_prompt.clone(),
             messages: request_messages(context, doc.input_entry_id, blocks),
-            tools: self.tool_specs.clone(),
+            tools: Arc::clone(&self.tool_specs),
             session_id: self.config.session_id.clone(),
         }
     }

@@ -116,7 +116,7 @@ fn a_stop_mid_stream_keeps_the_text_in_live_and_out_of_the_next_context() {
     assert!(
         last.messages
             .iter()
-            .all(|message| !matches!(message, Message::Assistant(_))),
+            .all(|message| !matches!(message.as_ref(), Message::Assistant(_))),
         "the cut-off response leaked into the context: {:?}",
         last.messages
     );
@@ -227,7 +227,7 @@ fn turn_blocks_ride_behind_the_input_and_are_never_stored() {
     let texts: Vec<&str> = request
         .messages
         .iter()
-        .filter_map(|message| match message {
+        .filter_map(|message| match message.as_ref() {
             Message::User(user) => Some(user.text.as_str()),
             _ => None,
         })

@@ -107,7 +107,7 @@ fn a_store_restored_from_an_older_copy_imports_the_newer_log_without_duplicates(
     let questions: Vec<&str> = last
         .messages
         .iter()
-        .filter_map(|message| match message {
+        .filter_map(|message| match message.as_ref() {
             Message::User(user) => Some(user.text.as_str()),
             _ => None,
         })
@@ -126,7 +126,7 @@ fn a_store_restored_from_an_older_copy_imports_the_newer_log_without_duplicates(
     let answers: Vec<String> = last
         .messages
         .iter()
-        .filter_map(|message| match message {
+        .filter_map(|message| match message.as_ref() {
             Message::Assistant(assistant) if !assistant.text().is_empty() => Some(assistant.text()),
             _ => None,
         })
@@ -142,7 +142,7 @@ fn request_bytes(request: &seed_providers::Request) -> (Vec<u8>, usize) {
         .messages
         .iter()
         .position(
-            |message| matches!(message, Message::User(u) if u.text.starts_with("<current_time>")),
+            |message| matches!(message.as_ref(), Message::User(u) if u.text.starts_with("<current_time>")),
         )
         .expect("the blocks are in every request");
     let mut prefix_len = bytes.len();

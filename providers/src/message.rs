@@ -5,6 +5,7 @@
 //! message by its `role`).
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Tokens a response counted, as the provider reported them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +166,12 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
+impl AsRef<Message> for Message {
+    fn as_ref(&self) -> &Message {
+        self
+    }
+}
+
 /// One request to a model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
@@ -172,10 +179,11 @@ pub struct Request {
     pub model: String,
     /// The system prompt, sent first.
     pub system_prompt: String,
-    /// The conversation so far, oldest first.
-    pub messages: Vec<Message>,
+    /// The conversation so far, oldest first. Shared, not copied: a harness sends the same
+    /// messages again with every request of a session, and a request costs a reference each.
+    pub messages: Vec<Arc<Message>>,
     /// The tools the model may call.
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
     /// The conversation's own id, for providers that route (and cache) by it.
     pub session_id: Option<String>,
 }
@@ -355,16 +363,16 @@ mod tests {
             model: "gpt-4o".to_owned(),
             system_prompt: "be brief".to_owned(),
             messages: vec![
-                Message::User(UserMessage {
+                Arc::new(Message::User(UserMessage {
                     text: "list files".to_owned(),
-                }),
-                Message::Assistant(assistant()),
+                })),
+                Arc::new(Message::Assistant(assistant())),
             ],
-            tools: vec![ToolSpec {
+            tools: Arc::from(vec![ToolSpec {
                 name: "ls".to_owned(),
                 description: "lists files".to_owned(),
                 parameters: json!({"type": "object", "properties": {}}),
-            }],
+            }]),
             session_id: Some("s-1".to_owned()),
         };
         let json = serde_json::to_value(&request).expect("serializes");

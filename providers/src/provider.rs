@@ -163,7 +163,7 @@ mod tests {
             model: "m".to_owned(),
             system_prompt: String::new(),
             messages: Vec::new(),
-            tools: Vec::new(),
+            tools: Arc::from(Vec::new()),
             session_id: None,
         };
         let events: Vec<_> =

@@ -16,10 +16,10 @@ fn request(text: &str) -> Request {
     Request {
         model: "scripted".to_owned(),
         system_prompt: "you are a test".to_owned(),
-        messages: vec![Message::User(UserMessage {
+        messages: vec![std::sync::Arc::new(Message::User(UserMessage {
             text: text.to_owned(),
-        })],
-        tools: Vec::new(),
+        }))],
+        tools: std::sync::Arc::from(Vec::new()),
         session_id: Some("session-1".to_owned()),
     }
 }
@@ -154,7 +154,7 @@ fn records_requests_in_order_and_answers_past_the_end_with_script_exhausted() {
 #[test]
 fn from_fn_gets_each_request_and_its_index() {
     let provider = ScriptedProvider::from_fn(|request, request_idx| {
-        let Some(Message::User(user)) = request.messages.last() else {
+        let Some(Message::User(user)) = request.messages.last().map(|m| m.as_ref()) else {
             return ScriptedStep::Respond(text_response("no user message"));
         };
         ScriptedStep::Respond(text_response(&format!("{request_idx}:{}", user.text)))

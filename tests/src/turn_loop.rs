@@ -37,16 +37,16 @@ pub fn respond(request: &Request) -> ScriptedStep {
     let last_user = request
         .messages
         .iter()
-        .rposition(|message| matches!(message, Message::User(_)));
+        .rposition(|message| matches!(message.as_ref(), Message::User(_)));
     let (turn, n_responses) = match last_user {
         Some(idx) => {
-            let turn = match &request.messages[idx] {
+            let turn = match request.messages[idx].as_ref() {
                 Message::User(input) => input.text.replace(' ', "-"),
                 _ => String::new(),
             };
             let n_responses = request.messages[idx + 1..]
                 .iter()
-                .filter(|message| matches!(message, Message::Assistant(_)))
+                .filter(|message| matches!(message.as_ref(), Message::Assistant(_)))
                 .count();
             (turn, n_responses)
         }
@@ -181,8 +181,8 @@ mod tests {
         Request {
             model: "scripted".to_owned(),
             system_prompt: String::new(),
-            messages,
-            tools: Vec::new(),
+            messages: messages.into_iter().map(std::sync::Arc::new).collect(),
+            tools: std::sync::Arc::from(Vec::new()),
             session_id: None,
         }
     }

@@ -80,14 +80,14 @@ pub fn step_of(request: &Request) -> (String, usize) {
     let last_user = request
         .messages
         .iter()
-        .rposition(|message| matches!(message, Message::User(_)))
+        .rposition(|message| matches!(message.as_ref(), Message::User(_)))
         .expect("a request carries its input");
-    let Message::User(input) = &request.messages[last_user] else {
+    let Message::User(input) = request.messages[last_user].as_ref() else {
         unreachable!()
     };
     let n_responses = request.messages[last_user..]
         .iter()
-        .filter(|message| matches!(message, Message::Assistant(_)))
+        .filter(|message| matches!(message.as_ref(), Message::Assistant(_)))
         .count();
     (input.text.clone(), n_responses)
 }
@@ -306,7 +306,7 @@ pub fn crash_and_recover(script: &Script, crash_after: usize, recovery: Recovery
             // Its interrupted result reached the model.
             let reached = world.provider.requests()[requests_at_crash..].iter().any(|request| {
                 request.messages.iter().any(|message| {
-                    matches!(message, Message::ToolResult(result)
+                    matches!(message.as_ref(), Message::ToolResult(result)
                         if &result.tool_call_id == call && result.content.starts_with("interrupted:"))
                 })
             });
@@ -363,7 +363,7 @@ pub fn crash_and_recover(script: &Script, crash_after: usize, recovery: Recovery
     // The final context is well formed.
     let context: Vec<Message> = seed_durable::context::conversation(&final_state.entries)
         .into_iter()
-        .map(|item| item.message.into_owned())
+        .map(|item| Message::clone(&item.message))
         .collect();
     assert!(
         !has_orphans(&context),

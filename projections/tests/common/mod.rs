@@ -47,16 +47,16 @@ pub fn provider() -> ScriptedProvider {
         let last_user = request
             .messages
             .iter()
-            .rposition(|m| matches!(m, Message::User(_)))
+            .rposition(|m| matches!(m.as_ref(), Message::User(_)))
             .unwrap_or(0);
         let n_responses = request.messages[last_user..]
             .iter()
-            .filter(|m| matches!(m, Message::Assistant(_)))
+            .filter(|m| matches!(m.as_ref(), Message::Assistant(_)))
             .count();
         let n_users = request
             .messages
             .iter()
-            .filter(|m| matches!(m, Message::User(u) if !u.text.starts_with('<')))
+            .filter(|m| matches!(m.as_ref(), Message::User(u) if !u.text.starts_with('<')))
             .count();
         if n_responses == 0 {
             ScriptedStep::Respond(tool_response(
