@@ -77,6 +77,11 @@ pub struct ImportPlan {
 
 /// Plans the import of `log` (the session's events in seq order) into `store`. `rebuild`
 /// forces a new context (a different run gave up on an unsettled turn).
+///
+/// The cost follows the events given. For an append or an edit, only the events past the mark,
+/// those in `left_out` and the run's own messages matter, so a caller reads just those; a
+/// rebuild needs the whole log (a caller that finds the plan is a rebuild reads the rest and
+/// plans again).
 pub fn plan_import(
     log: &[SessionEvent],
     store: &StoreState,

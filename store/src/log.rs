@@ -142,3 +142,20 @@ fn last_seq_of_key(connection: &Connection, session_key: i64) -> Result<i64> {
         .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_key = ?1")?
         .query_row(params![session_key], |row| row.get(0))?)
 }
+
+/// Clears the `pi_entry_id` marks above `entry_id`: the store was lost or restored from an older
+/// copy, and those entries are not in it. Their events then import like any other. Returns how
+/// many events were cleared.
+pub(crate) fn clear_pi_entry_ids_above(
+    connection: &Connection,
+    session_id: SessionId,
+    entry_id: i64,
+) -> Result<usize> {
+    let session_key = key_for_write(connection, session_id)?;
+    Ok(connection
+        .prepare_cached(
+            "UPDATE session_events SET pi_entry_id = NULL
+             WHERE session_key = ?1 AND pi_entry_id > ?2",
+        )?
+        .execute(params![session_key, entry_id])?)
+}

@@ -199,6 +199,19 @@ impl Store {
             .await
     }
 
+    /// Clears the `pi_entry_id` marks above `entry_id` (a store lost or restored from an older
+    /// copy); returns how many events were cleared.
+    pub async fn clear_pi_entry_ids_above(
+        &self,
+        session_id: SessionId,
+        entry_id: i64,
+    ) -> Result<usize> {
+        self.write(Some(session_id), move |connection| {
+            log::clear_pi_entry_ids_above(connection, session_id, entry_id)
+        })
+        .await
+    }
+
     /// The session's highest seq, 0 for an empty log.
     pub async fn last_seq(&self, session_id: SessionId) -> Result<i64> {
         self.read(move |connection| log::last_seq(connection, session_id))

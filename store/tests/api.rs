@@ -95,6 +95,12 @@ fn the_log_assigns_gapless_seqs_and_reads_ranges() -> anyhow::Result<()> {
 
     assert_eq!(block_on(store.max_pi_entry_id(sessions[0]))?, Some(4));
     assert_eq!(block_on(store.last_seq(sessions[0]))?, 4);
+
+    // A store restored from an older copy holds entries up to 3: the mark of entry 4 is cleared,
+    // and only this session's.
+    assert_eq!(block_on(store.clear_pi_entry_ids_above(sessions[0], 3))?, 1);
+    assert_eq!(block_on(store.max_pi_entry_id(sessions[0]))?, Some(3));
+    assert_eq!(block_on(store.max_pi_entry_id(sessions[1]))?, Some(9));
     Ok(())
 }
 
