@@ -24,13 +24,13 @@ pub fn measure_commits(config: &Config, n_commits: usize) -> Result<Duration> {
     let line = floor_line();
     let started = Instant::now();
     for _ in 0..n_commits {
-        connection.execute_batch("BEGIN IMMEDIATE")?;
+        connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         connection
             .prepare_cached(
                 "INSERT INTO session_durable_files (session_key, file, line) VALUES (?1, ?2, ?3)",
             )?
             .execute(params![session_key, FileName::Entries.code(), line])?;
-        connection.execute_batch("COMMIT")?;
+        connection.prepare_cached("COMMIT")?.execute([])?;
     }
     Ok(started.elapsed())
 }
@@ -78,7 +78,7 @@ pub fn measure_grouped_commits(
     let started = Instant::now();
     let mut row_idx = 0;
     while row_idx < n_commits {
-        connection.execute_batch("BEGIN IMMEDIATE")?;
+        connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         for _ in 0..group_size.min(n_commits - row_idx) {
             connection
                 .prepare_cached(
@@ -92,7 +92,7 @@ pub fn measure_grouped_commits(
                 ])?;
             row_idx += 1;
         }
-        connection.execute_batch("COMMIT")?;
+        connection.prepare_cached("COMMIT")?.execute([])?;
     }
     Ok(started.elapsed())
 }

@@ -402,12 +402,12 @@ impl WriterThread {
     }
 
     fn begin(&self) -> Result<()> {
-        self.connection.execute_batch("BEGIN IMMEDIATE")?;
+        self.connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         Ok(())
     }
 
     fn commit(&self) -> Result<()> {
-        self.connection.execute_batch("COMMIT")?;
+        self.connection.prepare_cached("COMMIT")?.execute([])?;
         Ok(())
     }
 
