@@ -19,6 +19,9 @@ pub enum Error {
     NotFound { what: &'static str, id: String },
     #[error("corrupt row in {table}: {detail}")]
     Corrupt { table: &'static str, detail: String },
+    /// A memory path that is not a plain file under `~/memory/`; nothing was written.
+    #[error("invalid memory path {path:?}: {reason}")]
+    InvalidPath { path: String, reason: &'static str },
     #[error("store is closed")]
     Closed,
     #[error("migration failed")]

@@ -6,8 +6,9 @@
 //!   thread (`writer`, group commit) and a small pool of read connections (`readers`).
 //! - [`SessionFiles`] is the durable file system over `session_durable_files`.
 //! - The typed APIs live one table to a module: `sessions`, `log`, `runs`, `leases`,
-//!   `continuations`. Each has plain functions over a connection (so several can share one
-//!   transaction) and the [`Store`] methods that run them through the writer or a reader.
+//!   `continuations`, `memory`. Each has plain functions over a connection (so several can
+//!   share one transaction) and the [`Store`] methods that run them through the writer or a
+//!   reader.
 //! - [`floor`] is the raw SQLite floor the bench harness measures against.
 //!
 //! Invariant: this is the only crate that touches SQLite.
@@ -19,6 +20,7 @@ mod files;
 pub mod floor;
 mod leases;
 mod log;
+mod memory;
 mod readers;
 mod runs;
 mod schema;
@@ -32,6 +34,7 @@ pub use continuations::{ContinuationRow, NewContinuation};
 pub use error::{Error, Refusal, Result};
 pub use files::SessionFiles;
 pub use leases::{LeaseOutcome, LeaseRow};
+pub use memory::MemoryFileRow;
 pub use runs::{NewRun, RunRow};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
 pub use store::Store;

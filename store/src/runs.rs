@@ -1,9 +1,9 @@
 //! Runs: the queue of turns, and the states a run passes through.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use seed_events::{EventId, Queue, RunId, RunStatus, SessionId};
+use seed_events::{EventId, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
 
-use crate::{Error, Result};
+use crate::{Error, Result, log, sessions};
 
 /// A run to queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,4 +184,136 @@ pub(crate) fn list_session_runs(
         "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY rowid"
     ))?;
     collect(statement.query_map(params![session_id.to_string()], run_from_row)?)
+}
+
+/// The statuses for which `keep` holds, as a list of SQL string literals for `IN (...)`. Built
+/// from [`RunStatus::ALL`], so the SQL agrees with `is_terminal` by construction.
+fn statuses_where(keep: impl Fn(RunStatus) -> bool) -> String {
+    RunStatus::ALL
+        .into_iter()
+        .filter(|status| keep(*status))
+        .map(|status| format!("'{}'", status.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Moves a run to `status` like [`set_run_status`], unless it has already ended: a terminal run
+/// is left as it is. Returns whether the run was updated (`false` also for a missing run).
+pub(crate) fn finish_run(
+    connection: &Connection,
+    id: RunId,
+    status: RunStatus,
+    result: Option<&serde_json::Value>,
+    now_ms: i64,
+) -> Result<bool> {
+    let open = statuses_where(|status| !status.is_terminal());
+    let n_updated = connection
+        .prepare_cached(&format!(
+            "UPDATE runs SET status = ?2, result = COALESCE(?3, result), updated_at = ?4
+             WHERE id = ?1 AND status IN ({open})"
+        ))?
+        .execute(params![
+            id.to_string(),
+            status.as_str(),
+            result.map(serde_json::Value::to_string),
+            now_ms
+        ])?;
+    Ok(n_updated == 1)
+}
+
+/// The boot sweep's step: every run left `running` goes back to `queued`, its owner cleared and
+/// its attempts kept. Returns those runs as they are after the update, oldest first.
+pub(crate) fn requeue_running(connection: &Connection, now_ms: i64) -> Result<Vec<RunRow>> {
+    let running = list_running(connection)?;
+    let n_updated = connection
+        .prepare_cached(
+            "UPDATE runs SET status = 'queued', owner = NULL, updated_at = ?1
+             WHERE status = 'running'",
+        )?
+        .execute(params![now_ms])?;
+    if n_updated != running.len() {
+        return Err(Error::corrupt(
+            "runs",
+            format_args!(
+                "{} runs listed running, {n_updated} requeued",
+                running.len()
+            ),
+        ));
+    }
+    let mut requeued = Vec::with_capacity(running.len());
+    for run in running {
+        let run = get_run(connection, run.id)?
+            .ok_or_else(|| Error::corrupt("runs", format_args!("run {} vanished", run.id)))?;
+        requeued.push(run);
+    }
+    Ok(requeued)
+}
+
+/// The `user_event_ids` of the session's queued runs (those waiting their turn), flattened, in
+/// run order.
+pub(crate) fn queued_event_ids(
+    connection: &Connection,
+    session_id: SessionId,
+) -> Result<Vec<EventId>> {
+    let mut statement = connection.prepare_cached(
+        "SELECT user_event_ids FROM runs WHERE session_id = ?1 AND status = 'queued'
+         ORDER BY rowid",
+    )?;
+    let rows = statement.query_map(params![session_id.to_string()], |row| {
+        row.get::<_, String>(0)
+    })?;
+    let mut event_ids = Vec::new();
+    for row in rows {
+        let ids: Vec<i64> = serde_json::from_str(&row?).map_err(|e| Error::corrupt("runs", e))?;
+        event_ids.extend(ids.into_iter().map(EventId));
+    }
+    Ok(event_ids)
+}
+
+/// The sessions that have a run still open (`queued`, `running` or `parked`), each once, in the
+/// order of their oldest open run.
+pub(crate) fn sessions_with_open_runs(connection: &Connection) -> Result<Vec<SessionId>> {
+    let open = statuses_where(|status| !status.is_terminal());
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT session_id FROM runs WHERE status IN ({open})
+         GROUP BY session_id ORDER BY MIN(rowid)"
+    ))?;
+    let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+    let mut session_ids = Vec::new();
+    for row in rows {
+        session_ids.push(Error::parse_column("runs", &row?)?);
+    }
+    Ok(session_ids)
+}
+
+/// A person's message and the run that answers it, in the caller's transaction: appends `event`
+/// to the session's log, queues run `run_id` on `queue` naming that event, and sets the
+/// session's `updated_at`. A deleted session refuses it before anything is written.
+pub(crate) fn send_user_message(
+    connection: &Connection,
+    session_id: SessionId,
+    event: &NewEvent,
+    run_id: RunId,
+    queue: Queue,
+    now_ms: i64,
+) -> Result<(SessionEvent, RunRow)> {
+    let stored = log::append_events(connection, session_id, std::slice::from_ref(event))?
+        .pop()
+        .ok_or_else(|| Error::corrupt("session_events", "an append stored no event"))?;
+    insert_run(
+        connection,
+        &NewRun {
+            id: run_id,
+            session_id,
+            queue,
+            user_event_ids: vec![stored.id],
+            parent_run_id: None,
+            typed: false,
+            created_at_ms: now_ms,
+        },
+    )?;
+    sessions::touch_session(connection, session_id, now_ms)?;
+    let run = get_run(connection, run_id)?
+        .ok_or_else(|| Error::corrupt("runs", "an inserted run is missing"))?;
+    Ok((stored, run))
 }

@@ -260,3 +260,92 @@ pub(crate) fn delete_session(connection: &Connection, id: SessionId) -> Result<b
         .execute(params![id.to_string()])?;
     Ok(n_deleted == 1)
 }
+
+/// Sets the session's `updated_at`. Returns whether the session exists.
+pub(crate) fn touch_session(connection: &Connection, id: SessionId, now_ms: i64) -> Result<bool> {
+    let n_updated = connection
+        .prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
+        .execute(params![id.to_string(), now_ms])?;
+    Ok(n_updated == 1)
+}
+
+/// Sets the session's title, description and who named it. Returns whether the session exists.
+pub(crate) fn set_session_status(
+    connection: &Connection,
+    id: SessionId,
+    title: &str,
+    description: &str,
+    source: TitleSource,
+    now_ms: i64,
+) -> Result<bool> {
+    let n_updated = connection
+        .prepare_cached(
+            "UPDATE sessions SET title = ?2, description = ?3, title_source = ?4, updated_at = ?5
+             WHERE id = ?1",
+        )?
+        .execute(params![
+            id.to_string(),
+            title,
+            description,
+            source.as_str(),
+            now_ms
+        ])?;
+    Ok(n_updated == 1)
+}
+
+/// The fallback namer: titles the session, as [`TitleSource::Fallback`], only while nobody has
+/// named it (`title_source` is still `none`). Returns whether it named it.
+pub(crate) fn name_session_if_untitled(
+    connection: &Connection,
+    id: SessionId,
+    title: &str,
+    now_ms: i64,
+) -> Result<bool> {
+    let n_updated = connection
+        .prepare_cached(
+            "UPDATE sessions SET title = ?2, title_source = ?3, updated_at = ?4
+             WHERE id = ?1 AND title_source = ?5",
+        )?
+        .execute(params![
+            id.to_string(),
+            title,
+            TitleSource::Fallback.as_str(),
+            now_ms,
+            TitleSource::None.as_str(),
+        ])?;
+    Ok(n_updated == 1)
+}
+
+/// Sets (or, with `None`, clears) the session's plan. Returns whether the session exists.
+pub(crate) fn set_session_plan(
+    connection: &Connection,
+    id: SessionId,
+    plan: Option<&serde_json::Value>,
+    now_ms: i64,
+) -> Result<bool> {
+    let n_updated = connection
+        .prepare_cached("UPDATE sessions SET plan = ?2, updated_at = ?3 WHERE id = ?1")?
+        .execute(params![
+            id.to_string(),
+            plan.map(serde_json::Value::to_string),
+            now_ms
+        ])?;
+    Ok(n_updated == 1)
+}
+
+/// The sessions delegated from `parent`, oldest first.
+pub(crate) fn list_child_sessions(
+    connection: &Connection,
+    parent: SessionId,
+) -> Result<Vec<SessionRow>> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE parent_session_id = ?1
+         ORDER BY created_at, key"
+    ))?;
+    let rows = statement.query_map(params![parent.to_string()], session_from_row)?;
+    let mut sessions = Vec::new();
+    for row in rows {
+        sessions.push(row??);
+    }
+    Ok(sessions)
+}

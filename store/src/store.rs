@@ -5,14 +5,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use rusqlite::Connection;
-use seed_events::{AccountId, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
+use seed_events::{AccountId, EventId, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
 
 use crate::readers::Readers;
 use crate::writer::{Scope, Writer};
-use crate::{AccountRow, continuations, leases, log, runs, sessions};
+use crate::{AccountRow, continuations, leases, log, memory, runs, sessions};
 use crate::{
-    Config, ContinuationRow, LeaseOutcome, LeaseRow, NewContinuation, NewRun, NewSession, Result,
-    RunRow, SessionFiles, SessionRow, WriterHold, WriterStats,
+    Config, ContinuationRow, LeaseOutcome, LeaseRow, MemoryFileRow, NewContinuation, NewRun,
+    NewSession, Result, RunRow, SessionFiles, SessionRow, TitleSource, WriterHold, WriterStats,
 };
 
 /// The agents database. Clones share one writer and one reader pool; the last clone dropped
@@ -165,6 +165,63 @@ impl Store {
         .await
     }
 
+    /// Sets the session's title, description and who named it (the status verb, a rename by
+    /// the user). Returns whether the session exists.
+    pub async fn set_session_status(
+        &self,
+        session_id: SessionId,
+        title: String,
+        description: String,
+        source: TitleSource,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.write(Some(session_id), move |connection| {
+            sessions::set_session_status(
+                connection,
+                session_id,
+                &title,
+                &description,
+                source,
+                now_ms,
+            )
+        })
+        .await
+    }
+
+    /// The fallback namer: titles the session (as [`TitleSource::Fallback`]) only while nobody
+    /// has named it, never over an agent's or a user's title. Returns whether it named it.
+    pub async fn name_session_if_untitled(
+        &self,
+        session_id: SessionId,
+        title: String,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.write(Some(session_id), move |connection| {
+            sessions::name_session_if_untitled(connection, session_id, &title, now_ms)
+        })
+        .await
+    }
+
+    /// Sets the session's plan (a JSON checklist), or clears it with `None`. Returns whether
+    /// the session exists.
+    pub async fn set_session_plan(
+        &self,
+        session_id: SessionId,
+        plan: Option<serde_json::Value>,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.write(Some(session_id), move |connection| {
+            sessions::set_session_plan(connection, session_id, plan.as_ref(), now_ms)
+        })
+        .await
+    }
+
+    /// The sessions delegated from `parent`, oldest first.
+    pub async fn list_child_sessions(&self, parent: SessionId) -> Result<Vec<SessionRow>> {
+        self.read(move |connection| sessions::list_child_sessions(connection, parent))
+            .await
+    }
+
     // The log.
 
     /// Appends events to the session's log in one transaction, assigning the next seqs.
@@ -271,6 +328,63 @@ impl Store {
             .await
     }
 
+    /// A person's message and the run that answers it, in one transaction: appends `event` to
+    /// the session's log (at the next seq, as [`Store::append_events`] does), queues run
+    /// `run_id` on `queue` with `user_event_ids = [event.id]`, and sets the session's
+    /// `updated_at` to `now_ms`. Returns both rows as stored. A deleted session refuses the
+    /// whole write; nothing of it is committed.
+    pub async fn send_user_message(
+        &self,
+        session_id: SessionId,
+        event: NewEvent,
+        run_id: RunId,
+        queue: Queue,
+        now_ms: i64,
+    ) -> Result<(SessionEvent, RunRow)> {
+        self.write(Some(session_id), move |connection| {
+            runs::send_user_message(connection, session_id, &event, run_id, queue, now_ms)
+        })
+        .await
+    }
+
+    /// The boot sweep's step: every run left `running` goes back to `queued`, owner cleared and
+    /// attempts kept. Returns those runs as they are after the update, oldest first.
+    pub async fn requeue_running_runs(&self, now_ms: i64) -> Result<Vec<RunRow>> {
+        self.write(None, move |connection| {
+            runs::requeue_running(connection, now_ms)
+        })
+        .await
+    }
+
+    /// Ends a run: [`Store::set_run_status`], except that a run already terminal (succeeded,
+    /// failed, canceled) is left as it is. Returns whether the run was updated: `false` for a
+    /// terminal or missing run, and then nothing was written.
+    pub async fn finish_run(
+        &self,
+        run_id: RunId,
+        status: RunStatus,
+        result: Option<serde_json::Value>,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.write(None, move |connection| {
+            runs::finish_run(connection, run_id, status, result.as_ref(), now_ms)
+        })
+        .await
+    }
+
+    /// The log events the session's queued runs (those waiting their turn) answer, flattened,
+    /// in run order.
+    pub async fn queued_event_ids(&self, session_id: SessionId) -> Result<Vec<EventId>> {
+        self.read(move |connection| runs::queued_event_ids(connection, session_id))
+            .await
+    }
+
+    /// The sessions with a run `queued`, `running` or `parked`, each once, in the order of
+    /// their oldest open run.
+    pub async fn list_sessions_with_open_runs(&self) -> Result<Vec<SessionId>> {
+        self.read(runs::sessions_with_open_runs).await
+    }
+
     // Leases.
 
     /// Takes the session's store lease for `owner`, unless another holds it.
@@ -332,5 +446,67 @@ impl Store {
             continuations::find_continuation(connection, predecessor_session_id, &tool_call_id)
         })
         .await
+    }
+
+    // Memory files.
+
+    /// Creates the account's memory file at `path` (under `~/memory/`), or replaces its
+    /// content. An invalid path is refused with [`crate::Error::InvalidPath`] before anything is sent
+    /// to the writer.
+    pub async fn write_memory(
+        &self,
+        account_id: AccountId,
+        path: &str,
+        content: String,
+        now_ms: i64,
+    ) -> Result<()> {
+        memory::validate_path(path)?;
+        let path = path.to_owned();
+        self.write(None, move |connection| {
+            memory::write_memory(connection, account_id, &path, &content, now_ms)
+        })
+        .await
+    }
+
+    /// Appends `text` to the account's memory file at `path` as given (no separator added),
+    /// creating the file if it is missing. An invalid path is refused with
+    /// [`crate::Error::InvalidPath`].
+    pub async fn append_memory(
+        &self,
+        account_id: AccountId,
+        path: &str,
+        text: String,
+        now_ms: i64,
+    ) -> Result<()> {
+        memory::validate_path(path)?;
+        let path = path.to_owned();
+        self.write(None, move |connection| {
+            memory::append_memory(connection, account_id, &path, &text, now_ms)
+        })
+        .await
+    }
+
+    /// Deletes the account's memory file at `path`. Returns whether it existed.
+    pub async fn delete_memory(&self, account_id: AccountId, path: &str) -> Result<bool> {
+        memory::validate_path(path)?;
+        let path = path.to_owned();
+        self.write(None, move |connection| {
+            memory::delete_memory(connection, account_id, &path)
+        })
+        .await
+    }
+
+    /// The content of the account's memory file at `path`, `None` when there is none.
+    pub async fn read_memory(&self, account_id: AccountId, path: &str) -> Result<Option<String>> {
+        memory::validate_path(path)?;
+        let path = path.to_owned();
+        self.read(move |connection| memory::read_memory(connection, account_id, &path))
+            .await
+    }
+
+    /// The account's memory files, sorted by path.
+    pub async fn list_memory(&self, account_id: AccountId) -> Result<Vec<MemoryFileRow>> {
+        self.read(move |connection| memory::list_memory(connection, account_id))
+            .await
     }
 }

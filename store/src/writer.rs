@@ -402,7 +402,9 @@ impl WriterThread {
     }
 
     fn begin(&self) -> Result<()> {
-        self.connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        self.connection
+            .prepare_cached("BEGIN IMMEDIATE")?
+            .execute([])?;
         Ok(())
     }
 

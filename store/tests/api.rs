@@ -222,3 +222,152 @@ fn a_second_lease_holder_is_refused_until_release() -> anyhow::Result<()> {
     assert!(block_on(store.get_lease(sessions[1]))?.is_some());
     Ok(())
 }
+
+#[test]
+fn the_fallback_namer_never_overrides_an_agents_or_users_title() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(3)?;
+    let store = &fixture.store;
+    let title_of = |session_id| -> anyhow::Result<(String, String, TitleSource, i64)> {
+        let row = block_on(store.get_session(session_id))?.expect("a session");
+        Ok((
+            row.title,
+            row.description,
+            row.title_source,
+            row.updated_at_ms,
+        ))
+    };
+
+    // Untitled: the namer names it, once.
+    assert!(block_on(store.name_session_if_untitled(
+        sessions[0],
+        "Fallback".to_owned(),
+        10
+    ))?);
+    assert_eq!(
+        title_of(sessions[0])?,
+        (
+            "Fallback".to_owned(),
+            String::new(),
+            TitleSource::Fallback,
+            10
+        )
+    );
+    assert!(!block_on(store.name_session_if_untitled(
+        sessions[0],
+        "Again".to_owned(),
+        11
+    ))?);
+    assert_eq!(title_of(sessions[0])?.0, "Fallback");
+
+    // The agent's title stands; so does the user's; the agent may rename over the fallback.
+    assert!(block_on(store.set_session_status(
+        sessions[1],
+        "Trip planning".to_owned(),
+        "comparing trains".to_owned(),
+        TitleSource::Agent,
+        20
+    ))?);
+    assert!(!block_on(store.name_session_if_untitled(
+        sessions[1],
+        "Fallback".to_owned(),
+        21
+    ))?);
+    assert_eq!(
+        title_of(sessions[1])?,
+        (
+            "Trip planning".to_owned(),
+            "comparing trains".to_owned(),
+            TitleSource::Agent,
+            20
+        )
+    );
+    assert!(block_on(store.set_session_status(
+        sessions[2],
+        "Mine".to_owned(),
+        String::new(),
+        TitleSource::User,
+        30
+    ))?);
+    assert!(!block_on(store.name_session_if_untitled(
+        sessions[2],
+        "Fallback".to_owned(),
+        31
+    ))?);
+    assert_eq!(title_of(sessions[2])?.2, TitleSource::User);
+    assert!(block_on(store.set_session_status(
+        sessions[0],
+        "Better".to_owned(),
+        "named by the agent".to_owned(),
+        TitleSource::Agent,
+        40
+    ))?);
+    assert_eq!(title_of(sessions[0])?.2, TitleSource::Agent);
+
+    // A missing session is reported, not created.
+    let missing = common::session(99);
+    assert!(!block_on(store.name_session_if_untitled(
+        missing,
+        "x".to_owned(),
+        50
+    ))?);
+    assert!(!block_on(store.set_session_status(
+        missing,
+        "x".to_owned(),
+        String::new(),
+        TitleSource::User,
+        50
+    ))?);
+    assert!(block_on(store.get_session(missing))?.is_none());
+    Ok(())
+}
+
+#[test]
+fn plans_are_set_and_cleared_and_children_listed_by_parent() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(2)?;
+    let store = &fixture.store;
+    let plan = serde_json::json!([{ "step": "book", "done": true }]);
+    assert!(block_on(store.set_session_plan(
+        sessions[0],
+        Some(plan.clone()),
+        10
+    ))?);
+    let row = block_on(store.get_session(sessions[0]))?.expect("session 0");
+    assert_eq!((row.plan, row.updated_at_ms), (Some(plan), 10));
+    assert!(block_on(store.set_session_plan(sessions[0], None, 11))?);
+    assert_eq!(
+        block_on(store.get_session(sessions[0]))?.and_then(|row| row.plan),
+        None
+    );
+    assert!(!block_on(store.set_session_plan(
+        common::session(99),
+        None,
+        12
+    ))?);
+
+    for (idx, created_at_ms) in [(10, 300), (11, 100), (12, 200)] {
+        let mut child = NewSession::new(common::session(idx), account(), created_at_ms);
+        child.parent_session_id = Some(sessions[0]);
+        block_on(store.create_session(child))?;
+    }
+    let mut grandchild = NewSession::new(common::session(13), account(), 400);
+    grandchild.parent_session_id = Some(common::session(10));
+    block_on(store.create_session(grandchild))?;
+
+    let children: Vec<_> = block_on(store.list_child_sessions(sessions[0]))?
+        .into_iter()
+        .map(|session| session.id)
+        .collect();
+    assert_eq!(
+        children,
+        [
+            common::session(11),
+            common::session(12),
+            common::session(10)
+        ],
+        "direct children only, oldest first"
+    );
+    assert!(block_on(store.list_child_sessions(sessions[1]))?.is_empty());
+    Ok(())
+}

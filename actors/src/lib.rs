@@ -1,0 +1,28 @@
+//! Seed's imperative shell on actix: it makes the durable loop a running system.
+//!
+//! Layout:
+//! - `runtime`: [`Runtime`] starts everything (after the boot sweep) and is the handle callers
+//!   use: send a message, stop or delete a session, wait for a run.
+//! - `queue`: the [`RunQueue`](queue::RunQueue) actor — interactive and background runs, a limit
+//!   for each, one turn per session.
+//! - `session`: the [`SessionActor`](session::SessionActor) — one per active session, holding
+//!   its run in flight; stopped after it has been idle.
+//! - `turn`: one run, start to end — the steps around the durable harness (lease, projection,
+//!   import, blocks, the turn, projection, closing the run).
+//! - `verb`: the verb extension API ([`Verb`]); `verbs`: the verbs Seed ships.
+//! - `bus`: notifications and streaming deltas for subscribers.
+//!
+//! Invariant: no SQLite work on an arbiter thread — every store call is the store's async API.
+
+pub mod bus;
+pub mod queue;
+pub mod runtime;
+pub mod session;
+pub mod turn;
+pub mod verb;
+pub mod verbs;
+
+pub use bus::Notification;
+pub use runtime::{BootReport, Runtime};
+pub use turn::RuntimeSettings;
+pub use verb::{Availability, Verb, VerbContext, VerbOutput, parse_arguments};

@@ -1,0 +1,191 @@
+//! The runtime: starts the actors, runs the boot sweep, and is the handle the service and tests
+//! talk to.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use dashmap::DashMap;
+use futures::StreamExt;
+use futures::channel::mpsc;
+use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, SessionId};
+use seed_providers::Provider;
+use seed_store::{RunRow, Store};
+
+use crate::bus::{EventBus, Notification, Publisher};
+use crate::queue::{RunQueue, Wake};
+use crate::session::{Registry, StopSession};
+use crate::turn::{RunEnv, RuntimeSettings};
+use crate::verb::Verb;
+use crate::verbs::VerbSet;
+
+/// What the boot sweep found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootReport {
+    /// Leases a previous process held, now released.
+    pub n_leases_released: usize,
+    /// Runs left `running` by a previous process, now queued again.
+    pub n_runs_requeued: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] seed_store::Error),
+    #[error("session {0} not found")]
+    SessionNotFound(SessionId),
+    #[error("the runtime is shutting down")]
+    Closed,
+}
+
+/// A running Seed: cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    env: Arc<RunEnv>,
+    queue: Addr<RunQueue>,
+    registry: Registry,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Starts the actors on the current actix system, after the boot sweep: leases a previous
+    /// process held are released and the runs it left running are queued again (the durable
+    /// layer's recovery then decides what is repeated).
+    pub async fn start(
+        store: Store,
+        provider: Arc<dyn Provider>,
+        verbs: Vec<Arc<dyn Verb>>,
+        settings: RuntimeSettings,
+        boot_id: String,
+        clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+    ) -> Result<(Runtime, BootReport), Error> {
+        let report = boot_sweep(&store, &boot_id, clock()).await?;
+        let bus = EventBus::default().start();
+        let env = Arc::new(RunEnv {
+            store,
+            provider,
+            verbs: VerbSet::start(verbs),
+            settings,
+            boot_id,
+            clock,
+            publisher: Publisher::new(bus),
+        });
+        let registry: Registry = Arc::new(DashMap::new());
+        let queue = RunQueue::new(Arc::clone(&env), Arc::clone(&registry)).start();
+        queue.do_send(Wake);
+        Ok((
+            Runtime {
+                env,
+                queue,
+                registry,
+            },
+            report,
+        ))
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.env.store
+    }
+
+    pub fn publisher(&self) -> &Publisher {
+        &self.env.publisher
+    }
+
+    /// Sessions with an actor in memory now.
+    pub fn n_active_sessions(&self) -> usize {
+        self.registry.len()
+    }
+
+    /// A person's message: appended to the log and a run queued for it, in one transaction.
+    pub async fn send_message(
+        &self,
+        session_id: SessionId,
+        text: &str,
+    ) -> Result<(EventId, RunId), Error> {
+        let now = (self.env.clock)();
+        let event = NewEvent::message(
+            EventRole::User,
+            "user",
+            serde_json::json!({ "text": text }),
+            now,
+        );
+        let (event, run) = self
+            .env
+            .store
+            .send_user_message(session_id, event, RunId::new_v7(), Queue::Interactive, now)
+            .await?;
+        self.env.publisher.publish(Notification::SessionChanged {
+            session_id,
+            reason: "message",
+        });
+        self.queue.do_send(Wake);
+        Ok((event.id, run.id))
+    }
+
+    /// Asks the queue to look for runs (after runs were queued behind its back).
+    pub fn wake(&self) {
+        self.queue.do_send(Wake);
+    }
+
+    /// Cuts off the session's turn in flight. Returns whether there was one.
+    pub async fn stop_session(&self, session_id: SessionId) -> bool {
+        let Some(addr) = self.registry.get(&session_id).map(|entry| entry.clone()) else {
+            return false;
+        };
+        addr.send(StopSession).await.unwrap_or(false)
+    }
+
+    /// Deletes the session and everything it owns. A turn running under it is stopped; its
+    /// next commit is refused, which ends it with an error.
+    pub async fn delete_session(&self, session_id: SessionId) -> Result<bool, Error> {
+        let deleted = self.env.store.delete_session(session_id).await?;
+        self.stop_session(session_id).await;
+        self.env.publisher.publish(Notification::SessionChanged {
+            session_id,
+            reason: "deleted",
+        });
+        Ok(deleted)
+    }
+
+    /// Waits until the run is terminal and returns it.
+    pub async fn wait_for_run(&self, run_id: RunId) -> Result<RunRow, Error> {
+        // Subscribe first, then look: a run that ends in between is seen either way.
+        let mut notifications: mpsc::UnboundedReceiver<Notification> =
+            self.env.publisher.subscribe().await.ok_or(Error::Closed)?;
+        loop {
+            if let Some(run) = self.env.store.get_run(run_id).await?
+                && run.status.is_terminal()
+            {
+                return Ok(run);
+            }
+            loop {
+                match notifications.next().await {
+                    Some(Notification::RunFinished { run_id: done, .. }) if done == run_id => break,
+                    Some(_) => {}
+                    None => return Err(Error::Closed),
+                }
+            }
+        }
+    }
+}
+
+/// Releases the leases other boots hold and queues again the runs they left running.
+pub async fn boot_sweep(store: &Store, boot_id: &str, now_ms: i64) -> Result<BootReport, Error> {
+    let released = store.release_leases_not_owned_by(boot_id).await?;
+    let requeued = store.requeue_running_runs(now_ms).await?;
+    if !released.is_empty() || !requeued.is_empty() {
+        tracing::info!(
+            n_leases_released = released.len(),
+            n_runs_requeued = requeued.len(),
+            "boot sweep"
+        );
+    }
+    Ok(BootReport {
+        n_leases_released: released.len(),
+        n_runs_requeued: requeued.len(),
+    })
+}

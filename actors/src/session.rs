@@ -1,0 +1,170 @@
+//! The session actor: one per active session, holding the run in flight (its harness and store
+//! lease live inside that run's task) and its stop signal. Activated on demand through the
+//! registry; stops itself after it has been idle a while.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use dashmap::DashMap;
+use futures::FutureExt;
+use seed_durable::StopSignal;
+use seed_events::{Queue, RunId, RunStatus, SessionId};
+use seed_store::RunRow;
+
+use crate::queue::{RunDone, RunQueue};
+use crate::turn::{NotNow, RunEnd, RunEnv, execute_run};
+
+/// Active sessions by id.
+pub type Registry = Arc<DashMap<SessionId, Addr<SessionActor>>>;
+
+pub struct SessionActor {
+    session_id: SessionId,
+    env: Arc<RunEnv>,
+    queue: Addr<RunQueue>,
+    registry: Registry,
+    /// The run in flight and how to stop it. At most one: one turn per session.
+    current: Option<(RunId, StopSignal)>,
+    last_active_at: Instant,
+}
+
+impl std::fmt::Debug for SessionActor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionActor").finish_non_exhaustive()
+    }
+}
+
+impl SessionActor {
+    pub fn new(
+        session_id: SessionId,
+        env: Arc<RunEnv>,
+        queue: Addr<RunQueue>,
+        registry: Registry,
+    ) -> SessionActor {
+        SessionActor {
+            session_id,
+            env,
+            queue,
+            registry,
+            current: None,
+            last_active_at: Instant::now(),
+        }
+    }
+
+    fn schedule_idle_check(&self, ctx: &mut Context<Self>) {
+        let idle = self.env.settings.session_idle;
+        ctx.run_later(idle, move |actor, ctx| {
+            if actor.current.is_none() && actor.last_active_at.elapsed() >= idle {
+                ctx.stop();
+            }
+        });
+    }
+}
+
+impl Actor for SessionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.schedule_idle_check(ctx);
+    }
+
+    fn stopped(&mut self, ctx: &mut Context<Self>) {
+        // Leave the registry only if it still names this actor.
+        let me = ctx.address();
+        self.registry
+            .remove_if(&self.session_id, |_, addr| *addr == me);
+    }
+}
+
+/// Runs `run` now.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StartRun {
+    pub run: RunRow,
+}
+
+impl std::fmt::Debug for StartRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartRun").finish_non_exhaustive()
+    }
+}
+
+/// Cuts off the turn in flight, if any.
+#[derive(Message)]
+#[rtype(result = "bool")]
+#[derive(Debug)]
+pub struct StopSession;
+
+impl Handler<StartRun> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, StartRun { run }: StartRun, ctx: &mut Context<Self>) {
+        debug_assert_eq!(run.session_id, self.session_id);
+        if self.current.is_some() {
+            // The queue never starts a second run for a session; if it did, hand it back.
+            self.queue.do_send(RunDone {
+                queue: run.queue,
+                run_id: run.id,
+                requeue: true,
+            });
+            return;
+        }
+        let stop = StopSignal::new();
+        self.current = Some((run.id, stop.clone()));
+        let env = Arc::clone(&self.env);
+        let queue = run.queue;
+        let run_id = run.id;
+        let task = async move {
+            // A panic in a run is a bug; it fails the run rather than the process.
+            let outcome = std::panic::AssertUnwindSafe(execute_run(&env, &run, stop))
+                .catch_unwind()
+                .await;
+            (env, run, outcome)
+        };
+        ctx.spawn(task.into_actor(self).map(move |(env, run, outcome), actor, ctx| {
+            actor.current = None;
+            actor.last_active_at = Instant::now();
+            let requeue = match outcome {
+                Ok(Ok(RunEnd { .. })) => false,
+                Ok(Err(NotNow::LeaseHeld)) => true,
+                Err(_) => {
+                    tracing::error!(run_id = %run.id, "a run panicked");
+                    let give_up = run.attempts >= env.settings.run_attempts_max;
+                    let status = if give_up { RunStatus::Failed } else { RunStatus::Queued };
+                    let store = env.store.clone();
+                    let now = (env.clock)();
+                    actix::spawn(async move {
+                        let result = serde_json::json!({ "error": "the session failed while running this turn" });
+                        let _ = store.set_run_status(run.id, status, Some(result), now).await;
+                    });
+                    !give_up
+                }
+            };
+            actor.queue.do_send(RunDone {
+                queue,
+                run_id,
+                requeue,
+            });
+            actor.schedule_idle_check(ctx);
+        }));
+    }
+}
+
+impl Handler<StopSession> for SessionActor {
+    type Result = bool;
+
+    fn handle(&mut self, _: StopSession, _: &mut Context<Self>) -> bool {
+        match &self.current {
+            Some((_, stop)) => {
+                stop.stop();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The queue a run belongs to, for callers that only have its row.
+pub fn queue_of(run: &RunRow) -> Queue {
+    run.queue
+}

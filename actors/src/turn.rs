@@ -1,0 +1,407 @@
+//! One run, start to end: the steps Seed takes around the durable harness.
+//!
+//! Take the store lease; open the harness; clear `pi_entry_id` marks the store cannot back and
+//! project every entry the log lacks; give up on a turn another run left unsettled; import what
+//! is pending from the log; run the turn with this turn's blocks; project its entries; close
+//! the run and release the lease. Everything here awaits the store's async API, so no SQLite
+//! work runs on an actix arbiter thread.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use seed_durable::{
+    Harness, HarnessConfig, StopSignal, StoreState, ToolSet, TurnOutcome, TurnRequest,
+};
+use seed_events::{EventRole, NewEvent, RunStatus, SessionId};
+use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks};
+use seed_projections::import::{RunView, SYNC_DOCUMENT, SyncDocument, plan_import};
+use seed_projections::store_to_log::{entry_events, stale_marks_above, unprojected};
+use seed_providers::{Provider, Request, StreamEvent, model_context_window};
+use seed_store::{LeaseOutcome, RunRow, Store};
+
+use crate::bus::{Notification, Publisher};
+use crate::verb::{VerbContext, VerbTool};
+use crate::verbs::VerbSet;
+
+/// What every run of this process shares.
+pub struct RunEnv {
+    pub store: Store,
+    pub provider: Arc<dyn Provider>,
+    pub verbs: VerbSet,
+    pub settings: RuntimeSettings,
+    /// This process's id: leases and claimed runs carry it, so the next boot knows them.
+    pub boot_id: String,
+    pub clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+    pub publisher: Publisher,
+}
+
+impl std::fmt::Debug for RunEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunEnv").finish_non_exhaustive()
+    }
+}
+
+/// The agent's definition and the runtime's limits.
+#[derive(Debug, Clone)]
+pub struct RuntimeSettings {
+    pub provider_name: String,
+    pub model: String,
+    /// Byte for byte the same from turn to turn: no clock, no counts.
+    pub system_prompt: String,
+    /// Runs of each queue in flight at once.
+    pub interactive_runs_max: usize,
+    pub background_runs_max: usize,
+    /// Attempts before a run that keeps failing its session actor is failed for good.
+    pub run_attempts_max: i64,
+    /// How long a session actor stays in memory after its last run.
+    pub session_idle: std::time::Duration,
+    pub utc_offset_minutes: i32,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        RuntimeSettings {
+            provider_name: "scripted".to_owned(),
+            model: "scripted".to_owned(),
+            system_prompt: "You are Seed's agent. Answer plainly; use verbs when they help."
+                .to_owned(),
+            interactive_runs_max: 64,
+            background_runs_max: 16,
+            run_attempts_max: 3,
+            session_idle: std::time::Duration::from_secs(30),
+            utc_offset_minutes: 0,
+        }
+    }
+}
+
+/// How a run ended, for the runs table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    pub status: RunStatus,
+    pub result: serde_json::Value,
+}
+
+impl RunEnd {
+    fn failed(reason: impl std::fmt::Display) -> RunEnd {
+        RunEnd {
+            status: RunStatus::Failed,
+            result: serde_json::json!({ "error": reason.to_string() }),
+        }
+    }
+}
+
+/// Why a run could not run now.
+#[derive(Debug)]
+pub enum NotNow {
+    /// Another holder has the session's store lease.
+    LeaseHeld,
+}
+
+/// Runs `run` to its end and records it. `Err(NotNow)` leaves the run for later.
+pub async fn execute_run(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, NotNow> {
+    let session_id = run.session_id;
+    let now = (env.clock)();
+    match env
+        .store
+        .acquire_lease(session_id, &env.boot_id, Some(run.id), now)
+        .await
+    {
+        Ok(LeaseOutcome::Acquired(_)) => {}
+        Ok(LeaseOutcome::HeldBy(_)) => return Err(NotNow::LeaseHeld),
+        Err(error) => return Ok(finish(env, run, RunEnd::failed(error)).await),
+    }
+    let end = match turn(env, run, stop).await {
+        Ok(end) => end,
+        Err(error) => RunEnd::failed(error),
+    };
+    // The lease goes with the session when it was deleted; nothing to release then.
+    let _ = env.store.release_lease(session_id, &env.boot_id).await;
+    Ok(finish(env, run, end).await)
+}
+
+async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
+    let now = (env.clock)();
+    if let Err(error) = env
+        .store
+        .finish_run(run.id, end.status, Some(end.result.clone()), now)
+        .await
+    {
+        tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
+    }
+    env.publisher.publish(Notification::RunFinished {
+        session_id: run.session_id,
+        run_id: run.id,
+        status: end.status,
+    });
+    env.publisher.publish(Notification::SessionChanged {
+        session_id: run.session_id,
+        reason: "run-finished",
+    });
+    end
+}
+
+#[derive(Debug, thiserror::Error)]
+enum TurnError {
+    #[error("the session is gone")]
+    SessionGone,
+    #[error(transparent)]
+    Store(#[from] seed_store::Error),
+    #[error(transparent)]
+    Harness(#[from] seed_durable::Error),
+}
+
+async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, TurnError> {
+    let store = &env.store;
+    let session_id = run.session_id;
+    let session = store
+        .get_session(session_id)
+        .await?
+        .ok_or(TurnError::SessionGone)?;
+    let request_id = run.id.to_string();
+    let context = VerbContext {
+        store: store.clone(),
+        account_id: session.account_id,
+        session_id,
+        run_id: run.id,
+        tool_call_id: String::new(),
+        now_ms: (env.clock)(),
+    };
+    let tools = env
+        .verbs
+        .tools(context, session.parent_session_id.is_some(), run.typed);
+    let provider = TappedProvider {
+        inner: Arc::clone(&env.provider),
+        publisher: env.publisher.clone(),
+        session_id,
+        run_id: run.id,
+    };
+    let config = HarnessConfig {
+        session_id: Some(session_id.to_string()),
+        ..HarnessConfig::new(
+            env.settings.model.clone(),
+            env.settings.system_prompt.clone(),
+        )
+    };
+    let mut harness =
+        Harness::open(store.session_files(session_id), provider, tools, config).await?;
+
+    // On open: marks the store cannot back are cleared, and every entry the log lacks is
+    // projected again, so a crash between the store's commit and the log's write loses
+    // nothing and repeats nothing.
+    let store_last = harness.state().entries.last().map(|entry| entry.id);
+    let log_max = store
+        .max_pi_entry_id(session_id)
+        .await?
+        .map(|id| id.max(0) as u64);
+    if let Some(above) = stale_marks_above(store_last, log_max) {
+        store
+            .clear_pi_entry_ids_above(session_id, above as i64)
+            .await?;
+    }
+    project(env, session_id, run, harness.state()).await?;
+
+    // A turn another run left unsettled is given up, and the context rebuilt.
+    let rebuild = harness.abort_unsettled(&request_id).await?;
+    project(env, session_id, run, harness.state()).await?;
+
+    let log = store
+        .read_events(session_id, 1, i64::MAX, usize::MAX)
+        .await?;
+    let sync: SyncDocument = harness.state().document(SYNC_DOCUMENT).unwrap_or_default();
+    let own: BTreeSet<_> = run.user_event_ids.iter().copied().collect();
+    let waiting: BTreeSet<_> = store
+        .queued_event_ids(session_id)
+        .await?
+        .into_iter()
+        .filter(|id| !own.contains(id))
+        .collect();
+    let plan = plan_import(
+        &log,
+        harness.state(),
+        &sync,
+        RunView {
+            own_event_ids: &run.user_event_ids,
+            waiting_event_ids: &waiting,
+        },
+        rebuild,
+    );
+
+    let blocks = turn_blocks(env, &session, harness.state()).await?;
+    let sync_value = serde_json::to_value(&plan.sync).unwrap_or(serde_json::Value::Null);
+    let turn = TurnRequest {
+        request_id,
+        input: plan.input,
+        blocks,
+        imports: plan.entries,
+        documents: vec![(SYNC_DOCUMENT.to_owned(), sync_value)],
+        stop,
+    };
+    let outcome = harness.run_turn(turn).await;
+    project(env, session_id, run, harness.state()).await?;
+    name_if_untitled(env, session_id, &log).await;
+
+    Ok(match outcome? {
+        TurnOutcome::Answered { message, .. } => RunEnd {
+            status: RunStatus::Succeeded,
+            result: serde_json::json!({ "answer": message.text() }),
+        },
+        TurnOutcome::Ended { reason } => RunEnd {
+            status: RunStatus::Succeeded,
+            result: serde_json::json!({ "ended": reason }),
+        },
+        TurnOutcome::Stopped { partial_text } => {
+            // What streamed stays in the log as an assistant message; the next turn imports
+            // it, so the model knows what it had said.
+            if !partial_text.is_empty() {
+                let mut event = NewEvent::message(
+                    EventRole::Assistant,
+                    "agent",
+                    serde_json::json!({ "text": partial_text }),
+                    (env.clock)(),
+                );
+                event.run_id = Some(run.id);
+                event.meta = serde_json::json!({ "stopped": true });
+                store.append_events(session_id, vec![event]).await?;
+            }
+            RunEnd {
+                status: RunStatus::Canceled,
+                result: serde_json::json!({ "stopped": true }),
+            }
+        }
+        TurnOutcome::Failed { error, .. } => RunEnd::failed(error),
+    })
+}
+
+/// Appends the events of every entry the log lacks, one transaction per entry.
+async fn project(
+    env: &RunEnv,
+    session_id: SessionId,
+    run: &RunRow,
+    state: &StoreState,
+) -> Result<(), TurnError> {
+    let log_max = env
+        .store
+        .max_pi_entry_id(session_id)
+        .await?
+        .map(|id| id.max(0) as u64);
+    let now = (env.clock)();
+    let mut projected = false;
+    for entry in unprojected(&state.entries, log_max) {
+        env.store
+            .append_events(session_id, entry_events(entry, Some(run.id), now))
+            .await?;
+        projected = true;
+    }
+    if projected {
+        env.publisher.publish(Notification::SessionChanged {
+            session_id,
+            reason: "events",
+        });
+    }
+    Ok(())
+}
+
+/// This turn's state blocks: rendered once, sent with every request of the turn, never stored.
+async fn turn_blocks(
+    env: &RunEnv,
+    session: &seed_store::SessionRow,
+    state: &StoreState,
+) -> Result<Vec<seed_providers::UserMessage>, TurnError> {
+    let memory_index = env
+        .store
+        .list_memory(session.account_id)
+        .await?
+        .into_iter()
+        .map(|file| MemoryIndexEntry {
+            path: file.path,
+            size_bytes: file.size_bytes,
+            updated_at_ms: file.updated_at_ms,
+        })
+        .collect();
+    let window = model_context_window(&env.settings.provider_name, &env.settings.model);
+    let last_usage = state
+        .entries
+        .iter()
+        .rev()
+        .find_map(|entry| match &entry.body {
+            seed_durable::EntryBody::Assistant { message, .. } => Some(message.usage),
+            _ => None,
+        });
+    let context = window
+        .zip(last_usage)
+        .map(|(window, usage)| (usage.prompt_tokens(), window));
+    let blocks = TurnBlocks {
+        memory_index,
+        delegation: None,
+        plan: session.plan.clone(),
+        context,
+        status: (session.title.clone(), session.description.clone()),
+        now_ms: (env.clock)(),
+        utc_offset_minutes: env.settings.utc_offset_minutes,
+    };
+    Ok(render_turn_blocks(&blocks))
+}
+
+/// The fallback namer: an untitled session is named from its first message. It never
+/// overrides a title the agent or the user gave.
+async fn name_if_untitled(env: &RunEnv, session_id: SessionId, log: &[seed_events::SessionEvent]) {
+    let Some(first) = log
+        .iter()
+        .find(|event| event.kind == "message" && event.role == Some(EventRole::User))
+    else {
+        return;
+    };
+    let text = first
+        .content
+        .get("text")
+        .and_then(|t| t.as_str())
+        .unwrap_or_default();
+    let title: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let title: String = title.chars().take(60).collect();
+    if title.is_empty() {
+        return;
+    }
+    if let Err(error) = env
+        .store
+        .name_session_if_untitled(session_id, title, (env.clock)())
+        .await
+    {
+        tracing::debug!(%session_id, %error, "fallback namer");
+    }
+}
+
+/// The provider, with its text deltas published for the session's subscribers.
+struct TappedProvider {
+    inner: Arc<dyn Provider>,
+    publisher: Publisher,
+    session_id: SessionId,
+    run_id: seed_events::RunId,
+}
+
+impl Provider for TappedProvider {
+    fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
+        let publisher = self.publisher.clone();
+        let (session_id, run_id) = (self.session_id, self.run_id);
+        self.inner
+            .stream(request)
+            .inspect(move |event| {
+                if let StreamEvent::TextDelta(text) = event {
+                    publisher.publish(Notification::TextDelta {
+                        session_id,
+                        run_id,
+                        text: text.clone(),
+                    });
+                }
+            })
+            .boxed()
+    }
+}
+
+/// The verbs of one run, as the harness sees them.
+pub(crate) fn tool_set(tools: Vec<VerbTool>) -> ToolSet {
+    tools
+        .into_iter()
+        .fold(ToolSet::new(), |set, tool| set.with(Arc::new(tool)))
+}

@@ -1,0 +1,192 @@
+//! The verb extension API: a verb is one trait implementation, registered once, run as an actor.
+//!
+//! A verb declares its name, the JSON schema of its arguments, the contract the model reads,
+//! whether a call cut off by a crash may run again, whether it ends the turn, and where it is
+//! available. [`VerbActor`] runs it; [`VerbTool`] is how the durable harness sees it.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures::future::BoxFuture;
+use seed_durable::{Tool, ToolOutput};
+use seed_events::{AccountId, RunId, SessionId};
+use seed_providers::{ToolCall, ToolSpec};
+use seed_store::Store;
+
+/// Where a verb may be offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Availability {
+    /// In every run.
+    Everywhere,
+    /// Not in a delegated child's run.
+    NotInChildren,
+    /// Only in a typed child's run (one that ends with `return_result`).
+    TypedChildrenOnly,
+}
+
+/// The run a verb is called in: enough to reach the session's own state and nothing else's.
+#[derive(Debug, Clone)]
+pub struct VerbContext {
+    pub store: Store,
+    pub account_id: AccountId,
+    pub session_id: SessionId,
+    pub run_id: RunId,
+    /// The call's id, unique within the session.
+    pub tool_call_id: String,
+    /// Milliseconds since the epoch when the call started (the shell's clock).
+    pub now_ms: i64,
+}
+
+/// What a verb call returns.
+pub type VerbOutput = ToolOutput;
+
+/// One verb. Implement it in one file and register it with the runtime.
+pub trait Verb: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+
+    /// The contract the model reads: what the verb does, when to use it, what it returns.
+    fn description(&self) -> &'static str;
+
+    /// The JSON schema of the arguments.
+    fn parameters(&self) -> serde_json::Value;
+
+    /// Whether a call cut off by a crash may simply run again (reads, plans, status).
+    fn safe_to_repeat(&self) -> bool;
+
+    /// Whether the turn ends after the batch of calls this verb is in.
+    fn ends_turn(&self) -> bool {
+        false
+    }
+
+    fn availability(&self) -> Availability {
+        Availability::Everywhere
+    }
+
+    /// Runs the call. Invalid arguments are answered with an error naming the field, and
+    /// nothing else happens (see [`parse_arguments`]).
+    fn call(
+        &self,
+        context: VerbContext,
+        arguments: serde_json::Value,
+    ) -> BoxFuture<'static, VerbOutput>;
+}
+
+/// Parses a call's arguments into `T`, or the error result the model reads, naming the field.
+pub fn parse_arguments<T: serde::de::DeserializeOwned>(
+    verb: &str,
+    arguments: serde_json::Value,
+) -> Result<T, VerbOutput> {
+    serde_json::from_value(arguments)
+        .map_err(|error| VerbOutput::error(format!("invalid arguments for {verb}: {error}")))
+}
+
+/// Runs one verb's calls, one at a time, each as its own task.
+pub struct VerbActor {
+    verb: Arc<dyn Verb>,
+}
+
+impl std::fmt::Debug for VerbActor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbActor").finish_non_exhaustive()
+    }
+}
+
+impl VerbActor {
+    pub fn new(verb: Arc<dyn Verb>) -> VerbActor {
+        VerbActor { verb }
+    }
+}
+
+impl Actor for VerbActor {
+    type Context = Context<Self>;
+}
+
+/// A call for the verb actor.
+#[derive(Message)]
+#[rtype(result = "VerbOutput")]
+pub struct Invoke {
+    pub context: VerbContext,
+    pub arguments: serde_json::Value,
+}
+
+impl std::fmt::Debug for Invoke {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invoke").finish_non_exhaustive()
+    }
+}
+
+impl Handler<Invoke> for VerbActor {
+    type Result = ResponseFuture<VerbOutput>;
+
+    fn handle(&mut self, invoke: Invoke, _: &mut Context<Self>) -> Self::Result {
+        self.verb.call(invoke.context, invoke.arguments)
+    }
+}
+
+/// A verb as the durable harness sees it: a tool whose calls go to the verb's actor.
+#[derive(Clone)]
+pub struct VerbTool {
+    spec: ToolSpec,
+    safe_to_repeat: bool,
+    ends_turn: bool,
+    actor: Addr<VerbActor>,
+    /// The run the calls belong to; the call id is filled in per call.
+    context: VerbContext,
+}
+
+impl std::fmt::Debug for VerbTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbTool").finish_non_exhaustive()
+    }
+}
+
+impl VerbTool {
+    pub fn new(verb: &dyn Verb, actor: Addr<VerbActor>, context: VerbContext) -> VerbTool {
+        VerbTool {
+            spec: spec_of(verb),
+            safe_to_repeat: verb.safe_to_repeat(),
+            ends_turn: verb.ends_turn(),
+            actor,
+            context,
+        }
+    }
+}
+
+/// The spec the model is offered for a verb.
+pub fn spec_of(verb: &dyn Verb) -> ToolSpec {
+    ToolSpec {
+        name: verb.name().to_owned(),
+        description: verb.description().to_owned(),
+        parameters: verb.parameters(),
+    }
+}
+
+impl Tool for VerbTool {
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
+    }
+
+    fn safe_to_repeat(&self) -> bool {
+        self.safe_to_repeat
+    }
+
+    fn call<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, ToolOutput> {
+        let mut context = self.context.clone();
+        context.tool_call_id = call.id.clone();
+        let invoke = Invoke {
+            context,
+            arguments: call.arguments.clone(),
+        };
+        let ends_turn = self.ends_turn;
+        let name = self.spec.name.clone();
+        Box::pin(async move {
+            match self.actor.send(invoke).await {
+                Ok(mut output) => {
+                    output.ends_turn |= ends_turn;
+                    output
+                }
+                Err(error) => ToolOutput::error(format!("the {name} verb is not running: {error}")),
+            }
+        })
+    }
+}

@@ -1,0 +1,59 @@
+//! The verbs Seed ships, and the set a runtime offers.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+
+use crate::turn::tool_set;
+use crate::verb::{Availability, Verb, VerbActor, VerbContext, VerbTool};
+
+/// The registered verbs, each with its running actor.
+#[derive(Clone, Default)]
+pub struct VerbSet {
+    verbs: Vec<(Arc<dyn Verb>, Addr<VerbActor>)>,
+}
+
+impl std::fmt::Debug for VerbSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbSet").finish_non_exhaustive()
+    }
+}
+
+impl VerbSet {
+    /// Starts an actor for each verb. Call inside a running actix system.
+    pub fn start(verbs: Vec<Arc<dyn Verb>>) -> VerbSet {
+        VerbSet {
+            verbs: verbs
+                .into_iter()
+                .map(|verb| {
+                    let actor = VerbActor::new(Arc::clone(&verb)).start();
+                    (verb, actor)
+                })
+                .collect(),
+        }
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.verbs.iter().map(|(verb, _)| verb.name()).collect()
+    }
+
+    /// The verbs a run may call, as tools bound to the run.
+    pub fn tools(
+        &self,
+        context: VerbContext,
+        in_child: bool,
+        typed: bool,
+    ) -> seed_durable::ToolSet {
+        let tools = self
+            .verbs
+            .iter()
+            .filter(|(verb, _)| match verb.availability() {
+                Availability::Everywhere => true,
+                Availability::NotInChildren => !in_child,
+                Availability::TypedChildrenOnly => typed,
+            })
+            .map(|(verb, actor)| VerbTool::new(verb.as_ref(), actor.clone(), context.clone()))
+            .collect();
+        tool_set(tools)
+    }
+}

@@ -1,0 +1,80 @@
+//! The runtime end to end over a real SQLite file and the scripted model.
+
+mod common;
+
+use common::{Fixture, assert_log_agrees_with_store, echo_then_answer, log, session};
+use seed_events::RunStatus;
+
+#[actix::test]
+async fn a_message_gets_an_answer_its_verb_runs_and_the_log_agrees_with_the_store()
+-> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    let runtime = fixture.start(echo_then_answer(), "boot-1").await?;
+    let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
+    let run = runtime.wait_for_run(run_id).await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    assert_eq!(
+        run.result,
+        Some(serde_json::json!({ "answer": "answer: hello there" }))
+    );
+
+    let log = log(&fixture.store, session(0)).await?;
+    let kinds: Vec<(&str, Option<&str>)> = log
+        .iter()
+        .map(|event| {
+            (
+                event.kind.as_str(),
+                event.content.get("text").and_then(|t| t.as_str()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("message", Some("hello there")),
+            ("message", Some("")),
+            ("tool_call", None),
+            ("tool_result", None),
+            ("message", Some("answer: hello there")),
+        ]
+    );
+    assert_eq!(log[3].content["content"], "echo: hello there");
+    assert_log_agrees_with_store(&fixture.store, session(0)).await?;
+
+    // The fallback namer titled the session from its first message.
+    let row = fixture
+        .store
+        .get_session(session(0))
+        .await?
+        .expect("session");
+    assert_eq!(row.title, "hello there");
+    Ok(())
+}
+
+#[actix::test]
+async fn invalid_arguments_give_the_model_an_error_naming_the_field() -> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    let provider = seed_providers::ScriptedProvider::new(vec![
+        seed_providers::ScriptedStep::Respond(seed_providers::tool_response(
+            "",
+            vec![seed_providers::ToolCall {
+                id: "bad".to_owned(),
+                name: "echo".to_owned(),
+                arguments: serde_json::json!({ "txet": "typo" }),
+            }],
+        )),
+        seed_providers::ScriptedStep::Respond(seed_providers::text_response("sorry")),
+    ]);
+    let runtime = fixture.start(provider.clone(), "boot-1").await?;
+    let (_, run_id) = runtime.send_message(session(0), "say hi").await?;
+    runtime.wait_for_run(run_id).await?;
+    let log = log(&fixture.store, session(0)).await?;
+    let result = log
+        .iter()
+        .find(|event| event.kind == "tool_result")
+        .expect("a result");
+    assert_eq!(result.content["is_error"], true);
+    let text = result.content["content"].as_str().unwrap_or_default();
+    assert!(text.contains("text"), "the error names the field: {text}");
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! Memory files under `~/memory/`: write, append, read, list, delete, per account, and paths
+//! refused before anything is written.
+
+mod common;
+
+use common::{Fixture, account};
+use futures::executor::block_on;
+use seed_events::AccountId;
+use seed_store::{Error, MemoryFileRow};
+
+fn listed(fixture: &Fixture, account_id: AccountId) -> anyhow::Result<Vec<(String, u64, i64)>> {
+    Ok(block_on(fixture.store.list_memory(account_id))?
+        .into_iter()
+        .map(
+            |MemoryFileRow {
+                 path,
+                 size_bytes,
+                 updated_at_ms,
+             }| (path, size_bytes, updated_at_ms),
+        )
+        .collect())
+}
+
+#[test]
+fn memory_files_are_written_appended_read_listed_and_deleted() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let store = &fixture.store;
+    let other_account = AccountId::from_u128(0xb0b);
+    block_on(store.create_account(other_account, vec![9], 0))?;
+
+    block_on(store.write_memory(account(), "~/memory/notes.md", "first".to_owned(), 10))?;
+    block_on(store.write_memory(account(), "~/memory/notes.md", "second".to_owned(), 20))?;
+    assert_eq!(
+        block_on(store.read_memory(account(), "~/memory/notes.md"))?.as_deref(),
+        Some("second"),
+        "a write replaces"
+    );
+    block_on(store.append_memory(account(), "~/memory/notes.md", "\nmore".to_owned(), 30))?;
+    block_on(store.append_memory(account(), "~/memory/people/ada.md", "é".to_owned(), 40))?;
+    block_on(store.write_memory(account(), "~/memory/a.md", String::new(), 50))?;
+    block_on(store.write_memory(other_account, "~/memory/notes.md", "theirs".to_owned(), 60))?;
+    assert_eq!(
+        block_on(store.read_memory(account(), "~/memory/notes.md"))?.as_deref(),
+        Some("second\nmore")
+    );
+    assert_eq!(
+        block_on(store.read_memory(account(), "~/memory/people/ada.md"))?.as_deref(),
+        Some("é"),
+        "an append creates a missing file"
+    );
+    assert_eq!(
+        block_on(store.read_memory(account(), "~/memory/missing.md"))?,
+        None
+    );
+
+    // Sorted by path; sizes in bytes, not characters; each account sees its own.
+    assert_eq!(
+        listed(&fixture, account())?,
+        [
+            ("~/memory/a.md".to_owned(), 0, 50),
+            ("~/memory/notes.md".to_owned(), 11, 30),
+            ("~/memory/people/ada.md".to_owned(), 2, 40),
+        ]
+    );
+    assert_eq!(
+        listed(&fixture, other_account)?,
+        [("~/memory/notes.md".to_owned(), 6, 60)]
+    );
+
+    assert!(block_on(
+        store.delete_memory(account(), "~/memory/notes.md")
+    )?);
+    assert!(!block_on(
+        store.delete_memory(account(), "~/memory/notes.md")
+    )?);
+    assert_eq!(
+        block_on(store.read_memory(account(), "~/memory/notes.md"))?,
+        None
+    );
+    assert_eq!(
+        block_on(store.read_memory(other_account, "~/memory/notes.md"))?.as_deref(),
+        Some("theirs"),
+        "a delete is scoped to its account"
+    );
+    assert_eq!(listed(&fixture, account())?.len(), 2);
+    Ok(())
+}
+
+#[test]
+fn invalid_memory_paths_are_refused_and_write_nothing() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let store = &fixture.store;
+    block_on(store.write_memory(account(), "~/memory/kept.md", "kept".to_owned(), 1))?;
+    let too_long = format!("~/memory/{}", "x".repeat(512));
+    let invalid = [
+        "~/memory/../x",
+        "/etc/passwd",
+        "~/memory/",
+        "~/memory/a//b",
+        "~/memory/a/",
+        "~/memory/./a",
+        "~/memoryx/a",
+        "~/Memory/a",
+        too_long.as_str(),
+    ];
+    for path in invalid {
+        let is_invalid_path = |result: Result<(), Error>| match result {
+            Err(Error::InvalidPath {
+                path: refused,
+                reason,
+            }) => refused == path && !reason.is_empty(),
+            _ => false,
+        };
+        let write = block_on(store.write_memory(account(), path, "x".to_owned(), 2));
+        assert!(is_invalid_path(write), "write {path:?}");
+        let append = block_on(store.append_memory(account(), path, "x".to_owned(), 2));
+        assert!(is_invalid_path(append), "append {path:?}");
+        let delete = block_on(store.delete_memory(account(), path)).map(drop);
+        assert!(is_invalid_path(delete), "delete {path:?}");
+        let read = block_on(store.read_memory(account(), path)).map(drop);
+        assert!(is_invalid_path(read), "read {path:?}");
+    }
+    let message = block_on(store.write_memory(account(), "~/memory/../x", String::new(), 2))
+        .expect_err("a .. path was accepted")
+        .to_string();
+    assert_eq!(
+        message,
+        "invalid memory path \"~/memory/../x\": has a .. component"
+    );
+
+    // Nothing reached the table, and the writer never saw the refused calls.
+    assert_eq!(
+        listed(&fixture, account())?,
+        [("~/memory/kept.md".to_owned(), 4, 1)]
+    );
+    let n_rows: i64 = fixture
+        .raw()?
+        .query_row("SELECT COUNT(*) FROM memory_files", [], |row| row.get(0))?;
+    assert_eq!(n_rows, 1);
+    assert_eq!(
+        fixture
+            .store
+            .writer_stats()
+            .n_jobs_refused
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+
+    // The longest path allowed is 512 bytes.
+    let longest = format!("~/memory/{}", "x".repeat(512 - "~/memory/".len()));
+    block_on(store.write_memory(account(), &longest, "fits".to_owned(), 3))?;
+    assert_eq!(
+        block_on(store.read_memory(account(), &longest))?.as_deref(),
+        Some("fits")
+    );
+    Ok(())
+}

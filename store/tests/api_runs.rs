@@ -1,0 +1,314 @@
+//! The run APIs the actors drive: a user's message with its run in one transaction, the boot
+//! sweep's requeue, ending a run once, what waits in a session's queue, sessions with open runs.
+
+mod common;
+
+use common::Fixture;
+use futures::executor::block_on;
+use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, RunStatus, SessionId};
+use seed_store::{BatchMode, NewRun, Refusal, RunRow, Store};
+
+const MODES: [BatchMode; 2] = [BatchMode::Optimistic, BatchMode::Savepoint];
+
+fn user_message(text: &str) -> NewEvent {
+    NewEvent::message(
+        EventRole::User,
+        "user",
+        serde_json::json!({ "text": text }),
+        3,
+    )
+}
+
+fn run(idx: u128, session_id: SessionId, user_event_ids: &[i64]) -> NewRun {
+    NewRun {
+        id: RunId::from_u128(idx),
+        session_id,
+        queue: Queue::Interactive,
+        user_event_ids: user_event_ids.iter().copied().map(EventId).collect(),
+        parent_run_id: None,
+        typed: false,
+        created_at_ms: idx as i64,
+    }
+}
+
+/// Rows in the whole database, read behind the store's back: (log events, runs).
+fn n_rows(fixture: &Fixture) -> anyhow::Result<(i64, i64)> {
+    let raw = fixture.raw()?;
+    let n_events = raw.query_row("SELECT COUNT(*) FROM session_events", [], |row| row.get(0))?;
+    let n_runs = raw.query_row("SELECT COUNT(*) FROM runs", [], |row| row.get(0))?;
+    Ok((n_events, n_runs))
+}
+
+fn statuses(runs: &[RunRow]) -> Vec<(RunId, RunStatus)> {
+    runs.iter().map(|run| (run.id, run.status)).collect()
+}
+
+#[test]
+fn send_user_message_writes_the_event_and_its_run_in_one_transaction() -> anyhow::Result<()> {
+    for mode in MODES {
+        let fixture = Fixture::with(|config| config.batch_mode = mode)?;
+        let sessions = fixture.create_sessions(2)?;
+        let store = &fixture.store;
+        block_on(store.append_events(sessions[0], vec![user_message("earlier")]))?;
+
+        let (event, run) = block_on(store.send_user_message(
+            sessions[0],
+            user_message("hello"),
+            RunId::from_u128(10),
+            Queue::Interactive,
+            500,
+        ))?;
+        assert_eq!(event.seq, 2, "the next seq, as append_events assigns it");
+        assert_eq!(event.content, serde_json::json!({ "text": "hello" }));
+        assert_eq!(run.id, RunId::from_u128(10));
+        assert_eq!(run.session_id, sessions[0]);
+        assert_eq!(run.queue, Queue::Interactive);
+        assert_eq!(run.status, RunStatus::Queued);
+        assert_eq!(run.user_event_ids, [event.id], "the run names the event");
+        assert_eq!((run.created_at_ms, run.updated_at_ms), (500, 500));
+        assert_eq!(block_on(store.read_events(sessions[0], 2, 2, 10))?, [event]);
+        assert_eq!(block_on(store.list_session_runs(sessions[0]))?, [run]);
+        let session = block_on(store.get_session(sessions[0]))?.expect("session 0");
+        assert_eq!(session.updated_at_ms, 500);
+
+        // The run is refused (its id is taken) after the event went in: the event goes too.
+        let error = block_on(store.send_user_message(
+            sessions[0],
+            user_message("again"),
+            RunId::from_u128(10),
+            Queue::Interactive,
+            600,
+        ))
+        .expect_err("a duplicate run id was accepted");
+        assert!(
+            matches!(error.refusal(), Some(Refusal::Duplicate { .. })),
+            "{error:?}"
+        );
+        assert_eq!(block_on(store.last_seq(sessions[0]))?, 2);
+        assert_eq!(block_on(store.list_session_runs(sessions[0]))?.len(), 1);
+        let session = block_on(store.get_session(sessions[0]))?.expect("session 0");
+        assert_eq!(
+            session.updated_at_ms, 500,
+            "a refused call does not touch the session"
+        );
+        assert_eq!(n_rows(&fixture)?, (2, 1));
+
+        // A deleted session refuses both rows.
+        assert!(block_on(store.delete_session(sessions[1]))?);
+        let error = block_on(store.send_user_message(
+            sessions[1],
+            user_message("late"),
+            RunId::from_u128(11),
+            Queue::Interactive,
+            700,
+        ))
+        .expect_err("a message for a deleted session was accepted");
+        assert_eq!(error.refusal(), Some(&Refusal::SessionDeleted));
+        assert!(error.to_string().contains(&sessions[1].to_string()));
+        assert_eq!(block_on(store.get_run(RunId::from_u128(11)))?, None);
+        assert!(block_on(store.list_session_runs(sessions[1]))?.is_empty());
+        assert_eq!(n_rows(&fixture)?, (2, 1), "nothing half-written");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_refused_send_user_message_in_a_group_fails_alone() -> anyhow::Result<()> {
+    for mode in MODES {
+        let fixture = Fixture::with(|config| config.batch_mode = mode)?;
+        let sessions = fixture.create_sessions(2)?;
+        let store = &fixture.store;
+        block_on(store.send_user_message(
+            sessions[0],
+            user_message("first"),
+            RunId::from_u128(1),
+            Queue::Interactive,
+            10,
+        ))?;
+
+        let hold = store.hold_writer()?;
+        let outcomes = std::thread::scope(|scope| {
+            let send = |session_id: SessionId, run_idx: u128| {
+                scope.spawn(move || {
+                    block_on(store.send_user_message(
+                        session_id,
+                        user_message("grouped"),
+                        RunId::from_u128(run_idx),
+                        Queue::Interactive,
+                        20,
+                    ))
+                })
+            };
+            let handles = [
+                send(sessions[1], 2),
+                send(sessions[0], 1),
+                send(sessions[0], 3),
+            ];
+            while store.queued_writes() < 3 {
+                std::thread::yield_now();
+            }
+            drop(hold);
+            handles.map(|handle| handle.join().expect("sender panicked"))
+        });
+        let [first, duplicate, third] = outcomes;
+        assert_eq!(first?.0.seq, 1);
+        assert!(
+            duplicate.is_err(),
+            "a duplicate run id committed in a group"
+        );
+        let (event, run) = third?;
+        assert_eq!(event.seq, 2, "the refused job's event took no seq");
+        assert_eq!(run.user_event_ids, [event.id]);
+        assert_eq!(block_on(store.last_seq(sessions[0]))?, 2);
+        assert_eq!(n_rows(&fixture)?, (3, 3));
+    }
+    Ok(())
+}
+
+#[test]
+fn requeue_returns_running_runs_to_the_queue_and_leaves_the_others() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(3)?;
+    let store = &fixture.store;
+    for (idx, session_id) in sessions.iter().enumerate() {
+        block_on(store.enqueue_run(run(idx as u128 + 1, *session_id, &[])))?;
+    }
+    block_on(store.enqueue_run(run(4, sessions[0], &[])))?;
+    // Runs 1, 2 and 3 start; 4 waits behind 1. Then 2 succeeds and 3 parks.
+    for now_ms in 100..103 {
+        block_on(store.claim_next_run(Queue::Interactive, "boot-a", now_ms))?
+            .expect("a run to claim");
+    }
+    block_on(store.set_run_status(RunId::from_u128(2), RunStatus::Succeeded, None, 110))?;
+    block_on(store.set_run_status(RunId::from_u128(3), RunStatus::Parked, None, 111))?;
+
+    let requeued = block_on(store.requeue_running_runs(200))?;
+    assert_eq!(
+        statuses(&requeued),
+        [(RunId::from_u128(1), RunStatus::Queued)]
+    );
+    let requeued = &requeued[0];
+    assert_eq!(requeued.owner, None, "owner cleared");
+    assert_eq!(requeued.attempts, 1, "attempts kept");
+    assert_eq!(requeued.updated_at_ms, 200);
+    assert_eq!(
+        block_on(store.get_run(requeued.id))?.as_ref(),
+        Some(requeued)
+    );
+    assert!(block_on(store.list_running_runs())?.is_empty());
+    let after = |idx| block_on(store.get_run(RunId::from_u128(idx)));
+    assert_eq!(after(2)?.map(|run| run.status), Some(RunStatus::Succeeded));
+    assert_eq!(after(3)?.map(|run| run.status), Some(RunStatus::Parked));
+    assert_eq!(after(4)?.map(|run| run.updated_at_ms), Some(4), "untouched");
+
+    // Nothing left running: a second sweep finds nothing. The requeued run is claimed again.
+    assert!(block_on(store.requeue_running_runs(300))?.is_empty());
+    let claimed = block_on(store.claim_next_run(Queue::Interactive, "boot-b", 301))?
+        .expect("the requeued run");
+    assert_eq!((claimed.id, claimed.attempts), (RunId::from_u128(1), 2));
+    Ok(())
+}
+
+#[test]
+fn finish_run_refuses_to_change_a_terminal_run() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let [session_id] = fixture.create_sessions(1)?[..] else {
+        unreachable!()
+    };
+    let store = &fixture.store;
+    let run_id = RunId::from_u128(1);
+    block_on(store.enqueue_run(run(1, session_id, &[])))?;
+    block_on(store.claim_next_run(Queue::Interactive, "boot-a", 10))?.expect("run 1");
+
+    // An open run may move to another open state, and then end.
+    assert!(block_on(store.finish_run(
+        run_id,
+        RunStatus::Parked,
+        None,
+        20
+    ))?);
+    let result = serde_json::json!({ "answer": 42 });
+    assert!(block_on(store.finish_run(
+        run_id,
+        RunStatus::Succeeded,
+        Some(result.clone()),
+        30
+    ))?);
+    let ended = block_on(store.get_run(run_id))?.expect("run 1");
+    assert_eq!(
+        (ended.status, ended.result.as_ref(), ended.updated_at_ms),
+        (RunStatus::Succeeded, Some(&result), 30)
+    );
+
+    // A run that ended stays ended, whatever is asked, and nothing is written.
+    for status in RunStatus::ALL {
+        let other = Some(serde_json::json!("other"));
+        assert!(!block_on(store.finish_run(run_id, status, other, 40))?);
+    }
+    assert_eq!(block_on(store.get_run(run_id))?, Some(ended));
+    assert!(!block_on(store.finish_run(
+        RunId::from_u128(9),
+        RunStatus::Failed,
+        None,
+        50
+    ))?);
+
+    // set_run_status is unchanged: it still moves a terminal run.
+    assert!(block_on(store.set_run_status(
+        run_id,
+        RunStatus::Queued,
+        None,
+        60
+    ))?);
+    Ok(())
+}
+
+#[test]
+fn queued_event_ids_and_open_sessions_follow_run_states() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(4)?;
+    let store: &Store = &fixture.store;
+    block_on(store.enqueue_run(run(1, sessions[0], &[11])))?;
+    block_on(store.enqueue_run(run(2, sessions[0], &[21, 22])))?;
+    block_on(store.enqueue_run(run(3, sessions[0], &[31])))?;
+    block_on(store.enqueue_run(run(4, sessions[1], &[41])))?;
+    block_on(store.enqueue_run(run(5, sessions[2], &[51])))?;
+    block_on(store.enqueue_run(run(6, sessions[3], &[61])))?;
+    assert_eq!(
+        block_on(store.list_sessions_with_open_runs())?,
+        &sessions[..],
+        "every session waits, in the order of its oldest open run"
+    );
+
+    // Session 0: run 1 runs, run 3 is canceled; only run 2 still waits its turn.
+    let claimed = block_on(store.claim_next_run(Queue::Interactive, "boot-a", 100))?;
+    assert_eq!(claimed.map(|run| run.id), Some(RunId::from_u128(1)));
+    block_on(store.finish_run(RunId::from_u128(3), RunStatus::Canceled, None, 101))?;
+    assert_eq!(
+        block_on(store.queued_event_ids(sessions[0]))?,
+        [EventId(21), EventId(22)]
+    );
+    // Session 1: its run parks, so nothing is queued, but the session is still open.
+    block_on(store.finish_run(RunId::from_u128(4), RunStatus::Parked, None, 102))?;
+    assert!(block_on(store.queued_event_ids(sessions[1]))?.is_empty());
+    // Session 2: its run ends. Session 3: its run fails.
+    block_on(store.finish_run(RunId::from_u128(5), RunStatus::Succeeded, None, 103))?;
+    block_on(store.finish_run(RunId::from_u128(6), RunStatus::Failed, None, 104))?;
+    assert!(block_on(store.queued_event_ids(sessions[2]))?.is_empty());
+    assert!(block_on(store.queued_event_ids(SessionId::from_u128(77)))?.is_empty());
+
+    assert_eq!(
+        block_on(store.list_sessions_with_open_runs())?,
+        [sessions[0], sessions[1]]
+    );
+    // Running and parked both keep a session open; when everything ends, none is.
+    block_on(store.finish_run(RunId::from_u128(1), RunStatus::Succeeded, None, 110))?;
+    block_on(store.finish_run(RunId::from_u128(2), RunStatus::Succeeded, None, 111))?;
+    assert_eq!(
+        block_on(store.list_sessions_with_open_runs())?,
+        [sessions[1]]
+    );
+    block_on(store.finish_run(RunId::from_u128(4), RunStatus::Succeeded, None, 112))?;
+    assert!(block_on(store.list_sessions_with_open_runs())?.is_empty());
+    Ok(())
+}
