@@ -90,6 +90,9 @@ CREATE TABLE runs (
     typed           INTEGER NOT NULL DEFAULT 0 CHECK (typed IN (0, 1)),   -- a return_result child
     owner           TEXT,             -- the boot id of the process running it
     attempts        INTEGER NOT NULL DEFAULT 0,
+    -- how many later passes the run took (a child's result, an open plan): a pass is a turn of
+    -- its own, with its own request id
+    pass            INTEGER NOT NULL DEFAULT 0,
     result          TEXT,             -- JSON
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL

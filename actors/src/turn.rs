@@ -123,23 +123,106 @@ pub async fn execute_run(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result
 
 async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
     let now = (env.clock)();
-    if let Err(error) = env
-        .store
-        .finish_run(run.id, end.status, Some(end.result.clone()), now)
-        .await
-    {
-        tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
+    if end.status.is_terminal() {
+        if let Err(error) = env
+            .store
+            .finish_run(run.id, end.status, Some(end.result.clone()), now)
+            .await
+        {
+            tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
+        }
+        if run.parent_run_id.is_some() {
+            deliver_to_parent(env, run, &end).await;
+        }
+        env.publisher.publish(Notification::RunFinished {
+            session_id: run.session_id,
+            run_id: run.id,
+            status: end.status,
+        });
     }
-    env.publisher.publish(Notification::RunFinished {
-        session_id: run.session_id,
-        run_id: run.id,
-        status: end.status,
-    });
     env.publisher.publish(Notification::SessionChanged {
         session_id: run.session_id,
         reason: "run-finished",
     });
     end
+}
+
+/// A child's result goes to its parent's log as the result of the parent's delegate call, and
+/// the parent, once all its children have ended, takes its later pass.
+async fn deliver_to_parent(env: &RunEnv, child: &RunRow, end: &RunEnd) {
+    let Some(parent_run_id) = child.parent_run_id else {
+        return;
+    };
+    let store = &env.store;
+    let delegated_by = match store.read_events(child.session_id, 1, 1, 1).await {
+        Ok(events) => events.first().and_then(|event| {
+            event
+                .meta
+                .get(crate::verbs::delegate::DELEGATED_BY)
+                .cloned()
+        }),
+        Err(error) => {
+            tracing::warn!(run_id = %child.id, %error, "cannot read a child's task");
+            None
+        }
+    };
+    let Some(delegated_by) = delegated_by else {
+        tracing::warn!(run_id = %child.id, "a child run names no parent call");
+        return;
+    };
+    let parent_session: Option<SessionId> = delegated_by
+        .get("session_id")
+        .and_then(|id| id.as_str())
+        .and_then(|id| id.parse().ok());
+    let call_id = delegated_by
+        .get("tool_call_id")
+        .and_then(|id| id.as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let Some(parent_session) = parent_session else {
+        return;
+    };
+    let content = match (&end.status, &end.result) {
+        (RunStatus::Succeeded, result) => result
+            .get("returned")
+            .map(|value| value.to_string())
+            .or_else(|| {
+                result
+                    .get("answer")
+                    .and_then(|a| a.as_str())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| result.to_string()),
+        (status, result) => format!("the child run ended {status}: {result}"),
+    };
+    let now = (env.clock)();
+    let mut event = NewEvent {
+        kind: "tool_result".to_owned(),
+        role: Some(EventRole::Tool),
+        actor: Some("runtime".to_owned()),
+        content: serde_json::json!({
+            "tool_call_id": call_id,
+            "tool_name": "delegate",
+            "content": content,
+            "is_error": end.status != RunStatus::Succeeded,
+        }),
+        meta: serde_json::json!({ "child_session_id": child.session_id, "child_run_id": child.id }),
+        run_id: Some(parent_run_id),
+        pi_entry_id: None,
+        created_at_ms: now,
+    };
+    event.created_at_ms = now;
+    if let Err(error) = store.append_events(parent_session, vec![event]).await {
+        tracing::warn!(%parent_session, %error, "cannot deliver a child's result");
+        return;
+    }
+    if let Err(error) = store.resume_if_children_done(parent_run_id, now).await {
+        tracing::warn!(%parent_run_id, %error, "cannot resume a parent run");
+    }
+    env.publisher.publish(Notification::SessionChanged {
+        session_id: parent_session,
+        reason: "child-result",
+    });
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +242,10 @@ async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, Tu
         .get_session(session_id)
         .await?
         .ok_or(TurnError::SessionGone)?;
-    let request_id = run.id.to_string();
+    // Each pass of a run (a later pass for a child's result) is a turn of its own; a pass cut
+    // off by a crash comes back with the same id and is adopted.
+    let request_id = format!("{}#{}", run.id, run.pass);
+    let n_children_before = store.child_runs(run.id).await?.len();
     let context = VerbContext {
         store: store.clone(),
         account_id: session.account_id,
@@ -247,10 +333,37 @@ async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, Tu
             status: RunStatus::Succeeded,
             result: serde_json::json!({ "answer": message.text() }),
         },
-        TurnOutcome::Ended { reason } => RunEnd {
-            status: RunStatus::Succeeded,
-            result: serde_json::json!({ "ended": reason }),
-        },
+        TurnOutcome::Ended { reason } => {
+            if run.typed
+                && let Some(returned) = returned_result(
+                    &store
+                        .read_events(session_id, 1, i64::MAX, usize::MAX)
+                        .await?,
+                    run,
+                )
+            {
+                RunEnd {
+                    status: RunStatus::Succeeded,
+                    result: serde_json::json!({ "returned": returned }),
+                }
+            } else if store.child_runs(run.id).await?.len() > n_children_before {
+                // This pass delegated: park on the children, or take the next pass at once
+                // when they have already ended.
+                let parked = store.park_run(run.id, (env.clock)()).await?;
+                RunEnd {
+                    status: match parked {
+                        seed_store::ParkOutcome::Parked => RunStatus::Parked,
+                        seed_store::ParkOutcome::Resumed => RunStatus::Queued,
+                    },
+                    result: serde_json::json!({ "ended": reason }),
+                }
+            } else {
+                RunEnd {
+                    status: RunStatus::Succeeded,
+                    result: serde_json::json!({ "ended": reason }),
+                }
+            }
+        }
         TurnOutcome::Stopped { partial_text } => {
             // What streamed stays in the log as an assistant message; the next turn imports
             // it, so the model knows what it had said.
@@ -271,6 +384,24 @@ async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, Tu
             }
         }
         TurnOutcome::Failed { error, .. } => RunEnd::failed(error),
+    })
+}
+
+/// What a typed child returned: the newest `return_result` result of this run in the log.
+fn returned_result(log: &[seed_events::SessionEvent], run: &RunRow) -> Option<serde_json::Value> {
+    log.iter().rev().find_map(|event| {
+        let content = &event.content;
+        (event.kind == "tool_result"
+            && event.run_id == Some(run.id)
+            && content.get("tool_name").and_then(|n| n.as_str()) == Some("return_result"))
+        .then(|| {
+            let text = content
+                .get("content")
+                .and_then(|c| c.as_str())
+                .unwrap_or_default();
+            serde_json::from_str(text)
+                .unwrap_or_else(|_| serde_json::Value::String(text.to_owned()))
+        })
     })
 }
 

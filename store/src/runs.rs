@@ -32,6 +32,8 @@ pub struct RunRow {
     pub owner: Option<String>,
     /// How many times it was claimed.
     pub attempts: i64,
+    /// How many later passes it took: 0 for the first turn.
+    pub pass: i64,
     pub result: Option<serde_json::Value>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
@@ -58,7 +60,7 @@ pub(crate) fn insert_run(connection: &Connection, run: &NewRun) -> Result<()> {
 }
 
 const RUN_COLUMNS: &str = "id, session_id, queue, status, user_event_ids, parent_run_id, typed,
-     owner, attempts, result, created_at, updated_at";
+     owner, attempts, result, created_at, updated_at, pass";
 
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<RunRow>> {
     let id: String = row.get(0)?;
@@ -85,6 +87,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<RunRow>> {
             typed: row.get(6)?,
             owner: row.get(7)?,
             attempts: row.get(8)?,
+            pass: row.get(12)?,
             result: result
                 .map(|result| serde_json::from_str(&result))
                 .transpose()
@@ -316,4 +319,92 @@ pub(crate) fn send_user_message(
     let run = get_run(connection, run_id)?
         .ok_or_else(|| Error::corrupt("runs", "an inserted run is missing"))?;
     Ok((stored, run))
+}
+
+/// Inserts a delegated child: its session, the task as its first message, and its run, in one
+/// transaction. The message's meta names the parent's session, run and call.
+pub(crate) fn start_child(
+    connection: &Connection,
+    child: &crate::NewSession,
+    task: &NewEvent,
+    run: &NewRun,
+) -> Result<(SessionEvent, RunRow)> {
+    crate::sessions::insert_session(connection, child)?;
+    let stored = log::append_events(connection, child.id, std::slice::from_ref(task))?
+        .pop()
+        .ok_or_else(|| Error::corrupt("session_events", "an append stored no event"))?;
+    let run = NewRun {
+        user_event_ids: vec![stored.id],
+        ..run.clone()
+    };
+    insert_run(connection, &run)?;
+    let row = get_run(connection, run.id)?
+        .ok_or_else(|| Error::corrupt("runs", "an inserted run is missing"))?;
+    Ok((stored, row))
+}
+
+/// The runs a run started as children, oldest first.
+pub(crate) fn child_runs(connection: &Connection, parent_run_id: RunId) -> Result<Vec<RunRow>> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id = ?1 ORDER BY rowid"
+    ))?;
+    collect(statement.query_map(params![parent_run_id.to_string()], run_from_row)?)
+}
+
+/// Gives a run a later pass: back in the queue with its pass counted up. Only a run that is
+/// parked or still running (the pass is decided at its end) is resumed; returns whether it was.
+pub(crate) fn resume_run(connection: &Connection, run_id: RunId, now_ms: i64) -> Result<bool> {
+    let n_updated = connection
+        .prepare_cached(
+            "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2
+             WHERE id = ?1 AND status IN ('parked', 'running')",
+        )?
+        .execute(params![run_id.to_string(), now_ms])?;
+    Ok(n_updated == 1)
+}
+
+/// Where a run whose turn ended on a delegation goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParkOutcome {
+    /// A child is still running: the run waits for it.
+    Parked,
+    /// Every child had already ended: the run takes its later pass at once.
+    Resumed,
+}
+
+/// Parks a run on its children, or resumes it when they have all ended, in one transaction: a
+/// child that ends while its parent's turn is still closing is never missed.
+pub(crate) fn park_run(connection: &Connection, run_id: RunId, now_ms: i64) -> Result<ParkOutcome> {
+    let open_children: bool = connection
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ?1
+                            AND status NOT IN ('succeeded', 'failed', 'canceled'))",
+        )?
+        .query_row(params![run_id.to_string()], |row| row.get(0))?;
+    if open_children {
+        connection
+            .prepare_cached("UPDATE runs SET status = 'parked', updated_at = ?2 WHERE id = ?1")?
+            .execute(params![run_id.to_string(), now_ms])?;
+        Ok(ParkOutcome::Parked)
+    } else {
+        resume_run(connection, run_id, now_ms)?;
+        Ok(ParkOutcome::Resumed)
+    }
+}
+
+/// Resumes a parked run whose children have all ended; returns whether it did.
+pub(crate) fn resume_if_children_done(
+    connection: &Connection,
+    run_id: RunId,
+    now_ms: i64,
+) -> Result<bool> {
+    let n_updated = connection
+        .prepare_cached(
+            "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2
+             WHERE id = ?1 AND status = 'parked'
+               AND NOT EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ?1
+                               AND status NOT IN ('succeeded', 'failed', 'canceled'))",
+        )?
+        .execute(params![run_id.to_string(), now_ms])?;
+    Ok(n_updated == 1)
 }

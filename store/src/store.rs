@@ -12,7 +12,8 @@ use crate::writer::{Scope, Writer};
 use crate::{AccountRow, continuations, leases, log, memory, runs, sessions};
 use crate::{
     Config, ContinuationRow, LeaseOutcome, LeaseRow, MemoryFileRow, NewContinuation, NewRun,
-    NewSession, Result, RunRow, SessionFiles, SessionRow, TitleSource, WriterHold, WriterStats,
+    NewSession, ParkOutcome, Result, RunRow, SessionFiles, SessionRow, TitleSource, WriterHold,
+    WriterStats,
 };
 
 /// The agents database. Clones share one writer and one reader pool; the last clone dropped
@@ -343,6 +344,53 @@ impl Store {
     ) -> Result<(SessionEvent, RunRow)> {
         self.write(Some(session_id), move |connection| {
             runs::send_user_message(connection, session_id, &event, run_id, queue, now_ms)
+        })
+        .await
+    }
+
+    /// Starts a delegated child in one transaction: its session, the task as its first message,
+    /// and its run (`run.user_event_ids` is replaced by the message's id).
+    pub async fn start_child(
+        &self,
+        child: NewSession,
+        task: NewEvent,
+        run: NewRun,
+    ) -> Result<(SessionEvent, RunRow)> {
+        let scope = child.parent_session_id;
+        self.write(scope, move |connection| {
+            runs::start_child(connection, &child, &task, &run)
+        })
+        .await
+    }
+
+    /// The runs `parent_run_id` started as children, oldest first.
+    pub async fn child_runs(&self, parent_run_id: RunId) -> Result<Vec<RunRow>> {
+        self.read(move |connection| runs::child_runs(connection, parent_run_id))
+            .await
+    }
+
+    /// Parks a run whose turn ended on a delegation, or resumes it at once when its children
+    /// have all ended (one transaction, so a child that ends meanwhile is never missed).
+    pub async fn park_run(&self, run_id: RunId, now_ms: i64) -> Result<ParkOutcome> {
+        self.write(None, move |connection| {
+            runs::park_run(connection, run_id, now_ms)
+        })
+        .await
+    }
+
+    /// Resumes a parked run once its children have all ended; returns whether it did.
+    pub async fn resume_if_children_done(&self, run_id: RunId, now_ms: i64) -> Result<bool> {
+        self.write(None, move |connection| {
+            runs::resume_if_children_done(connection, run_id, now_ms)
+        })
+        .await
+    }
+
+    /// Gives a parked (or still running) run a later pass: queued again, its pass counted up.
+    /// Returns whether it was resumed.
+    pub async fn resume_run(&self, run_id: RunId, now_ms: i64) -> Result<bool> {
+        self.write(None, move |connection| {
+            runs::resume_run(connection, run_id, now_ms)
         })
         .await
     }

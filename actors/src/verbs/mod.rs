@@ -1,5 +1,7 @@
 //! The verbs Seed ships, and the set a runtime offers.
 
+pub mod delegate;
+
 use std::sync::Arc;
 
 use actix::prelude::*;

@@ -1,0 +1,199 @@
+//! `delegate` and `return_result`: a run hands a task to a child run in a child session and
+//! parks until the child's result arrives; a typed child ends with `return_result`.
+//!
+//! The parent's call is answered in the store with a placeholder saying the child is still
+//! running; the log keeps the call unanswered until the child's real result arrives, which the
+//! parent's next pass imports as an edit of the placeholder.
+
+use futures::future::BoxFuture;
+use seed_events::{EventRole, NewEvent, Queue, RunId, SessionId};
+use seed_store::{NewRun, NewSession, TitleSource};
+use serde::Deserialize;
+
+use crate::verb::{Availability, Verb, VerbContext, VerbOutput, parse_arguments};
+
+/// Children one run may start.
+pub const DELEGATION_BUDGET_PER_RUN: u32 = 4;
+
+/// Where a child's first message says its result goes.
+pub const DELEGATED_BY: &str = "delegated_by";
+
+#[derive(Debug)]
+pub struct Delegate;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DelegateArgs {
+    /// The task, for a colleague who has read nothing.
+    task: String,
+    /// A typed child ends with `return_result` instead of an answer.
+    #[serde(default)]
+    typed: bool,
+}
+
+impl Verb for Delegate {
+    fn name(&self) -> &'static str {
+        "delegate"
+    }
+
+    fn description(&self) -> &'static str {
+        "Hands a self-contained task to a child agent that works in its own session, and parks \
+         this run until the child is done. Write the task for a colleague who has read nothing \
+         of this conversation. The call is answered at once with a note that the child is \
+         still running; your turn then ends, and a later turn reads the child's real result \
+         in that call's place. Set typed to true when you need a structured result: the child \
+         then ends with return_result. A run may start at most 4 children."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "task": { "type": "string", "description": "The task, self-contained." },
+                "typed": { "type": "boolean", "description": "The child ends with return_result." }
+            },
+            "required": ["task"]
+        })
+    }
+
+    /// Starting a child twice would do the work twice.
+    fn safe_to_repeat(&self) -> bool {
+        false
+    }
+
+    fn ends_turn(&self) -> bool {
+        true
+    }
+
+    fn availability(&self) -> Availability {
+        Availability::NotInChildren
+    }
+
+    fn call(
+        &self,
+        context: VerbContext,
+        arguments: serde_json::Value,
+    ) -> BoxFuture<'static, VerbOutput> {
+        Box::pin(async move {
+            let args: DelegateArgs = match parse_arguments("delegate", arguments) {
+                Ok(args) => args,
+                Err(error) => return error,
+            };
+            if args.task.trim().is_empty() {
+                return VerbOutput::error("invalid arguments for delegate: task is empty");
+            }
+            match start_child(&context, &args).await {
+                Ok(child_session_id) => VerbOutput {
+                    content: format!(
+                        "delegated to session {child_session_id}; the child is still running"
+                    ),
+                    is_error: false,
+                    ends_turn: true,
+                    placeholder: true,
+                },
+                Err(error) => VerbOutput::error(error),
+            }
+        })
+    }
+}
+
+async fn start_child(context: &VerbContext, args: &DelegateArgs) -> Result<SessionId, String> {
+    let store = &context.store;
+    let children = store
+        .child_runs(context.run_id)
+        .await
+        .map_err(|error| error.to_string())?;
+    if children.len() >= DELEGATION_BUDGET_PER_RUN as usize {
+        return Err(format!(
+            "the delegation budget is spent: this run has started {} children",
+            children.len()
+        ));
+    }
+    let child_session_id = SessionId::new_v7();
+    let mut child = NewSession::new(child_session_id, context.account_id, context.now_ms);
+    child.parent_session_id = Some(context.session_id);
+    child.title = args.task.chars().take(60).collect();
+    child.title_source = TitleSource::Agent;
+    let mut task = NewEvent::message(
+        EventRole::User,
+        "trigger",
+        serde_json::json!({ "text": args.task }),
+        context.now_ms,
+    );
+    task.meta = serde_json::json!({
+        DELEGATED_BY: {
+            "session_id": context.session_id,
+            "run_id": context.run_id,
+            "tool_call_id": context.tool_call_id,
+        }
+    });
+    let run = NewRun {
+        id: RunId::new_v7(),
+        session_id: child_session_id,
+        queue: Queue::Background,
+        user_event_ids: Vec::new(),
+        parent_run_id: Some(context.run_id),
+        typed: args.typed,
+        created_at_ms: context.now_ms,
+    };
+    store
+        .start_child(child, task, run)
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(child_session_id)
+}
+
+#[derive(Debug)]
+pub struct ReturnResult;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReturnArgs {
+    result: serde_json::Value,
+}
+
+impl Verb for ReturnResult {
+    fn name(&self) -> &'static str {
+        "return_result"
+    }
+
+    fn description(&self) -> &'static str {
+        "Ends this delegated task with its result, which the parent agent reads in place of its \
+         delegate call. Call it once, when the task is done, with the result as the parent \
+         asked for it."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({
+            "type": "object",
+            "properties": { "result": { "description": "The task's result." } },
+            "required": ["result"]
+        })
+    }
+
+    fn safe_to_repeat(&self) -> bool {
+        true
+    }
+
+    fn ends_turn(&self) -> bool {
+        true
+    }
+
+    fn availability(&self) -> Availability {
+        Availability::TypedChildrenOnly
+    }
+
+    fn call(&self, _: VerbContext, arguments: serde_json::Value) -> BoxFuture<'static, VerbOutput> {
+        Box::pin(async move {
+            match parse_arguments::<ReturnArgs>("return_result", arguments) {
+                Ok(args) => VerbOutput {
+                    content: args.result.to_string(),
+                    is_error: false,
+                    ends_turn: true,
+                    placeholder: false,
+                },
+                Err(error) => error,
+            }
+        })
+    }
+}

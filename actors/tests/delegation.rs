@@ -1,0 +1,154 @@
+//! Delegation: the parent parks, the child runs and returns, the parent resumes and its model
+//! reads the real result where the placeholder was.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use common::{Fixture, assert_log_agrees_with_store, log, session};
+use seed_actors::verbs::delegate::{Delegate, ReturnResult};
+use seed_actors::{Runtime, RuntimeSettings};
+use seed_events::RunStatus;
+use seed_providers::{
+    Message, Request, ScriptedProvider, ScriptedStep, ToolCall, text_response, tool_response,
+};
+
+fn newest_input(request: &Request) -> String {
+    request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m.as_ref() {
+            Message::User(u)
+                if !u.text.starts_with("<space>")
+                    && !u.text.starts_with("<session_status")
+                    && !u.text.starts_with("<current_time")
+                    && !u.text.starts_with("<context_usage") =>
+            {
+                Some(u.text.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn delegate_result(request: &Request) -> Option<String> {
+    request.messages.iter().find_map(|m| match m.as_ref() {
+        Message::ToolResult(result) if result.tool_name == "delegate" => {
+            Some(result.content.clone())
+        }
+        _ => None,
+    })
+}
+
+/// The parent delegates, the child answers (typed children return), the parent reports.
+fn provider(typed: bool) -> ScriptedProvider {
+    ScriptedProvider::from_fn(move |request: &Request, _| {
+        let input = newest_input(request);
+        if input == "find the answer" {
+            return if typed
+                && !request
+                    .messages
+                    .iter()
+                    .any(|m| matches!(m.as_ref(), Message::Assistant(_)))
+            {
+                ScriptedStep::Respond(tool_response(
+                    "",
+                    vec![ToolCall {
+                        id: "ret".to_owned(),
+                        name: "return_result".to_owned(),
+                        arguments: serde_json::json!({ "result": { "answer": 42 } }),
+                    }],
+                ))
+            } else {
+                ScriptedStep::Respond(text_response("42"))
+            };
+        }
+        match delegate_result(request) {
+            Some(result) => ScriptedStep::Respond(text_response(&format!("parent: got {result}"))),
+            None => ScriptedStep::Respond(tool_response(
+                "",
+                vec![ToolCall {
+                    id: "d1".to_owned(),
+                    name: "delegate".to_owned(),
+                    arguments: serde_json::json!({ "task": "find the answer", "typed": typed }),
+                }],
+            )),
+        }
+    })
+}
+
+async fn start(fixture: &Fixture, provider: ScriptedProvider) -> anyhow::Result<Runtime> {
+    let clock = Arc::new(AtomicI64::new(1_800_000_000_000));
+    let (runtime, _) = Runtime::start(
+        fixture.store.clone(),
+        Arc::new(provider),
+        vec![Arc::new(Delegate), Arc::new(ReturnResult)],
+        RuntimeSettings::default(),
+        "boot-1".to_owned(),
+        Arc::new(move || clock.fetch_add(1, Ordering::SeqCst)),
+    )
+    .await?;
+    Ok(runtime)
+}
+
+#[actix::test]
+async fn the_parent_parks_the_child_returns_and_the_parent_reads_the_real_result()
+-> anyhow::Result<()> {
+    for typed in [false, true] {
+        let fixture = Fixture::new(1).await?;
+        let provider = provider(typed);
+        let runtime = start(&fixture, provider.clone()).await?;
+        let (_, run_id) = runtime.send_message(session(0), "research it").await?;
+        let run = runtime.wait_for_run(run_id).await?;
+        assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+        let expected = if typed {
+            r#"parent: got {"answer":42}"#
+        } else {
+            "parent: got 42"
+        };
+        assert_eq!(run.result, Some(serde_json::json!({ "answer": expected })));
+        assert_eq!(run.pass, 1, "one later pass, for the child's result");
+
+        // The later pass read the real result where the placeholder was, and the placeholder
+        // never reached the log.
+        let requests = provider.requests();
+        let first_parent = requests
+            .iter()
+            .find(|r| newest_input(r) == "research it")
+            .expect("the parent's first request");
+        assert_eq!(delegate_result(first_parent), None);
+        let last = requests.last().expect("requests");
+        let seen = delegate_result(last).expect("the delegate call's result in the last request");
+        assert!(!seen.contains("still running"), "{seen}");
+
+        let parent_log = log(&fixture.store, session(0)).await?;
+        let results: Vec<&serde_json::Value> = parent_log
+            .iter()
+            .filter(|e| e.kind == "tool_result")
+            .map(|e| &e.content)
+            .collect();
+        assert_eq!(
+            results.len(),
+            1,
+            "the log kept the call unanswered until the real result"
+        );
+        assert_eq!(results[0]["tool_call_id"], "d1");
+        assert!(
+            !results[0]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("still running")
+        );
+        assert_log_agrees_with_store(&fixture.store, session(0)).await?;
+
+        let children = fixture.store.list_child_sessions(session(0)).await?;
+        assert_eq!(children.len(), 1);
+        let child_runs = fixture.store.child_runs(run_id).await?;
+        assert_eq!(child_runs.len(), 1);
+        assert_eq!(child_runs[0].status, RunStatus::Succeeded);
+        assert_eq!(child_runs[0].typed, typed);
+    }
+    Ok(())
+}
