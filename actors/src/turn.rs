@@ -55,6 +55,8 @@ pub struct RuntimeSettings {
     pub background_runs_max: usize,
     /// Attempts before a run that keeps failing its session actor is failed for good.
     pub run_attempts_max: i64,
+    /// Later passes an open plan may give a run, beyond its first turn.
+    pub plan_passes_max: i64,
     /// How long a session actor stays in memory after its last run.
     pub session_idle: std::time::Duration,
     pub utc_offset_minutes: i32,
@@ -70,6 +72,7 @@ impl Default for RuntimeSettings {
             interactive_runs_max: 64,
             background_runs_max: 16,
             run_attempts_max: 3,
+            plan_passes_max: 2,
             session_idle: std::time::Duration::from_secs(30),
             utc_offset_minutes: 0,
         }
@@ -314,7 +317,7 @@ async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, Tu
         rebuild,
     );
 
-    let blocks = turn_blocks(env, &session, harness.state()).await?;
+    let blocks = turn_blocks(env, &session, harness.state(), n_children_before).await?;
     let sync_value = serde_json::to_value(&plan.sync).unwrap_or(serde_json::Value::Null);
     let turn = TurnRequest {
         request_id,
@@ -329,10 +332,20 @@ async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, Tu
     name_if_untitled(env, session_id, &log).await;
 
     Ok(match outcome? {
-        TurnOutcome::Answered { message, .. } => RunEnd {
-            status: RunStatus::Succeeded,
-            result: serde_json::json!({ "answer": message.text() }),
-        },
+        TurnOutcome::Answered { message, .. } => {
+            let result = serde_json::json!({ "answer": message.text() });
+            if plan_obligation(env, run).await? {
+                RunEnd {
+                    status: RunStatus::Queued,
+                    result,
+                }
+            } else {
+                RunEnd {
+                    status: RunStatus::Succeeded,
+                    result,
+                }
+            }
+        }
         TurnOutcome::Ended { reason } => {
             if run.typed
                 && let Some(returned) = returned_result(
@@ -387,6 +400,52 @@ async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, Tu
     })
 }
 
+/// An open plan with unfinished steps gives the run a later pass (at most `plan_passes_max`):
+/// a notice about the open steps goes to the log, and the run is queued again. Returns whether
+/// it was.
+async fn plan_obligation(env: &RunEnv, run: &RunRow) -> Result<bool, TurnError> {
+    if run.pass >= env.settings.plan_passes_max {
+        return Ok(false);
+    }
+    let Some(session) = env.store.get_session(run.session_id).await? else {
+        return Ok(false);
+    };
+    let open_steps: Vec<String> = session
+        .plan
+        .as_ref()
+        .and_then(|plan| plan.as_array())
+        .map(|steps| {
+            steps
+                .iter()
+                .filter(|step| !step.get("done").and_then(|d| d.as_bool()).unwrap_or(false))
+                .filter_map(|step| step.get("step").and_then(|s| s.as_str()).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if open_steps.is_empty() {
+        return Ok(false);
+    }
+    let now = (env.clock)();
+    let notice = NewEvent {
+        kind: "notice".to_owned(),
+        role: Some(EventRole::System),
+        actor: Some("system".to_owned()),
+        content: serde_json::json!({
+            "text": format!(
+                "The plan has {} unfinished step(s): {}. Continue with them, or update the plan.",
+                open_steps.len(),
+                open_steps.join("; ")
+            )
+        }),
+        meta: serde_json::json!({ "obligation": "plan" }),
+        run_id: Some(run.id),
+        pi_entry_id: None,
+        created_at_ms: now,
+    };
+    env.store.append_events(run.session_id, vec![notice]).await?;
+    Ok(env.store.resume_run(run.id, now).await?)
+}
+
 /// What a typed child returned: the newest `return_result` result of this run in the log.
 fn returned_result(log: &[seed_events::SessionEvent], run: &RunRow) -> Option<serde_json::Value> {
     log.iter().rev().find_map(|event| {
@@ -439,6 +498,7 @@ async fn turn_blocks(
     env: &RunEnv,
     session: &seed_store::SessionRow,
     state: &StoreState,
+    n_children: usize,
 ) -> Result<Vec<seed_providers::UserMessage>, TurnError> {
     let memory_index = env
         .store
@@ -465,7 +525,11 @@ async fn turn_blocks(
         .map(|(window, usage)| (usage.prompt_tokens(), window));
     let blocks = TurnBlocks {
         memory_index,
-        delegation: None,
+        // Shown once the run has started a child.
+        delegation: (n_children > 0).then(|| {
+            let used = u32::try_from(n_children).unwrap_or(u32::MAX);
+            (used, crate::verbs::delegate::DELEGATION_BUDGET_PER_RUN)
+        }),
         plan: session.plan.clone(),
         context,
         status: (session.title.clone(), session.description.clone()),
