@@ -35,6 +35,9 @@ pub enum Error {
     SessionNotFound(SessionId),
     #[error("the runtime is shutting down")]
     Closed,
+    /// The run no longer exists: its session was deleted.
+    #[error("run {0} is gone: its session was deleted")]
+    RunGone(RunId),
 }
 
 /// A running Seed: cheap to clone.
@@ -151,16 +154,17 @@ impl Runtime {
         Ok(deleted)
     }
 
-    /// Waits until the run is terminal and returns it.
+    /// Waits until the run is terminal and returns it; a run whose session was deleted is
+    /// [`Error::RunGone`].
     pub async fn wait_for_run(&self, run_id: RunId) -> Result<RunRow, Error> {
         // Subscribe first, then look: a run that ends in between is seen either way.
         let mut notifications: mpsc::UnboundedReceiver<Notification> =
             self.env.publisher.subscribe().await.ok_or(Error::Closed)?;
         loop {
-            if let Some(run) = self.env.store.get_run(run_id).await?
-                && run.status.is_terminal()
-            {
-                return Ok(run);
+            match self.env.store.get_run(run_id).await? {
+                Some(run) if run.status.is_terminal() => return Ok(run),
+                Some(_) => {}
+                None => return Err(Error::RunGone(run_id)),
             }
             loop {
                 match notifications.next().await {

@@ -52,7 +52,8 @@ impl Verb for Delegate {
                 "task": { "type": "string", "description": "The task, self-contained." },
                 "typed": { "type": "boolean", "description": "The child ends with return_result." }
             },
-            "required": ["task"]
+            "required": ["task"],
+            "additionalProperties": false
         })
     }
 
@@ -167,7 +168,8 @@ impl Verb for ReturnResult {
         serde_json::json!({
             "type": "object",
             "properties": { "result": { "description": "The task's result." } },
-            "required": ["result"]
+            "required": ["result"],
+            "additionalProperties": false
         })
     }
 

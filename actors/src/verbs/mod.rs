@@ -1,6 +1,10 @@
 //! The verbs Seed ships, and the set a runtime offers.
 
 pub mod delegate;
+pub mod memory;
+pub mod plan;
+pub mod read;
+pub mod status;
 
 use std::sync::Arc;
 
@@ -58,4 +62,16 @@ impl VerbSet {
             .collect();
         tool_set(tools)
     }
+}
+
+/// The verbs Seed ships: read, plan, status, memory, delegate and return_result.
+pub fn shipped() -> Vec<std::sync::Arc<dyn crate::verb::Verb>> {
+    vec![
+        Arc::new(read::Read),
+        Arc::new(plan::Plan),
+        Arc::new(status::Status),
+        Arc::new(memory::Memory),
+        Arc::new(delegate::Delegate),
+        Arc::new(delegate::ReturnResult),
+    ]
 }

@@ -1,0 +1,127 @@
+//! The `memory` verb: writes, appends to or deletes one of the account's memory files under
+//! `~/memory/` (read them with the `read` verb).
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::verb::{Verb, VerbContext, VerbOutput};
+use crate::verbs::read::parse_checked;
+
+/// Changes a memory file. Not safe to repeat: an append run twice appends twice.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Memory;
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Action {
+    Write,
+    Append,
+    Delete,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryArgs {
+    action: Action,
+    path: String,
+    content: Option<String>,
+}
+
+impl Verb for Memory {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn description(&self) -> &'static str {
+        "Changes your memory files: notes under ~/memory/ that outlast this session and that \
+         every session of yours can read (with the read verb). action \"write\" creates the file \
+         at path or replaces its whole content with content; \"append\" adds content to the end \
+         of the file exactly as given (add your own newline) and creates it if missing; \
+         \"delete\" removes the file (no content). path is ~/memory/ followed by plain names \
+         separated by / (no empty, . or .. parts), for example ~/memory/people/ana.md. Use it \
+         for what is worth knowing later — preferences, facts, decisions — not for the work of \
+         this session (use plan for that). Returns what was done, for example \"wrote \
+         ~/memory/notes.md (12 bytes)\"."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {
+                    "type": "string",
+                    "enum": ["write", "append", "delete"],
+                    "description": "write (replace the content), append, or delete"
+                },
+                "path": {
+                    "type": "string",
+                    "description": "The file, ~/memory/<name>[/<name>...]"
+                },
+                "content": {
+                    "type": "string",
+                    "description": "For write and append: the text to write or append"
+                }
+            },
+            "required": ["action", "path"],
+            "additionalProperties": false
+        })
+    }
+
+    fn safe_to_repeat(&self) -> bool {
+        false
+    }
+
+    fn call(&self, context: VerbContext, arguments: Value) -> BoxFuture<'static, VerbOutput> {
+        let parsed = parse_checked::<MemoryArgs>(self.name(), &self.parameters(), arguments);
+        Box::pin(async move {
+            match parsed {
+                Ok(args) => change(context, args).await,
+                Err(error) => error,
+            }
+        })
+    }
+}
+
+async fn change(context: VerbContext, args: MemoryArgs) -> VerbOutput {
+    let MemoryArgs {
+        action,
+        path,
+        content,
+    } = args;
+    let store = &context.store;
+    let result = match (action, content) {
+        (Action::Write | Action::Append, None) => {
+            return VerbOutput::error(
+                "invalid arguments for memory: content: required for write and append",
+            );
+        }
+        (Action::Delete, Some(_)) => {
+            return VerbOutput::error("invalid arguments for memory: content: not used by delete");
+        }
+        (Action::Write, Some(content)) => {
+            let n_bytes = content.len();
+            store
+                .write_memory(context.account_id, &path, content, context.now_ms)
+                .await
+                .map(|()| format!("wrote {path} ({n_bytes} bytes)"))
+        }
+        (Action::Append, Some(content)) => {
+            let n_bytes = content.len();
+            store
+                .append_memory(context.account_id, &path, content, context.now_ms)
+                .await
+                .map(|()| format!("appended {n_bytes} bytes to {path}"))
+        }
+        (Action::Delete, None) => match store.delete_memory(context.account_id, &path).await {
+            Ok(true) => Ok(format!("deleted {path}")),
+            Ok(false) => return VerbOutput::error(format!("no such file: {path}")),
+            Err(error) => Err(error),
+        },
+    };
+    match result {
+        Ok(done) => VerbOutput::ok(done),
+        Err(error @ seed_store::Error::InvalidPath { .. }) => VerbOutput::error(error.to_string()),
+        Err(error) => VerbOutput::error(format!("memory failed: {error}")),
+    }
+}
