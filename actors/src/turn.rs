@@ -442,7 +442,9 @@ async fn plan_obligation(env: &RunEnv, run: &RunRow) -> Result<bool, TurnError> 
         pi_entry_id: None,
         created_at_ms: now,
     };
-    env.store.append_events(run.session_id, vec![notice]).await?;
+    env.store
+        .append_events(run.session_id, vec![notice])
+        .await?;
     Ok(env.store.resume_run(run.id, now).await?)
 }
 

@@ -13,7 +13,9 @@ use seed_events::RunStatus;
 async fn a_verb_from_the_example_runs_and_its_result_reaches_the_log() -> anyhow::Result<()> {
     let fixture = Fixture::new(1).await?;
     let runtime = word_count::start_runtime(fixture.store.clone()).await?;
-    let (_, run_id) = runtime.send_message(session(0), "one two three four").await?;
+    let (_, run_id) = runtime
+        .send_message(session(0), "one two three four")
+        .await?;
     let run = runtime.wait_for_run(run_id).await?;
     assert_eq!(run.status, RunStatus::Succeeded);
     assert_eq!(run.result, Some(serde_json::json!({ "answer": "4 words" })));

@@ -51,7 +51,13 @@ async fn an_open_plan_gives_the_run_later_passes_with_a_notice() -> anyhow::Resu
             _ => None,
         })
         .collect();
-    assert!(users.iter().any(|t| t.contains("unfinished step")), "{users:?}");
-    assert!(users.iter().any(|t| t == "<background_work_update>"), "{users:?}");
+    assert!(
+        users.iter().any(|t| t.contains("unfinished step")),
+        "{users:?}"
+    );
+    assert!(
+        users.iter().any(|t| t == "<background_work_update>"),
+        "{users:?}"
+    );
     Ok(())
 }

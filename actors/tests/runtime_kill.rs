@@ -143,7 +143,10 @@ fn model(journal: Journal) -> ScriptedProvider {
             std::process::id(),
             seed_events::RunId::new_v7().0.simple()
         );
-        journal.line(&format!("req {session} {} {step} {nonce}", input.replace(' ', "_")));
+        journal.line(&format!(
+            "req {session} {} {step} {nonce}",
+            input.replace(' ', "_")
+        ));
         if step == 0 {
             ScriptedStep::Respond(tool_response(
                 "",
@@ -245,7 +248,13 @@ fn kill_child_entry() {
 fn spawn_child(db: &Path, journal: &Path, drain: bool) -> std::process::Child {
     let mut command = Command::new(std::env::current_exe().expect("the test binary"));
     command
-        .args(["--exact", "kill_child_entry", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            "kill_child_entry",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env("SEED_KILL_CHILD_DB", db)
         .env("SEED_KILL_CHILD_JOURNAL", journal)
         .stdout(Stdio::null())
@@ -317,7 +326,11 @@ async fn check(db: PathBuf, journal: PathBuf) {
         match words.as_slice() {
             ["exec", call] => *execs.entry((*call).to_owned()).or_default() += 1,
             ["req", session, input, step, nonce] => requests
-                .entry(((*session).to_owned(), (*input).to_owned(), (*step).to_owned()))
+                .entry((
+                    (*session).to_owned(),
+                    (*input).to_owned(),
+                    (*step).to_owned(),
+                ))
                 .or_default()
                 .push((*nonce).to_owned()),
             _ => panic!("a torn journal line: {line:?}"),
@@ -338,13 +351,17 @@ async fn check(db: PathBuf, journal: PathBuf) {
         common::assert_log_agrees_with_store(&store, session(idx))
             .await
             .expect("the log agrees with the store");
-        let state = common::store_state(&store, session(idx)).await.expect("store");
+        let state = common::store_state(&store, session(idx))
+            .await
+            .expect("store");
         for entry in &state.entries {
             if let EntryBody::Assistant { message, .. } = &entry.body {
                 for block in &message.content {
                     let nonce = match block {
                         AssistantBlock::Text { text } => text.rsplit(' ').next().map(str::to_owned),
-                        AssistantBlock::ToolCall(call) => call.id.split_once('-').map(|(_, n)| n.to_owned()),
+                        AssistantBlock::ToolCall(call) => {
+                            call.id.split_once('-').map(|(_, n)| n.to_owned())
+                        }
                         AssistantBlock::Thinking { .. } => None,
                     };
                     committed.extend(nonce);
@@ -352,7 +369,10 @@ async fn check(db: PathBuf, journal: PathBuf) {
             }
         }
     }
-    assert!(n_runs >= N_SESSIONS as usize, "only {n_runs} runs: the children made no progress");
+    assert!(
+        n_runs >= N_SESSIONS as usize,
+        "only {n_runs} runs: the children made no progress"
+    );
     for (key, nonces) in &requests {
         let committed_here: Vec<usize> = nonces
             .iter()
@@ -360,7 +380,10 @@ async fn check(db: PathBuf, journal: PathBuf) {
             .filter(|(_, nonce)| committed.contains(*nonce))
             .map(|(idx, _)| idx)
             .collect();
-        assert!(committed_here.len() <= 1, "{key:?}: two responses committed");
+        assert!(
+            committed_here.len() <= 1,
+            "{key:?}: two responses committed"
+        );
         if let Some(&idx) = committed_here.first() {
             assert_eq!(
                 idx,

@@ -176,3 +176,150 @@ pub async fn assert_log_agrees_with_store(
     }
     Ok(())
 }
+
+/// How long a test waits on an event before it calls the wait a hang and fails (a guard
+/// against a bug hanging the suite, never the way a result is awaited).
+pub const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `future`, or a failure naming `what` if it has not finished within [`HANG_GUARD`].
+pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    within_for(what, HANG_GUARD, future).await
+}
+
+/// `future`, or a failure naming `what` if it has not finished within `guard`.
+pub async fn within_for<T>(
+    what: &str,
+    guard: std::time::Duration,
+    future: impl std::future::Future<Output = T>,
+) -> T {
+    match actix::clock::timeout(guard, future).await {
+        Ok(value) => value,
+        Err(_) => panic!("{what} did not finish within {guard:?}"),
+    }
+}
+
+/// The clock the fixture's runtimes use: milliseconds, one more at every reading.
+pub fn test_clock() -> Arc<dyn Fn() -> i64 + Send + Sync> {
+    let clock = Arc::new(AtomicI64::new(1_800_000_000_000));
+    Arc::new(move || clock.fetch_add(1, Ordering::SeqCst))
+}
+
+/// Starts a runtime on `store` with any provider and verbs, returning the boot sweep's report.
+pub async fn start_runtime(
+    store: Store,
+    provider: Arc<dyn Provider>,
+    verbs: Vec<Arc<dyn Verb>>,
+    boot_id: &str,
+) -> anyhow::Result<(Runtime, seed_actors::BootReport)> {
+    Ok(Runtime::start(
+        store,
+        provider,
+        verbs,
+        RuntimeSettings::default(),
+        boot_id.to_owned(),
+        test_clock(),
+    )
+    .await?)
+}
+
+/// Opens a store at `path` with the fixture's account and `n_sessions` sessions.
+pub async fn open_store_with_sessions(
+    path: &std::path::Path,
+    n_sessions: u128,
+) -> anyhow::Result<Store> {
+    let store = Store::open(Config::new(path))?;
+    store.create_account(account(), vec![1], 0).await?;
+    for idx in 0..n_sessions {
+        store
+            .create_session(NewSession::new(session(idx), account(), 0))
+            .await?;
+    }
+    Ok(store)
+}
+
+/// Waits for the first text delta of `run_id` on a bus subscription.
+pub async fn first_text_delta(
+    bus: &mut futures::channel::mpsc::UnboundedReceiver<seed_actors::Notification>,
+    run_id: seed_events::RunId,
+) -> String {
+    use futures::StreamExt;
+    within("the first text delta", async {
+        loop {
+            match bus.next().await {
+                Some(seed_actors::Notification::TextDelta {
+                    run_id: of, text, ..
+                }) if of == run_id => return text,
+                Some(_) => {}
+                None => panic!("the bus closed before run {run_id} streamed any text"),
+            }
+        }
+    })
+    .await
+}
+
+/// Waits for `run_id`'s `RunFinished` on a bus subscription and returns its status.
+pub async fn run_finished(
+    bus: &mut futures::channel::mpsc::UnboundedReceiver<seed_actors::Notification>,
+    run_id: seed_events::RunId,
+) -> seed_events::RunStatus {
+    use futures::StreamExt;
+    within("the run's RunFinished notification", async {
+        loop {
+            match bus.next().await {
+                Some(seed_actors::Notification::RunFinished {
+                    run_id: of, status, ..
+                }) if of == run_id => return status,
+                Some(_) => {}
+                None => panic!("the bus closed before run {run_id} finished"),
+            }
+        }
+    })
+    .await
+}
+
+/// Whether a request message is one of the per-turn state blocks (`<space>`, `<current_time>`,
+/// ...), which are rendered into every request and never stored.
+pub fn is_block(message: &Message) -> bool {
+    matches!(message, Message::User(user) if user.text.starts_with('<'))
+}
+
+/// A request's conversation without the per-turn blocks.
+pub fn conversation(request: &Request) -> Vec<&Message> {
+    request
+        .messages
+        .iter()
+        .map(|message| message.as_ref())
+        .filter(|message| !is_block(message))
+        .collect()
+}
+
+/// The request's input: its newest user message that is not a block.
+pub fn input_of(request: &Request) -> Option<&str> {
+    conversation(request)
+        .into_iter()
+        .rev()
+        .find_map(|message| match message {
+            Message::User(user) => Some(user.text.as_str()),
+            _ => None,
+        })
+}
+
+/// A compact view of a conversation, one string per message: `user: ..`, `assistant: ..`
+/// (with `[call name]` per tool call), `result: ..`.
+pub fn summary(messages: &[&Message]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::User(user) => format!("user: {}", user.text),
+            Message::Assistant(assistant) => {
+                let calls: String = assistant
+                    .tool_calls()
+                    .iter()
+                    .map(|call| format!(" [call {}]", call.name))
+                    .collect();
+                format!("assistant: {}{calls}", assistant.text())
+            }
+            Message::ToolResult(result) => format!("result: {}", result.content),
+        })
+        .collect()
+}

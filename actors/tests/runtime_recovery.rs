@@ -1,0 +1,465 @@
+//! Crash recovery at the level of the actors, over a real SQLite file.
+//!
+//! A "process" is an actix system with its own `Store` and `Runtime`; a crash is that system
+//! going away in the middle of a turn (every task, actor and future of it dropped, nothing
+//! more committed), and a restart is a new system with a new `Runtime::start` on the same
+//! database file under a different boot id.
+//!
+//! - A call of a verb that is not safe to repeat, cut off by the crash: the boot sweep releases
+//!   the lease and requeues the run, the same run adopts its turn, the call is answered as
+//!   interrupted (the verb ran once in all) and the model reads that; the response committed
+//!   before the crash is not requested again.
+//! - A run whose answer was committed: queued again (by hand, or left `running` by a crash and
+//!   requeued by the boot sweep), it ends with the committed answer and asks the model nothing.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{
+    Fixture, assert_log_agrees_with_store, conversation, log, open_store_with_sessions, session,
+    start_runtime, summary, within,
+};
+use futures::channel::oneshot;
+use futures::future::BoxFuture;
+use seed_actors::{BootReport, Verb, VerbContext, VerbOutput};
+use seed_events::{RunId, RunStatus};
+use seed_providers::{
+    Message, Request, ScriptedProvider, ScriptedStep, ToolCall, text_response, tool_response,
+};
+use seed_store::{Config, Store};
+
+/// A verb that must not run twice. Its first call tells the test it started and then never
+/// returns (the crash cuts it off); later calls would return at once.
+struct Launch {
+    n_runs: Arc<AtomicUsize>,
+    started: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl Verb for Launch {
+    fn name(&self) -> &'static str {
+        "launch"
+    }
+    fn description(&self) -> &'static str {
+        "Launches the rocket. Not safe to repeat."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object", "properties": {}})
+    }
+    fn safe_to_repeat(&self) -> bool {
+        false
+    }
+    fn call(&self, _: VerbContext, _: serde_json::Value) -> BoxFuture<'static, VerbOutput> {
+        let n = self.n_runs.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == 1 {
+            let started = self
+                .started
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(started) = started {
+                let _ = started.send(());
+            }
+            Box::pin(futures::future::pending())
+        } else {
+            Box::pin(async { VerbOutput::ok("launched") })
+        }
+    }
+}
+
+const LAUNCH_CALL_ID: &str = "launch-1";
+
+fn launch_call() -> ToolCall {
+    ToolCall {
+        id: LAUNCH_CALL_ID.to_owned(),
+        name: "launch".to_owned(),
+        arguments: serde_json::json!({}),
+    }
+}
+
+/// Runs `body` as its own "process": a new actix system on a thread of its own, dropped (with
+/// everything it runs) when `body` returns.
+fn in_process<T: Send + 'static>(
+    body: impl FnOnce() -> BoxFuture<'static, anyhow::Result<T>> + Send + 'static,
+) -> anyhow::Result<T> {
+    std::thread::spawn(move || {
+        let system = actix::System::new();
+        let result = system.block_on(body());
+        // The process dies here: nothing of it runs again.
+        actix::System::current().stop();
+        drop(system);
+        result
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the process panicked"))?
+}
+
+#[test]
+fn a_crash_mid_call_of_an_unsafe_verb_is_recovered_without_running_it_again() -> anyhow::Result<()>
+{
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("seed.db");
+    let n_runs = Arc::new(AtomicUsize::new(0));
+
+    // The first process: the model calls `launch`; the call starts and the process dies.
+    let before = ScriptedProvider::new(vec![ScriptedStep::Respond(tool_response(
+        "",
+        vec![launch_call()],
+    ))]);
+    let run_id: RunId = in_process({
+        let (path, before, n_runs) = (path.clone(), before.clone(), Arc::clone(&n_runs));
+        move || {
+            Box::pin(async move {
+                let store = open_store_with_sessions(&path, 1).await?;
+                let (started, has_started) = oneshot::channel();
+                let launch = Launch {
+                    n_runs,
+                    started: Mutex::new(Some(started)),
+                };
+                let (runtime, report) =
+                    start_runtime(store, Arc::new(before), vec![Arc::new(launch)], "boot-1")
+                        .await?;
+                assert_eq!(
+                    report,
+                    BootReport {
+                        n_leases_released: 0,
+                        n_runs_requeued: 0
+                    }
+                );
+                let (_, run_id) = runtime
+                    .send_message(session(0), "launch the rocket")
+                    .await?;
+                within("the launch call", has_started).await?;
+                Ok(run_id)
+            })
+        }
+    })?;
+    assert_eq!(n_runs.load(Ordering::SeqCst), 1);
+    assert_eq!(before.n_requests(), 1);
+
+    // The second process, on the same file, with a different boot id.
+    let after = ScriptedProvider::from_fn(|request: &Request, _| {
+        let interrupted = request.messages.iter().any(|message| {
+            matches!(message.as_ref(), Message::ToolResult(result)
+                if result.content.starts_with("interrupted"))
+        });
+        ScriptedStep::Respond(text_response(if interrupted {
+            "The launch was cut off; I will check whether it happened."
+        } else {
+            "unexpected request"
+        }))
+    });
+    let system = actix::System::new();
+    system.block_on({
+        let (after, n_runs) = (after.clone(), Arc::clone(&n_runs));
+        async move {
+            let store = Store::open(Config::new(&path))?;
+            let launch = Launch {
+                n_runs,
+                started: Mutex::new(None),
+            };
+            let (runtime, report) = start_runtime(
+                store.clone(),
+                Arc::new(after),
+                vec![Arc::new(launch)],
+                "boot-2",
+            )
+            .await?;
+            assert_eq!(
+                report,
+                BootReport {
+                    n_leases_released: 1,
+                    n_runs_requeued: 1
+                },
+                "the boot sweep found the crashed run and its lease"
+            );
+            let run = within("the recovered run", runtime.wait_for_run(run_id)).await?;
+            assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+            assert_eq!(run.attempts, 2, "claimed once by each process");
+            assert_eq!(
+                run.result,
+                Some(serde_json::json!({
+                    "answer": "The launch was cut off; I will check whether it happened."
+                }))
+            );
+
+            let events = log(&store, session(0)).await?;
+            let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
+            assert_eq!(
+                kinds,
+                ["message", "message", "tool_call", "tool_result", "message"],
+                "{events:#?}"
+            );
+            let result = &events[3];
+            assert_eq!(result.content["tool_call_id"], LAUNCH_CALL_ID);
+            assert_eq!(result.content["is_error"], true);
+            assert!(
+                result.content["content"]
+                    .as_str()
+                    .is_some_and(|text| text.starts_with("interrupted")),
+                "{result:?}"
+            );
+            assert!(
+                events
+                    .iter()
+                    .all(|event| event.run_id.is_none_or(|id| id == run_id))
+            );
+            assert_log_agrees_with_store(&store, session(0)).await?;
+            anyhow::Ok(())
+        }
+    })?;
+    drop(system);
+
+    // The unsafe verb ran once in all: its cut-off call was answered, not repeated.
+    assert_eq!(n_runs.load(Ordering::SeqCst), 1, "launch ran exactly once");
+    // Each model step was requested once: step 0 before the crash, step 1 after it. The
+    // response committed before the crash was not requested again.
+    assert_eq!(before.n_requests(), 1);
+    let requests = after.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    assert_eq!(
+        summary(&conversation(&requests[0])),
+        [
+            "user: launch the rocket".to_owned(),
+            "assistant:  [call launch]".to_owned(),
+            format!(
+                "result: {}",
+                seed_durable::record::interrupted_result(LAUNCH_CALL_ID, "launch").content
+            ),
+        ]
+    );
+    let Message::Assistant(committed) = conversation(&requests[0])[1] else {
+        unreachable!("checked above")
+    };
+    assert_eq!(
+        committed,
+        &tool_response("", vec![launch_call()]),
+        "the committed response, exactly as the provider sent it"
+    );
+    Ok(())
+}
+
+#[actix::test]
+async fn a_requeued_run_that_was_already_answered_returns_its_answer_without_asking_again()
+-> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    let provider = ScriptedProvider::new(vec![ScriptedStep::Respond(text_response("forty-two"))]);
+    let runtime = fixture.start(provider.clone(), "boot-1").await?;
+    let (_, run_id) = runtime
+        .send_message(session(0), "what is the answer")
+        .await?;
+    let first = within("the run", runtime.wait_for_run(run_id)).await?;
+    assert_eq!(first.status, RunStatus::Succeeded, "{first:?}");
+    assert_eq!(provider.n_requests(), 1);
+    let events_before = log(&fixture.store, session(0)).await?;
+
+    // As if the run had not been closed after its answer's commit: queued again.
+    let now = 1_900_000_000_000;
+    assert!(
+        fixture
+            .store
+            .set_run_status(run_id, RunStatus::Queued, None, now)
+            .await?
+    );
+    runtime.wake();
+    let again = within("the requeued run", runtime.wait_for_run(run_id)).await?;
+    assert_eq!(again.status, RunStatus::Succeeded, "{again:?}");
+    assert_eq!(
+        again.result,
+        Some(serde_json::json!({ "answer": "forty-two" }))
+    );
+    assert_eq!(again.attempts, 2);
+    assert_eq!(
+        provider.n_requests(),
+        1,
+        "the committed answer was returned, the model not asked again"
+    );
+    let events_after = log(&fixture.store, session(0)).await?;
+    assert_eq!(events_after, events_before, "nothing new reached the log");
+    assert_log_agrees_with_store(&fixture.store, session(0)).await?;
+    Ok(())
+}
+
+#[test]
+fn a_crash_after_the_answer_was_committed_is_recovered_without_asking_again() -> anyhow::Result<()>
+{
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("seed.db");
+
+    // The first process answers, and dies after the answer's commit but before the run was
+    // closed: the run is left `running` under its boot id, and so is its lease.
+    let before = ScriptedProvider::new(vec![ScriptedStep::Respond(text_response("forty-two"))]);
+    let run_id: RunId = in_process({
+        let (path, before) = (path.clone(), before.clone());
+        move || {
+            Box::pin(async move {
+                let store = open_store_with_sessions(&path, 1).await?;
+                let (runtime, _) =
+                    start_runtime(store.clone(), Arc::new(before), Vec::new(), "boot-1").await?;
+                let (_, run_id) = runtime
+                    .send_message(session(0), "what is the answer")
+                    .await?;
+                let run = within("the run", runtime.wait_for_run(run_id)).await?;
+                assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+                let now = 1_900_000_000_000;
+                store
+                    .set_run_status(run_id, RunStatus::Running, None, now)
+                    .await?;
+                let lease = store
+                    .acquire_lease(session(0), "boot-1", Some(run_id), now)
+                    .await?;
+                assert!(matches!(lease, seed_store::LeaseOutcome::Acquired(_)));
+                Ok(run_id)
+            })
+        }
+    })?;
+    assert_eq!(before.n_requests(), 1);
+
+    let after = ScriptedProvider::new(Vec::new());
+    let system = actix::System::new();
+    system.block_on({
+        let after = after.clone();
+        async move {
+            let store = Store::open(Config::new(&path))?;
+            let events_before = log(&store, session(0)).await?;
+            let (runtime, report) =
+                start_runtime(store.clone(), Arc::new(after), Vec::new(), "boot-2").await?;
+            assert_eq!(
+                report,
+                BootReport {
+                    n_leases_released: 1,
+                    n_runs_requeued: 1
+                }
+            );
+            let run = within("the recovered run", runtime.wait_for_run(run_id)).await?;
+            assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+            assert_eq!(
+                run.result,
+                Some(serde_json::json!({ "answer": "forty-two" }))
+            );
+            assert_eq!(
+                log(&store, session(0)).await?,
+                events_before,
+                "nothing new reached the log"
+            );
+            assert_log_agrees_with_store(&store, session(0)).await?;
+            anyhow::Ok(())
+        }
+    })?;
+    drop(system);
+    assert_eq!(after.n_requests(), 0, "the model was not asked again");
+    Ok(())
+}
+
+/// The third case: the run that was cut off did not come back (it was failed across the
+/// restart), and a later run of the session finds its turn unsettled. It gives that turn up:
+/// the cut-off call gets the runtime's "interrupted by a service restart" result in the log,
+/// the context is rebuilt from the log, and the unsafe verb is not run again.
+#[test]
+fn a_later_run_gives_up_a_turn_a_crashed_run_left_unsettled() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("seed.db");
+    let n_runs = Arc::new(AtomicUsize::new(0));
+
+    let before = ScriptedProvider::new(vec![ScriptedStep::Respond(tool_response(
+        "",
+        vec![launch_call()],
+    ))]);
+    let crashed_run: RunId = in_process({
+        let (path, before, n_runs) = (path.clone(), before.clone(), Arc::clone(&n_runs));
+        move || {
+            Box::pin(async move {
+                let store = open_store_with_sessions(&path, 1).await?;
+                let (started, has_started) = oneshot::channel();
+                let launch = Launch {
+                    n_runs,
+                    started: Mutex::new(Some(started)),
+                };
+                let (runtime, _) =
+                    start_runtime(store, Arc::new(before), vec![Arc::new(launch)], "boot-1")
+                        .await?;
+                let (_, run_id) = runtime
+                    .send_message(session(0), "launch the rocket")
+                    .await?;
+                within("the launch call", has_started).await?;
+                Ok(run_id)
+            })
+        }
+    })?;
+
+    let after = ScriptedProvider::new(vec![ScriptedStep::Respond(text_response(
+        "The launch was cut off by a restart; shall I check on it?",
+    ))]);
+    let system = actix::System::new();
+    system.block_on({
+        let (after, n_runs) = (after.clone(), Arc::clone(&n_runs));
+        async move {
+            let store = Store::open(Config::new(&path))?;
+            // The crashed run is not coming back.
+            assert!(
+                store
+                    .set_run_status(crashed_run, RunStatus::Failed, None, 1_900_000_000_000)
+                    .await?
+            );
+            let launch = Launch {
+                n_runs,
+                started: Mutex::new(None),
+            };
+            let (runtime, report) = start_runtime(
+                store.clone(),
+                Arc::new(after),
+                vec![Arc::new(launch)],
+                "boot-2",
+            )
+            .await?;
+            assert_eq!(
+                report,
+                BootReport {
+                    n_leases_released: 1,
+                    n_runs_requeued: 0
+                }
+            );
+            let (_, run_id) = runtime.send_message(session(0), "did it launch?").await?;
+            let run = within("the later run", runtime.wait_for_run(run_id)).await?;
+            assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+            assert_eq!(
+                store.get_run(crashed_run).await?.map(|run| run.status),
+                Some(RunStatus::Failed)
+            );
+
+            let events = log(&store, session(0)).await?;
+            let results: Vec<_> = events
+                .iter()
+                .filter(|event| event.kind == "tool_result")
+                .collect();
+            assert_eq!(results.len(), 1, "{events:#?}");
+            assert_eq!(results[0].content["tool_call_id"], LAUNCH_CALL_ID);
+            assert_eq!(
+                results[0].content["content"],
+                seed_durable::record::restart_result(LAUNCH_CALL_ID, "launch").content
+            );
+            assert_log_agrees_with_store(&store, session(0)).await?;
+            anyhow::Ok(())
+        }
+    })?;
+    drop(system);
+
+    assert_eq!(n_runs.load(Ordering::SeqCst), 1, "launch ran exactly once");
+    let requests = after.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    assert_eq!(
+        summary(&conversation(&requests[0])),
+        [
+            "user: launch the rocket".to_owned(),
+            "assistant:  [call launch]".to_owned(),
+            format!(
+                "result: {}",
+                seed_durable::record::restart_result(LAUNCH_CALL_ID, "launch").content
+            ),
+            "user: did it launch?".to_owned(),
+        ],
+        "a context rebuilt from the log"
+    );
+    Ok(())
+}
