@@ -145,7 +145,19 @@ impl Runtime {
     /// Deletes the session and everything it owns. A turn running under it is stopped; its
     /// next commit is refused, which ends it with an error.
     pub async fn delete_session(&self, session_id: SessionId) -> Result<bool, Error> {
+        let account_id = self
+            .env
+            .store
+            .get_session(session_id)
+            .await?
+            .map(|session| session.account_id);
         let deleted = self.env.store.delete_session(session_id).await?;
+        if let Some(account_id) = account_id.filter(|_| deleted) {
+            self.env.publisher.publish(Notification::AccountChanged {
+                account_id,
+                reason: "session-deleted",
+            });
+        }
         self.stop_session(session_id).await;
         self.env.publisher.publish(Notification::SessionChanged {
             session_id,

@@ -128,15 +128,38 @@ impl Handler<StartRun> for SessionActor {
                 Ok(Ok(RunEnd { .. })) => false,
                 Ok(Err(NotNow::LeaseHeld)) => true,
                 Err(_) => {
-                    tracing::error!(run_id = %run.id, "a run panicked");
+                    tracing::error!(run_id = %run.id, attempts = run.attempts, "a run panicked");
                     let give_up = run.attempts >= env.settings.run_attempts_max;
-                    let status = if give_up { RunStatus::Failed } else { RunStatus::Queued };
-                    let store = env.store.clone();
-                    let now = (env.clock)();
-                    actix::spawn(async move {
-                        let result = serde_json::json!({ "error": "the session failed while running this turn" });
-                        let _ = store.set_run_status(run.id, status, Some(result), now).await;
-                    });
+                    if give_up {
+                        // It kept failing: it ends here, failed, and waiters hear of it.
+                        let publisher = env.publisher.clone();
+                        let store = env.store.clone();
+                        let now = (env.clock)();
+                        actix::spawn(async move {
+                            let result = serde_json::json!({
+                                "error": "the session failed while running this turn, every attempt"
+                            });
+                            if let Err(error) =
+                                store.finish_run(run.id, RunStatus::Failed, Some(result), now).await
+                            {
+                                tracing::error!(run_id = %run.id, %error, "cannot fail a run");
+                            }
+                            let _ = store.release_lease(run.session_id, &env.boot_id).await;
+                            publisher.publish(crate::bus::Notification::RunFinished {
+                                session_id: run.session_id,
+                                run_id: run.id,
+                                status: RunStatus::Failed,
+                            });
+                        });
+                    } else {
+                        // Its lease goes too, so the next attempt can take it.
+                        let store = env.store.clone();
+                        let boot_id = env.boot_id.clone();
+                        let session_id = run.session_id;
+                        actix::spawn(async move {
+                            let _ = store.release_lease(session_id, &boot_id).await;
+                        });
+                    }
                     !give_up
                 }
             };

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use seed_durable::{Tool, ToolOutput};
 use seed_events::{AccountId, RunId, SessionId};
@@ -119,7 +120,23 @@ impl Handler<Invoke> for VerbActor {
     type Result = ResponseFuture<VerbOutput>;
 
     fn handle(&mut self, invoke: Invoke, _: &mut Context<Self>) -> Self::Result {
-        self.verb.call(invoke.context, invoke.arguments)
+        // A verb with a bug fails its call, not its actor: the model reads an error result and
+        // the verb keeps serving other calls.
+        let name = self.verb.name();
+        let failed = move || VerbOutput::error(format!("the {name} verb failed on this call"));
+        let verb = Arc::clone(&self.verb);
+        let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            verb.call(invoke.context, invoke.arguments)
+        }));
+        match call {
+            Ok(future) => Box::pin(async move {
+                std::panic::AssertUnwindSafe(future)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|_| failed())
+            }),
+            Err(_) => Box::pin(async move { failed() }),
+        }
     }
 }
 

@@ -2,4 +2,5 @@
 
 pub mod bench;
 pub mod projections_bench;
+pub mod runtime_bench;
 pub mod turn_loop;

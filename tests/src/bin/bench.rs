@@ -10,8 +10,9 @@
 //!
 //! Suites: `store` (commits through the store's writer, and the ceiling of group commit),
 //! `harness` (steps of a scripted turn loop through the durable harness, in memory and over
-//! the store) and `projections` (assembling a request and importing pending events, pure and in
-//! memory). `SEED_BENCH_VERBOSE=1` prints what each measurement saw.
+//! the store), `projections` (assembling a request and importing pending events, pure and in
+//! memory) and `runtime` (the agent loop through the whole runtime). `SEED_BENCH_VERBOSE=1`
+//! prints what each measurement saw.
 //!
 //! The `projections` suite touches no disk, so it has no SQLite floor: for it the `floor`
 //! column is the smallest case and the ratio is growth against it, not against SQLite. The
@@ -25,6 +26,20 @@
 //! reset` (the whole history is the context) shows the contrast. `projections import 1000`
 //! times `plan_import` of 1,000 pending events (user messages, notices, assistant text) on top
 //! of a 10,000-event history (µs per import); its floor is itself, ratio 1.
+//!
+//! The `runtime` suite drives the agent-loop workload of `seed_tests::runtime_bench` (a turn is
+//! a user message, a response with two tool calls, two tool results and an answer: five steps,
+//! each committed before the next; the model and the verb answer at once) through
+//! `Runtime::send_message` and `wait_for_run`, on a fresh database per round. `runtime 1
+//! session`, `runtime 100 sessions` and `runtime 1000 sessions` are steps/s with that many
+//! sessions looping concurrently, against the raw floor (`floor normal`) of the same run. The
+//! memory rows are resident memory (VmRSS) per session, in KiB: `runtime idle 100000
+//! sessions` grown by storing 100,000 sessions with a message each and starting a runtime over
+//! them, `runtime active 1000 sessions` grown while 1,000 sessions each have a turn in flight.
+//! They have no floor to divide by, so their `floor` is their own value and the ratio is 1;
+//! the table rounds to whole KiB, and the precise figures go to stderr. `runtime boot sweep
+//! 10000` times the boot sweep over 10,000 runs a dead boot left `running` with their leases
+//! held, in ms; its floor is the budget, 2,000 ms, so the ratio is the part of it used.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -41,17 +56,22 @@ use seed_projections::import::{ImportMode, RunView, plan_import};
 use seed_store::{BatchMode, Config, NewSession, Store, Synchronous, floor};
 use seed_tests::bench::{Row, write_report};
 use seed_tests::projections_bench;
+use seed_tests::runtime_bench;
 use seed_tests::turn_loop::{self, CommitStats, TURNS_PER_SESSION, TimedFs};
 
-const SUITES: [&str; 3] = ["store", "harness", "projections"];
+const SUITES: [&str; 4] = ["store", "harness", "projections", "runtime"];
 
 fn main() -> anyhow::Result<()> {
     let suite = std::env::args().nth(1).unwrap_or_default();
     let filter = std::env::args().nth(2).unwrap_or_default();
+    if suite == MEMORY_CHILD {
+        return memory_child(&filter);
+    }
     let rows = match suite.as_str() {
         "store" => store_suite(&filter)?,
         "harness" => harness_suite(&filter)?,
         "projections" => projections_suite(&filter)?,
+        "runtime" => runtime_suite(&filter)?,
         _ => bail!("usage: bench SUITE, where SUITE is one of {SUITES:?}"),
     };
     let path = write_report(&suite, &rows)?;
@@ -228,6 +248,147 @@ fn harness_sqlite_rate(config: &Config, n_sessions: usize) -> anyhow::Result<f64
     Ok(per_second(n_steps, elapsed))
 }
 
+/// The steps rows of the `runtime` suite: concurrent sessions, and the turns each one takes
+/// (a lane moves to a fresh session every `runtime_bench::TURNS_PER_SESSION` turns), so that
+/// one measurement takes a second or a few. At 1,000 sessions a single turn each takes about
+/// 20 s today (every notification goes to every `wait_for_run`), so that row takes one turn
+/// and one round; give it more turns once it is fast.
+const RUNTIME_STEPS_CASES: [(&str, usize, usize); 3] = [
+    ("runtime 1 session", 1, 300),
+    ("runtime 100 sessions", 100, 8),
+    ("runtime 1000 sessions", 1000, 1),
+];
+
+/// Rounds of each `runtime` measurement (each on a fresh database): this many, or as many as
+/// have started within [`RUNTIME_ROUND_BUDGET`], at least one.
+const RUNTIME_ROUNDS: usize = 3;
+const RUNTIME_ROUND_BUDGET: Duration = Duration::from_secs(15);
+
+/// The agent-loop workload through the whole runtime (`seed_tests::runtime_bench`); see the
+/// module docs.
+fn runtime_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
+    let scratch = scratch_dir()?;
+    let n_normal = 20_000;
+    let normal = config(&scratch, Synchronous::Normal, BatchMode::Optimistic);
+    let verbose = std::env::var_os("SEED_BENCH_VERBOSE").is_some();
+
+    let mut rows = Vec::new();
+    let floor_normal = best_of_n(RUNTIME_ROUNDS, || floor_rate(&normal, n_normal))?;
+    rows.push(Row::floor("floor normal", floor_normal));
+    for (name, n_sessions, turns) in RUNTIME_STEPS_CASES {
+        if !selected(name, filter) {
+            continue;
+        }
+        let rate = best_within(RUNTIME_ROUNDS, RUNTIME_ROUND_BUDGET, || {
+            remove_database(&normal.path)?;
+            let measured = runtime_bench::steps_rate(&normal, n_sessions, turns)?;
+            if verbose {
+                eprintln!(
+                    "{name}: {} steps in {:?}, {} jobs in {} commits ({:.1} per commit, \
+                     {:.2} commits per step)",
+                    measured.n_steps,
+                    measured.elapsed,
+                    measured.n_jobs,
+                    measured.n_commits,
+                    measured.n_jobs as f64 / measured.n_commits.max(1) as f64,
+                    measured.n_commits as f64 / measured.n_steps.max(1) as f64,
+                );
+                let cpu: Vec<String> = measured
+                    .thread_cpu
+                    .iter()
+                    .filter(|(_, cpu)| !cpu.is_zero())
+                    .map(|(name, cpu)| format!("{name} {:.2} s", cpu.as_secs_f64()))
+                    .collect();
+                eprintln!("{name}: CPU by thread: {}", cpu.join(", "));
+            }
+            Ok(measured.rate())
+        })?;
+        rows.push(Row::ratio(name, rate, "steps/s", floor_normal));
+    }
+
+    // Memory: one measurement each, in a process of its own (see `memory_child`); the
+    // figure's own value is its floor.
+    for name in [IDLE_MEMORY_ROW, ACTIVE_MEMORY_ROW] {
+        if !selected(name, filter) {
+            continue;
+        }
+        let measured = memory_in_child(name)?;
+        eprintln!(
+            "{name}: VmRSS {} KiB -> {} KiB over {} sessions ({} with an actor, after {:?}): \
+             {:.3} KiB/session",
+            measured.before_kib,
+            measured.after_kib,
+            measured.n_sessions,
+            measured.n_active,
+            measured.ramp,
+            measured.kib_per_session(),
+        );
+        let kib = measured.kib_per_session();
+        rows.push(Row {
+            ratio: 1.0,
+            ..Row::ratio(name, kib, "KiB/session", kib)
+        });
+    }
+
+    // The boot sweep, against its budget of 2 s: the ratio is the part of it used.
+    let name = "runtime boot sweep 10000";
+    if selected(name, filter) {
+        let mut fastest = f64::INFINITY;
+        for _ in 0..RUNTIME_ROUNDS {
+            remove_database(&normal.path)?;
+            let measured = runtime_bench::boot_sweep_time(&normal, 10_000)?;
+            let millis = measured.elapsed.as_secs_f64() * 1e3;
+            if verbose {
+                eprintln!("{name}: {:?} in {millis:.1} ms", measured.report);
+            }
+            fastest = fastest.min(millis);
+        }
+        rows.push(Row::ratio(name, fastest, "ms", 2000.0));
+    }
+    Ok(rows)
+}
+
+const IDLE_MEMORY_ROW: &str = "runtime idle 100000 sessions";
+const ACTIVE_MEMORY_ROW: &str = "runtime active 1000 sessions";
+
+/// The hidden suite a memory row runs in: `bench MEMORY_CHILD ROW` measures ROW and prints
+/// the measurement as JSON.
+const MEMORY_CHILD: &str = "runtime-memory-child";
+
+/// Runs the memory row `name` in a fresh process of this binary: resident memory is only
+/// meaningful in a process that has measured nothing before (the allocator keeps what earlier
+/// measurements freed, and would hand it out again unseen).
+fn memory_in_child(name: &str) -> anyhow::Result<runtime_bench::MemoryMeasurement> {
+    let exe = std::env::current_exe().context("finding the bench binary")?;
+    let output = std::process::Command::new(&exe)
+        .args([MEMORY_CHILD, name])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {} {MEMORY_CHILD}", exe.display()))?;
+    if !output.status.success() {
+        bail!("measuring {name} failed: {}", output.status);
+    }
+    serde_json::from_slice(&output.stdout)
+        .with_context(|| format!("reading the measurement of {name}"))
+}
+
+/// The child's side of [`memory_in_child`].
+fn memory_child(name: &str) -> anyhow::Result<()> {
+    let scratch = scratch_dir()?;
+    let mut config = config(&scratch, Synchronous::Normal, BatchMode::Optimistic);
+    // A database of its own, so a child never races the parent's files.
+    config.path = scratch.join("runtime-memory.db");
+    remove_database(&config.path)?;
+    let measured = match name {
+        IDLE_MEMORY_ROW => runtime_bench::idle_memory(&config, 100_000)?,
+        ACTIVE_MEMORY_ROW => runtime_bench::active_memory(&config, 1000)?,
+        _ => bail!("no memory row {name:?}"),
+    };
+    remove_database(&config.path)?;
+    println!("{}", serde_json::to_string(&measured)?);
+    Ok(())
+}
+
 /// How long each timed loop of the `projections` suite runs; the fastest of [`ROUNDS`] loops
 /// counts.
 const PROJECTION_LOOP: Duration = Duration::from_millis(200);
@@ -359,9 +520,33 @@ fn selected(name: &str, filter: &str) -> bool {
     }
 }
 
-fn best_of(mut measure: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
+fn best_of(measure: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
+    best_of_n(ROUNDS, measure)
+}
+
+/// The best of `rounds` measurements, or of those that started within `budget`.
+fn best_within(
+    rounds: usize,
+    budget: Duration,
+    mut measure: impl FnMut() -> anyhow::Result<f64>,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut best = measure()?;
+    for _ in 1..rounds {
+        if started.elapsed() >= budget {
+            break;
+        }
+        best = best.max(measure()?);
+    }
+    Ok(best)
+}
+
+fn best_of_n(
+    rounds: usize,
+    mut measure: impl FnMut() -> anyhow::Result<f64>,
+) -> anyhow::Result<f64> {
     let mut best = 0.0_f64;
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         best = best.max(measure()?);
     }
     Ok(best)

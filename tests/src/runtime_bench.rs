@@ -1,0 +1,639 @@
+//! The agent-loop workload the `runtime` bench suite drives through the whole runtime (actors,
+//! queue, store), so its figures compare with other agent runtimes.
+//!
+//! A turn is a user message (~100 bytes), a model response with two tool calls (~70 bytes of
+//! JSON arguments each), two tool results (~200 bytes each) and a final answer (~500 bytes): five
+//! records, each a step, each committed before the next is produced. The model
+//! ([`provider`]) and the verb ([`Lookup`]) answer at once.
+//!
+//! What is measured (the rows are named in `src/bin/bench.rs`):
+//! - [`steps_rate`]: sessions each looping `send_message` → `wait_for_run`, all concurrently;
+//!   steps/s = 5 × turns answered / the time from the first message to the last answer.
+//! - [`idle_memory`]: resident memory (VmRSS) grown by storing idle sessions (the session and
+//!   one user message each, no runs) and starting a runtime over them, per session.
+//! - [`active_memory`]: resident memory grown while sessions each have a turn in flight (the
+//!   model streams a few words and then hangs), per session.
+//! - [`boot_sweep_time`]: the boot sweep over runs another boot left `running`, leases held.
+//!
+//! The memory figures are conservative: the growth includes what the process keeps after the
+//! setup (SQLite's page caches warming up, the allocator's high-water mark), spread over the
+//! sessions, so the cost of a session is at most the figure.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use seed_actors::{Runtime, RuntimeSettings, Verb, VerbContext, VerbOutput};
+use seed_durable::{DurableFs, FileName};
+use seed_events::{AccountId, EventRole, NewEvent, Queue, RunId, RunStatus, SessionId};
+use seed_providers::{
+    Message, Provider, Request, ScriptedProvider, ScriptedStep, ToolCall, text_response,
+    tool_response,
+};
+use seed_store::{Config, LeaseOutcome, NewSession, Store};
+
+/// Records of a turn: the input, the response with two calls, two results, the answer.
+pub const STEPS_PER_TURN: usize = 5;
+
+/// Turns a session takes before its lane moves on to a fresh one, so that contexts stay
+/// realistic and bounded (each run reads its session's whole log and store).
+pub const TURNS_PER_SESSION: usize = 20;
+
+/// Store writes in flight at once while a benchmark's data is written.
+const SETUP_CONCURRENCY: usize = 512;
+
+/// The longest a wait for the runtime may take before the bench calls it a hang.
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// What [`Lookup`] returns: about 200 bytes.
+pub const TOOL_RESULT: &str = "# notes/project.md\n\n- Seed is a durable agent runtime over \
+    SQLite.\n- Every step is committed before the next one starts.\n- Open question: how often \
+    to compact long contexts; see the design notes.\n";
+
+/// A verb that answers at once with [`TOOL_RESULT`]; safe to repeat.
+#[derive(Debug)]
+pub struct Lookup;
+
+impl Verb for Lookup {
+    fn name(&self) -> &'static str {
+        "lookup"
+    }
+
+    fn description(&self) -> &'static str {
+        "Looks a section of a note up and returns it."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "section": {"type": "string"}},
+            "required": ["path"],
+        })
+    }
+
+    fn safe_to_repeat(&self) -> bool {
+        true
+    }
+
+    fn call(&self, _: VerbContext, _: serde_json::Value) -> BoxFuture<'static, VerbOutput> {
+        Box::pin(futures::future::ready(VerbOutput::ok(TOOL_RESULT)))
+    }
+}
+
+/// The arguments of a turn's `k`-th call: about 70 bytes of JSON.
+pub fn call_arguments(k: usize) -> serde_json::Value {
+    serde_json::json!({
+        "path": format!("notes/project-seed/plan-{k}.md"),
+        "section": "open questions",
+    })
+}
+
+/// The final answer: 500 bytes of plain sentences.
+pub fn answer_text() -> String {
+    let sentence = "The plan holds: every step is committed before the next, the runtime \
+        groups the commits of many sessions, and nothing is lost in a crash. ";
+    let mut answer = sentence.repeat(500_usize.div_ceil(sentence.len()));
+    answer.truncate(499);
+    answer.push('.');
+    answer
+}
+
+/// The user message of turn `n`: about 100 bytes.
+pub fn user_message(n: usize) -> String {
+    format!(
+        "Turn {n:05}: please look up the open questions in both plan notes and sum them up in a few lines."
+    )
+}
+
+/// The model's answer to `request`: a turn's first request (its newest message is not a tool
+/// result) gets two calls of `lookup`, the second one the answer. Call ids are unique within
+/// the session: two per answered turn, numbered by the responses before them.
+pub fn respond(request: &Request) -> ScriptedStep {
+    let after_results = matches!(
+        request.messages.last().map(|message| message.as_ref()),
+        Some(Message::ToolResult(_))
+    );
+    if after_results {
+        return ScriptedStep::Respond(text_response(&answer_text()));
+    }
+    let n_responses = request
+        .messages
+        .iter()
+        .filter(|message| matches!(message.as_ref(), Message::Assistant(_)))
+        .count();
+    let calls = (0..2)
+        .map(|k| ToolCall {
+            id: format!("call-{n_responses}-{k}"),
+            name: "lookup".to_owned(),
+            arguments: call_arguments(k),
+        })
+        .collect();
+    ScriptedStep::Respond(tool_response("", calls))
+}
+
+/// The model of the workload, keeping no copy of the requests.
+pub fn provider() -> ScriptedProvider {
+    ScriptedProvider::from_fn(|request, _| respond(request)).without_recording()
+}
+
+/// What the model of [`active_memory`] streams before it hangs.
+const HANGING_TEXT: &str = "Let me think about that for a moment";
+
+/// The account every benchmark session belongs to.
+fn account() -> AccountId {
+    AccountId::from_u128(1)
+}
+
+fn session(idx: usize) -> SessionId {
+    SessionId::from_u128(idx as u128 + 1)
+}
+
+/// Milliseconds, one more at every reading, as the actor tests' clock.
+fn clock() -> Arc<dyn Fn() -> i64 + Send + Sync> {
+    let now = Arc::new(AtomicI64::new(1_800_000_000_000));
+    Arc::new(move || now.fetch_add(1, Ordering::Relaxed))
+}
+
+fn settings(n_sessions: usize) -> RuntimeSettings {
+    RuntimeSettings {
+        interactive_runs_max: n_sessions.max(1024),
+        ..RuntimeSettings::default()
+    }
+}
+
+async fn start_runtime(
+    store: &Store,
+    provider: Arc<dyn Provider>,
+    n_sessions: usize,
+    boot_id: &str,
+) -> anyhow::Result<Runtime> {
+    let (runtime, _) = Runtime::start(
+        store.clone(),
+        provider,
+        vec![Arc::new(Lookup)],
+        settings(n_sessions),
+        boot_id.to_owned(),
+        clock(),
+    )
+    .await?;
+    Ok(runtime)
+}
+
+/// Opens a fresh store at `config.path` (the caller removed any old one) with the account and
+/// `n_sessions` sessions; with `message`, each session's log gets one user message.
+async fn store_with_sessions(
+    config: &Config,
+    n_sessions: usize,
+    message: bool,
+) -> anyhow::Result<Store> {
+    let store = Store::open(config.clone())?;
+    store.create_account(account(), vec![0], 0).await?;
+    let mut writes = futures::stream::iter(0..n_sessions)
+        .map(|idx| {
+            let store = store.clone();
+            async move {
+                store
+                    .create_session(NewSession::new(session(idx), account(), 0))
+                    .await?;
+                if message {
+                    let event = NewEvent::message(
+                        EventRole::User,
+                        "user",
+                        serde_json::json!({ "text": user_message(idx) }),
+                        0,
+                    );
+                    store.append_events(session(idx), vec![event]).await?;
+                }
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(SETUP_CONCURRENCY);
+    while let Some(written) = writes.next().await {
+        written?;
+    }
+    drop(writes);
+    Ok(store)
+}
+
+/// CPU time (user and system) of each thread of this process, by thread name, summed over
+/// threads of the same name; from `/proc/self/task/*/stat`, in clock ticks of 10 ms.
+pub fn thread_cpu() -> anyhow::Result<std::collections::BTreeMap<String, Duration>> {
+    let mut cpu = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir("/proc/self/task").context("listing /proc/self/task")? {
+        let stat = match std::fs::read_to_string(task?.path().join("stat")) {
+            Ok(stat) => stat,
+            // The thread ended meanwhile.
+            Err(_) => continue,
+        };
+        // `pid (comm) state ppid ...`: utime and stime are the 14th and 15th fields.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_owned();
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks: u64 = fields
+            .get(11..13)
+            .into_iter()
+            .flatten()
+            .filter_map(|field| field.parse::<u64>().ok())
+            .sum();
+        *cpu.entry(name).or_insert(Duration::ZERO) += Duration::from_millis(ticks * 10);
+    }
+    Ok(cpu)
+}
+
+/// What one run of [`steps_rate`] saw.
+#[derive(Debug, Clone)]
+pub struct StepsMeasurement {
+    pub n_steps: usize,
+    pub elapsed: Duration,
+    /// Commits and jobs of the store's writer during the timed part.
+    pub n_commits: u64,
+    pub n_jobs: u64,
+    /// CPU time of each thread (by name) during the timed part.
+    pub thread_cpu: Vec<(String, Duration)>,
+}
+
+impl StepsMeasurement {
+    pub fn rate(&self) -> f64 {
+        self.n_steps as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// `n_lanes` lanes run `turns_per_lane` turns each, all concurrently, in a fresh store at
+/// `config.path` (the caller removed any old one). A lane takes [`TURNS_PER_SESSION`] turns in a
+/// session, then goes on in a fresh one (created beforehand). Every run must succeed.
+pub fn steps_rate(
+    config: &Config,
+    n_lanes: usize,
+    turns_per_lane: usize,
+) -> anyhow::Result<StepsMeasurement> {
+    let sessions_per_lane = turns_per_lane.div_ceil(TURNS_PER_SESSION).max(1);
+    actix::System::new().block_on(async {
+        let store = store_with_sessions(config, n_lanes * sessions_per_lane, false).await?;
+        let runtime = start_runtime(&store, Arc::new(provider()), n_lanes, "bench").await?;
+        let stats = store.writer_stats();
+        let commits_before = stats.n_commits.load(Ordering::Relaxed);
+        let jobs_before = stats.n_jobs_committed.load(Ordering::Relaxed);
+        let cpu_before = thread_cpu()?;
+        let started = Instant::now();
+        let lanes = (0..n_lanes).map(|lane| {
+            let runtime = runtime.clone();
+            async move {
+                for turn in 0..turns_per_lane {
+                    let session_id = session(lane * sessions_per_lane + turn / TURNS_PER_SESSION);
+                    let (_, run_id) = runtime
+                        .send_message(session_id, &user_message(turn))
+                        .await?;
+                    let run = runtime.wait_for_run(run_id).await?;
+                    if run.status != RunStatus::Succeeded {
+                        bail!("run {run_id} of session {session_id} ended {run:?}");
+                    }
+                }
+                anyhow::Ok(turns_per_lane)
+            }
+        });
+        let lanes = futures::future::join_all(lanes);
+        let outcomes = actix::clock::timeout(HANG_GUARD, lanes)
+            .await
+            .map_err(|_| anyhow::anyhow!("{n_lanes} lanes did not finish within {HANG_GUARD:?}"))?;
+        let elapsed = started.elapsed();
+        let thread_cpu = thread_cpu()?
+            .into_iter()
+            .map(|(name, after)| {
+                let before = cpu_before.get(&name).copied().unwrap_or_default();
+                (name, after.saturating_sub(before))
+            })
+            .collect();
+        let n_commits = stats.n_commits.load(Ordering::Relaxed) - commits_before;
+        let n_jobs = stats.n_jobs_committed.load(Ordering::Relaxed) - jobs_before;
+        let mut n_turns = 0;
+        for outcome in outcomes {
+            n_turns += outcome?;
+        }
+        // Every step landed: the sessions' stores hold the five records of each turn (besides
+        // the reset and the system entry each session starts with).
+        let mut n_records = 0;
+        for idx in 0..n_lanes * sessions_per_lane {
+            let entries = store
+                .session_files(session(idx))
+                .read(FileName::Entries)
+                .await?;
+            for line in entries {
+                let entry: serde_json::Value = serde_json::from_str(&line)?;
+                if let Some("pi.user" | "pi.assistant" | "pi.tool-result") =
+                    entry.get("type").and_then(|kind| kind.as_str())
+                {
+                    n_records += 1;
+                }
+            }
+        }
+        if n_records != STEPS_PER_TURN * n_turns {
+            bail!("{n_turns} turns answered and {n_records} records stored");
+        }
+        Ok(StepsMeasurement {
+            n_steps: STEPS_PER_TURN * n_turns,
+            elapsed,
+            n_commits,
+            n_jobs,
+            thread_cpu,
+        })
+    })
+}
+
+/// Resident memory of this process, in KiB (`VmRSS` of `/proc/self/status`).
+pub fn rss_kib() -> anyhow::Result<u64> {
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let line = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .context("no VmRSS in /proc/self/status")?;
+    let kib = line.trim().trim_end_matches("kB").trim();
+    kib.parse()
+        .with_context(|| format!("VmRSS of {line:?} is no number"))
+}
+
+/// Resident memory before and after, in KiB, over `n_sessions` sessions.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct MemoryMeasurement {
+    pub n_sessions: usize,
+    pub before_kib: u64,
+    pub after_kib: u64,
+    /// The sessions with an actor in memory when `after_kib` was read.
+    pub n_active: usize,
+    /// From the first message sent to the last turn reaching the model (active sessions), or
+    /// the runtime's start (idle ones).
+    pub ramp: Duration,
+}
+
+impl MemoryMeasurement {
+    pub fn kib_per_session(&self) -> f64 {
+        self.after_kib.saturating_sub(self.before_kib) as f64 / self.n_sessions.max(1) as f64
+    }
+}
+
+/// Resident memory grown by storing `n_sessions` idle sessions (a session row and one user
+/// message each; no runs) in a fresh store at `config.path` and starting a runtime over them.
+/// `before` is read with the store open and empty.
+pub fn idle_memory(config: &Config, n_sessions: usize) -> anyhow::Result<MemoryMeasurement> {
+    actix::System::new().block_on(async {
+        let before_kib = rss_kib()?;
+        let store = store_with_sessions(config, n_sessions, true).await?;
+        let started = Instant::now();
+        let runtime = start_runtime(&store, Arc::new(provider()), n_sessions, "bench").await?;
+        let ramp = started.elapsed();
+        // Let the queue's first look for runs (there are none) finish.
+        actix::clock::sleep(Duration::from_millis(200)).await;
+        let after_kib = rss_kib()?;
+        Ok(MemoryMeasurement {
+            n_sessions,
+            before_kib,
+            after_kib,
+            n_active: runtime.n_active_sessions(),
+            ramp,
+        })
+    })
+}
+
+/// Resident memory grown while `n_sessions` sessions each have a turn in flight: the model
+/// streams a few words and hangs. `before` is read with the sessions stored and the runtime
+/// started; `after` once every session has an actor and every turn has reached the model.
+/// The turns are then stopped, and must end `canceled`.
+pub fn active_memory(config: &Config, n_sessions: usize) -> anyhow::Result<MemoryMeasurement> {
+    actix::System::new().block_on(async {
+        let store = store_with_sessions(config, n_sessions, false).await?;
+        let model = ScriptedProvider::from_fn(|_, _| ScriptedStep::Hang {
+            text: HANGING_TEXT.to_owned(),
+        })
+        .without_recording();
+        let runtime = start_runtime(&store, Arc::new(model.clone()), n_sessions, "bench").await?;
+        actix::clock::sleep(Duration::from_millis(100)).await;
+        let before_kib = rss_kib()?;
+
+        let started = Instant::now();
+        let sends = (0..n_sessions).map(|idx| {
+            let runtime = runtime.clone();
+            async move {
+                let (_, run_id) = runtime
+                    .send_message(session(idx), &user_message(idx))
+                    .await?;
+                anyhow::Ok(run_id)
+            }
+        });
+        let run_ids = futures::future::join_all(sends)
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<Vec<RunId>>>()?;
+        while runtime.n_active_sessions() < n_sessions || model.n_requests() < n_sessions {
+            if started.elapsed() > HANG_GUARD {
+                bail!(
+                    "after {HANG_GUARD:?}, {} of {n_sessions} sessions are active and {} turns \
+                     reached the model",
+                    runtime.n_active_sessions(),
+                    model.n_requests()
+                );
+            }
+            actix::clock::sleep(Duration::from_millis(1)).await;
+        }
+        let ramp = started.elapsed();
+        // Let the streamed text settle (its `pi.live` writes and notifications).
+        actix::clock::sleep(Duration::from_millis(200)).await;
+        let after_kib = rss_kib()?;
+        let n_active = runtime.n_active_sessions();
+
+        for idx in 0..n_sessions {
+            if !runtime.stop_session(session(idx)).await {
+                bail!("session {} had no turn in flight to stop", session(idx));
+            }
+        }
+        let waits = run_ids.iter().map(|&run_id| runtime.wait_for_run(run_id));
+        let runs = actix::clock::timeout(HANG_GUARD, futures::future::join_all(waits))
+            .await
+            .map_err(|_| anyhow::anyhow!("the stopped runs did not end within {HANG_GUARD:?}"))?;
+        for run in runs {
+            let run = run?;
+            if run.status != RunStatus::Canceled {
+                bail!("a stopped run ended {run:?}");
+            }
+        }
+        Ok(MemoryMeasurement {
+            n_sessions,
+            before_kib,
+            after_kib,
+            n_active,
+            ramp,
+        })
+    })
+}
+
+/// What one boot sweep did and how long it took.
+#[derive(Debug, Clone)]
+pub struct SweepMeasurement {
+    pub elapsed: Duration,
+    pub report: seed_actors::BootReport,
+}
+
+/// Leaves `n_runs` runs `running`, each in a session of its own whose lease is held by
+/// "dead-boot", in a fresh store at `config.path` (the caller removed any old one), then times
+/// the boot sweep of "new-boot" over them. Every run must be requeued and every lease released.
+pub fn boot_sweep_time(config: &Config, n_runs: usize) -> anyhow::Result<SweepMeasurement> {
+    futures::executor::block_on(async {
+        let store = store_with_sessions(config, n_runs, false).await?;
+        let now = 1_800_000_000_000;
+        let mut sends = futures::stream::iter(0..n_runs)
+            .map(|idx| {
+                let store = store.clone();
+                async move {
+                    let event = NewEvent::message(
+                        EventRole::User,
+                        "user",
+                        serde_json::json!({ "text": user_message(idx) }),
+                        now,
+                    );
+                    store
+                        .send_user_message(
+                            session(idx),
+                            event,
+                            RunId::new_v7(),
+                            Queue::Interactive,
+                            now,
+                        )
+                        .await
+                }
+            })
+            .buffer_unordered(SETUP_CONCURRENCY);
+        while let Some(sent) = sends.next().await {
+            sent?;
+        }
+        let mut claims = futures::stream::iter(0..n_runs)
+            .map(|_| {
+                let store = store.clone();
+                async move {
+                    let run = store
+                        .claim_next_run(Queue::Interactive, "dead-boot", now)
+                        .await?
+                        .context("fewer runs queued than sent")?;
+                    match store
+                        .acquire_lease(run.session_id, "dead-boot", Some(run.id), now)
+                        .await?
+                    {
+                        LeaseOutcome::Acquired(_) => anyhow::Ok(()),
+                        LeaseOutcome::HeldBy(lease) => bail!("the lease is held: {lease:?}"),
+                    }
+                }
+            })
+            .buffer_unordered(SETUP_CONCURRENCY);
+        while let Some(claimed) = claims.next().await {
+            claimed?;
+        }
+        let started = Instant::now();
+        let report = seed_actors::runtime::boot_sweep(&store, "new-boot", now + 1).await?;
+        let elapsed = started.elapsed();
+        if report.n_runs_requeued != n_runs || report.n_leases_released != n_runs {
+            bail!("the boot sweep over {n_runs} runs did {report:?}");
+        }
+        Ok(SweepMeasurement { elapsed, report })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seed_providers::{ToolResultMessage, UserMessage};
+
+    fn request(messages: Vec<Message>) -> Request {
+        Request {
+            model: "scripted".to_owned(),
+            system_prompt: String::new(),
+            messages: messages.into_iter().map(Arc::new).collect(),
+            tools: Arc::from(Vec::new()),
+            session_id: None,
+        }
+    }
+
+    fn response(step: ScriptedStep) -> seed_providers::AssistantMessage {
+        match step {
+            ScriptedStep::Respond(message) => message,
+            other => panic!("not a response: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_records_have_the_sizes_of_the_workload() {
+        assert!(
+            (90..=110).contains(&user_message(12).len()),
+            "{}",
+            user_message(12).len()
+        );
+        for k in 0..2 {
+            let arguments = call_arguments(k).to_string().len();
+            assert!((60..=80).contains(&arguments), "{arguments}");
+        }
+        assert!(
+            (190..=210).contains(&TOOL_RESULT.len()),
+            "{}",
+            TOOL_RESULT.len()
+        );
+        assert!(
+            (450..=500).contains(&answer_text().len()),
+            "{}",
+            answer_text().len()
+        );
+    }
+
+    #[test]
+    fn a_turn_is_two_calls_then_the_answer_with_call_ids_unique_in_the_session() {
+        let mut messages = vec![
+            Message::User(UserMessage {
+                text: user_message(0),
+            }),
+            Message::User(UserMessage {
+                text: "<current_time>now</current_time>".to_owned(),
+            }),
+        ];
+        let mut ids = Vec::new();
+        for turn in 0..3 {
+            if turn > 0 {
+                messages.push(Message::User(UserMessage {
+                    text: user_message(turn),
+                }));
+            }
+            let calls = response(respond(&request(messages.clone())));
+            assert_eq!(calls.tool_calls().len(), 2);
+            messages.push(Message::Assistant(calls.clone()));
+            for call in calls.tool_calls() {
+                ids.push(call.id.clone());
+                messages.push(Message::ToolResult(ToolResultMessage {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    content: TOOL_RESULT.to_owned(),
+                    is_error: false,
+                }));
+            }
+            let answer = response(respond(&request(messages.clone())));
+            assert_eq!(answer.text(), answer_text());
+            messages.push(Message::Assistant(answer));
+        }
+        let n_ids = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n_ids, "{ids:?}");
+    }
+
+    #[test]
+    fn the_workload_runs_through_the_runtime_and_the_sweep_requeues_what_a_dead_boot_left()
+    -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let measured = steps_rate(&Config::new(dir.path().join("steps.db")), 3, 22)?;
+        assert_eq!(measured.n_steps, 3 * 22 * STEPS_PER_TURN);
+        let swept = boot_sweep_time(&Config::new(dir.path().join("sweep.db")), 20)?;
+        assert_eq!(swept.report.n_runs_requeued, 20);
+        let active = active_memory(&Config::new(dir.path().join("active.db")), 4)?;
+        assert_eq!(active.n_active, 4);
+        Ok(())
+    }
+}
