@@ -1,8 +1,12 @@
 //! The event bus: session-change and account-change notifications and streaming text deltas,
 //! for the API to forward to subscribers.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
 use actix::prelude::*;
-use futures::channel::mpsc;
+use futures::channel::{mpsc, oneshot};
 use seed_events::{AccountId, RunId, RunStatus, SessionId};
 
 /// Something a subscriber may want to know.
@@ -36,6 +40,8 @@ pub enum Notification {
 #[derive(Default)]
 pub struct EventBus {
     subscribers: Vec<mpsc::UnboundedSender<Notification>>,
+    /// How many subscribers there are, for publishers to skip what nobody would read.
+    n_subscribers: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for EventBus {
@@ -60,6 +66,8 @@ impl Handler<Subscribe> for EventBus {
     fn handle(&mut self, _: Subscribe, _: &mut Context<Self>) -> Self::Result {
         let (sender, receiver) = mpsc::unbounded();
         self.subscribers.push(sender);
+        self.n_subscribers
+            .store(self.subscribers.len(), Ordering::Relaxed);
         MessageResult(receiver)
     }
 }
@@ -71,6 +79,8 @@ impl Handler<Notification> for EventBus {
         // A subscriber that went away is dropped here.
         self.subscribers
             .retain(|subscriber| subscriber.unbounded_send(notification.clone()).is_ok());
+        self.n_subscribers
+            .store(self.subscribers.len(), Ordering::Relaxed);
     }
 }
 
@@ -78,6 +88,8 @@ impl Handler<Notification> for EventBus {
 #[derive(Clone)]
 pub struct Publisher {
     bus: Addr<EventBus>,
+    n_subscribers: Arc<AtomicUsize>,
+    waiters: Arc<RunWaiters>,
 }
 
 impl std::fmt::Debug for Publisher {
@@ -87,16 +99,66 @@ impl std::fmt::Debug for Publisher {
 }
 
 impl Publisher {
-    pub fn new(bus: Addr<EventBus>) -> Publisher {
-        Publisher { bus }
+    /// Starts a bus and returns its publisher. Call inside a running actix system.
+    pub fn start() -> Publisher {
+        let n_subscribers = Arc::new(AtomicUsize::new(0));
+        let bus = EventBus {
+            subscribers: Vec::new(),
+            n_subscribers: Arc::clone(&n_subscribers),
+        }
+        .start();
+        Publisher {
+            bus,
+            n_subscribers,
+            waiters: Arc::default(),
+        }
     }
 
     pub fn publish(&self, notification: Notification) {
+        if let Notification::RunFinished { run_id, .. } = &notification {
+            self.waiters.wake(*run_id);
+        }
+        // Text deltas are many: none are sent while nobody listens.
+        if self.n_subscribers.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         // Notifications are advisory: a full or stopped bus loses them, never the caller.
         self.bus.do_send(notification);
     }
 
+    /// Resolves when `run_id` is reported finished (or the runtime goes away). Register before
+    /// looking at the run, so a run that ends in between is not missed.
+    pub fn run_finished(&self, run_id: RunId) -> oneshot::Receiver<()> {
+        self.waiters.register(run_id)
+    }
+
     pub async fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<Notification>> {
         self.bus.send(Subscribe).await.ok()
+    }
+}
+
+/// Who waits for which run: woken directly when it finishes, without a bus subscription each.
+#[derive(Default)]
+struct RunWaiters {
+    waiting: Mutex<HashMap<RunId, Vec<oneshot::Sender<()>>>>,
+}
+
+impl RunWaiters {
+    fn register(&self, run_id: RunId) -> oneshot::Receiver<()> {
+        let (sender, receiver) = oneshot::channel();
+        self.lock().entry(run_id).or_default().push(sender);
+        receiver
+    }
+
+    fn wake(&self, run_id: RunId) {
+        for waiter in self.lock().remove(&run_id).unwrap_or_default() {
+            let _ = waiter.send(());
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Vec<oneshot::Sender<()>>>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -135,16 +135,10 @@ impl Handler<Wake> for RunQueue {
         let claim = async move {
             let mut claimed = Vec::new();
             for (queue, free) in slots {
-                for _ in 0..free {
-                    let now = (env.clock)();
-                    match env.store.claim_next_run(queue, &env.boot_id, now).await {
-                        Ok(Some(run)) => claimed.push(run),
-                        Ok(None) => break,
-                        Err(error) => {
-                            tracing::error!(%error, "claiming a run failed");
-                            break;
-                        }
-                    }
+                let now = (env.clock)();
+                match env.store.claim_runs(queue, &env.boot_id, free, now).await {
+                    Ok(runs) => claimed.extend(runs),
+                    Err(error) => tracing::error!(%error, "claiming runs failed"),
                 }
             }
             claimed

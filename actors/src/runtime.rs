@@ -5,13 +5,11 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use dashmap::DashMap;
-use futures::StreamExt;
-use futures::channel::mpsc;
 use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, SessionId};
 use seed_providers::Provider;
 use seed_store::{RunRow, Store};
 
-use crate::bus::{EventBus, Notification, Publisher};
+use crate::bus::{Notification, Publisher};
 use crate::queue::{RunQueue, Wake};
 use crate::session::{Registry, StopSession};
 use crate::turn::{RunEnv, RuntimeSettings};
@@ -67,7 +65,6 @@ impl Runtime {
         clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     ) -> Result<(Runtime, BootReport), Error> {
         let report = boot_sweep(&store, &boot_id, clock()).await?;
-        let bus = EventBus::default().start();
         let env = Arc::new(RunEnv {
             store,
             provider,
@@ -75,7 +72,7 @@ impl Runtime {
             settings,
             boot_id,
             clock,
-            publisher: Publisher::new(bus),
+            publisher: Publisher::start(),
         });
         let registry: Registry = Arc::new(DashMap::new());
         let queue = RunQueue::new(Arc::clone(&env), Arc::clone(&registry)).start();
@@ -169,22 +166,15 @@ impl Runtime {
     /// Waits until the run is terminal and returns it; a run whose session was deleted is
     /// [`Error::RunGone`].
     pub async fn wait_for_run(&self, run_id: RunId) -> Result<RunRow, Error> {
-        // Subscribe first, then look: a run that ends in between is seen either way.
-        let mut notifications: mpsc::UnboundedReceiver<Notification> =
-            self.env.publisher.subscribe().await.ok_or(Error::Closed)?;
         loop {
+            // Register first, then look: a run that ends in between is seen either way.
+            let finished = self.env.publisher.run_finished(run_id);
             match self.env.store.get_run(run_id).await? {
                 Some(run) if run.status.is_terminal() => return Ok(run),
                 Some(_) => {}
                 None => return Err(Error::RunGone(run_id)),
             }
-            loop {
-                match notifications.next().await {
-                    Some(Notification::RunFinished { run_id: done, .. }) if done == run_id => break,
-                    Some(_) => {}
-                    None => return Err(Error::Closed),
-                }
-            }
+            finished.await.map_err(|_| Error::Closed)?;
         }
     }
 }

@@ -329,7 +329,9 @@ async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, Tu
     };
     let outcome = harness.run_turn(turn).await;
     project(env, session_id, run, harness.state()).await?;
-    name_if_untitled(env, session_id, &log).await;
+    if session.title_source == seed_store::TitleSource::None {
+        name_if_untitled(env, session_id, &log).await;
+    }
 
     Ok(match outcome? {
         TurnOutcome::Answered { message, .. } => {
@@ -466,7 +468,7 @@ fn returned_result(log: &[seed_events::SessionEvent], run: &RunRow) -> Option<se
     })
 }
 
-/// Appends the events of every entry the log lacks, one transaction per entry.
+/// Appends the events of every entry the log lacks, in one transaction.
 async fn project(
     env: &RunEnv,
     session_id: SessionId,
@@ -479,14 +481,14 @@ async fn project(
         .await?
         .map(|id| id.max(0) as u64);
     let now = (env.clock)();
-    let mut projected = false;
-    for entry in unprojected(&state.entries, log_max) {
-        env.store
-            .append_events(session_id, entry_events(entry, Some(run.id), now))
-            .await?;
-        projected = true;
-    }
-    if projected {
+    // All of them in one transaction: an entry's events are never split, and a step's
+    // projection costs one commit.
+    let events: Vec<NewEvent> = unprojected(&state.entries, log_max)
+        .into_iter()
+        .flat_map(|entry| entry_events(entry, Some(run.id), now))
+        .collect();
+    if !events.is_empty() {
+        env.store.append_events(session_id, events).await?;
         env.publisher.publish(Notification::SessionChanged {
             session_id,
             reason: "events",

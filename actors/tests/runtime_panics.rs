@@ -41,7 +41,8 @@ fn is_session(request: &seed_providers::Request, idx: u128) -> bool {
 }
 
 #[actix::test]
-async fn a_run_that_keeps_panicking_is_failed_after_its_attempts_and_others_go_on() -> anyhow::Result<()> {
+async fn a_run_that_keeps_panicking_is_failed_after_its_attempts_and_others_go_on()
+-> anyhow::Result<()> {
     let fixture = Fixture::new(2).await?;
     let attempts = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&attempts);
@@ -73,12 +74,19 @@ async fn a_run_that_keeps_panicking_is_failed_after_its_attempts_and_others_go_o
     let broken = runtime.wait_for_run(broken_run).await?;
     assert_eq!(broken.status, RunStatus::Failed, "{broken:?}");
     assert_eq!(broken.attempts, 2);
-    assert_eq!(attempts.load(Ordering::SeqCst), 2, "one request per attempt");
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        2,
+        "one request per attempt"
+    );
 
     // The session is not stuck: its next message gets an answer once the model is fixed...
     // here, session 1 shows the runtime itself went on.
     let (_, again) = runtime.send_message(session(1), "still there?").await?;
-    assert_eq!(runtime.wait_for_run(again).await?.status, RunStatus::Succeeded);
+    assert_eq!(
+        runtime.wait_for_run(again).await?.status,
+        RunStatus::Succeeded
+    );
     Ok(())
 }
 
@@ -109,7 +117,9 @@ async fn a_verb_that_panics_fails_its_call_and_the_model_reads_an_error() -> any
     let (runtime, _) = Runtime::start(
         fixture.store.clone(),
         Arc::new(provider),
-        vec![Arc::new(Broken { calls: Arc::clone(&calls) })],
+        vec![Arc::new(Broken {
+            calls: Arc::clone(&calls),
+        })],
         RuntimeSettings::default(),
         "boot-1".to_owned(),
         common::test_clock(),
@@ -126,6 +136,9 @@ async fn a_verb_that_panics_fails_its_call_and_the_model_reads_an_error() -> any
     let results: Vec<_> = log.iter().filter(|e| e.kind == "tool_result").collect();
     assert_eq!(results.len(), 2);
     assert_eq!(results[0].content["is_error"], true);
-    assert_eq!(results[0].content["content"], "the broken verb failed on this call");
+    assert_eq!(
+        results[0].content["content"],
+        "the broken verb failed on this call"
+    );
     Ok(())
 }

@@ -9,7 +9,7 @@
 //! Messages are shared (`Arc`): a [`MessageCache`] keeps each entry's message for as long as it
 //! is in the context, so a request of a long session costs a reference per message, not a copy.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use seed_providers::{Message, ToolResultMessage, UserMessage};
@@ -98,18 +98,19 @@ pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<C
         .filter_map(|entry| Some((entry.id, contribution(entry)?)))
         .collect();
 
-    // The first result of each call, wherever it sits in the window.
-    let mut results: BTreeMap<&str, (EntryId, &Arc<Message>)> = BTreeMap::new();
+    // The results of each call id, in entry order. A call takes the first one recorded after
+    // it, so a call id used again by a later response gets its own result.
+    let mut results: BTreeMap<&str, VecDeque<(EntryId, &Arc<Message>)>> = BTreeMap::new();
     for (entry_id, message) in &contributions {
         if let Message::ToolResult(result) = message.as_ref() {
             results
                 .entry(result.tool_call_id.as_str())
-                .or_insert((*entry_id, message));
+                .or_default()
+                .push_back((*entry_id, message));
         }
     }
 
     let mut context = Vec::with_capacity(contributions.len());
-    let mut placed: BTreeSet<&str> = BTreeSet::new();
     for (entry_id, message) in &contributions {
         match message.as_ref() {
             Message::ToolResult(_) => {}
@@ -126,12 +127,18 @@ pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<C
                     message: Arc::clone(message),
                 });
                 for call in assistant.tool_calls() {
-                    if !placed.insert(call.id.as_str()) {
-                        continue;
+                    let queue = results.get_mut(call.id.as_str());
+                    let mut result = None;
+                    if let Some(queue) = queue {
+                        // Results recorded before this response belong to an earlier call.
+                        while queue.front().is_some_and(|(id, _)| id < entry_id) {
+                            queue.pop_front();
+                        }
+                        result = queue.pop_front();
                     }
-                    let item = match results.get(call.id.as_str()) {
+                    let item = match result {
                         Some((result_entry_id, result)) => ContextMessage {
-                            entry_id: *result_entry_id,
+                            entry_id: result_entry_id,
                             message: Arc::clone(result),
                         },
                         None => ContextMessage {
@@ -312,6 +319,37 @@ mod tests {
                 "8:assistant ",
                 "8:result c no result was recorded for this call",
                 "9:user next",
+            ]
+        );
+        let messages: Vec<Message> = context
+            .into_iter()
+            .map(|item| Message::clone(&item.message))
+            .collect();
+        assert!(!has_orphans(&messages));
+    }
+
+    #[test]
+    fn a_call_id_used_again_by_a_later_response_gets_its_own_result() {
+        let log = entries(vec![
+            user("one"),
+            assistant(tool_response("", vec![call("x")])),
+            tool_result(result("x", "first")),
+            assistant(text_response("ok")),
+            user("two"),
+            assistant(tool_response("", vec![call("x")])),
+            tool_result(result("x", "second")),
+        ]);
+        let context = conversation(&log);
+        assert_eq!(
+            summary(&context),
+            [
+                "1:user one",
+                "2:assistant ",
+                "3:result x first",
+                "4:assistant ok",
+                "5:user two",
+                "6:assistant ",
+                "7:result x second",
             ]
         );
         let messages: Vec<Message> = context

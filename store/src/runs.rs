@@ -408,3 +408,21 @@ pub(crate) fn resume_if_children_done(
         .execute(params![run_id.to_string(), now_ms])?;
     Ok(n_updated == 1)
 }
+
+/// Claims up to `max` runs on `queue` in one transaction, as `claim_next_run` would one by one.
+pub(crate) fn claim_runs(
+    connection: &Connection,
+    queue: Queue,
+    owner: &str,
+    max: usize,
+    now_ms: i64,
+) -> Result<Vec<RunRow>> {
+    let mut claimed = Vec::new();
+    while claimed.len() < max {
+        match claim_next_run(connection, queue, owner, now_ms)? {
+            Some(run) => claimed.push(run),
+            None => break,
+        }
+    }
+    Ok(claimed)
+}

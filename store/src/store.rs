@@ -299,6 +299,21 @@ impl Store {
         .await
     }
 
+    /// Claims up to `max` runs on `queue` in one transaction (oldest first, one per session).
+    pub async fn claim_runs(
+        &self,
+        queue: Queue,
+        owner: &str,
+        max: usize,
+        now_ms: i64,
+    ) -> Result<Vec<RunRow>> {
+        let owner = owner.to_owned();
+        self.write(None, move |connection| {
+            runs::claim_runs(connection, queue, &owner, max, now_ms)
+        })
+        .await
+    }
+
     /// Moves a run to `status` (keeping its result unless a new one is given). Returns whether
     /// the run exists.
     pub async fn set_run_status(
