@@ -6,21 +6,14 @@ mod common;
 use common::{Fixture, account, session};
 use seed_actors::verbs::memory::Memory;
 use seed_actors::{Verb, VerbContext, VerbOutput};
-use seed_events::{AccountId, RunId};
+use seed_events::AccountId;
 use seed_store::Store;
 use serde_json::{Value, json};
 
-const NOW_MS: i64 = 1_800_000_000_000;
+const NOW_MS: i64 = common::VERB_NOW_MS;
 
 fn context(store: &Store) -> VerbContext {
-    VerbContext {
-        store: store.clone(),
-        account_id: account(),
-        session_id: session(0),
-        run_id: RunId::from_u128(0x7u128),
-        tool_call_id: "call-1".to_owned(),
-        now_ms: NOW_MS,
-    }
+    common::verb_context(store, session(0))
 }
 
 async fn memory(store: &Store, arguments: Value) -> VerbOutput {

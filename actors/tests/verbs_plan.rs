@@ -3,24 +3,16 @@
 
 mod common;
 
-use common::{Fixture, account, session};
+use common::{Fixture, session};
 use seed_actors::verbs::plan::Plan;
 use seed_actors::{Verb, VerbContext, VerbOutput};
-use seed_events::RunId;
 use seed_store::Store;
 use serde_json::{Value, json};
 
-const NOW_MS: i64 = 1_800_000_000_000;
+const NOW_MS: i64 = common::VERB_NOW_MS;
 
 fn context(store: &Store) -> VerbContext {
-    VerbContext {
-        store: store.clone(),
-        account_id: account(),
-        session_id: session(0),
-        run_id: RunId::from_u128(0x7u128),
-        tool_call_id: "call-1".to_owned(),
-        now_ms: NOW_MS,
-    }
+    common::verb_context(store, session(0))
 }
 
 async fn plan(store: &Store, arguments: Value) -> VerbOutput {

@@ -6,21 +6,12 @@ mod common;
 use common::{Fixture, account, session};
 use seed_actors::verbs::read::Read;
 use seed_actors::{Verb, VerbContext, VerbOutput};
-use seed_events::{AccountId, EventRole, NewEvent, RunId, SessionId};
+use seed_events::{AccountId, EventRole, NewEvent, SessionId};
 use seed_store::{NewSession, Store, TitleSource};
 use serde_json::{Value, json};
 
-const NOW_MS: i64 = 1_800_000_000_000;
-
 fn context(store: &Store, session_id: SessionId) -> VerbContext {
-    VerbContext {
-        store: store.clone(),
-        account_id: account(),
-        session_id,
-        run_id: RunId::from_u128(0x7u128),
-        tool_call_id: "call-1".to_owned(),
-        now_ms: NOW_MS,
-    }
+    common::verb_context(store, session_id)
 }
 
 async fn read(store: &Store, arguments: Value) -> VerbOutput {

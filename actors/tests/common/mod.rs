@@ -323,3 +323,18 @@ pub fn summary(messages: &[&Message]) -> Vec<String> {
         })
         .collect()
 }
+
+/// The time verb tests call at.
+pub const VERB_NOW_MS: i64 = 1_800_000_000_000;
+
+/// A verb call's context: run 7's call "call-1" in `session_id` of the test account.
+pub fn verb_context(store: &Store, session_id: SessionId) -> seed_actors::VerbContext {
+    seed_actors::VerbContext {
+        store: store.clone(),
+        account_id: account(),
+        session_id,
+        run_id: seed_events::RunId::from_u128(0x7u128),
+        tool_call_id: "call-1".to_owned(),
+        now_ms: VERB_NOW_MS,
+    }
+}

@@ -205,21 +205,7 @@ fn harness_memory_rate(n_sessions: usize) -> anyhow::Result<f64> {
 /// The sessions are created before the clock starts; opening each one's harness (reading its
 /// files) is timed with its turns.
 fn harness_sqlite_rate(config: &Config, n_sessions: usize) -> anyhow::Result<f64> {
-    remove_database(&config.path)?;
-    let store = Store::open(config.clone())?;
-    let account = AccountId::from_u128(1);
-    let sessions: Vec<SessionId> = (0..n_sessions)
-        .map(|idx| SessionId::from_u128(idx as u128 + 1))
-        .collect();
-    futures::executor::block_on(async {
-        store.create_account(account, vec![0], 0).await?;
-        for &session in &sessions {
-            store
-                .create_session(NewSession::new(session, account, 0))
-                .await?;
-        }
-        anyhow::Ok(())
-    })?;
+    let (store, sessions) = fresh_store(config, n_sessions)?;
     let stats = Arc::new(CommitStats::default());
     let started = Instant::now();
     let mut n_steps = 0;
@@ -580,19 +566,8 @@ fn remove_database(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn per_second(n_commits: usize, elapsed: Duration) -> f64 {
-    n_commits as f64 / elapsed.as_secs_f64()
-}
-
-fn floor_rate(config: &Config, n_commits: usize) -> anyhow::Result<f64> {
-    remove_database(&config.path)?;
-    let elapsed = floor::measure_commits(config, n_commits)?;
-    Ok(per_second(n_commits, elapsed))
-}
-
-/// `n_sessions` sessions, each an async task on one executor thread (as session actors share
-/// an arbiter), commit one line per step through the store until `n_commits` are done.
-fn store_rate(config: &Config, n_sessions: usize, n_commits: usize) -> anyhow::Result<f64> {
+/// A fresh database at `config.path` with one account and `n_sessions` sessions.
+fn fresh_store(config: &Config, n_sessions: usize) -> anyhow::Result<(Store, Vec<SessionId>)> {
     remove_database(&config.path)?;
     let store = Store::open(config.clone())?;
     let account = AccountId::from_u128(1);
@@ -608,6 +583,23 @@ fn store_rate(config: &Config, n_sessions: usize, n_commits: usize) -> anyhow::R
         }
         anyhow::Ok(())
     })?;
+    Ok((store, sessions))
+}
+
+fn per_second(n_commits: usize, elapsed: Duration) -> f64 {
+    n_commits as f64 / elapsed.as_secs_f64()
+}
+
+fn floor_rate(config: &Config, n_commits: usize) -> anyhow::Result<f64> {
+    remove_database(&config.path)?;
+    let elapsed = floor::measure_commits(config, n_commits)?;
+    Ok(per_second(n_commits, elapsed))
+}
+
+/// `n_sessions` sessions, each an async task on one executor thread (as session actors share
+/// an arbiter), commit one line per step through the store until `n_commits` are done.
+fn store_rate(config: &Config, n_sessions: usize, n_commits: usize) -> anyhow::Result<f64> {
+    let (store, sessions) = fresh_store(config, n_sessions)?;
     let per_session = n_commits / n_sessions;
     let mut pool = LocalPool::new();
     let spawner = pool.spawner();
