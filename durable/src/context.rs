@@ -31,13 +31,20 @@ pub const MISSING_RESULT: &str = "no result was recorded for this call";
 /// Entries are immutable, so an entry id always maps to the same message.
 #[derive(Debug, Clone, Default)]
 pub struct MessageCache {
-    by_entry: BTreeMap<EntryId, Arc<Message>>,
+    /// The entry id of `slots[0]`.
+    base_id: EntryId,
+    /// Each entry's message from `base_id` on, built when first asked for.
+    slots: VecDeque<Option<Arc<Message>>>,
 }
 
 impl MessageCache {
     /// The message an entry carries of its own (an edit's replacement for an edit), if any.
     fn message(&mut self, entry: &Entry) -> Option<Arc<Message>> {
-        if let Some(message) = self.by_entry.get(&entry.id) {
+        let slot_idx = entry
+            .id
+            .checked_sub(self.base_id)
+            .and_then(|offset| usize::try_from(offset).ok());
+        if let Some(Some(Some(message))) = slot_idx.map(|idx| self.slots.get(idx)) {
             return Some(Arc::clone(message));
         }
         let message = match &entry.body {
@@ -48,13 +55,24 @@ impl MessageCache {
             EntryBody::System { .. } | EntryBody::Reset {} => return None,
         };
         let message = Arc::new(message);
-        self.by_entry.insert(entry.id, Arc::clone(&message));
+        if let Some(idx) = slot_idx {
+            if self.slots.len() <= idx {
+                self.slots.resize(idx + 1, None);
+            }
+            self.slots[idx] = Some(Arc::clone(&message));
+        }
         Some(message)
     }
 
     /// Forgets the messages of entries before `first_id`: they left the context.
     fn forget_before(&mut self, first_id: EntryId) {
-        self.by_entry = self.by_entry.split_off(&first_id);
+        if first_id < self.base_id {
+            self.slots.clear();
+        } else {
+            let gone = usize::try_from(first_id - self.base_id).unwrap_or(usize::MAX);
+            self.slots.drain(..gone.min(self.slots.len()));
+        }
+        self.base_id = first_id;
     }
 }
 
