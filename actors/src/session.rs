@@ -13,7 +13,7 @@ use seed_events::{Queue, RunId, RunStatus, SessionId};
 use seed_store::RunRow;
 
 use crate::queue::{RunDone, RunQueue};
-use crate::turn::{NotNow, RunEnd, RunEnv, execute_run};
+use crate::turn::{NotNow, RunEnd, RunEnv, SessionHarness, execute_run};
 
 /// Active sessions by id.
 pub type Registry = Arc<DashMap<SessionId, Addr<SessionActor>>>;
@@ -25,6 +25,9 @@ pub struct SessionActor {
     registry: Registry,
     /// The run in flight and how to stop it. At most one: one turn per session.
     current: Option<(RunId, StopSignal)>,
+    /// The session's harness between runs (its store folded in memory); taken by the run in
+    /// flight and given back when it ended cleanly.
+    harness: Option<SessionHarness>,
     last_active_at: Instant,
 }
 
@@ -47,6 +50,7 @@ impl SessionActor {
             queue,
             registry,
             current: None,
+            harness: None,
             last_active_at: Instant::now(),
         }
     }
@@ -114,15 +118,19 @@ impl Handler<StartRun> for SessionActor {
         let env = Arc::clone(&self.env);
         let queue = run.queue;
         let run_id = run.id;
+        let mut harness = self.harness.take();
         let task = async move {
-            // A panic in a run is a bug; it fails the run rather than the process.
-            let outcome = std::panic::AssertUnwindSafe(execute_run(&env, &run, stop))
+            // A panic in a run is a bug; it fails the run rather than the process (and the
+            // harness it held is dropped).
+            let outcome = std::panic::AssertUnwindSafe(execute_run(&env, &run, stop, &mut harness))
                 .catch_unwind()
                 .await;
-            (env, run, outcome)
+            let harness = if outcome.is_ok() { harness } else { None };
+            (env, run, outcome, harness)
         };
-        ctx.spawn(task.into_actor(self).map(move |(env, run, outcome), actor, ctx| {
+        ctx.spawn(task.into_actor(self).map(move |(env, run, outcome, harness), actor, ctx| {
             actor.current = None;
+            actor.harness = harness;
             actor.last_active_at = Instant::now();
             let requeue = match outcome {
                 Ok(Ok(RunEnd { .. })) => false,

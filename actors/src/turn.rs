@@ -102,8 +102,19 @@ pub enum NotNow {
     LeaseHeld,
 }
 
-/// Runs `run` to its end and records it. `Err(NotNow)` leaves the run for later.
-pub async fn execute_run(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, NotNow> {
+/// A session's harness, kept open by its actor between runs so a run does not read and fold the
+/// whole store again.
+pub type SessionHarness = Harness<seed_store::SessionFiles, TappedProvider>;
+
+/// Runs `run` to its end and records it. `Err(NotNow)` leaves the run for later. `harness` is
+/// the session's open harness, if its actor kept one; it is left there after a run that ended
+/// cleanly, and dropped after anything else (the next run opens the store afresh).
+pub async fn execute_run(
+    env: &RunEnv,
+    run: &RunRow,
+    stop: StopSignal,
+    harness: &mut Option<SessionHarness>,
+) -> Result<RunEnd, NotNow> {
     let session_id = run.session_id;
     let now = (env.clock)();
     match env
@@ -115,7 +126,7 @@ pub async fn execute_run(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result
         Ok(LeaseOutcome::HeldBy(_)) => return Err(NotNow::LeaseHeld),
         Err(error) => return Ok(finish(env, run, RunEnd::failed(error)).await),
     }
-    let end = match turn(env, run, stop).await {
+    let end = match turn(env, run, stop, harness).await {
         Ok(end) => end,
         Err(error) => RunEnd::failed(error),
     };
@@ -238,7 +249,12 @@ enum TurnError {
     Harness(#[from] seed_durable::Error),
 }
 
-async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, TurnError> {
+async fn turn(
+    env: &RunEnv,
+    run: &RunRow,
+    stop: StopSignal,
+    kept: &mut Option<SessionHarness>,
+) -> Result<RunEnd, TurnError> {
     let store = &env.store;
     let session_id = run.session_id;
     let session = store
@@ -260,21 +276,29 @@ async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, Tu
     let tools = env
         .verbs
         .tools(context, session.parent_session_id.is_some(), run.typed);
-    let provider = TappedProvider {
-        inner: Arc::clone(&env.provider),
-        publisher: env.publisher.clone(),
-        session_id,
-        run_id: run.id,
+    let mut harness = match kept.take() {
+        Some(mut harness) if !harness.is_closed() => {
+            harness.set_tools(tools);
+            harness
+        }
+        _ => {
+            let provider = TappedProvider {
+                inner: Arc::clone(&env.provider),
+                publisher: env.publisher.clone(),
+                session_id,
+                run_id: Arc::new(std::sync::Mutex::new(run.id)),
+            };
+            let config = HarnessConfig {
+                session_id: Some(session_id.to_string()),
+                ..HarnessConfig::new(
+                    env.settings.model.clone(),
+                    env.settings.system_prompt.clone(),
+                )
+            };
+            Harness::open(store.session_files(session_id), provider, tools, config).await?
+        }
     };
-    let config = HarnessConfig {
-        session_id: Some(session_id.to_string()),
-        ..HarnessConfig::new(
-            env.settings.model.clone(),
-            env.settings.system_prompt.clone(),
-        )
-    };
-    let mut harness =
-        Harness::open(store.session_files(session_id), provider, tools, config).await?;
+    harness.provider().set_run(run.id);
 
     // On open: marks the store cannot back are cleared, and every entry the log lacks is
     // projected again, so a crash between the store's commit and the log's write loses
@@ -329,6 +353,9 @@ async fn turn(env: &RunEnv, run: &RunRow, stop: StopSignal) -> Result<RunEnd, Tu
     };
     let outcome = harness.run_turn(turn).await;
     project(env, session_id, run, harness.state()).await?;
+    if outcome.is_ok() && !harness.is_closed() {
+        *kept = Some(harness);
+    }
     if session.title_source == seed_store::TitleSource::None {
         name_if_untitled(env, session_id, &log).await;
     }
@@ -572,17 +599,33 @@ async fn name_if_untitled(env: &RunEnv, session_id: SessionId, log: &[seed_event
 }
 
 /// The provider, with its text deltas published for the session's subscribers.
-struct TappedProvider {
+pub struct TappedProvider {
     inner: Arc<dyn Provider>,
     publisher: Publisher,
     session_id: SessionId,
-    run_id: seed_events::RunId,
+    /// The run the deltas belong to: the harness outlives a run.
+    run_id: Arc<std::sync::Mutex<seed_events::RunId>>,
+}
+
+impl std::fmt::Debug for TappedProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TappedProvider")
+            .field("session_id", &self.session_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TappedProvider {
+    fn set_run(&self, run_id: seed_events::RunId) {
+        *self.run_id.lock().unwrap_or_else(|p| p.into_inner()) = run_id;
+    }
 }
 
 impl Provider for TappedProvider {
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
         let publisher = self.publisher.clone();
-        let (session_id, run_id) = (self.session_id, self.run_id);
+        let session_id = self.session_id;
+        let run_id = *self.run_id.lock().unwrap_or_else(|p| p.into_inner());
         self.inner
             .stream(request)
             .inspect(move |event| {

@@ -235,6 +235,13 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         self
     }
 
+    /// Offers `tools` from the next request on (a harness kept open across runs gets each run's
+    /// own tools).
+    pub fn set_tools(&mut self, tools: ToolSet) {
+        self.tool_specs = Arc::from(tools.specs());
+        self.tools = tools;
+    }
+
     /// Sets the hook that runs before every provider request.
     pub fn set_before_request(&mut self, hook: BeforeRequest) {
         self.before_request = Some(hook);
@@ -242,6 +249,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
 
     pub fn state(&self) -> &StoreState {
         &self.state
+    }
+
+    pub fn provider(&self) -> &P {
+        &self.provider
     }
 
     pub fn is_closed(&self) -> bool {
