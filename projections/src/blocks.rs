@@ -25,7 +25,7 @@
 use seed_providers::{Usage, UserMessage};
 use serde_json::Value;
 
-use crate::transcript::{TRANSCRIPT_NEWLINE, escape_action_framing, escape_attribute};
+use crate::transcript::{escape_action_framing, escape_attribute, line_text};
 
 /// From this share of the context window (in percent), [`context_usage_block`] suggests
 /// continuing at the next semantic boundary.
@@ -263,15 +263,6 @@ fn weekday(days: i64) -> &'static str {
         "Wednesday",
     ];
     WEEKDAYS[days.rem_euclid(7) as usize]
-}
-
-/// One item of a one-item-per-line block: escaped, with each newline shown as
-/// [`TRANSCRIPT_NEWLINE`].
-fn line_text(text: &str) -> String {
-    escape_action_framing(&text.replace("\r\n", "\n"))
-        .chars()
-        .map(|c| if c == '\n' { TRANSCRIPT_NEWLINE } else { c })
-        .collect()
 }
 
 #[cfg(test)]

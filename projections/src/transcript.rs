@@ -272,8 +272,8 @@ fn tool_result_line(event: &SessionEvent) -> Option<String> {
 }
 
 /// Text escaped for a frame, on one line: `\r\n` is read as `\n`, and each `\n` is shown as
-/// [`TRANSCRIPT_NEWLINE`].
-fn line_text(text: &str) -> String {
+/// [`TRANSCRIPT_NEWLINE`]. Shared with the one-item-per-line blocks.
+pub(crate) fn line_text(text: &str) -> String {
     escape_action_framing(&text.replace("\r\n", "\n"))
         .chars()
         .map(|c| if c == '\n' { TRANSCRIPT_NEWLINE } else { c })
