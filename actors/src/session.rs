@@ -9,7 +9,7 @@ use actix::prelude::*;
 use dashmap::DashMap;
 use futures::FutureExt;
 use seed_durable::StopSignal;
-use seed_events::{Queue, RunId, RunStatus, SessionId};
+use seed_events::{RunId, RunStatus, SessionId};
 use seed_store::RunRow;
 
 use crate::queue::{RunDone, RunQueue};
@@ -193,9 +193,4 @@ impl Handler<StopSession> for SessionActor {
             None => false,
         }
     }
-}
-
-/// The queue a run belongs to, for callers that only have its row.
-pub fn queue_of(run: &RunRow) -> Queue {
-    run.queue
 }

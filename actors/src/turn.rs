@@ -11,9 +11,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use seed_durable::{
-    Harness, HarnessConfig, StopSignal, StoreState, ToolSet, TurnOutcome, TurnRequest,
-};
+use seed_durable::{Harness, HarnessConfig, StopSignal, StoreState, TurnOutcome, TurnRequest};
 use seed_events::{EventRole, NewEvent, RunStatus, SessionId};
 use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks};
 use seed_projections::import::{RunView, SYNC_DOCUMENT, SyncDocument, plan_import};
@@ -22,7 +20,7 @@ use seed_providers::{Provider, Request, StreamEvent, model_context_window};
 use seed_store::{LeaseOutcome, RunRow, Store};
 
 use crate::bus::{Notification, Publisher};
-use crate::verb::{VerbContext, VerbTool};
+use crate::verb::VerbContext;
 use crate::verbs::VerbSet;
 
 /// What every run of this process shares.
@@ -210,7 +208,7 @@ async fn deliver_to_parent(env: &RunEnv, child: &RunRow, end: &RunEnd) {
         (status, result) => format!("the child run ended {status}: {result}"),
     };
     let now = (env.clock)();
-    let mut event = NewEvent {
+    let event = NewEvent {
         kind: "tool_result".to_owned(),
         role: Some(EventRole::Tool),
         actor: Some("runtime".to_owned()),
@@ -225,7 +223,6 @@ async fn deliver_to_parent(env: &RunEnv, child: &RunRow, end: &RunEnd) {
         pi_entry_id: None,
         created_at_ms: now,
     };
-    event.created_at_ms = now;
     if let Err(error) = store.append_events(parent_session, vec![event]).await {
         tracing::warn!(%parent_session, %error, "cannot deliver a child's result");
         return;
@@ -304,20 +301,18 @@ async fn turn(
     // projected again, so a crash between the store's commit and the log's write loses
     // nothing and repeats nothing.
     let store_last = harness.state().entries.last().map(|entry| entry.id);
-    let log_max = store
-        .max_pi_entry_id(session_id)
-        .await?
-        .map(|id| id.max(0) as u64);
+    let mut log_max = max_pi_entry_id(store, session_id).await?;
     if let Some(above) = stale_marks_above(store_last, log_max) {
         store
             .clear_pi_entry_ids_above(session_id, above as i64)
             .await?;
+        log_max = max_pi_entry_id(store, session_id).await?;
     }
-    project(env, session_id, run, harness.state()).await?;
+    project(env, session_id, run, harness.state(), &mut log_max).await?;
 
     // A turn another run left unsettled is given up, and the context rebuilt.
     let rebuild = harness.abort_unsettled(&request_id).await?;
-    project(env, session_id, run, harness.state()).await?;
+    project(env, session_id, run, harness.state(), &mut log_max).await?;
 
     let log = store
         .read_events(session_id, 1, i64::MAX, usize::MAX)
@@ -352,7 +347,7 @@ async fn turn(
         stop,
     };
     let outcome = harness.run_turn(turn).await;
-    project(env, session_id, run, harness.state()).await?;
+    project(env, session_id, run, harness.state(), &mut log_max).await?;
     if outcome.is_ok() && !harness.is_closed() {
         *kept = Some(harness);
     }
@@ -495,32 +490,39 @@ fn returned_result(log: &[seed_events::SessionEvent], run: &RunRow) -> Option<se
     })
 }
 
-/// Appends the events of every entry the log lacks, in one transaction.
+/// The highest store entry the session's log names.
+async fn max_pi_entry_id(store: &Store, session_id: SessionId) -> Result<Option<u64>, TurnError> {
+    Ok(store
+        .max_pi_entry_id(session_id)
+        .await?
+        .map(|id| id.max(0) as u64))
+}
+
+/// Appends the events of every entry above `log_max` (the highest entry the log names, which
+/// this keeps up to date) in one transaction: an entry's events are never split, and a step's
+/// projection costs one commit.
 async fn project(
     env: &RunEnv,
     session_id: SessionId,
     run: &RunRow,
     state: &StoreState,
+    log_max: &mut Option<u64>,
 ) -> Result<(), TurnError> {
-    let log_max = env
-        .store
-        .max_pi_entry_id(session_id)
-        .await?
-        .map(|id| id.max(0) as u64);
     let now = (env.clock)();
-    // All of them in one transaction: an entry's events are never split, and a step's
-    // projection costs one commit.
-    let events: Vec<NewEvent> = unprojected(&state.entries, log_max)
+    let entries = unprojected(&state.entries, *log_max);
+    let Some(newest) = entries.last().map(|entry| entry.id) else {
+        return Ok(());
+    };
+    let events: Vec<NewEvent> = entries
         .into_iter()
         .flat_map(|entry| entry_events(entry, Some(run.id), now))
         .collect();
-    if !events.is_empty() {
-        env.store.append_events(session_id, events).await?;
-        env.publisher.publish(Notification::SessionChanged {
-            session_id,
-            reason: "events",
-        });
-    }
+    env.store.append_events(session_id, events).await?;
+    *log_max = Some(newest);
+    env.publisher.publish(Notification::SessionChanged {
+        session_id,
+        reason: "events",
+    });
     Ok(())
 }
 
@@ -639,11 +641,4 @@ impl Provider for TappedProvider {
             })
             .boxed()
     }
-}
-
-/// The verbs of one run, as the harness sees them.
-pub(crate) fn tool_set(tools: Vec<VerbTool>) -> ToolSet {
-    tools
-        .into_iter()
-        .fold(ToolSet::new(), |set, tool| set.with(Arc::new(tool)))
 }

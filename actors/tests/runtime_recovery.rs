@@ -95,20 +95,18 @@ fn in_process<T: Send + 'static>(
     .map_err(|_| anyhow::anyhow!("the process panicked"))?
 }
 
-#[test]
-fn a_crash_mid_call_of_an_unsafe_verb_is_recovered_without_running_it_again() -> anyhow::Result<()>
-{
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("seed.db");
-    let n_runs = Arc::new(AtomicUsize::new(0));
-
-    // The first process: the model calls `launch`; the call starts and the process dies.
+/// The first process: the model calls `launch` (not safe to repeat); the call starts and the
+/// process dies. Returns the cut-off run and the model it asked.
+fn crash_mid_launch(
+    path: &std::path::Path,
+    n_runs: &Arc<AtomicUsize>,
+) -> anyhow::Result<(RunId, ScriptedProvider)> {
     let before = ScriptedProvider::new(vec![ScriptedStep::Respond(tool_response(
         "",
         vec![launch_call()],
     ))]);
     let run_id: RunId = in_process({
-        let (path, before, n_runs) = (path.clone(), before.clone(), Arc::clone(&n_runs));
+        let (path, before, n_runs) = (path.to_owned(), before.clone(), Arc::clone(n_runs));
         move || {
             Box::pin(async move {
                 let store = open_store_with_sessions(&path, 1).await?;
@@ -135,6 +133,18 @@ fn a_crash_mid_call_of_an_unsafe_verb_is_recovered_without_running_it_again() ->
             })
         }
     })?;
+    Ok((run_id, before))
+}
+
+#[test]
+fn a_crash_mid_call_of_an_unsafe_verb_is_recovered_without_running_it_again() -> anyhow::Result<()>
+{
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("seed.db");
+    let n_runs = Arc::new(AtomicUsize::new(0));
+
+    // The first process: the model calls `launch`; the call starts and the process dies.
+    let (run_id, before) = crash_mid_launch(&path, &n_runs)?;
     assert_eq!(n_runs.load(Ordering::SeqCst), 1);
     assert_eq!(before.n_requests(), 1);
 
@@ -362,31 +372,7 @@ fn a_later_run_gives_up_a_turn_a_crashed_run_left_unsettled() -> anyhow::Result<
     let path = dir.path().join("seed.db");
     let n_runs = Arc::new(AtomicUsize::new(0));
 
-    let before = ScriptedProvider::new(vec![ScriptedStep::Respond(tool_response(
-        "",
-        vec![launch_call()],
-    ))]);
-    let crashed_run: RunId = in_process({
-        let (path, before, n_runs) = (path.clone(), before.clone(), Arc::clone(&n_runs));
-        move || {
-            Box::pin(async move {
-                let store = open_store_with_sessions(&path, 1).await?;
-                let (started, has_started) = oneshot::channel();
-                let launch = Launch {
-                    n_runs,
-                    started: Mutex::new(Some(started)),
-                };
-                let (runtime, _) =
-                    start_runtime(store, Arc::new(before), vec![Arc::new(launch)], "boot-1")
-                        .await?;
-                let (_, run_id) = runtime
-                    .send_message(session(0), "launch the rocket")
-                    .await?;
-                within("the launch call", has_started).await?;
-                Ok(run_id)
-            })
-        }
-    })?;
+    let (crashed_run, _) = crash_mid_launch(&path, &n_runs)?;
 
     let after = ScriptedProvider::new(vec![ScriptedStep::Respond(text_response(
         "The launch was cut off by a restart; shall I check on it?",

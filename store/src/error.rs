@@ -106,6 +106,17 @@ impl Error {
     }
 }
 
+/// Collects rows that each parse on their own: the first SQLite or parse error wins.
+pub(crate) fn collect_rows<T>(
+    rows: impl Iterator<Item = rusqlite::Result<Result<T>>>,
+) -> Result<Vec<T>> {
+    let mut parsed = Vec::new();
+    for row in rows {
+        parsed.push(row??);
+    }
+    Ok(parsed)
+}
+
 /// What a failed SQLite call means for a write scoped to `session_id`. A foreign-key failure
 /// is reported as a deleted session only when the caller has checked that the session is gone
 /// (`session_exists`); otherwise it is a plain constraint failure.

@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use seed_events::{EventId, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
 
+use crate::error::collect_rows;
 use crate::{Error, Result, log, sessions};
 
 /// A run to queue.
@@ -99,14 +100,6 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<RunRow>> {
     Ok(parsed)
 }
 
-fn collect(rows: impl Iterator<Item = rusqlite::Result<Result<RunRow>>>) -> Result<Vec<RunRow>> {
-    let mut runs = Vec::new();
-    for row in rows {
-        runs.push(row??);
-    }
-    Ok(runs)
-}
-
 pub(crate) fn get_run(connection: &Connection, id: RunId) -> Result<Option<RunRow>> {
     connection
         .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?
@@ -156,11 +149,23 @@ pub(crate) fn set_run_status(
     result: Option<&serde_json::Value>,
     now_ms: i64,
 ) -> Result<bool> {
+    update_status(connection, id, status, result, now_ms, "")
+}
+
+/// Sets a run's status and result, where `condition` (SQL, starting with `AND`) holds.
+fn update_status(
+    connection: &Connection,
+    id: RunId,
+    status: RunStatus,
+    result: Option<&serde_json::Value>,
+    now_ms: i64,
+    condition: &str,
+) -> Result<bool> {
     let n_updated = connection
-        .prepare_cached(
+        .prepare_cached(&format!(
             "UPDATE runs SET status = ?2, result = COALESCE(?3, result), updated_at = ?4
-             WHERE id = ?1",
-        )?
+             WHERE id = ?1 {condition}"
+        ))?
         .execute(params![
             id.to_string(),
             status.as_str(),
@@ -175,7 +180,7 @@ pub(crate) fn list_running(connection: &Connection) -> Result<Vec<RunRow>> {
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running' ORDER BY rowid"
     ))?;
-    collect(statement.query_map([], run_from_row)?)
+    collect_rows(statement.query_map([], run_from_row)?)
 }
 
 /// The session's runs, oldest first.
@@ -186,7 +191,7 @@ pub(crate) fn list_session_runs(
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY rowid"
     ))?;
-    collect(statement.query_map(params![session_id.to_string()], run_from_row)?)
+    collect_rows(statement.query_map(params![session_id.to_string()], run_from_row)?)
 }
 
 /// The statuses for which `keep` holds, as a list of SQL string literals for `IN (...)`. Built
@@ -210,18 +215,14 @@ pub(crate) fn finish_run(
     now_ms: i64,
 ) -> Result<bool> {
     let open = statuses_where(|status| !status.is_terminal());
-    let n_updated = connection
-        .prepare_cached(&format!(
-            "UPDATE runs SET status = ?2, result = COALESCE(?3, result), updated_at = ?4
-             WHERE id = ?1 AND status IN ({open})"
-        ))?
-        .execute(params![
-            id.to_string(),
-            status.as_str(),
-            result.map(serde_json::Value::to_string),
-            now_ms
-        ])?;
-    Ok(n_updated == 1)
+    update_status(
+        connection,
+        id,
+        status,
+        result,
+        now_ms,
+        &format!("AND status IN ({open})"),
+    )
 }
 
 /// The boot sweep's step: every run left `running` goes back to `queued`, its owner cleared and
@@ -348,7 +349,7 @@ pub(crate) fn child_runs(connection: &Connection, parent_run_id: RunId) -> Resul
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id = ?1 ORDER BY rowid"
     ))?;
-    collect(statement.query_map(params![parent_run_id.to_string()], run_from_row)?)
+    collect_rows(statement.query_map(params![parent_run_id.to_string()], run_from_row)?)
 }
 
 /// Gives a run a later pass: back in the queue with its pass counted up. Only a run that is

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use seed_events::{AccountId, SessionId, UnknownName};
 
+use crate::error::collect_rows;
 use crate::{Error, Result};
 
 /// Who gave a session its title.
@@ -217,12 +218,7 @@ pub(crate) fn list_sessions(
         "SELECT {SESSION_COLUMNS} FROM sessions WHERE account_id = ?1
          ORDER BY updated_at DESC, rowid DESC"
     ))?;
-    let rows = statement.query_map(params![account_id.to_string()], session_from_row)?;
-    let mut sessions = Vec::new();
-    for row in rows {
-        sessions.push(row??);
-    }
-    Ok(sessions)
+    collect_rows(statement.query_map(params![account_id.to_string()], session_from_row)?)
 }
 
 pub(crate) fn session_exists(connection: &Connection, id: SessionId) -> Result<bool> {
@@ -342,10 +338,5 @@ pub(crate) fn list_child_sessions(
         "SELECT {SESSION_COLUMNS} FROM sessions WHERE parent_session_id = ?1
          ORDER BY created_at, key"
     ))?;
-    let rows = statement.query_map(params![parent.to_string()], session_from_row)?;
-    let mut sessions = Vec::new();
-    for row in rows {
-        sessions.push(row??);
-    }
-    Ok(sessions)
+    collect_rows(statement.query_map(params![parent.to_string()], session_from_row)?)
 }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use crate::turn::tool_set;
 use crate::verb::{Availability, Verb, VerbActor, VerbContext, VerbTool};
 
 /// The registered verbs, each with its running actor.
@@ -50,8 +49,7 @@ impl VerbSet {
         in_child: bool,
         typed: bool,
     ) -> seed_durable::ToolSet {
-        let tools = self
-            .verbs
+        self.verbs
             .iter()
             .filter(|(verb, _)| match verb.availability() {
                 Availability::Everywhere => true,
@@ -59,8 +57,9 @@ impl VerbSet {
                 Availability::TypedChildrenOnly => typed,
             })
             .map(|(verb, actor)| VerbTool::new(verb.as_ref(), actor.clone(), context.clone()))
-            .collect();
-        tool_set(tools)
+            .fold(seed_durable::ToolSet::new(), |set, tool| {
+                set.with(Arc::new(tool))
+            })
     }
 }
 
