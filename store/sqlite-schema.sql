@@ -138,3 +138,15 @@ CREATE TABLE attachments (
     created_at  INTEGER NOT NULL,
     PRIMARY KEY (session_id, id)
 ) STRICT;
+
+-- Signed requests seen, against replay: a (key id, nonce) pair is taken in the same transaction
+-- as the request's writes, so a replay fails and two concurrent uses let exactly one through.
+-- A row is kept until its signature could no longer be accepted (expires_at), then pruned.
+CREATE TABLE request_nonces (
+    key_id      TEXT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    nonce       TEXT NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    PRIMARY KEY (key_id, nonce)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX request_nonces_by_expiry ON request_nonces (expires_at);

@@ -41,7 +41,7 @@ pub enum Error {
 /// A running Seed: cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
-    env: Arc<RunEnv>,
+    pub(crate) env: Arc<RunEnv>,
     queue: Addr<RunQueue>,
     registry: Registry,
 }

@@ -9,10 +9,13 @@
 //!   `continuations`, `memory`. Each has plain functions over a connection (so several can
 //!   share one transaction) and the [`Store`] methods that run them through the writer or a
 //!   reader.
+//! - `nonces` and `accounts`: what the service needs — signed writes that take the request's
+//!   nonce in their own transaction, accounts by key, counts for metrics.
 //! - [`floor`] is the raw SQLite floor the bench harness measures against.
 //!
 //! Invariant: this is the only crate that touches SQLite.
 
+mod accounts;
 mod config;
 mod continuations;
 mod error;
@@ -21,6 +24,7 @@ pub mod floor;
 mod leases;
 mod log;
 mod memory;
+mod nonces;
 mod readers;
 mod runs;
 mod schema;
@@ -35,6 +39,7 @@ pub use error::{Error, Refusal, Result};
 pub use files::SessionFiles;
 pub use leases::{LeaseOutcome, LeaseRow};
 pub use memory::MemoryFileRow;
+pub use nonces::{NonceOutcome, RequestNonce, SendOutcome};
 pub use runs::{NewRun, ParkOutcome, RunRow};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
 pub use store::Store;

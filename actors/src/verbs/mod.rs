@@ -1,5 +1,6 @@
 //! The verbs Seed ships, and the set a runtime offers.
 
+pub mod by_hand;
 pub mod delegate;
 pub mod memory;
 pub mod plan;

@@ -1,0 +1,106 @@
+//! Verbs a person runs by hand (the command palette): the verb runs as it would for the model,
+//! outside any turn, and the action and its result go to the log as one `action` event, which
+//! the model reads with its next turn.
+
+use seed_events::{AccountId, EventRole, NewEvent, RunId, SessionId};
+
+use crate::runtime::{Error, Runtime};
+use crate::verb::{Availability, Invoke, VerbContext, VerbOutput};
+use crate::verbs::VerbSet;
+
+impl VerbSet {
+    /// The verbs a person may run by hand: those offered in every run that do not end a turn
+    /// (a delegation or a continuation belongs to a turn).
+    pub fn by_hand_names(&self) -> Vec<&'static str> {
+        self.verbs
+            .iter()
+            .filter(|(verb, _)| {
+                verb.availability() == Availability::Everywhere && !verb.ends_turn()
+            })
+            .map(|(verb, _)| verb.name())
+            .collect()
+    }
+
+    /// Runs the verb `name` by hand; `None` when no such verb may be run by hand.
+    pub async fn run_by_hand(
+        &self,
+        name: &str,
+        context: VerbContext,
+        arguments: serde_json::Value,
+    ) -> Option<VerbOutput> {
+        if !self.by_hand_names().contains(&name) {
+            return None;
+        }
+        let (verb, actor) = self.verbs.iter().find(|(verb, _)| verb.name() == name)?;
+        let output = actor
+            .send(Invoke { context, arguments })
+            .await
+            .unwrap_or_else(|_| {
+                VerbOutput::error(format!("the {} verb is not running", verb.name()))
+            });
+        Some(output)
+    }
+}
+
+/// The log event of an action a person ran by hand, result included.
+pub fn action_event(
+    verb: &str,
+    arguments: &serde_json::Value,
+    output: &VerbOutput,
+    now_ms: i64,
+) -> NewEvent {
+    let text = format!(
+        "<user_action verb=\"{verb}\">{arguments}</user_action>\n<result{}>{}</result>",
+        if output.is_error {
+            " error=\"true\""
+        } else {
+            ""
+        },
+        output.content
+    );
+    NewEvent {
+        kind: "action".to_owned(),
+        role: Some(EventRole::User),
+        actor: Some("user".to_owned()),
+        content: serde_json::json!({
+            "text": text,
+            "verb": verb,
+            "arguments": arguments,
+            "result": output.content,
+            "is_error": output.is_error,
+        }),
+        meta: serde_json::json!({}),
+        run_id: None,
+        pi_entry_id: None,
+        created_at_ms: now_ms,
+    }
+}
+
+impl Runtime {
+    /// The verbs a person may run by hand.
+    pub fn verbs_by_hand(&self) -> Vec<&'static str> {
+        self.env.verbs.by_hand_names()
+    }
+
+    /// Runs `verb` by hand in the account's session and returns its output; the caller writes
+    /// [`action_event`] to the log. `None`: no such verb may be run by hand.
+    pub async fn run_verb_by_hand(
+        &self,
+        account_id: AccountId,
+        session_id: SessionId,
+        verb: &str,
+        arguments: serde_json::Value,
+    ) -> Result<Option<VerbOutput>, Error> {
+        let now_ms = (self.env.clock)();
+        let context = VerbContext {
+            store: self.env.store.clone(),
+            account_id,
+            session_id,
+            // Outside any turn: a run id of its own, never queued.
+            run_id: RunId::new_v7(),
+            tool_call_id: format!("by-hand-{}", RunId::new_v7()),
+            now_ms,
+        };
+        Ok(self.env.verbs.run_by_hand(verb, context, arguments).await)
+    }
+}

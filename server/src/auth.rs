@@ -1,0 +1,190 @@
+//! Who is asking: a request signed with an account's key (RFC 9421, see `signing`), or a
+//! short-lived bearer token that a signed request minted for a browser. One-time login codes
+//! (the link `seed serve` prints) mint such a token once.
+//!
+//! A signed request's nonce is not taken here: it is taken in the same transaction as the
+//! request's writes (see `seed_store::RequestNonce`), so a request refused later writes nothing.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use actix_web::HttpRequest;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use seed_events::AccountId;
+use seed_store::{RequestNonce, Store};
+
+use crate::error::ApiError;
+use crate::signing::{self, RequestParts};
+
+/// How long a minted bearer token is good for.
+pub const TOKEN_TTL_MS: i64 = 60 * 60 * 1000;
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub account_id: AccountId,
+    /// The signed request's nonce, to take with its writes; `None` for a bearer token.
+    pub nonce: Option<RequestNonce>,
+}
+
+/// A random token: 32 bytes, base64url.
+pub fn random_token() -> Result<String, ApiError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|_| ApiError::Internal(anyhow::anyhow!("no random source")))?;
+    Ok(URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// Bearer tokens and one-time login codes, in memory: a restart signs browsers out.
+#[derive(Debug, Default)]
+pub struct Tokens {
+    /// token -> (account, expires_at_ms)
+    tokens: Mutex<HashMap<String, (AccountId, i64)>>,
+    /// code -> account; each is taken once
+    login_codes: Mutex<HashMap<String, AccountId>>,
+}
+
+impl Tokens {
+    pub fn mint(&self, account_id: AccountId, now_ms: i64) -> Result<(String, i64), ApiError> {
+        let token = random_token()?;
+        let expires_at_ms = now_ms + TOKEN_TTL_MS;
+        let mut tokens = lock(&self.tokens);
+        tokens.retain(|_, (_, expires)| *expires > now_ms);
+        tokens.insert(token.clone(), (account_id, expires_at_ms));
+        Ok((token, expires_at_ms))
+    }
+
+    pub fn check(&self, token: &str, now_ms: i64) -> Option<AccountId> {
+        lock(&self.tokens)
+            .get(token)
+            .filter(|(_, expires)| *expires > now_ms)
+            .map(|(account_id, _)| *account_id)
+    }
+
+    pub fn new_login_code(&self, account_id: AccountId) -> Result<String, ApiError> {
+        let code = random_token()?;
+        lock(&self.login_codes).insert(code.clone(), account_id);
+        Ok(code)
+    }
+
+    /// Takes a login code: `Some` once, `None` ever after.
+    pub fn take_login_code(&self, code: &str) -> Option<AccountId> {
+        lock(&self.login_codes).remove(code)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The signed parts of an actix request.
+pub fn request_parts(request: &HttpRequest, covered: &[String]) -> RequestParts {
+    let header = |name: &str| {
+        let values: Vec<&str> = request
+            .headers()
+            .get_all(name)
+            .filter_map(|value| value.to_str().ok())
+            .collect();
+        (!values.is_empty()).then(|| values.join(", "))
+    };
+    let authority = header("host")
+        .or_else(|| request.uri().authority().map(|a| a.to_string()))
+        .unwrap_or_default();
+    RequestParts {
+        method: request.method().as_str().to_owned(),
+        authority,
+        path: request.uri().path().to_owned(),
+        query: request.uri().query().map(str::to_owned),
+        fields: covered
+            .iter()
+            .filter(|name| !name.starts_with('@'))
+            .filter_map(|name| header(name).map(|value| (name.clone(), value)))
+            .collect(),
+    }
+}
+
+fn unauthorized(error: signing::Error) -> ApiError {
+    tracing::debug!(%error, "request refused");
+    ApiError::Unauthorized(error.to_string())
+}
+
+/// Authenticates a request with its body: a bearer token, or a signature that verifies.
+pub async fn authenticate(
+    store: &Store,
+    tokens: &Tokens,
+    request: &HttpRequest,
+    body: &[u8],
+    now_ms: i64,
+) -> Result<Caller, ApiError> {
+    let headers = request.headers();
+    if let Some(token) = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+    {
+        return match tokens.check(token.trim(), now_ms) {
+            Some(account_id) => Ok(Caller {
+                account_id,
+                nonce: None,
+            }),
+            None => Err(ApiError::Unauthorized(
+                "the token is unknown or expired".to_owned(),
+            )),
+        };
+    }
+    let field = |name: &'static str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .ok_or(signing::Error::Missing(name))
+    };
+    let input = field("signature-input").map_err(unauthorized)?;
+    let signature = field("signature").map_err(unauthorized)?;
+    let received = signing::parse_signature(input, signature).map_err(unauthorized)?;
+    let signed =
+        signing::check_params(&received.params, now_ms.div_euclid(1000)).map_err(unauthorized)?;
+    let digest = field("content-digest").map_err(unauthorized)?;
+    signing::check_content_digest(digest, body).map_err(unauthorized)?;
+    let account_id: AccountId = signed
+        .keyid
+        .parse()
+        .map_err(|_| unauthorized(signing::Error::UnknownKey))?;
+    let account = store
+        .get_account(account_id)
+        .await?
+        .ok_or_else(|| unauthorized(signing::Error::UnknownKey))?;
+    let parts = request_parts(request, &received.params.components);
+    let base = signing::signature_base(&parts, &received.params).map_err(unauthorized)?;
+    signing::verify(&account.public_key, &base, &received.signature).map_err(unauthorized)?;
+    Ok(Caller {
+        account_id,
+        nonce: Some(RequestNonce {
+            key_id: account_id,
+            nonce: signed.nonce,
+            // Kept as long as a request created then could still be accepted.
+            expires_at_ms: (signed.created + signing::CREATED_SKEW_SECS_MAX + 1) * 1000,
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_expire_and_login_codes_work_once() {
+        let tokens = Tokens::default();
+        let account = AccountId::from_u128(7);
+        let (token, expires_at_ms) = tokens.mint(account, 1_000).expect("mints");
+        assert_eq!(expires_at_ms, 1_000 + TOKEN_TTL_MS);
+        assert_eq!(tokens.check(&token, 1_001), Some(account));
+        assert_eq!(tokens.check(&token, expires_at_ms), None);
+        assert_eq!(tokens.check("forged", 1_001), None);
+        let code = tokens.new_login_code(account).expect("code");
+        assert_eq!(tokens.take_login_code(&code), Some(account));
+        assert_eq!(tokens.take_login_code(&code), None);
+    }
+}

@@ -1,0 +1,486 @@
+//! The `seed` command line: `serve`, and the clients that talk to a running service with the
+//! local key — `chat`, `sessions`, `show` — and the key and account commands that work on the
+//! data dir directly.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use seed_events::SessionId;
+
+use crate::api::{
+    EventInfo, EventsResponse, GetSessionResponse, ListSessionsResponse, MessageSessionResponse,
+    SessionInfo,
+};
+use crate::client::{Client, next_update};
+use crate::keys::{AccountKey, LOCAL_KEY_FILE, account_id_for, parse_public_key};
+use crate::serve::{self, SERVER_FILE, ServeOptions};
+use crate::ws::Update;
+
+#[derive(Debug, Parser)]
+#[command(name = "seed", version, about = "Seed: a durable agent runtime")]
+pub struct Cli {
+    /// The data dir: database, local key, and where a running service says where it listens.
+    #[arg(
+        long,
+        env = "SEED_DATA_DIR",
+        default_value = "./seed-data",
+        global = true
+    )]
+    pub data_dir: PathBuf,
+    /// The service to talk to (default: what the data dir's running service says).
+    #[arg(long, env = "SEED_URL", global = true)]
+    pub url: Option<String>,
+    /// Sign with this key file instead of the data dir's local key.
+    #[arg(long, env = "SEED_KEY", global = true)]
+    pub key: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Runs the service.
+    Serve {
+        /// Address and port to listen on (port 0: any free port).
+        #[arg(long, env = "SEED_LISTEN", default_value = "127.0.0.1:4747")]
+        listen: String,
+        /// Logs as JSON lines.
+        #[arg(long)]
+        log_json: bool,
+        /// Runs an account may have queued before messages are refused with 429.
+        #[arg(long, default_value_t = 256)]
+        queued_runs_max: i64,
+        /// The largest request body in bytes (413 above).
+        #[arg(long, default_value_t = 256 * 1024)]
+        body_bytes_max: usize,
+        /// HTTP worker threads.
+        #[arg(long, default_value_t = 2)]
+        http_workers: usize,
+        /// Delay between the scripted model's text deltas, in milliseconds (for tests).
+        #[arg(long, default_value_t = 0, hide = true)]
+        scripted_delay_ms: u64,
+    },
+    /// Talks with an agent in a session (a new one unless given), streaming its answers.
+    Chat { session: Option<String> },
+    /// Lists your sessions.
+    Sessions {
+        #[arg(long, default_value_t = 50)]
+        limit: u64,
+    },
+    /// Prints a session's transcript, with its continuation links.
+    Show { session: String },
+    /// Shows the local key (creating it if there is none), or writes a new key to a file.
+    Key {
+        /// Writes a new key here instead, for another account.
+        #[arg(long)]
+        new: Option<PathBuf>,
+    },
+    /// Manages the accounts of this data dir.
+    Account {
+        #[command(subcommand)]
+        command: AccountCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AccountCommand {
+    /// Registers another account by its public key (base64, as `seed key` prints it).
+    Add { public_key: String },
+}
+
+/// Runs the command line.
+pub fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match &cli.command {
+        Command::Serve {
+            listen,
+            log_json,
+            queued_runs_max,
+            body_bytes_max,
+            http_workers,
+            scripted_delay_ms,
+        } => {
+            init_tracing(*log_json);
+            serve::serve(ServeOptions {
+                data_dir: cli.data_dir.clone(),
+                listen: listen.clone(),
+                limits: crate::api::Limits {
+                    queued_runs_per_account_max: *queued_runs_max,
+                    body_bytes_max: *body_bytes_max,
+                    ..Default::default()
+                },
+                scripted_delta_delay: (*scripted_delay_ms > 0)
+                    .then(|| Duration::from_millis(*scripted_delay_ms)),
+                http_workers: *http_workers,
+            })
+        }
+        Command::Key { new } => key(&cli, new.as_deref()),
+        Command::Account {
+            command: AccountCommand::Add { public_key },
+        } => account_add(&cli, public_key),
+        Command::Chat { session } => with_client(&cli, |client| chat(client, session.clone())),
+        Command::Sessions { limit } => with_client(&cli, |client| sessions(client, *limit)),
+        Command::Show { session } => with_client(&cli, |client| show(client, session.clone())),
+    }
+}
+
+fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn signing_key(cli: &Cli) -> anyhow::Result<AccountKey> {
+    let path = cli
+        .key
+        .clone()
+        .unwrap_or_else(|| cli.data_dir.join(LOCAL_KEY_FILE));
+    AccountKey::load(&path).with_context(|| {
+        format!(
+            "no key at {} (start `seed serve` once, or run `seed key`)",
+            path.display()
+        )
+    })
+}
+
+fn service_url(cli: &Cli) -> anyhow::Result<String> {
+    if let Some(url) = &cli.url {
+        return Ok(url.clone());
+    }
+    let path = cli.data_dir.join(SERVER_FILE);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "no service is running on {} (start `seed serve`, or pass --url)",
+            cli.data_dir.display()
+        )
+    })?;
+    let value: serde_json::Value = serde_json::from_str(&text)?;
+    value["url"]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("{} names no url", path.display()))
+}
+
+fn with_client<F, Fut>(cli: &Cli, run: F) -> anyhow::Result<()>
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let client = Client::new(&service_url(cli)?, signing_key(cli)?)?;
+    actix_web::rt::System::new().block_on(run(client))
+}
+
+fn key(cli: &Cli, new: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let key = match new {
+        Some(path) => {
+            let key = AccountKey::generate()?;
+            key.save(path)?;
+            println!("wrote a new key to {}", path.display());
+            key
+        }
+        None => {
+            let (key, created) = serve::local_key(&cli.data_dir)?;
+            if created {
+                println!("created the local key in {}", cli.data_dir.display());
+            }
+            key
+        }
+    };
+    println!("account: {}", key.account_id);
+    println!("public key: {}", key.public_key_base64());
+    if new.is_some() {
+        println!(
+            "register it with: seed account add {}",
+            key.public_key_base64()
+        );
+    }
+    Ok(())
+}
+
+fn account_add(cli: &Cli, public_key: &str) -> anyhow::Result<()> {
+    let public_key = parse_public_key(public_key).map_err(|error| anyhow::anyhow!(error))?;
+    let account_id = account_id_for(&public_key);
+    let store = serve::open_store(&cli.data_dir)?;
+    let runtime = actix_web::rt::System::new();
+    runtime.block_on(async {
+        if store.get_account(account_id).await?.is_some() {
+            println!("account {account_id} exists already");
+        } else {
+            store
+                .create_account(account_id, public_key.to_vec(), serve::now_ms())
+                .await?;
+            println!("added account {account_id}");
+        }
+        anyhow::Ok(())
+    })
+}
+
+async fn sessions(client: Client, limit: u64) -> anyhow::Result<()> {
+    let list: ListSessionsResponse = client.get(&format!("/v1/sessions?limit={limit}")).await?;
+    if list.sessions.is_empty() {
+        println!("no sessions yet: `seed chat` starts one");
+    }
+    for session in list.sessions {
+        println!("{}  {}", session.id, describe(&session));
+    }
+    Ok(())
+}
+
+fn describe(session: &SessionInfo) -> String {
+    let title = if session.title.is_empty() {
+        "(untitled)"
+    } else {
+        &session.title
+    };
+    let mut text = title.to_owned();
+    if let Some(to) = &session.continued_to {
+        text.push_str(&format!("  [continued in {}]", to["session_id"]));
+    }
+    if let Some(from) = &session.continued_from {
+        text.push_str(&format!("  [continued from {}]", from["session_id"]));
+    }
+    text
+}
+
+/// One log event as a transcript line.
+fn event_line(event: &EventInfo) -> String {
+    let text = event.content.get("text").and_then(|t| t.as_str());
+    match event.kind.as_str() {
+        "tool_call" => format!(
+            "[{}] tool call: {}({})",
+            event.seq,
+            event.content["name"].as_str().unwrap_or("?"),
+            event.content["arguments"]
+        ),
+        "tool_result" => format!(
+            "[{}] tool result: {}",
+            event.seq,
+            event.content["content"].as_str().unwrap_or("")
+        ),
+        _ => format!(
+            "[{}] {}: {}",
+            event.seq,
+            event
+                .actor
+                .as_deref()
+                .or(event.role.as_deref())
+                .unwrap_or("?"),
+            text.map_or_else(|| event.content.to_string(), str::to_owned)
+        ),
+    }
+}
+
+async fn all_events(
+    client: &Client,
+    session_id: &str,
+    from_seq: i64,
+) -> anyhow::Result<Vec<EventInfo>> {
+    let mut events = Vec::new();
+    let mut next = Some(from_seq);
+    while let Some(from_seq) = next {
+        let page: EventsResponse = client
+            .get(&format!(
+                "/v1/sessions/{session_id}/events?from_seq={from_seq}&limit=500"
+            ))
+            .await?;
+        events.extend(page.events);
+        next = page.next_seq;
+    }
+    Ok(events)
+}
+
+async fn show(client: Client, session: String) -> anyhow::Result<()> {
+    let info: GetSessionResponse = client.get(&format!("/v1/sessions/{session}")).await?;
+    println!("session {}  {}", info.session.id, describe(&info.session));
+    for event in all_events(&client, &session, 1).await? {
+        println!("{}", event_line(&event));
+    }
+    Ok(())
+}
+
+/// The context meter: the newest answer's prompt size against the model's window.
+fn context_meter(events: &[EventInfo], window: Option<u64>) -> Option<String> {
+    let usage = events
+        .iter()
+        .rev()
+        .find(|event| event.kind == "message" && event.role.as_deref() == Some("assistant"))?
+        .meta
+        .get("usage")?;
+    let tokens: u64 = ["input", "cache_read", "cache_write"]
+        .iter()
+        .filter_map(|field| usage.get(field).and_then(|n| n.as_u64()))
+        .sum();
+    let window = window?;
+    let percent = tokens as f64 * 100.0 / window as f64;
+    let level = if percent >= 85.0 {
+        " (full: expect a continuation)"
+    } else if percent >= 70.0 {
+        " (filling)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "[context {tokens} / {window} tokens, {percent:.1}%{level}]"
+    ))
+}
+
+async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()> {
+    let mut session_id = match session {
+        Some(session) => session,
+        None => {
+            let info: SessionInfo = client.post("/v1/sessions", &serde_json::json!({})).await?;
+            info.id.to_string()
+        }
+    };
+    let mut subscription = client.subscribe().await?;
+    let mut info: GetSessionResponse = client.get(&format!("/v1/sessions/{session_id}")).await?;
+    println!(
+        "session {session_id} ({}) — type a message; Ctrl-D quits",
+        describe(&info.session)
+    );
+    let mut seen_seq = info.last_seq;
+    let (lines_sender, mut lines) = futures::channel::mpsc::unbounded::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            if lines_sender.unbounded_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    use futures::StreamExt;
+    loop {
+        print!("> ");
+        std::io::stdout().flush()?;
+        let Some(line) = lines.next().await else {
+            println!();
+            return Ok(());
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let sent: MessageSessionResponse = client
+            .post(
+                &format!("/v1/sessions/{session_id}/messages"),
+                &serde_json::json!({ "text": line }),
+            )
+            .await?;
+        seen_seq = seen_seq.max(sent.seq);
+        let run_id = sent.run_id;
+        let target: SessionId = session_id.parse()?;
+        let mut streaming = false;
+        loop {
+            let Some(update) = next_update(&mut subscription).await else {
+                anyhow::bail!("the subscription closed");
+            };
+            match update {
+                Update::TextDelta {
+                    session_id: s,
+                    text,
+                    ..
+                } if s == target => {
+                    print!("{text}");
+                    std::io::stdout().flush()?;
+                    streaming = true;
+                }
+                Update::SessionChange { session_id: s, .. } if s == target => {
+                    // Tool calls and results appear in the log as they are committed.
+                    for event in all_events(&client, &session_id, seen_seq + 1).await? {
+                        seen_seq = event.seq;
+                        if matches!(event.kind.as_str(), "tool_call" | "tool_result") {
+                            if streaming {
+                                println!();
+                                streaming = false;
+                            }
+                            println!("  {}", event_line(&event));
+                        }
+                    }
+                }
+                Update::RunFinished {
+                    run_id: r, status, ..
+                } if r.0 == run_id => {
+                    if streaming {
+                        println!();
+                    }
+                    if status != "succeeded" {
+                        println!("  (the run {status})");
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let run: crate::api::RunInfo = client.get(&format!("/v1/runs/{run_id}")).await?;
+        let successor = run
+            .result
+            .as_ref()
+            .and_then(|result| result.get("continued_to_session_id"))
+            .and_then(|id| id.as_str())
+            .map(str::to_owned);
+        if let Some(successor) = successor {
+            println!("— the conversation continued in session {successor}; following it —");
+            session_id = successor;
+            info = client.get(&format!("/v1/sessions/{session_id}")).await?;
+            seen_seq = 0;
+        } else {
+            info = client.get(&format!("/v1/sessions/{session_id}")).await?;
+        }
+        let events = all_events(&client, &session_id, 1).await?;
+        if let Some(meter) = context_meter(&events, info.context_window) {
+            println!("{meter}");
+        }
+        seen_seq = seen_seq.max(info.last_seq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assistant(input: u64) -> EventInfo {
+        EventInfo {
+            id: 1,
+            seq: 1,
+            kind: "message".to_owned(),
+            role: Some("assistant".to_owned()),
+            actor: Some("agent".to_owned()),
+            content: serde_json::json!({"text": "hi"}),
+            meta: serde_json::json!({"usage": {"input": input, "output": 1, "cache_read": 0, "cache_write": 0}}),
+            run_id: None,
+            created_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_context_meter() {
+        assert_eq!(
+            context_meter(&[assistant(500)], Some(1000)),
+            Some("[context 500 / 1000 tokens, 50.0%]".to_owned())
+        );
+        assert_eq!(
+            context_meter(&[assistant(900)], Some(1000)),
+            Some("[context 900 / 1000 tokens, 90.0% (full: expect a continuation)]".to_owned())
+        );
+        assert_eq!(context_meter(&[], Some(1000)), None);
+        assert_eq!(context_meter(&[assistant(1)], None), None);
+    }
+
+    #[test]
+    fn transcript_lines() {
+        let mut call = assistant(0);
+        call.kind = "tool_call".to_owned();
+        call.content =
+            serde_json::json!({"id": "c", "name": "status", "arguments": {"title": "x"}});
+        assert_eq!(event_line(&call), r#"[1] tool call: status({"title":"x"})"#);
+        assert_eq!(event_line(&assistant(0)), "[1] agent: hi");
+    }
+}

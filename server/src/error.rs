@@ -1,0 +1,99 @@
+//! The API's errors: each a status and a JSON body `{"error": …, "field": …}` that says what to
+//! fix. Internal failures are logged with their cause and shown as a plain 500.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::input::Invalid;
+
+/// What an error response carries.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong, for a person.
+    pub error: String,
+    /// The request field at fault, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{}", .0.message)]
+    BadRequest(Invalid),
+    #[error("too many runs queued for this account (at most {0}); try again when some have run")]
+    TooManyQueued(i64),
+    #[error("the service is shutting down")]
+    Unavailable,
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn bad(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError::BadRequest(Invalid::field(field, message))
+    }
+}
+
+impl From<Invalid> for ApiError {
+    fn from(invalid: Invalid) -> ApiError {
+        ApiError::BadRequest(invalid)
+    }
+}
+
+impl From<seed_store::Error> for ApiError {
+    fn from(error: seed_store::Error) -> ApiError {
+        match error.refusal() {
+            Some(seed_store::Refusal::SessionDeleted) => ApiError::NotFound("session"),
+            _ => ApiError::Internal(error.into()),
+        }
+    }
+}
+
+impl From<seed_actors::runtime::Error> for ApiError {
+    fn from(error: seed_actors::runtime::Error) -> ApiError {
+        use seed_actors::runtime::Error;
+        match error {
+            Error::SessionNotFound(_) => ApiError::NotFound("session"),
+            Error::RunGone(_) => ApiError::NotFound("run"),
+            Error::Closed => ApiError::Unavailable,
+            Error::Store(error) => error.into(),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::TooManyQueued(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        if let ApiError::Internal(error) = self {
+            tracing::error!(error = format!("{error:#}"), "request failed");
+        }
+        let field = match self {
+            ApiError::BadRequest(invalid) => invalid.field.clone(),
+            _ => None,
+        };
+        let mut response = HttpResponse::build(self.status_code());
+        if matches!(self, ApiError::Unauthorized(_)) {
+            response.insert_header(("WWW-Authenticate", "Signature, Bearer"));
+        }
+        response.json(ErrorBody {
+            error: self.to_string(),
+            field,
+        })
+    }
+}

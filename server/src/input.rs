@@ -1,0 +1,248 @@
+//! Request input with no IO: JSON bodies parsed with the failing field named, the limits each
+//! field must keep, and keyset paging over a list of sessions.
+
+use seed_events::SessionId;
+use seed_store::SessionRow;
+use serde::de::DeserializeOwned;
+
+/// The most characters a message may have.
+pub const MESSAGE_CHARS_MAX: usize = 64 * 1024;
+/// The most characters a title may have.
+pub const TITLE_CHARS_MAX: usize = 200;
+/// The most characters a model name may have.
+pub const MODEL_CHARS_MAX: usize = 200;
+/// Sessions per page when the client does not say.
+pub const PAGE_SESSIONS_DEFAULT: usize = 50;
+/// The most sessions (or events) one page may hold.
+pub const PAGE_ITEMS_MAX: usize = 500;
+
+/// Input that does not fit: which field, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The field's path, e.g. `text` or `arguments.path`; `None` for the body as a whole.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl Invalid {
+    pub fn field(field: &str, message: impl Into<String>) -> Invalid {
+        Invalid {
+            field: Some(field.to_owned()),
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses a JSON body into `T`, naming the field that does not fit.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Invalid> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut deserializer);
+    let value = parsed.map_err(|error| {
+        let path = error.path().to_string();
+        let message = error.inner().to_string();
+        let field = if path != "." && path != "?" {
+            Some(path)
+        } else {
+            // A missing or unknown field is reported at the parent: its name is in the message.
+            message
+                .split('`')
+                .nth(1)
+                .filter(|_| message.contains("field"))
+                .map(str::to_owned)
+        };
+        Invalid { field, message }
+    })?;
+    deserializer.end().map_err(|error| Invalid {
+        field: None,
+        message: error.to_string(),
+    })?;
+    Ok(value)
+}
+
+/// A text field must have between `min` and `max` characters.
+pub fn check_chars(field: &str, text: &str, min: usize, max: usize) -> Result<(), Invalid> {
+    let n_chars = text.chars().count();
+    if n_chars < min {
+        return Err(Invalid::field(
+            field,
+            format!("must have at least {min} characters"),
+        ));
+    }
+    if n_chars > max {
+        return Err(Invalid::field(
+            field,
+            format!("must have at most {max} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// A page size: `default` when absent, else 1 ..= [`PAGE_ITEMS_MAX`].
+pub fn page_limit(limit: Option<u64>, default: usize) -> Result<usize, Invalid> {
+    match limit {
+        None => Ok(default),
+        Some(n) if (1..=PAGE_ITEMS_MAX as u64).contains(&n) => Ok(n as usize),
+        Some(_) => Err(Invalid::field(
+            "limit",
+            format!("must be between 1 and {PAGE_ITEMS_MAX}"),
+        )),
+    }
+}
+
+/// Where a page of sessions starts: after the session with this `updated_at` and id, in the
+/// order newest update first (ties by id, highest first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub updated_at_ms: i64,
+    pub session_id: SessionId,
+}
+
+impl Cursor {
+    pub fn encode(&self) -> String {
+        format!("{}_{}", self.updated_at_ms, self.session_id)
+    }
+
+    pub fn decode(text: &str) -> Result<Cursor, Invalid> {
+        let invalid = || Invalid::field("cursor", "not a cursor this server gave");
+        let (updated_at, id) = text.split_once('_').ok_or_else(invalid)?;
+        Ok(Cursor {
+            updated_at_ms: updated_at.parse().map_err(|_| invalid())?,
+            session_id: id.parse().map_err(|_| invalid())?,
+        })
+    }
+
+    fn of(session: &SessionRow) -> Cursor {
+        Cursor {
+            updated_at_ms: session.updated_at_ms,
+            session_id: session.id,
+        }
+    }
+
+    /// The sort key: newest first.
+    fn key(&self) -> (std::cmp::Reverse<i64>, std::cmp::Reverse<SessionId>) {
+        (
+            std::cmp::Reverse(self.updated_at_ms),
+            std::cmp::Reverse(self.session_id),
+        )
+    }
+}
+
+/// One page of `sessions` (in any order) after `cursor`, newest update first, and the cursor of
+/// the next page when there is more.
+pub fn page_sessions(
+    mut sessions: Vec<SessionRow>,
+    cursor: Option<Cursor>,
+    limit: usize,
+) -> (Vec<SessionRow>, Option<Cursor>) {
+    sessions.sort_by_key(|session| Cursor::of(session).key());
+    if let Some(cursor) = cursor {
+        sessions.retain(|session| Cursor::of(session).key() > cursor.key());
+    }
+    let more = sessions.len() > limit;
+    sessions.truncate(limit);
+    let next = more.then(|| sessions.last().map(Cursor::of)).flatten();
+    (sessions, next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seed_events::AccountId;
+    use seed_store::NewSession;
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        text: String,
+        wait: Option<bool>,
+        inner: Option<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Inner {
+        n: u32,
+    }
+
+    #[test]
+    fn json_errors_name_the_field() {
+        let field = |body: &str| parse_json::<Body>(body.as_bytes()).map_err(|e| e.field);
+        assert!(field(r#"{"text": "hi"}"#).is_ok());
+        assert_eq!(field(r#"{}"#), Err(Some("text".to_owned())));
+        assert_eq!(field(r#"{"text": 1}"#), Err(Some("text".to_owned())));
+        assert_eq!(
+            field(r#"{"text": "a", "wait": "yes"}"#),
+            Err(Some("wait".to_owned()))
+        );
+        assert_eq!(
+            field(r#"{"text": "a", "extra": 1}"#),
+            Err(Some("extra".to_owned()))
+        );
+        assert_eq!(
+            field(r#"{"text": "a", "inner": {"n": -1}}"#),
+            Err(Some("inner.n".to_owned()))
+        );
+        assert_eq!(field(r#"{"text": "a""#), Err(None));
+        assert_eq!(field(r#"{"text": "a"} x"#), Err(None));
+        assert_eq!(field(""), Err(None));
+    }
+
+    #[test]
+    fn limits() {
+        assert!(check_chars("text", "", 1, 5).is_err());
+        assert!(check_chars("text", "héllo", 1, 5).is_ok());
+        assert_eq!(
+            check_chars("title", "abcdef", 0, 5).map_err(|e| e.field),
+            Err(Some("title".to_owned()))
+        );
+        assert_eq!(page_limit(None, 50), Ok(50));
+        assert_eq!(page_limit(Some(1), 50), Ok(1));
+        assert!(page_limit(Some(0), 50).is_err());
+        assert!(page_limit(Some(501), 50).is_err());
+    }
+
+    fn session(idx: u128, updated_at_ms: i64) -> SessionRow {
+        let new = NewSession::new(SessionId::from_u128(idx), AccountId::from_u128(1), 0);
+        SessionRow {
+            id: new.id,
+            account_id: new.account_id,
+            title: String::new(),
+            description: String::new(),
+            title_source: new.title_source,
+            model_override: None,
+            reasoning_level: None,
+            plan: None,
+            parent_session_id: None,
+            created_at_ms: 0,
+            updated_at_ms,
+        }
+    }
+
+    #[test]
+    fn paging_visits_every_session_once_newest_first() {
+        // Ties on updated_at are broken by id, so a page boundary inside a tie loses nothing.
+        let sessions: Vec<SessionRow> = (0..7)
+            .map(|idx| session(idx, 10 * (idx as i64 % 3)))
+            .collect();
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let (page, next) = page_sessions(sessions.clone(), cursor, 2);
+            assert!(page.len() <= 2);
+            seen.extend(page.iter().map(|s| (s.updated_at_ms, s.id)));
+            match next {
+                Some(next) => {
+                    let decoded = Cursor::decode(&next.encode()).expect("round trip");
+                    assert_eq!(decoded, next);
+                    cursor = Some(decoded);
+                }
+                None => break,
+            }
+        }
+        let mut expected: Vec<_> = sessions.iter().map(|s| (s.updated_at_ms, s.id)).collect();
+        expected.sort_by(|a, b| b.cmp(a));
+        assert_eq!(seen, expected);
+        assert!(Cursor::decode("nope").is_err());
+        assert!(Cursor::decode("1_nope").is_err());
+    }
+}

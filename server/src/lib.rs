@@ -1,0 +1,29 @@
+//! Seed as a service: the HTTP and WebSocket API with signed requests, and the `seed` binary.
+//!
+//! Layout:
+//! - `signing` (pure): RFC 9421 signature bases, `Signature-Input` / `Signature` /
+//!   `Content-Digest`, the parameter checks, ed25519 `verify_strict`.
+//! - `input` (pure): JSON bodies parsed with the failing field named, field limits, paging.
+//! - `keys`: account keys on disk (mode 0600); an account id is derived from its public key.
+//! - `auth`: who is asking — a signed request or a bearer token; one-time login codes.
+//! - `api`: the REST routes under `/v1` and the OpenAPI document; `ws`: `/v1/subscribe`.
+//! - `error`: the API's errors as statuses and JSON bodies.
+//! - `metrics`, `model`: `/metrics`; the scripted model and the provider meter.
+//! - `serve`: `seed serve` — data dir, store, runtime, HTTP, drain on SIGTERM.
+//! - `client`, `cli`: the signing client and the `seed` command line.
+//!
+//! Invariant: a signed request's nonce is taken in the same transaction as its writes, and a
+//! refused request writes nothing.
+
+pub mod api;
+pub mod auth;
+pub mod cli;
+pub mod client;
+pub mod error;
+pub mod input;
+pub mod keys;
+pub mod metrics;
+pub mod model;
+pub mod serve;
+pub mod signing;
+pub mod ws;

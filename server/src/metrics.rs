@@ -1,0 +1,64 @@
+//! `/metrics` in the Prometheus text format: runs by state, the queue's depth, active session
+//! actors and store commits are read when scraped; message commit latency and provider latency
+//! and errors are recorded as they happen (see `api` and `model`).
+
+use seed_events::RunStatus;
+
+use crate::api::AppState;
+use crate::error::ApiError;
+
+/// Installs the global recorder; `None` if one is installed already (a second service in one
+/// process, as in tests), and then `/metrics` shows the scraped gauges only.
+pub fn install() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .ok()
+}
+
+/// Reads the gauges and renders everything.
+pub async fn render(state: &AppState) -> Result<String, ApiError> {
+    let by_status = state.store.runs_by_status().await?;
+    let count = |status: RunStatus| {
+        by_status
+            .iter()
+            .find(|(name, _)| name == status.as_str())
+            .map_or(0, |(_, n)| *n)
+    };
+    let mut gauges = Vec::new();
+    for status in RunStatus::ALL {
+        gauges.push((
+            format!("seed_runs{{state=\"{status}\"}}"),
+            count(status) as f64,
+        ));
+    }
+    gauges.push((
+        "seed_queue_depth".to_owned(),
+        count(RunStatus::Queued) as f64,
+    ));
+    gauges.push((
+        "seed_active_session_actors".to_owned(),
+        state.runtime.n_active_sessions() as f64,
+    ));
+    let stats = state.store.writer_stats();
+    gauges.push((
+        "seed_store_commits_total".to_owned(),
+        stats.n_commits.load(std::sync::atomic::Ordering::Relaxed) as f64,
+    ));
+    gauges.push((
+        "seed_store_queued_writes".to_owned(),
+        state.store.queued_writes() as f64,
+    ));
+    let mut text = String::new();
+    text.push_str("# TYPE seed_runs gauge\n# TYPE seed_queue_depth gauge\n");
+    text.push_str(
+        "# TYPE seed_active_session_actors gauge\n# TYPE seed_store_commits_total counter\n",
+    );
+    text.push_str("# TYPE seed_store_queued_writes gauge\n");
+    for (name, value) in gauges {
+        text.push_str(&format!("{name} {value}\n"));
+    }
+    if let Some(handle) = &state.metrics {
+        text.push_str(&handle.render());
+    }
+    Ok(text)
+}

@@ -1,0 +1,225 @@
+//! `seed serve`: the whole service on an embedded default — a data dir holding the SQLite
+//! database and the local account's key, the scripted model unless a provider is configured,
+//! HTTP on loopback. SIGTERM (or Ctrl-C) drains: stop accepting, end waits and streams, let the
+//! commits in flight finish, release this process's leases, exit 0. A turn cut off is taken up
+//! again by the next boot's sweep.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::{App, HttpServer, web};
+use anyhow::Context as _;
+use seed_actors::{Runtime, RuntimeSettings};
+use seed_store::{Config, Store};
+use utoipa_actix_web::AppExt;
+
+use crate::api::{self, AppState, Limits};
+use crate::auth::Tokens;
+use crate::error::ApiError;
+use crate::keys::{AccountKey, LOCAL_KEY_FILE};
+
+/// Where a running service says where it listens, for the CLI.
+pub const SERVER_FILE: &str = "server.json";
+/// The database in the data dir.
+pub const DATABASE_FILE: &str = "seed.db";
+/// How long a drain waits for the writer to empty its queue.
+const DRAIN_WRITES_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub data_dir: PathBuf,
+    pub listen: String,
+    pub limits: Limits,
+    /// Slows the scripted model's streaming (tests).
+    pub scripted_delta_delay: Option<Duration>,
+    pub http_workers: usize,
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64)
+}
+
+/// The local account's key, created on first start.
+pub fn local_key(data_dir: &Path) -> anyhow::Result<(AccountKey, bool)> {
+    let path = data_dir.join(LOCAL_KEY_FILE);
+    if path.exists() {
+        return Ok((AccountKey::load(&path)?, false));
+    }
+    let key = AccountKey::generate()?;
+    key.save(&path)?;
+    Ok((key, true))
+}
+
+/// Opens the data dir's database.
+pub fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create the data dir {}", data_dir.display()))?;
+    Ok(Store::open(Config::new(data_dir.join(DATABASE_FILE)))?)
+}
+
+/// Registers an account for a key unless it exists. Returns whether it was new.
+pub async fn ensure_account(store: &Store, key: &AccountKey) -> anyhow::Result<bool> {
+    if store.get_account(key.account_id).await?.is_some() {
+        return Ok(false);
+    }
+    store
+        .create_account(key.account_id, key.public_key().to_vec(), now_ms())
+        .await?;
+    Ok(true)
+}
+
+/// Runs the service until SIGTERM or SIGINT; returns after draining.
+pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
+    actix_web::rt::System::new().block_on(run(options))
+}
+
+async fn run(options: ServeOptions) -> anyhow::Result<()> {
+    let store = open_store(&options.data_dir)?;
+    let (key, key_created) = local_key(&options.data_dir)?;
+    ensure_account(&store, &key).await?;
+    if key_created {
+        tracing::info!(account_id = %key.account_id, "created the local account and its key");
+    }
+    let boot_id = uuid::Uuid::now_v7().to_string();
+    let clock: Arc<dyn Fn() -> i64 + Send + Sync> = Arc::new(now_ms);
+    let settings = RuntimeSettings::default();
+    let provider = Arc::new(crate::model::Metered {
+        inner: Arc::new(crate::model::scripted(options.scripted_delta_delay)),
+    });
+    let (runtime, report) = Runtime::start(
+        store.clone(),
+        provider,
+        seed_actors::verbs::shipped(),
+        settings.clone(),
+        boot_id.clone(),
+        Arc::clone(&clock),
+    )
+    .await?;
+    tracing::info!(
+        n_leases_released = report.n_leases_released,
+        n_runs_requeued = report.n_runs_requeued,
+        %boot_id,
+        "runtime started"
+    );
+    let (drain_sender, draining) = tokio::sync::watch::channel(false);
+    let tokens = Tokens::default();
+    let login_code = tokens.new_login_code(key.account_id)?;
+    let state = web::Data::new(AppState {
+        runtime,
+        store: store.clone(),
+        tokens,
+        limits: options.limits.clone(),
+        provider_name: settings.provider_name.clone(),
+        default_model: settings.model.clone(),
+        clock: Arc::clone(&clock),
+        metrics: crate::metrics::install(),
+        draining,
+    });
+    let document = web::Data::new(serde_json::to_string(&api::openapi())?);
+    let body_bytes_max = options.limits.body_bytes_max;
+    let app_state = state.clone();
+    let server = HttpServer::new(move || {
+        let (app, _) = App::new()
+            .into_utoipa_app()
+            .openapi(api::base_document())
+            .configure(api::configure)
+            .split_for_parts();
+        app.app_data(app_state.clone())
+            .app_data(document.clone())
+            .app_data(web::PayloadConfig::new(body_bytes_max))
+            .app_data(web::QueryConfig::default().error_handler(|error, _| {
+                ApiError::bad("query", error.to_string()).into()
+            }))
+            .app_data(
+                web::PathConfig::default()
+                    .error_handler(|_, _| ApiError::NotFound("resource").into()),
+            )
+            .route("/v1/openapi.json", web::get().to(api::openapi_json))
+            .wrap_fn(|request, service| {
+                use actix_web::dev::Service as _;
+                let started = Instant::now();
+                let method = request.method().clone();
+                let path = request.path().to_owned();
+                let response = service.call(request);
+                async move {
+                    let response = response.await?;
+                    let status = response.status().as_u16();
+                    tracing::debug!(%method, %path, status, elapsed_us = started.elapsed().as_micros() as u64, "request");
+                    metrics::counter!("seed_http_requests_total", "status" => status.to_string())
+                        .increment(1);
+                    Ok(response)
+                }
+            })
+    })
+    .workers(options.http_workers)
+    .disable_signals()
+    .shutdown_timeout(10)
+    .bind(&options.listen)
+    .with_context(|| format!("cannot listen on {}", options.listen))?;
+    let addrs: Vec<SocketAddr> = server.addrs();
+    let url = format!("http://{}", addrs[0]);
+    let server = server.run();
+    let handle = server.handle();
+
+    let server_file = options.data_dir.join(SERVER_FILE);
+    std::fs::write(&server_file, serde_json::json!({ "url": url }).to_string())?;
+    println!("seed: listening on {url}");
+    println!("model: scripted (no provider configured)");
+    println!("data dir: {}", options.data_dir.display());
+    println!(
+        "account: {} (key in {})",
+        key.account_id,
+        options.data_dir.join(LOCAL_KEY_FILE).display()
+    );
+    println!(
+        "talk to it: seed chat --data-dir {}",
+        options.data_dir.display()
+    );
+    println!("sign in a browser (one time): {url}/login?code={login_code}");
+
+    // Nonces whose signatures can no longer be accepted are pruned every minute.
+    let prune_store = store.clone();
+    actix_web::rt::spawn(async move {
+        let mut interval = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            interval.tick().await;
+            if let Err(error) = prune_store.prune_nonces(now_ms()).await {
+                tracing::warn!(%error, "pruning nonces failed");
+            }
+        }
+    });
+
+    actix_web::rt::spawn(async move {
+        let (Ok(mut terminate), Ok(mut interrupt)) = (
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()),
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()),
+        ) else {
+            tracing::error!("cannot listen for signals");
+            return;
+        };
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        tracing::info!("draining: no new requests; waits and streams end");
+        let _ = drain_sender.send(true);
+        handle.stop(true).await;
+    });
+
+    server.await?;
+    let started = Instant::now();
+    while store.queued_writes() > 0 && started.elapsed() < DRAIN_WRITES_WAIT {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let n_released = store.release_leases_owned_by(&boot_id).await?;
+    let _ = std::fs::remove_file(&server_file);
+    tracing::info!(n_leases_released = n_released, "drained");
+    drop(state);
+    // Turns cut off stay `running` in the database; the next boot's sweep takes them up.
+    std::process::exit(0)
+}

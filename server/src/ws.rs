@@ -1,0 +1,189 @@
+//! The WebSocket `/v1/subscribe`: session-change and account-change notifications and the text
+//! deltas of turns in flight, for the signed-in account's sessions only. Sign the upgrade
+//! request, or pass a bearer token (header, or `?token=` where a browser cannot set headers).
+//! Each message is one JSON object with a `type`.
+
+use std::collections::HashMap;
+
+use actix_web::{HttpRequest, HttpResponse, get, web};
+use futures::StreamExt;
+use seed_actors::bus::Notification;
+use seed_events::{AccountId, SessionId};
+use serde::Serialize;
+
+use crate::api::AppState;
+use crate::error::{ApiError, ErrorBody};
+
+/// What a subscriber receives.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Update {
+    SessionChange {
+        session_id: SessionId,
+        reason: String,
+    },
+    AccountChange {
+        account_id: AccountId,
+        reason: String,
+    },
+    TextDelta {
+        session_id: SessionId,
+        run_id: seed_events::RunId,
+        text: String,
+    },
+    RunFinished {
+        session_id: SessionId,
+        run_id: seed_events::RunId,
+        status: String,
+    },
+}
+
+impl Update {
+    fn of(notification: Notification) -> Update {
+        match notification {
+            Notification::SessionChanged { session_id, reason } => Update::SessionChange {
+                session_id,
+                reason: reason.to_owned(),
+            },
+            Notification::AccountChanged { account_id, reason } => Update::AccountChange {
+                account_id,
+                reason: reason.to_owned(),
+            },
+            Notification::TextDelta {
+                session_id,
+                run_id,
+                text,
+            } => Update::TextDelta {
+                session_id,
+                run_id,
+                text,
+            },
+            Notification::RunFinished {
+                session_id,
+                run_id,
+                status,
+            } => Update::RunFinished {
+                session_id,
+                run_id,
+                status: status.to_string(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SubscribeQuery {
+    /// A bearer token, for clients that cannot set headers.
+    pub token: Option<String>,
+}
+
+/// Subscribes to the account's notifications over a WebSocket.
+#[utoipa::path(
+    params(SubscribeQuery),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "Not a WebSocket upgrade"),
+        (status = 401, body = ErrorBody),
+    ),
+    tag = "subscriptions"
+)]
+#[get("/v1/subscribe")]
+pub async fn subscribe(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    query: web::Query<SubscribeQuery>,
+    payload: web::Payload,
+) -> Result<HttpResponse, actix_web::Error> {
+    let account_id = match &query.token {
+        Some(token) => state
+            .tokens
+            .check(token, state.now_ms())
+            .ok_or_else(|| ApiError::Unauthorized("the token is unknown or expired".to_owned()))?,
+        None => {
+            let caller = crate::auth::authenticate(
+                &state.store,
+                &state.tokens,
+                &request,
+                &[],
+                state.now_ms(),
+            )
+            .await?;
+            if let Some(nonce) = caller.nonce.clone() {
+                if !state
+                    .store
+                    .take_nonce(nonce)
+                    .await
+                    .map_err(ApiError::from)?
+                {
+                    return Err(
+                        ApiError::Unauthorized("the nonce was used before".to_owned()).into(),
+                    );
+                }
+            }
+            caller.account_id
+        }
+    };
+    let (response, mut session, mut incoming) = actix_ws::handle(&request, payload)?;
+    let mut notifications = state
+        .runtime
+        .publisher()
+        .subscribe()
+        .await
+        .ok_or(ApiError::Unavailable)?;
+    let mut draining = state.draining.clone();
+    let store = state.store.clone();
+    actix_web::rt::spawn(async move {
+        // Whose each session is, as far as this subscriber has asked.
+        let mut ours: HashMap<SessionId, bool> = HashMap::new();
+        loop {
+            tokio::select! {
+                notification = notifications.next() => {
+                    let Some(notification) = notification else { break };
+                    let session_id = match &notification {
+                        Notification::SessionChanged { session_id, .. }
+                        | Notification::TextDelta { session_id, .. }
+                        | Notification::RunFinished { session_id, .. } => Some(*session_id),
+                        Notification::AccountChanged { account_id: owner, .. } => {
+                            if *owner != account_id {
+                                continue;
+                            }
+                            None
+                        }
+                    };
+                    if let Some(session_id) = session_id {
+                        let mine = match ours.get(&session_id) {
+                            Some(mine) => *mine,
+                            None => {
+                                let owner = crate::api::session_owner(&store, session_id).await;
+                                let Some(owner) = owner else { continue };
+                                let mine = owner == account_id;
+                                ours.insert(session_id, mine);
+                                mine
+                            }
+                        };
+                        if !mine {
+                            continue;
+                        }
+                    }
+                    let Ok(text) = serde_json::to_string(&Update::of(notification)) else { continue };
+                    if session.text(text).await.is_err() {
+                        break;
+                    }
+                }
+                message = incoming.recv() => match message {
+                    Some(Ok(actix_ws::Message::Ping(bytes))) => {
+                        if session.pong(&bytes).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(Ok(actix_ws::Message::Close(_))) | None | Some(Err(_)) => break,
+                    Some(Ok(_)) => {}
+                },
+                _ = draining.wait_for(|draining| *draining) => break,
+            }
+        }
+        let _ = session.close(None).await;
+    });
+    Ok(response)
+}

@@ -1,0 +1,87 @@
+//! What the service reads and writes beyond the runtime's APIs: accounts by public key, whose a
+//! session is, the service's own leases at shutdown, and counts for metrics and tests.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use seed_events::{AccountId, SessionId};
+
+use crate::{Error, Result, Store};
+
+/// Every table of the schema, for row counts.
+const TABLES: [&str; 10] = [
+    "accounts",
+    "memory_files",
+    "sessions",
+    "session_events",
+    "session_durable_files",
+    "runs",
+    "session_leases",
+    "session_continuations",
+    "attachments",
+    "request_nonces",
+];
+
+fn account_by_public_key(connection: &Connection, public_key: &[u8]) -> Result<Option<AccountId>> {
+    let id: Option<String> = connection
+        .prepare_cached("SELECT id FROM accounts WHERE public_key = ?1")?
+        .query_row(params![public_key], |row| row.get(0))
+        .optional()?;
+    id.map(|id| Error::parse_column("accounts", &id))
+        .transpose()
+}
+
+fn runs_by_status(connection: &Connection) -> Result<Vec<(String, i64)>> {
+    let mut statement =
+        connection.prepare_cached("SELECT status, count(*) FROM runs GROUP BY status")?;
+    let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+fn row_counts(connection: &Connection) -> Result<Vec<(&'static str, i64)>> {
+    TABLES
+        .into_iter()
+        .map(|table| {
+            let n_rows: i64 =
+                connection.query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+                    row.get(0)
+                })?;
+            Ok((table, n_rows))
+        })
+        .collect()
+}
+
+impl Store {
+    /// The account whose key this is.
+    pub async fn account_by_public_key(&self, public_key: Vec<u8>) -> Result<Option<AccountId>> {
+        self.read(move |connection| account_by_public_key(connection, &public_key))
+            .await
+    }
+
+    /// The account a session belongs to, `None` when there is no such session.
+    pub async fn session_owner(&self, session_id: SessionId) -> Result<Option<AccountId>> {
+        self.read(move |connection| crate::nonces::session_owner(connection, session_id))
+            .await
+    }
+
+    /// Releases the leases `owner` (this process) holds: a draining service lets the next
+    /// boot take its sessions at once. Returns how many.
+    pub async fn release_leases_owned_by(&self, owner: &str) -> Result<usize> {
+        let owner = owner.to_owned();
+        self.write(None, move |connection| {
+            Ok(connection
+                .prepare_cached("DELETE FROM session_leases WHERE owner = ?1")?
+                .execute(params![owner])?)
+        })
+        .await
+    }
+
+    /// Runs counted by status, e.g. `("queued", 3)`.
+    pub async fn runs_by_status(&self) -> Result<Vec<(String, i64)>> {
+        self.read(runs_by_status).await
+    }
+
+    /// Rows in every table, by table name: what a test compares before and after a request
+    /// that must write nothing.
+    pub async fn row_counts(&self) -> Result<Vec<(&'static str, i64)>> {
+        self.read(row_counts).await
+    }
+}
