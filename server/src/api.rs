@@ -72,11 +72,11 @@ impl AppState {
 
     /// A read-only request takes its nonce once it has its answer: a replay is refused, and a
     /// request refused before (404) wrote nothing.
-    async fn take_nonce(&self, caller: &Caller) -> Result<(), ApiError> {
-        if let Some(nonce) = caller.nonce.clone() {
-            if !self.store.take_nonce(nonce).await? {
-                return Err(replayed());
-            }
+    pub async fn take_nonce(&self, caller: &Caller) -> Result<(), ApiError> {
+        if let Some(nonce) = caller.nonce.clone()
+            && !self.store.take_nonce(nonce).await?
+        {
+            return Err(replayed());
         }
         Ok(())
     }
@@ -577,7 +577,7 @@ async fn send_message(
         .await?;
     metrics::histogram!("seed_message_commit_seconds").record(started.elapsed().as_secs_f64());
     let (event, run) = match fresh(outcome)? {
-        SendOutcome::Sent { event, run } => (event, run),
+        SendOutcome::Sent { event, run } => (*event, *run),
         SendOutcome::NotFound => return Err(ApiError::NotFound("session")),
         SendOutcome::TooManyQueued => {
             return Err(ApiError::TooManyQueued(
@@ -677,9 +677,16 @@ async fn list_events(
     }))
 }
 
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RunQuery {
+    /// Block until the run ends (at most the server's wait limit).
+    pub wait: Option<bool>,
+}
+
 /// One run.
 #[utoipa::path(
-    params(("run_id" = Uuid, Path, description = "The run")),
+    params(("run_id" = Uuid, Path, description = "The run"), RunQuery),
     responses(
         (status = 200, body = RunInfo),
         (status = 401, body = ErrorBody),
@@ -692,6 +699,7 @@ async fn get_run(
     state: web::Data<AppState>,
     request: HttpRequest,
     path: web::Path<Uuid>,
+    query: web::Query<RunQuery>,
     body: Body,
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
@@ -704,6 +712,11 @@ async fn get_run(
         return Err(ApiError::NotFound("run"));
     }
     state.take_nonce(&caller).await?;
+    let run = if query.wait == Some(true) {
+        wait_for_run(&state, run).await?
+    } else {
+        run
+    };
     Ok(HttpResponse::Ok().json(RunInfo::from(run)))
 }
 

@@ -300,10 +300,10 @@ pub fn check_params(params: &SignatureParams, now_secs: i64) -> Result<Signed, E
     {
         return Err(Error::Expired);
     }
-    if let Some(alg) = params.param("alg") {
-        if *alg != ParamValue::String("ed25519".to_owned()) {
-            return Err(Error::Algorithm(format!("{alg:?}")));
-        }
+    if let Some(alg) = params.param("alg")
+        && *alg != ParamValue::String("ed25519".to_owned())
+    {
+        return Err(Error::Algorithm(format!("{alg:?}")));
     }
     let nonce = params
         .string("nonce")

@@ -109,18 +109,7 @@ pub async fn subscribe(
                 state.now_ms(),
             )
             .await?;
-            if let Some(nonce) = caller.nonce.clone() {
-                if !state
-                    .store
-                    .take_nonce(nonce)
-                    .await
-                    .map_err(ApiError::from)?
-                {
-                    return Err(
-                        ApiError::Unauthorized("the nonce was used before".to_owned()).into(),
-                    );
-                }
-            }
+            state.take_nonce(&caller).await?;
             caller.account_id
         }
     };

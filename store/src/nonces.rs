@@ -34,8 +34,8 @@ pub enum NonceOutcome<T> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum SendOutcome {
     Sent {
-        event: SessionEvent,
-        run: RunRow,
+        event: Box<SessionEvent>,
+        run: Box<RunRow>,
     },
     /// The session does not exist or is another account's: nothing was written.
     NotFound,
@@ -170,7 +170,10 @@ impl Store {
             }
             let (event, run) =
                 runs::send_user_message(connection, session_id, &event, run_id, queue, now_ms)?;
-            Ok(NonceOutcome::Fresh(SendOutcome::Sent { event, run }))
+            Ok(NonceOutcome::Fresh(SendOutcome::Sent {
+                event: Box::new(event),
+                run: Box::new(run),
+            }))
         })
         .await
     }

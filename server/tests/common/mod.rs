@@ -1,0 +1,109 @@
+//! A real `seed serve` process on a free loopback port, for the service tests: started from the
+//! built binary with its own data dir, talked to with the signing client.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+
+use seed_server::client::Client;
+use seed_server::keys::{AccountKey, LOCAL_KEY_FILE};
+use seed_store::{Config, Store};
+
+pub const SEED: &str = env!("CARGO_BIN_EXE_seed");
+
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+}
+
+impl Server {
+    /// Starts `seed serve` on `data_dir` and waits until it listens.
+    pub fn start(data_dir: &Path, extra_args: &[&str]) -> Server {
+        let mut child = Command::new(SEED)
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra_args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("seed serve starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("seed serve printed where it listens")
+                .expect("stdout");
+            if let Some(url) = line.strip_prefix("seed: listening on ") {
+                break url.to_owned();
+            }
+        };
+        // Keep reading, so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server {
+            child,
+            url,
+            data_dir: data_dir.to_owned(),
+        }
+    }
+
+    pub fn local_key(&self) -> AccountKey {
+        AccountKey::load(&self.data_dir.join(LOCAL_KEY_FILE)).expect("local key")
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(&self.url, self.local_key()).expect("client")
+    }
+
+    pub fn client_with(&self, key: AccountKey) -> Client {
+        Client::new(&self.url, key).expect("client")
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(mut self) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        let status = self.child.wait().expect("waits");
+        std::mem::forget(self);
+        status
+    }
+
+    /// A new account with its key, registered through `seed account add`.
+    pub fn add_account(&self) -> AccountKey {
+        let key = AccountKey::generate().expect("key");
+        let output = Command::new(SEED)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["account", "add", &key.public_key_base64()])
+            .output()
+            .expect("seed account add runs");
+        assert!(output.status.success(), "{output:?}");
+        key
+    }
+
+    /// A second handle on the database, to count rows.
+    pub fn store(&self) -> Store {
+        Store::open(Config::new(self.data_dir.join("seed.db"))).expect("opens")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Rows in every table.
+pub async fn row_counts(store: &Store) -> Vec<(&'static str, i64)> {
+    store.row_counts().await.expect("counts")
+}

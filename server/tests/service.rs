@@ -1,0 +1,653 @@
+//! The service end to end: a real `seed serve` process, signed requests over loopback HTTP, the
+//! subscription WebSocket. Every refused request is checked to write nothing, by counting the
+//! rows of every table before and after.
+
+mod common;
+
+use common::{Server, row_counts};
+use seed_server::api::{
+    EventsResponse, GetSessionResponse, ListSessionsResponse, MessageSessionResponse, RunInfo,
+    SessionInfo,
+};
+use seed_server::client::next_update;
+use seed_server::keys::AccountKey;
+use seed_server::ws::Update;
+use serde_json::json;
+
+async fn new_session(client: &seed_server::client::Client) -> SessionInfo {
+    client
+        .post("/v1/sessions", &json!({}))
+        .await
+        .expect("session created")
+}
+
+#[actix_web::test]
+async fn a_message_is_answered_over_http_and_streamed_over_the_websocket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let client = server.client();
+    let mut subscription = client.subscribe().await.expect("subscribes");
+    let session = new_session(&client).await;
+    let sent: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": "hello, seed", "wait": true}),
+        )
+        .await
+        .expect("sent");
+    assert_eq!(sent.status, "succeeded");
+    assert_eq!(sent.continued_to_session_id, None);
+
+    // The deltas of the answer, in order, until the run is reported finished.
+    let mut streamed = String::new();
+    let mut changes = 0;
+    loop {
+        match next_update(&mut subscription).await.expect("an update") {
+            Update::TextDelta {
+                session_id, text, ..
+            } => {
+                assert_eq!(session_id.0, session.id);
+                streamed.push_str(&text);
+            }
+            Update::SessionChange { session_id, .. } => {
+                assert_eq!(session_id.0, session.id);
+                changes += 1;
+            }
+            Update::RunFinished { run_id, status, .. } => {
+                assert_eq!(run_id.0, sent.run_id);
+                assert_eq!(status, "succeeded");
+                break;
+            }
+            Update::AccountChange { .. } => {}
+        }
+    }
+    assert_eq!(streamed, "You said: hello, seed");
+    assert!(changes >= 1);
+
+    let events: EventsResponse = client
+        .get(&format!("/v1/sessions/{}/events?from_seq=1", session.id))
+        .await
+        .expect("events");
+    let texts: Vec<(String, String)> = events
+        .events
+        .iter()
+        .map(|event| {
+            (
+                event.role.clone().unwrap_or_default(),
+                event.content["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ("user".to_owned(), "hello, seed".to_owned()),
+            ("assistant".to_owned(), "You said: hello, seed".to_owned())
+        ]
+    );
+    // A seq range.
+    let second: EventsResponse = client
+        .get(&format!(
+            "/v1/sessions/{}/events?from_seq=2&to_seq=2",
+            session.id
+        ))
+        .await
+        .expect("events");
+    assert_eq!(second.events.len(), 1);
+    assert_eq!(second.events[0].seq, 2);
+
+    let info: GetSessionResponse = client
+        .get(&format!("/v1/sessions/{}", session.id))
+        .await
+        .expect("session");
+    assert_eq!(info.context_window, Some(200_000));
+    assert_eq!(info.last_seq, 2);
+    assert!(info.session.continued_from.is_none() && info.session.continued_to.is_none());
+    let run: RunInfo = client
+        .get(&format!("/v1/runs/{}", sent.run_id))
+        .await
+        .expect("run");
+    assert_eq!(run.status, "succeeded");
+}
+
+#[actix_web::test]
+async fn unsigned_badly_signed_expired_and_replayed_requests_get_401_and_write_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let client = server.client();
+    let store = server.store();
+    let session = new_session(&client).await;
+    let path = format!("/v1/sessions/{}/messages", session.id);
+    let body = json!({"text": "hi"}).to_string().into_bytes();
+    let before = row_counts(&store).await;
+
+    // Unsigned.
+    let unsigned = client
+        .send_raw("POST", &path, body.clone(), &[])
+        .await
+        .expect("answer");
+    assert_eq!(unsigned.status, 401, "{:?}", unsigned.value());
+
+    // Signed by a key that is not the account's, under the account's key id.
+    let forger = AccountKey {
+        account_id: client.key().account_id,
+        ..AccountKey::generate().expect("key")
+    };
+    let forged = server
+        .client_with(forger)
+        .request("POST", &path, Some(&json!({"text": "hi"})))
+        .await
+        .expect("answer");
+    assert_eq!(forged.status, 401);
+
+    // A body other than the one signed.
+    let fields = client.signature_fields("POST", &path, &body);
+    let tampered = client
+        .send_raw(
+            "POST",
+            &path,
+            json!({"text": "ho"}).to_string().into_bytes(),
+            &fields,
+        )
+        .await
+        .expect("answer");
+    assert_eq!(tampered.status, 401);
+
+    // Signed for another path.
+    let fields = client.signature_fields("POST", "/v1/sessions", &body);
+    let moved = client
+        .send_raw("POST", &path, body.clone(), &fields)
+        .await
+        .expect("answer");
+    assert_eq!(moved.status, 401);
+
+    // Created more than 300 s ago.
+    let created = seed_server::serve::now_ms() / 1000 - 301;
+    let fields = client.signature_fields_at("POST", &path, &body, created, "expired-nonce-0001");
+    let expired = client
+        .send_raw("POST", &path, body.clone(), &fields)
+        .await
+        .expect("answer");
+    assert_eq!(expired.status, 401);
+    assert_eq!(
+        row_counts(&store).await,
+        before,
+        "refused requests wrote nothing"
+    );
+
+    // Replayed: the first use goes through, the replay is refused and writes nothing.
+    let fields = client.signature_fields("POST", &path, &body);
+    let first = client
+        .send_raw("POST", &path, body.clone(), &fields)
+        .await
+        .expect("answer");
+    assert_eq!(first.status, 200, "{:?}", first.value());
+    let after_first = row_counts(&store).await;
+    let replay = client
+        .send_raw("POST", &path, body.clone(), &fields)
+        .await
+        .expect("answer");
+    assert_eq!(replay.status, 401);
+    // A replayed read is refused too.
+    let read_fields = client.signature_fields("GET", "/v1/sessions", b"");
+    let read = client
+        .send_raw("GET", "/v1/sessions", Vec::new(), &read_fields)
+        .await
+        .expect("answer");
+    assert_eq!(read.status, 200);
+    let read_again = client
+        .send_raw("GET", "/v1/sessions", Vec::new(), &read_fields)
+        .await
+        .expect("answer");
+    assert_eq!(read_again.status, 401);
+    let mut expected = after_first.clone();
+    for (table, n_rows) in &mut expected {
+        if *table == "request_nonces" {
+            *n_rows += 1; // the first read's nonce
+        }
+    }
+    let now = row_counts(&store).await;
+    let without_runs = |counts: &[(&str, i64)]| -> Vec<(String, i64)> {
+        // The first message's run may have ended and written its answer meanwhile.
+        counts
+            .iter()
+            .filter(|(table, _)| {
+                !["session_events", "session_durable_files", "session_leases"].contains(table)
+            })
+            .map(|(table, n)| ((*table).to_owned(), *n))
+            .collect()
+    };
+    assert_eq!(without_runs(&now), without_runs(&expected));
+
+    // Two concurrent uses of one nonce: exactly one goes through.
+    let fields = client.signature_fields("POST", "/v1/sessions", b"{}");
+    let (one, two) = futures::join!(
+        client.send_raw("POST", "/v1/sessions", b"{}".to_vec(), &fields),
+        client.send_raw("POST", "/v1/sessions", b"{}".to_vec(), &fields),
+    );
+    let mut statuses = [one.expect("answer").status, two.expect("answer").status];
+    statuses.sort();
+    assert_eq!(statuses, [201, 401]);
+}
+
+#[actix_web::test]
+async fn another_account_gets_404_for_a_session_and_hears_nothing_of_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let alice = server.client();
+    let bob = server.client_with(server.add_account());
+    let mut bob_updates = bob.subscribe().await.expect("subscribes");
+    let session = new_session(&alice).await;
+    let sent: MessageSessionResponse = alice
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": "private", "wait": true}),
+        )
+        .await
+        .expect("sent");
+    let store = server.store();
+    let before = row_counts(&store).await;
+    for (method, path, body) in [
+        ("GET", format!("/v1/sessions/{}", session.id), None),
+        ("GET", format!("/v1/sessions/{}/events", session.id), None),
+        ("GET", format!("/v1/runs/{}", sent.run_id), None),
+        ("DELETE", format!("/v1/sessions/{}", session.id), None),
+        ("POST", format!("/v1/sessions/{}/stop", session.id), None),
+        (
+            "POST",
+            format!("/v1/sessions/{}/messages", session.id),
+            Some(json!({"text": "let me in"})),
+        ),
+        (
+            "PUT",
+            format!("/v1/sessions/{}/model", session.id),
+            Some(json!({"model": "x"})),
+        ),
+        (
+            "POST",
+            format!("/v1/sessions/{}/actions", session.id),
+            Some(json!({"verb": "status", "arguments": {"description": "mine now"}})),
+        ),
+    ] {
+        let answer = bob
+            .request(method, &path, body.as_ref())
+            .await
+            .expect("answer");
+        assert_eq!(answer.status, 404, "{method} {path}: {:?}", answer.value());
+    }
+    assert_eq!(row_counts(&store).await, before, "nothing was written");
+    let list: ListSessionsResponse = bob.get("/v1/sessions").await.expect("list");
+    assert!(list.sessions.is_empty());
+
+    // Bob's first update is about his own session: none of Alice's went to him.
+    let own = new_session(&bob).await;
+    match next_update(&mut bob_updates).await.expect("an update") {
+        Update::AccountChange { account_id, reason } => {
+            assert_eq!(account_id, bob.key().account_id);
+            assert_eq!(reason, "session-created");
+        }
+        other => panic!("bob heard {other:?} before his own session {}", own.id),
+    }
+}
+
+#[actix_web::test]
+async fn bad_input_gets_its_status_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--body-bytes-max",
+            "4096",
+            "--queued-runs-max",
+            "2",
+            "--scripted-delay-ms",
+            "200",
+        ],
+    );
+    let client = server.client();
+    let store = server.store();
+    let session = new_session(&client).await;
+    let gone = new_session(&client).await;
+    assert_eq!(
+        client
+            .request("DELETE", &format!("/v1/sessions/{}", gone.id), None)
+            .await
+            .expect("answer")
+            .status,
+        204
+    );
+    let messages = format!("/v1/sessions/{}/messages", session.id);
+    let before = row_counts(&store).await;
+
+    let raw = |path: String, body: &str| {
+        let body = body.as_bytes().to_vec();
+        let fields = client.signature_fields("POST", &path, &body);
+        let client = client.clone();
+        async move {
+            client
+                .send_raw("POST", &path, body, &fields)
+                .await
+                .expect("answer")
+        }
+    };
+    let too_large = raw(
+        messages.clone(),
+        &format!("{{\"text\": \"{}\"}}", "x".repeat(5000)),
+    )
+    .await;
+    assert_eq!(too_large.status, 413);
+    let not_json = raw(messages.clone(), "{\"text\": ").await;
+    assert_eq!(not_json.status, 400);
+    let missing = raw(messages.clone(), "{}").await;
+    assert_eq!(
+        (missing.status, missing.value()["field"].clone()),
+        (400, json!("text"))
+    );
+    let wrong_type = raw(messages.clone(), "{\"text\": 7}").await;
+    assert_eq!(
+        (wrong_type.status, wrong_type.value()["field"].clone()),
+        (400, json!("text"))
+    );
+    let unknown_field = raw(messages.clone(), "{\"text\": \"a\", \"colour\": 1}").await;
+    assert_eq!(
+        (unknown_field.status, unknown_field.value()["field"].clone()),
+        (400, json!("colour"))
+    );
+    let empty = raw(messages.clone(), "{\"text\": \"\"}").await;
+    assert_eq!(
+        (empty.status, empty.value()["field"].clone()),
+        (400, json!("text"))
+    );
+    let bad_verb = raw(
+        format!("/v1/sessions/{}/actions", session.id),
+        "{\"verb\": \"delegate\"}",
+    )
+    .await;
+    assert_eq!(
+        (bad_verb.status, bad_verb.value()["field"].clone()),
+        (400, json!("verb"))
+    );
+    let bad_limit = client
+        .request("GET", "/v1/sessions?limit=0", None)
+        .await
+        .expect("answer");
+    assert_eq!(
+        (bad_limit.status, bad_limit.value()["field"].clone()),
+        (400, json!("limit"))
+    );
+    let unknown = raw(
+        format!("/v1/sessions/{}/messages", uuid::Uuid::now_v7()),
+        "{\"text\": \"a\"}",
+    )
+    .await;
+    assert_eq!(unknown.status, 404);
+    let to_deleted = raw(
+        format!("/v1/sessions/{}/messages", gone.id),
+        "{\"text\": \"a\"}",
+    )
+    .await;
+    assert_eq!(to_deleted.status, 404);
+    let not_a_uuid = client
+        .request("GET", "/v1/sessions/nope", None)
+        .await
+        .expect("answer");
+    assert_eq!(not_a_uuid.status, 404);
+    assert_eq!(row_counts(&store).await, before, "bad input wrote nothing");
+
+    // Too many runs queued: messages are taken until the account has two waiting, then 429.
+    let mut statuses = Vec::new();
+    for idx in 0..5 {
+        let answer = raw(
+            messages.clone(),
+            &format!("{{\"text\": \"message {idx}\"}}"),
+        )
+        .await;
+        statuses.push(answer.status);
+        if answer.status == 429 {
+            break;
+        }
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    assert!(
+        statuses[..statuses.len() - 1]
+            .iter()
+            .all(|status| *status == 200)
+    );
+    let counts = row_counts(&store).await;
+    let refused = raw(messages.clone(), "{\"text\": \"one more\"}").await;
+    assert_eq!(refused.status, 429);
+    let runs = |counts: &[(&str, i64)]| counts.iter().find(|(t, _)| *t == "runs").map(|(_, n)| *n);
+    assert_eq!(
+        runs(&row_counts(&store).await),
+        runs(&counts),
+        "the refused message queued nothing"
+    );
+}
+
+#[actix_web::test]
+async fn sigterm_during_a_turn_then_restart_completes_the_run_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &["--scripted-delay-ms", "100"]);
+    let client = server.client();
+    let mut subscription = client.subscribe().await.expect("subscribes");
+    let session = new_session(&client).await;
+    let text = "a long message, so that its echo streams for a few seconds: ".repeat(3);
+    let sent: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": text}),
+        )
+        .await
+        .expect("sent");
+    // Wait for the answer to be streaming, then stop the service.
+    loop {
+        if let Update::TextDelta { .. } = next_update(&mut subscription).await.expect("update") {
+            break;
+        }
+    }
+    let status = server.terminate();
+    assert!(
+        status.success(),
+        "seed serve drained and exited 0: {status:?}"
+    );
+
+    let server = Server::start(dir.path(), &[]);
+    let client = server.client();
+    let run: RunInfo = client
+        .get(&format!("/v1/runs/{}?wait=true", sent.run_id))
+        .await
+        .expect("run");
+    assert_eq!(run.status, "succeeded");
+    let events: EventsResponse = client
+        .get(&format!("/v1/sessions/{}/events", session.id))
+        .await
+        .expect("events");
+    let messages: Vec<(String, String)> = events
+        .events
+        .iter()
+        .filter(|event| event.kind == "message")
+        .map(|event| {
+            (
+                event.role.clone().unwrap_or_default(),
+                event.content["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            ("user".to_owned(), text.clone()),
+            ("assistant".to_owned(), format!("You said: {text}")),
+        ],
+        "nothing lost, nothing repeated"
+    );
+}
+
+#[actix_web::test]
+async fn the_openapi_document_lists_every_route_the_server_answers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let client = server.client();
+    let answer = client
+        .send_raw("GET", "/v1/openapi.json", Vec::new(), &[])
+        .await
+        .expect("answer");
+    assert_eq!(answer.status, 200);
+    let document = answer.value();
+    assert!(
+        document["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3."))
+    );
+    let mut routes: Vec<String> = Vec::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("path item").keys() {
+            if ["get", "post", "put", "delete", "patch"].contains(&method.as_str()) {
+                routes.push(format!("{} {path}", method.to_uppercase()));
+            }
+        }
+    }
+    routes.sort();
+    let mut expected = vec![
+        "DELETE /v1/sessions/{session_id}",
+        "GET /healthz",
+        "GET /login",
+        "GET /metrics",
+        "GET /v1/openapi.json",
+        "GET /v1/runs/{run_id}",
+        "GET /v1/sessions",
+        "GET /v1/sessions/{session_id}",
+        "GET /v1/sessions/{session_id}/events",
+        "GET /v1/subscribe",
+        "POST /v1/sessions",
+        "POST /v1/sessions/{session_id}/actions",
+        "POST /v1/sessions/{session_id}/messages",
+        "POST /v1/sessions/{session_id}/stop",
+        "POST /v1/tokens",
+        "PUT /v1/sessions/{session_id}/model",
+    ];
+    expected.sort();
+    assert_eq!(routes, expected);
+    // Every documented route is answered (a status it documents), none is unknown to the server.
+    let id = uuid::Uuid::now_v7();
+    for route in &routes {
+        let (method, path) = route.split_once(' ').expect("method and path");
+        let concrete = path
+            .replace("{session_id}", &id.to_string())
+            .replace("{run_id}", &id.to_string());
+        let answer = client
+            .request(method, &concrete, None)
+            .await
+            .expect("answer");
+        let documented = &document["paths"][path][method.to_lowercase()]["responses"];
+        assert!(
+            documented.get(answer.status.to_string()).is_some(),
+            "{route} answered {} which it does not document: {:?}",
+            answer.status,
+            answer.value()
+        );
+    }
+    // And the operations all parse as the document says: JSON bodies are objects.
+    let healthz = client
+        .send_raw("GET", "/healthz", Vec::new(), &[])
+        .await
+        .expect("answer");
+    assert_eq!(healthz.status, 200);
+    let metrics = client
+        .send_raw("GET", "/metrics", Vec::new(), &[])
+        .await
+        .expect("answer");
+    let text = String::from_utf8_lossy(&metrics.body);
+    assert!(text.contains("seed_runs{state=\"queued\"}"), "{text}");
+    assert!(text.contains("seed_active_session_actors"), "{text}");
+}
+
+#[actix_web::test]
+async fn actions_model_stop_tokens_paging_and_the_login_link() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let client = server.client();
+    let session = new_session(&client).await;
+
+    // A verb run by hand: the action and its result go to the log.
+    let action: seed_server::api::ActionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/actions", session.id),
+            &json!({"verb": "status", "arguments": {"title": "By hand", "description": "set from the palette"}}),
+        )
+        .await
+        .expect("action");
+    assert!(!action.is_error, "{}", action.result);
+    let events: EventsResponse = client
+        .get(&format!("/v1/sessions/{}/events", session.id))
+        .await
+        .expect("events");
+    assert_eq!(events.events.len(), 1);
+    assert_eq!(events.events[0].kind, "action");
+    assert_eq!(events.events[0].content["verb"], "status");
+    let info: GetSessionResponse = client
+        .get(&format!("/v1/sessions/{}", session.id))
+        .await
+        .expect("session");
+    assert_eq!(info.session.title, "By hand");
+
+    // The model.
+    let answer = client
+        .request(
+            "PUT",
+            &format!("/v1/sessions/{}/model", session.id),
+            Some(&json!({"model": "claude-sonnet-4-5"})),
+        )
+        .await
+        .expect("answer");
+    assert_eq!(answer.status, 200);
+    let updated: SessionInfo = answer.json().expect("session");
+    assert_eq!(updated.model.as_deref(), Some("claude-sonnet-4-5"));
+
+    // Stop with nothing in flight.
+    let stopped: seed_server::api::StopResponse = client
+        .post(&format!("/v1/sessions/{}/stop", session.id), &json!({}))
+        .await
+        .expect("stop");
+    assert!(!stopped.stopped);
+
+    // Paging: three sessions, two a page.
+    new_session(&client).await;
+    new_session(&client).await;
+    let first: ListSessionsResponse = client.get("/v1/sessions?limit=2").await.expect("page");
+    assert_eq!(first.sessions.len(), 2);
+    let cursor = first.next_cursor.expect("a next page");
+    let second: ListSessionsResponse = client
+        .get(&format!("/v1/sessions?limit=2&cursor={cursor}"))
+        .await
+        .expect("page");
+    assert_eq!(second.sessions.len(), 1);
+    assert!(second.next_cursor.is_none());
+
+    // A token minted by a signed request works as a bearer; forged ones do not.
+    let token: seed_server::api::TokenResponse =
+        client.post("/v1/tokens", &json!({})).await.expect("token");
+    let bearer = [("Authorization", format!("Bearer {}", token.token))];
+    let listed = client
+        .send_raw("GET", "/v1/sessions", Vec::new(), &bearer)
+        .await
+        .expect("answer");
+    assert_eq!(listed.status, 200);
+    let forged = [("Authorization", "Bearer forged".to_owned())];
+    let refused = client
+        .send_raw("GET", "/v1/sessions", Vec::new(), &forged)
+        .await
+        .expect("answer");
+    assert_eq!(refused.status, 401);
+    let minted_by_bearer = client
+        .send_raw("POST", "/v1/tokens", Vec::new(), &bearer)
+        .await
+        .expect("answer");
+    assert_eq!(minted_by_bearer.status, 401);
+}
