@@ -689,6 +689,7 @@ pub struct RunQuery {
     params(("run_id" = Uuid, Path, description = "The run"), RunQuery),
     responses(
         (status = 200, body = RunInfo),
+        (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
@@ -906,6 +907,7 @@ pub struct LoginQuery {
     params(LoginQuery),
     responses(
         (status = 200, description = "Signed in", content_type = "text/html"),
+        (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
     ),
     tag = "auth"

@@ -59,6 +59,18 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Invalid> {
     Ok(value)
 }
 
+/// A query string that does not fit, with the field named when the message names one.
+pub fn invalid_query(message: String) -> Invalid {
+    let field = message
+        .split('`')
+        .nth(1)
+        .map_or_else(|| "query".to_owned(), str::to_owned);
+    Invalid {
+        field: Some(field),
+        message,
+    }
+}
+
 /// A text field must have between `min` and `max` characters.
 pub fn check_chars(field: &str, text: &str, min: usize, max: usize) -> Result<(), Invalid> {
     let n_chars = text.chars().count();
