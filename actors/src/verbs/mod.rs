@@ -1,5 +1,6 @@
 //! The verbs Seed ships, and the set a runtime offers.
 
+pub mod continue_session;
 pub mod delegate;
 pub mod memory;
 pub mod plan;
@@ -63,7 +64,8 @@ impl VerbSet {
     }
 }
 
-/// The verbs Seed ships: read, plan, status, memory, delegate and return_result.
+/// The verbs Seed ships: read, plan, status, memory, delegate, return_result and
+/// continue_session.
 pub fn shipped() -> Vec<std::sync::Arc<dyn crate::verb::Verb>> {
     vec![
         Arc::new(read::Read),
@@ -72,5 +74,6 @@ pub fn shipped() -> Vec<std::sync::Arc<dyn crate::verb::Verb>> {
         Arc::new(memory::Memory),
         Arc::new(delegate::Delegate),
         Arc::new(delegate::ReturnResult),
+        Arc::new(continue_session::ContinueSession),
     ]
 }
