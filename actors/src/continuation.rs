@@ -10,9 +10,9 @@ use seed_events::{
     SessionId, Source,
 };
 use seed_projections::continuation::{
-    CONTINUATION_PROJECTION_BUDGET_BYTES, EXCERPT_EVENTS_MAX, MAX_SESSION_CONTINUATIONS_PER_SESSION,
-    ProjectionInput, RECENT_EXCHANGES_EVENTS_MAX, ThreadRef, check_range, compile_projection,
-    normalize_input, parse_input, plan_transfer,
+    CONTINUATION_PROJECTION_BUDGET_BYTES, EXCERPT_EVENTS_MAX,
+    MAX_SESSION_CONTINUATIONS_PER_SESSION, ProjectionInput, RECENT_EXCHANGES_EVENTS_MAX, ThreadRef,
+    check_range, compile_projection, normalize_input, parse_input, plan_transfer,
 };
 use seed_store::{
     ContinuationRow, NewContinuation, NewRun, NewSession, NewSuccessor, Refusal, TitleSource,
@@ -145,7 +145,12 @@ async fn attempt(
     let mut cited = Vec::new();
     for range in input.sources.iter().filter_map(Source::range) {
         let events = store
-            .read_events(range.thread, range.from_seq, range.to_seq, EXCERPT_EVENTS_MAX)
+            .read_events(
+                range.thread,
+                range.from_seq,
+                range.to_seq,
+                EXCERPT_EVENTS_MAX,
+            )
             .await?;
         cited.push((range, events));
     }
@@ -377,7 +382,11 @@ fn attachment_ids(content: &Value) -> Vec<String> {
 
 /// Checks every source against the database: a memory file exists; a thread is the agent's own
 /// and holds the cited seqs.
-async fn check_sources(env: &RunEnv, context: &VerbContext, sources: &[Source]) -> Result<(), Failure> {
+async fn check_sources(
+    env: &RunEnv,
+    context: &VerbContext,
+    sources: &[Source],
+) -> Result<(), Failure> {
     let store = &env.store;
     for (idx, source) in sources.iter().enumerate() {
         match source {
@@ -399,10 +408,7 @@ async fn check_sources(env: &RunEnv, context: &VerbContext, sources: &[Source]) 
                     .await?
                     .is_some_and(|thread| thread.account_id == context.account_id);
                 if !own {
-                    return refuse(format!(
-                        "sources[{idx}]: thread:{} not found",
-                        range.thread
-                    ));
+                    return refuse(format!("sources[{idx}]: thread:{} not found", range.thread));
                 }
                 let last_seq = store.last_seq(range.thread).await?;
                 if let Err(problem) = check_range(&range, last_seq) {

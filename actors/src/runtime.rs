@@ -14,7 +14,7 @@ use crate::queue::{RunQueue, Wake};
 use crate::session::{Registry, StopSession};
 use crate::supervisor::Supervisor;
 use crate::turn::{RunEnv, RuntimeSettings};
-use crate::verb::Verb;
+use crate::verb::{Verb, VerbContext};
 use crate::verbs::VerbSet;
 
 /// What the boot sweep found and did.
@@ -160,6 +160,32 @@ impl Runtime {
             .await?;
         self.queue.do_send(Wake);
         Ok(run_id)
+    }
+
+    /// The context a verb sees when it is called for `session_id`'s run `run_id` as call
+    /// `tool_call_id`: for running a verb as the user (an action from a command palette), and
+    /// for tests that call a verb directly.
+    pub async fn verb_context(
+        &self,
+        session_id: SessionId,
+        run_id: RunId,
+        tool_call_id: &str,
+    ) -> Result<VerbContext, Error> {
+        let session = self
+            .env
+            .store
+            .get_session(session_id)
+            .await?
+            .ok_or(Error::SessionNotFound(session_id))?;
+        Ok(VerbContext {
+            store: self.env.store.clone(),
+            account_id: session.account_id,
+            session_id,
+            run_id,
+            tool_call_id: tool_call_id.to_owned(),
+            now_ms: (self.env.clock)(),
+            supervisor: self.env.supervisor.upgrade(),
+        })
     }
 
     /// Asks the queue to look for runs (after runs were queued behind its back).

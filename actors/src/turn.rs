@@ -22,9 +22,9 @@ use seed_store::{LeaseOutcome, RunRow, Store};
 use seed_projections::continuation::SESSION_CONTINUATION_PROMPT;
 
 use crate::bus::{Notification, Publisher};
-use crate::verbs::continue_session::CONTINUE_SESSION;
 use crate::verb::VerbContext;
 use crate::verbs::VerbSet;
+use crate::verbs::continue_session::CONTINUE_SESSION;
 
 /// What every run of this process shares.
 pub struct RunEnv {
