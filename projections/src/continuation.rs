@@ -205,31 +205,26 @@ fn parse_handoff(value: Option<&Value>) -> Result<Handoff, String> {
                 "{path}: given at the top level too; give it once, at the top level"
             ));
         }
-        let texts = paragraphs(value, &path)?;
         if key.trim().is_empty() {
             return Err("handoff: a section has an empty name".to_owned());
         }
+        // A model that already nests its extra sections under `extra` keeps them.
+        if let ("extra", Value::Object(extra)) = (key.as_str(), value) {
+            for (extra_key, extra_value) in extra {
+                let texts = paragraphs(extra_value, &format!("handoff.extra.{extra_key}"))?;
+                if !texts.is_empty() {
+                    handoff
+                        .extra
+                        .entry(extra_key.clone())
+                        .or_default()
+                        .extend(texts);
+                }
+            }
+            continue;
+        }
+        let texts = paragraphs(value, &path)?;
         match handoff.section_mut(key) {
             Some(section) => section.extend(texts),
-            None if key == "extra" => match value {
-                // A model that already nests its extra sections under `extra` keeps them.
-                Value::Object(extra) => {
-                    for (extra_key, extra_value) in extra {
-                        let texts = paragraphs(extra_value, &format!("handoff.extra.{extra_key}"))?;
-                        if !texts.is_empty() {
-                            handoff
-                                .extra
-                                .entry(extra_key.clone())
-                                .or_default()
-                                .extend(texts);
-                        }
-                    }
-                }
-                _ if !texts.is_empty() => {
-                    handoff.extra.entry(key.clone()).or_default().extend(texts);
-                }
-                _ => {}
-            },
             None if !texts.is_empty() => {
                 handoff.extra.entry(key.clone()).or_default().extend(texts);
             }
