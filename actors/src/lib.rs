@@ -10,19 +10,26 @@
 //! - `turn`: one run, start to end — the steps around the durable harness (lease, projection,
 //!   import, blocks, the turn, projection, closing the run).
 //! - `verb`: the verb extension API ([`Verb`]); `verbs`: the verbs Seed ships.
+//! - `supervisor`: creates sessions for running turns — a continuation is a message to it;
+//!   `continuation` is the shell of a continue_session call.
+//! - `crash`: named crash points, for crash-injection tests and the simulator.
 //! - `bus`: notifications and streaming deltas for subscribers.
 //!
 //! Invariant: no SQLite work on an arbiter thread — every store call is the store's async API.
 
 pub mod bus;
+mod continuation;
+pub mod crash;
 pub mod queue;
 pub mod runtime;
 pub mod session;
+pub mod supervisor;
 pub mod turn;
 pub mod verb;
 pub mod verbs;
 
 pub use bus::Notification;
+pub use crash::CrashPoints;
 pub use runtime::{BootReport, Runtime};
 pub use turn::RuntimeSettings;
 pub use verb::{Availability, Verb, VerbContext, VerbOutput, parse_arguments};

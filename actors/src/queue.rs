@@ -155,6 +155,23 @@ impl Handler<Wake> for RunQueue {
     }
 }
 
+/// Spawns a session's actor (a continuation's successor) and looks for runs to start.
+#[derive(Message)]
+#[rtype(result = "()")]
+#[derive(Debug)]
+pub struct Activate {
+    pub session_id: seed_events::SessionId,
+}
+
+impl Handler<Activate> for RunQueue {
+    type Result = ();
+
+    fn handle(&mut self, activate: Activate, ctx: &mut Context<Self>) {
+        self.session(activate.session_id, ctx);
+        ctx.notify(Wake);
+    }
+}
+
 impl Handler<RunDone> for RunQueue {
     type Result = ();
 

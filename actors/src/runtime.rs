@@ -12,8 +12,9 @@ use seed_store::{RunRow, Store};
 use crate::bus::{Notification, Publisher};
 use crate::queue::{RunQueue, Wake};
 use crate::session::{Registry, StopSession};
+use crate::supervisor::Supervisor;
 use crate::turn::{RunEnv, RuntimeSettings};
-use crate::verb::Verb;
+use crate::verb::{Verb, VerbContext};
 use crate::verbs::VerbSet;
 
 /// What the boot sweep found and did.
@@ -44,6 +45,8 @@ pub struct Runtime {
     pub(crate) env: Arc<RunEnv>,
     queue: Addr<RunQueue>,
     registry: Registry,
+    /// Keeps the supervisor running while the runtime is held (the env names it weakly).
+    _supervisor: Addr<Supervisor>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -65,6 +68,9 @@ impl Runtime {
         clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     ) -> Result<(Runtime, BootReport), Error> {
         let report = boot_sweep(&store, &boot_id, clock()).await?;
+        // The supervisor's mailbox exists first, so the env can name it; it starts once the
+        // queue it talks to does.
+        let supervisor_context = Context::<Supervisor>::new();
         let env = Arc::new(RunEnv {
             store,
             provider,
@@ -73,15 +79,18 @@ impl Runtime {
             boot_id,
             clock,
             publisher: Publisher::start(),
+            supervisor: supervisor_context.address().downgrade(),
         });
         let registry: Registry = Arc::new(DashMap::new());
         let queue = RunQueue::new(Arc::clone(&env), Arc::clone(&registry)).start();
+        let supervisor = supervisor_context.run(Supervisor::new(Arc::clone(&env), queue.clone()));
         queue.do_send(Wake);
         Ok((
             Runtime {
                 env,
                 queue,
                 registry,
+                _supervisor: supervisor,
             },
             report,
         ))
@@ -124,6 +133,59 @@ impl Runtime {
         });
         self.queue.do_send(Wake);
         Ok((event.id, run.id))
+    }
+
+    /// Queues a new run for a message already in the log (`event_id`): a retry, for example of
+    /// a successor's copied message whose run was lost to a crash.
+    pub async fn retry_message(
+        &self,
+        session_id: SessionId,
+        event_id: EventId,
+    ) -> Result<RunId, Error> {
+        let store = &self.env.store;
+        if store.get_session(session_id).await?.is_none() {
+            return Err(Error::SessionNotFound(session_id));
+        }
+        let run_id = RunId::new_v7();
+        store
+            .enqueue_run(seed_store::NewRun {
+                id: run_id,
+                session_id,
+                queue: Queue::Interactive,
+                user_event_ids: vec![event_id],
+                parent_run_id: None,
+                typed: false,
+                created_at_ms: (self.env.clock)(),
+            })
+            .await?;
+        self.queue.do_send(Wake);
+        Ok(run_id)
+    }
+
+    /// The context a verb sees when it is called for `session_id`'s run `run_id` as call
+    /// `tool_call_id`: for running a verb as the user (an action from a command palette), and
+    /// for tests that call a verb directly.
+    pub async fn verb_context(
+        &self,
+        session_id: SessionId,
+        run_id: RunId,
+        tool_call_id: &str,
+    ) -> Result<VerbContext, Error> {
+        let session = self
+            .env
+            .store
+            .get_session(session_id)
+            .await?
+            .ok_or(Error::SessionNotFound(session_id))?;
+        Ok(VerbContext {
+            store: self.env.store.clone(),
+            account_id: session.account_id,
+            session_id,
+            run_id,
+            tool_call_id: tool_call_id.to_owned(),
+            now_ms: (self.env.clock)(),
+            supervisor: self.env.supervisor.upgrade(),
+        })
     }
 
     /// Asks the queue to look for runs (after runs were queued behind its back).

@@ -19,9 +19,12 @@ use seed_projections::store_to_log::{entry_events, stale_marks_above, unprojecte
 use seed_providers::{Provider, Request, StreamEvent, model_context_window};
 use seed_store::{LeaseOutcome, RunRow, Store};
 
+use seed_projections::continuation::SESSION_CONTINUATION_PROMPT;
+
 use crate::bus::{Notification, Publisher};
 use crate::verb::VerbContext;
 use crate::verbs::VerbSet;
+use crate::verbs::continue_session::CONTINUE_SESSION;
 
 /// What every run of this process shares.
 pub struct RunEnv {
@@ -33,6 +36,8 @@ pub struct RunEnv {
     pub boot_id: String,
     pub clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     pub publisher: Publisher,
+    /// Creates sessions for running turns (continuations). Weak: the supervisor holds this env.
+    pub supervisor: actix::WeakAddr<crate::supervisor::Supervisor>,
 }
 
 impl std::fmt::Debug for RunEnv {
@@ -58,6 +63,8 @@ pub struct RuntimeSettings {
     /// How long a session actor stays in memory after its last run.
     pub session_idle: std::time::Duration,
     pub utc_offset_minutes: i32,
+    /// Where crash-injection tests stop the world; empty in a service.
+    pub crash_points: crate::crash::CrashPoints,
 }
 
 impl Default for RuntimeSettings {
@@ -73,6 +80,7 @@ impl Default for RuntimeSettings {
             plan_passes_max: 2,
             session_idle: std::time::Duration::from_secs(30),
             utc_offset_minutes: 0,
+            crash_points: crate::crash::CrashPoints::default(),
         }
     }
 }
@@ -128,6 +136,10 @@ pub async fn execute_run(
         Ok(end) => end,
         Err(error) => RunEnd::failed(error),
     };
+    env.settings
+        .crash_points
+        .reach(crate::crash::points::RUN_BEFORE_FINISH)
+        .await;
     // The lease goes with the session when it was deleted; nothing to release then.
     let _ = env.store.release_lease(session_id, &env.boot_id).await;
     Ok(finish(env, run, end).await)
@@ -269,7 +281,13 @@ async fn turn(
         run_id: run.id,
         tool_call_id: String::new(),
         now_ms: (env.clock)(),
+        supervisor: env.supervisor.upgrade(),
     };
+    // Continuing is possible in a top-level session's run, never in a delegated child.
+    let can_continue = env.verbs.names().contains(&CONTINUE_SESSION)
+        && session.parent_session_id.is_none()
+        && run.parent_run_id.is_none()
+        && !run.typed;
     let tools = env
         .verbs
         .tools(context, session.parent_session_id.is_some(), run.typed);
@@ -285,12 +303,17 @@ async fn turn(
                 session_id,
                 run_id: Arc::new(std::sync::Mutex::new(run.id)),
             };
+            let system_prompt = if can_continue {
+                format!(
+                    "{}\n\n{SESSION_CONTINUATION_PROMPT}",
+                    env.settings.system_prompt
+                )
+            } else {
+                env.settings.system_prompt.clone()
+            };
             let config = HarnessConfig {
                 session_id: Some(session_id.to_string()),
-                ..HarnessConfig::new(
-                    env.settings.model.clone(),
-                    env.settings.system_prompt.clone(),
-                )
+                ..HarnessConfig::new(env.settings.model.clone(), system_prompt)
             };
             Harness::open(store.session_files(session_id), provider, tools, config).await?
         }
@@ -336,10 +359,17 @@ async fn turn(
         rebuild,
     );
 
-    let blocks = turn_blocks(env, &session, harness.state(), n_children_before).await?;
+    let blocks = turn_blocks(
+        env,
+        &session,
+        harness.state(),
+        n_children_before,
+        can_continue,
+    )
+    .await?;
     let sync_value = serde_json::to_value(&plan.sync).unwrap_or(serde_json::Value::Null);
     let turn = TurnRequest {
-        request_id,
+        request_id: request_id.clone(),
         input: plan.input,
         blocks,
         imports: plan.entries,
@@ -348,6 +378,7 @@ async fn turn(
     };
     let outcome = harness.run_turn(turn).await;
     project(env, session_id, run, harness.state(), &mut log_max).await?;
+    let continued = continued_by(env, session_id, harness.state(), &request_id).await?;
     if outcome.is_ok() && !harness.is_closed() {
         *kept = Some(harness);
     }
@@ -371,7 +402,16 @@ async fn turn(
             }
         }
         TurnOutcome::Ended { reason } => {
-            if run.typed
+            if let Some(edge) = continued {
+                // The successor answers; nothing is owed here any more, so no obligations.
+                RunEnd {
+                    status: RunStatus::Succeeded,
+                    result: serde_json::json!({
+                        "continued_to_session_id": edge.successor_session_id,
+                        "continuation_id": edge.id,
+                    }),
+                }
+            } else if run.typed
                 && let Some(returned) = returned_result(
                     &store
                         .read_events(session_id, 1, i64::MAX, usize::MAX)
@@ -490,6 +530,36 @@ fn returned_result(log: &[seed_events::SessionEvent], run: &RunRow) -> Option<se
     })
 }
 
+/// The edge this turn's continue_session call made, if the turn ended by continuing: a
+/// continue_session result of this turn that is not an error, and the edge of its call.
+async fn continued_by(
+    env: &RunEnv,
+    session_id: SessionId,
+    state: &StoreState,
+    request_id: &str,
+) -> Result<Option<seed_store::ContinuationRow>, TurnError> {
+    let call_ids: Vec<&str> = state
+        .entries
+        .iter()
+        .rev()
+        .filter(|entry| entry.body.request_id() == Some(request_id))
+        .filter_map(|entry| match &entry.body {
+            seed_durable::EntryBody::ToolResult { message, .. }
+                if message.tool_name == CONTINUE_SESSION && !message.is_error =>
+            {
+                Some(message.tool_call_id.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    for call_id in call_ids {
+        if let Some(edge) = env.store.find_continuation(session_id, call_id).await? {
+            return Ok(Some(edge));
+        }
+    }
+    Ok(None)
+}
+
 /// The highest store entry the session's log names.
 async fn max_pi_entry_id(store: &Store, session_id: SessionId) -> Result<Option<u64>, TurnError> {
     Ok(store
@@ -532,6 +602,7 @@ async fn turn_blocks(
     session: &seed_store::SessionRow,
     state: &StoreState,
     n_children: usize,
+    can_continue: bool,
 ) -> Result<Vec<seed_providers::UserMessage>, TurnError> {
     let memory_index = env
         .store
@@ -553,8 +624,10 @@ async fn turn_blocks(
             seed_durable::EntryBody::Assistant { message, .. } => Some(message.usage),
             _ => None,
         });
+    // `<context_usage>` only where continuing is possible: it is advice about continuing.
     let context = window
         .zip(last_usage)
+        .filter(|_| can_continue)
         .map(|(window, usage)| (usage.prompt_tokens(), window));
     let blocks = TurnBlocks {
         memory_index,

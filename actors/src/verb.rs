@@ -36,6 +36,9 @@ pub struct VerbContext {
     pub tool_call_id: String,
     /// Milliseconds since the epoch when the call started (the shell's clock).
     pub now_ms: i64,
+    /// The runtime's supervisor, for verbs that create sessions (continue_session); `None` when
+    /// a verb is called outside a running runtime.
+    pub supervisor: Option<Addr<crate::supervisor::Supervisor>>,
 }
 
 /// What a verb call returns.
@@ -199,7 +202,8 @@ impl Tool for VerbTool {
         Box::pin(async move {
             match self.actor.send(invoke).await {
                 Ok(mut output) => {
-                    output.ends_turn |= ends_turn;
+                    // A refused call does not end the turn: the model reads why and goes on.
+                    output.ends_turn |= ends_turn && !output.is_error;
                     output
                 }
                 Err(error) => ToolOutput::error(format!("the {name} verb is not running: {error}")),

@@ -20,6 +20,7 @@ fn the_shipped_verbs_declare_themselves() {
             ("memory", false, Availability::Everywhere),
             ("delegate", false, Availability::NotInChildren),
             ("return_result", true, Availability::TypedChildrenOnly),
+            ("continue_session", true, Availability::NotInChildren),
         ]
     );
     let ending: Vec<&str> = verbs
@@ -27,7 +28,7 @@ fn the_shipped_verbs_declare_themselves() {
         .filter(|verb| verb.ends_turn())
         .map(|verb| verb.name())
         .collect();
-    assert_eq!(ending, ["delegate", "return_result"]);
+    assert_eq!(ending, ["delegate", "return_result", "continue_session"]);
     for verb in verbs.iter().filter(|verb| !verb.ends_turn()) {
         assert!(verb.description().len() > 200, "{}", verb.name());
         let schema = verb.parameters();

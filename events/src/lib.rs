@@ -3,10 +3,15 @@
 //! This crate holds data and its validation only: no IO, no clock, no randomness. Ids are made
 //! by the caller (a uuid v7 in the service, the simulator's seeded source in tests) and passed in.
 
+pub mod continuation;
 pub mod ids;
 pub mod log;
 pub mod run;
 
+pub use continuation::{
+    ContinuationLink, ContinueSessionInput, ContinuedFrom, Handoff, PlanTransfer, SeqRange,
+    SessionContinuationManifest, Source,
+};
 pub use ids::{AccountId, ContinuationId, EventId, RunId, SessionId};
 pub use log::{EventRole, NewEvent, SessionEvent};
 pub use run::{Queue, RunStatus};

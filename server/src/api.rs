@@ -93,8 +93,10 @@ impl AppState {
         }
     }
 
-    fn session_info(&self, session: SessionRow) -> SessionInfo {
-        SessionInfo {
+    /// The session as the API shows it, with its continuation links.
+    async fn session_info(&self, session: SessionRow) -> Result<SessionInfo, ApiError> {
+        let (continued_from, continued_to) = self.store.continuation_links(session.id).await?;
+        Ok(SessionInfo {
             id: session.id.0,
             title: session.title,
             description: session.description,
@@ -103,9 +105,9 @@ impl AppState {
             parent_session_id: session.parent_session_id.map(|id| id.0),
             created_at_ms: session.created_at_ms,
             updated_at_ms: session.updated_at_ms,
-            continued_from: None,
-            continued_to: None,
-        }
+            continued_from: continued_from.map(ContinuationLink::from),
+            continued_to: continued_to.map(ContinuationLink::from),
+        })
     }
 
     fn publish(&self, notification: Notification) {
@@ -162,7 +164,7 @@ fn session_path(path: &Uuid) -> SessionId {
 // Types.
 
 /// A link along a continuation edge.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ContinuationLink {
     pub continuation_id: Uuid,
     /// The session at the other end.
@@ -170,6 +172,18 @@ pub struct ContinuationLink {
     pub title: String,
     pub reason: String,
     pub created_at_ms: i64,
+}
+
+impl From<seed_events::ContinuationLink> for ContinuationLink {
+    fn from(link: seed_events::ContinuationLink) -> ContinuationLink {
+        ContinuationLink {
+            continuation_id: link.continuation_id.0,
+            session_id: link.session_id.0,
+            title: link.title,
+            reason: link.reason,
+            created_at_ms: link.created_at_ms,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -186,11 +200,9 @@ pub struct SessionInfo {
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
     /// The predecessor this session continues, if any.
-    #[schema(value_type = Option<Object>)]
-    pub continued_from: Option<serde_json::Value>,
+    pub continued_from: Option<ContinuationLink>,
     /// The newest successor this session continued into, if any.
-    #[schema(value_type = Option<Object>)]
-    pub continued_to: Option<serde_json::Value>,
+    pub continued_to: Option<ContinuationLink>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -424,7 +436,7 @@ async fn create_session(
         reason: "session-created",
     });
     let session = state.own_session(&caller, session_id).await?;
-    Ok(HttpResponse::Created().json(state.session_info(session)))
+    Ok(HttpResponse::Created().json(state.session_info(session).await?))
 }
 
 /// Lists the account's sessions, most recently updated first.
@@ -449,9 +461,13 @@ async fn list_sessions(
     let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
     let sessions = state.store.list_sessions(caller.account_id).await?;
     let (page, next) = input::page_sessions(sessions, cursor, limit);
+    let mut infos = Vec::with_capacity(page.len());
+    for session in page {
+        infos.push(state.session_info(session).await?);
+    }
     state.take_nonce(&caller).await?;
     Ok(HttpResponse::Ok().json(ListSessionsResponse {
-        sessions: page.into_iter().map(|s| state.session_info(s)).collect(),
+        sessions: infos,
         next_cursor: next.map(|cursor| cursor.encode()),
     }))
 }
@@ -483,7 +499,7 @@ async fn get_session(
     let context_window = seed_providers::model_context_window(&state.provider_name, &model);
     state.take_nonce(&caller).await?;
     Ok(HttpResponse::Ok().json(GetSessionResponse {
-        session: state.session_info(session),
+        session: state.session_info(session).await?,
         context_window,
         last_seq,
     }))
@@ -790,7 +806,7 @@ async fn set_model(
         reason: "model",
     });
     let session = state.own_session(&caller, session_id).await?;
-    Ok(HttpResponse::Ok().json(state.session_info(session)))
+    Ok(HttpResponse::Ok().json(state.session_info(session).await?))
 }
 
 /// Runs a verb as the user (the command palette); the action and its result go to the log,

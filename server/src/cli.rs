@@ -244,10 +244,16 @@ fn describe(session: &SessionInfo) -> String {
     };
     let mut text = title.to_owned();
     if let Some(to) = &session.continued_to {
-        text.push_str(&format!("  [continued in {}]", to["session_id"]));
+        text.push_str(&format!(
+            "  [continued in {} \u{201c}{}\u{201d} ({})]",
+            to.session_id, to.title, to.reason
+        ));
     }
     if let Some(from) = &session.continued_from {
-        text.push_str(&format!("  [continued from {}]", from["session_id"]));
+        text.push_str(&format!(
+            "  [continued from {} \u{201c}{}\u{201d}]",
+            from.session_id, from.title
+        ));
     }
     text
 }

@@ -1,6 +1,7 @@
 //! The model `seed serve` runs with: the scripted model until a provider is configured (it
-//! answers "You said: …", and names the session with the status verb when a message starts
-//! with `title:`), and a wrapper that measures any provider for `/metrics`.
+//! answers "You said: …", names the session with the status verb when a message starts with
+//! `title:`, and continues into a successor session when one starts with `continue:`), and a
+//! wrapper that measures any provider for `/metrics`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,7 +46,30 @@ pub fn scripted(delta_delay: Option<Duration>) -> ScriptedProvider {
             })
             .sum::<usize>()
             + request.system_prompt.len();
+        let in_successor = request.messages.iter().any(|message| {
+            matches!(message.as_ref(), Message::User(user) if user.text.starts_with("<continuation"))
+        });
+        let continue_topic = input.strip_prefix("continue:").map(str::trim);
         let mut message = match input.strip_prefix("title:") {
+            _ if !answered && !in_successor && continue_topic.is_some() => {
+                let topic = continue_topic.unwrap_or_default();
+                tool_response(
+                    "",
+                    vec![ToolCall {
+                        id: format!("call-{}", request.messages.len()),
+                        name: "continue_session".to_owned(),
+                        arguments: serde_json::json!({
+                            "reason": "user request",
+                            "title": if topic.is_empty() { "Continued" } else { topic },
+                            "description": "continued at the user's request",
+                            "handoff": {
+                                "purpose": format!("Carry on with: {topic}"),
+                                "currentRequest": input,
+                            },
+                        }),
+                    }],
+                )
+            }
             Some(title) if !answered => tool_response(
                 "",
                 vec![ToolCall {

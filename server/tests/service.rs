@@ -651,3 +651,56 @@ async fn actions_model_stop_tokens_paging_and_the_login_link() {
         .expect("answer");
     assert_eq!(minted_by_bearer.status, 401);
 }
+
+#[actix_web::test]
+async fn a_continuation_is_reported_to_the_sender_and_to_subscribers_of_both_sessions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let client = server.client();
+    let mut subscription = client.subscribe().await.expect("subscribes");
+    let session = new_session(&client).await;
+    let sent: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": "continue: Lisbon hotels", "wait": true}),
+        )
+        .await
+        .expect("sent");
+    assert_eq!(sent.status, "succeeded");
+    let successor = sent
+        .continued_to_session_id
+        .expect("the answer went to a successor");
+    assert_ne!(successor, session.id);
+
+    // Session-change for both sessions.
+    let (mut predecessor_changed, mut successor_changed) = (false, false);
+    while !(predecessor_changed && successor_changed) {
+        if let Update::SessionChange { session_id, reason } =
+            next_update(&mut subscription).await.expect("an update")
+        {
+            predecessor_changed |= session_id.0 == session.id && reason == "continued";
+            successor_changed |= session_id.0 == successor && reason == "continued-from";
+        }
+    }
+
+    let predecessor: GetSessionResponse = client
+        .get(&format!("/v1/sessions/{}", session.id))
+        .await
+        .expect("predecessor");
+    let link = predecessor.session.continued_to.expect("continued_to");
+    assert_eq!(link.session_id, successor);
+    assert_eq!(link.title, "Lisbon hotels");
+    let next: GetSessionResponse = client
+        .get(&format!("/v1/sessions/{successor}"))
+        .await
+        .expect("successor");
+    assert_eq!(
+        next.session
+            .continued_from
+            .expect("continued_from")
+            .session_id,
+        session.id
+    );
+    let list: ListSessionsResponse = client.get("/v1/sessions").await.expect("list");
+    assert_eq!(list.sessions.len(), 2);
+}

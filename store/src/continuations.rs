@@ -1,7 +1,7 @@
 //! Continuation edges: `session_continuations`, one row per predecessor → successor.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use seed_events::{ContinuationId, EventId, SessionId};
+use seed_events::{ContinuationId, ContinuationLink, EventId, NewEvent, SessionEvent, SessionId};
 
 use crate::{Error, Result};
 
@@ -90,4 +90,138 @@ pub(crate) fn find_continuation(
         )
         .optional()?
         .transpose()
+}
+
+/// A successor to create, all in one transaction: its session, the edge, its two first events
+/// (the projection and the initiating message's copy), its attachments, and what the plan
+/// transfer does to the predecessor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSuccessor {
+    pub session: crate::NewSession,
+    pub edge: NewContinuation,
+    /// `message`, role user, actor system: the projection.
+    pub projection: NewEvent,
+    /// The initiating message, copied word for word with `meta.continued_from`.
+    pub message: NewEvent,
+    /// Attachments of the predecessor the copied message names, hard-linked into the successor.
+    pub attachment_ids: Vec<String>,
+    /// `transfer.plan = close`: the predecessor's plan is cleared.
+    pub close_predecessor_plan: bool,
+}
+
+/// The two events a successor starts with, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatedSuccessor {
+    pub projection: SessionEvent,
+    pub message: SessionEvent,
+}
+
+pub(crate) fn create_successor(
+    connection: &Connection,
+    data_dir: &std::path::Path,
+    successor: &NewSuccessor,
+) -> Result<CreatedSuccessor> {
+    let predecessor = successor.edge.predecessor_session_id;
+    let now = successor.edge.created_at_ms;
+    // The predecessor must still exist: a continuation of a deleted session is refused.
+    crate::sessions::key_for_write(connection, predecessor)?;
+    crate::sessions::insert_session(connection, &successor.session)?;
+    insert_continuation(connection, &successor.edge)?;
+    let mut stored = crate::log::append_events(
+        connection,
+        successor.session.id,
+        &[successor.projection.clone(), successor.message.clone()],
+    )?;
+    let message = stored
+        .pop()
+        .ok_or_else(|| Error::corrupt("session_events", "an append stored no event"))?;
+    let projection = stored
+        .pop()
+        .ok_or_else(|| Error::corrupt("session_events", "an append stored no event"))?;
+    for id in &successor.attachment_ids {
+        crate::attachments::link_attachment(
+            connection,
+            data_dir,
+            predecessor,
+            successor.session.id,
+            id,
+            now,
+        )?;
+    }
+    if successor.close_predecessor_plan {
+        crate::sessions::set_session_plan(connection, predecessor, None, now)?;
+    } else {
+        crate::sessions::touch_session(connection, predecessor, now)?;
+    }
+    Ok(CreatedSuccessor {
+        projection,
+        message,
+    })
+}
+
+/// How many successors the session has.
+pub(crate) fn count_successors(connection: &Connection, predecessor: SessionId) -> Result<usize> {
+    let n: i64 = connection
+        .prepare_cached(
+            "SELECT COUNT(*) FROM session_continuations WHERE predecessor_session_id = ?1",
+        )?
+        .query_row(params![predecessor.to_string()], |row| row.get(0))?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// The edge that made `successor`, if it is one.
+pub(crate) fn edge_to(
+    connection: &Connection,
+    successor: SessionId,
+) -> Result<Option<ContinuationRow>> {
+    connection
+        .prepare_cached(&format!(
+            "SELECT {EDGE_COLUMNS} FROM session_continuations WHERE successor_session_id = ?1"
+        ))?
+        .query_row(params![successor.to_string()], edge_from_row)
+        .optional()?
+        .transpose()
+}
+
+/// A session's links: the edge it was continued from, and the newest it was continued to, each
+/// with the other session's title.
+pub(crate) fn links(
+    connection: &Connection,
+    session_id: SessionId,
+) -> Result<(Option<ContinuationLink>, Option<ContinuationLink>)> {
+    let link = |sql: &str| -> Result<Option<ContinuationLink>> {
+        connection
+            .prepare_cached(sql)?
+            .query_row(params![session_id.to_string()], |row| {
+                let continuation_id: String = row.get(0)?;
+                let other: String = row.get(1)?;
+                let title: Option<String> = row.get(2)?;
+                let reason: String = row.get(3)?;
+                let created_at_ms: i64 = row.get(4)?;
+                Ok((|| {
+                    const TABLE: &str = "session_continuations";
+                    Ok(ContinuationLink {
+                        continuation_id: Error::parse_column(TABLE, &continuation_id)?,
+                        session_id: Error::parse_column(TABLE, &other)?,
+                        title: title.unwrap_or_default(),
+                        reason,
+                        created_at_ms,
+                    })
+                })())
+            })
+            .optional()?
+            .transpose()
+    };
+    let from = link(
+        "SELECT c.id, c.predecessor_session_id, s.title, c.reason, c.created_at
+         FROM session_continuations c LEFT JOIN sessions s ON s.id = c.predecessor_session_id
+         WHERE c.successor_session_id = ?1",
+    )?;
+    let to = link(
+        "SELECT c.id, c.successor_session_id, s.title, c.reason, c.created_at
+         FROM session_continuations c LEFT JOIN sessions s ON s.id = c.successor_session_id
+         WHERE c.predecessor_session_id = ?1
+         ORDER BY c.created_at DESC, c.rowid DESC LIMIT 1",
+    )?;
+    Ok((from, to))
 }

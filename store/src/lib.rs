@@ -6,7 +6,7 @@
 //!   thread (`writer`, group commit) and a small pool of read connections (`readers`).
 //! - [`SessionFiles`] is the durable file system over `session_durable_files`.
 //! - The typed APIs live one table to a module: `sessions`, `log`, `runs`, `leases`,
-//!   `continuations`, `memory`. Each has plain functions over a connection (so several can
+//!   `continuations`, `memory`, `attachments` (files under the data dir). Each has plain functions over a connection (so several can
 //!   share one transaction) and the [`Store`] methods that run them through the writer or a
 //!   reader.
 //! - `nonces` and `accounts`: what the service needs — signed writes that take the request's
@@ -16,6 +16,7 @@
 //! Invariant: this is the only crate that touches SQLite.
 
 mod accounts;
+mod attachments;
 mod config;
 mod continuations;
 mod error;
@@ -33,8 +34,9 @@ mod spin;
 mod store;
 mod writer;
 
+pub use attachments::{AttachmentRow, NewAttachment};
 pub use config::{BatchMode, Config, Synchronous};
-pub use continuations::{ContinuationRow, NewContinuation};
+pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use error::{Error, Refusal, Result};
 pub use files::SessionFiles;
 pub use leases::{LeaseOutcome, LeaseRow};

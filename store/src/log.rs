@@ -159,3 +159,22 @@ pub(crate) fn clear_pi_entry_ids_above(
         )?
         .execute(params![session_key, entry_id])?)
 }
+
+/// The session's newest message written by a user or a trigger (the message a continuation
+/// answers), if any. Walks back from the newest seq by the (session, seq) index.
+pub(crate) fn newest_person_message(
+    connection: &Connection,
+    session_id: SessionId,
+) -> Result<Option<SessionEvent>> {
+    let session_key = key_for_read(connection, session_id)?;
+    connection
+        .prepare_cached(&format!(
+            "SELECT {EVENT_COLUMNS} FROM session_events
+             WHERE session_key = ?1 AND type = 'message' AND role = 'user'
+                 AND actor IN ('user', 'trigger')
+             ORDER BY seq DESC LIMIT 1"
+        ))?
+        .query_row(params![session_key], |row| event_from_row(session_id, row))
+        .optional()?
+        .transpose()
+}

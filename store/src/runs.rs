@@ -40,6 +40,19 @@ pub struct RunRow {
     pub updated_at_ms: i64,
 }
 
+impl RunRow {
+    /// Where the answer went, when the run ended by continuing into a successor
+    /// (`result.continued_to_session_id`).
+    pub fn continued_to_session_id(&self) -> Option<SessionId> {
+        self.result
+            .as_ref()?
+            .get("continued_to_session_id")?
+            .as_str()?
+            .parse()
+            .ok()
+    }
+}
+
 pub(crate) fn insert_run(connection: &Connection, run: &NewRun) -> Result<()> {
     let user_event_ids: Vec<i64> = run.user_event_ids.iter().map(|id| id.0).collect();
     connection

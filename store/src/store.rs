@@ -5,15 +5,18 @@ use std::fmt;
 use std::sync::Arc;
 
 use rusqlite::Connection;
-use seed_events::{AccountId, EventId, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
+use seed_events::{
+    AccountId, ContinuationLink, EventId, NewEvent, Queue, RunId, RunStatus, SessionEvent,
+    SessionId,
+};
 
 use crate::readers::Readers;
 use crate::writer::{Scope, Writer};
 use crate::{AccountRow, continuations, leases, log, memory, runs, sessions};
 use crate::{
-    Config, ContinuationRow, LeaseOutcome, LeaseRow, MemoryFileRow, NewContinuation, NewRun,
-    NewSession, ParkOutcome, Result, RunRow, SessionFiles, SessionRow, TitleSource, WriterHold,
-    WriterStats,
+    AttachmentRow, Config, ContinuationRow, CreatedSuccessor, LeaseOutcome, LeaseRow,
+    MemoryFileRow, NewAttachment, NewContinuation, NewRun, NewSession, NewSuccessor, ParkOutcome,
+    Result, RunRow, SessionFiles, SessionRow, TitleSource, WriterHold, WriterStats,
 };
 
 /// The agents database. Clones share one writer and one reader pool; the last clone dropped
@@ -509,6 +512,81 @@ impl Store {
             continuations::find_continuation(connection, predecessor_session_id, &tool_call_id)
         })
         .await
+    }
+
+    /// Creates a successor in one transaction: its session, the edge with its manifest, its
+    /// two first events, its hard-linked attachments, and (for `transfer.plan = close`) the
+    /// predecessor's plan cleared. A second successor for the same (predecessor, tool call) is
+    /// refused as a duplicate; nothing of a refused creation is committed.
+    pub async fn create_successor(&self, successor: NewSuccessor) -> Result<CreatedSuccessor> {
+        let data_dir = crate::attachments::data_dir(&self.inner.config.path);
+        self.write(
+            Some(successor.edge.predecessor_session_id),
+            move |connection| continuations::create_successor(connection, &data_dir, &successor),
+        )
+        .await
+    }
+
+    /// How many successors the session has.
+    pub async fn count_successors(&self, predecessor: SessionId) -> Result<usize> {
+        self.read(move |connection| continuations::count_successors(connection, predecessor))
+            .await
+    }
+
+    /// The edge that made `successor`, if it is one.
+    pub async fn edge_to(&self, successor: SessionId) -> Result<Option<ContinuationRow>> {
+        self.read(move |connection| continuations::edge_to(connection, successor))
+            .await
+    }
+
+    /// The session's `continued_from` and `continued_to` links (the newest successor).
+    pub async fn continuation_links(
+        &self,
+        session_id: SessionId,
+    ) -> Result<(Option<ContinuationLink>, Option<ContinuationLink>)> {
+        self.read(move |connection| continuations::links(connection, session_id))
+            .await
+    }
+
+    /// The session's newest message written by a user or a trigger.
+    pub async fn newest_person_message(
+        &self,
+        session_id: SessionId,
+    ) -> Result<Option<SessionEvent>> {
+        self.read(move |connection| log::newest_person_message(connection, session_id))
+            .await
+    }
+
+    // Attachments.
+
+    /// Stores an attachment's bytes under the data dir and its row.
+    pub async fn add_attachment(&self, attachment: NewAttachment) -> Result<AttachmentRow> {
+        let data_dir = crate::attachments::data_dir(&self.inner.config.path);
+        self.write(Some(attachment.session_id), move |connection| {
+            crate::attachments::add_attachment(connection, &data_dir, &attachment)
+        })
+        .await
+    }
+
+    /// The session's attachment `id` (`attachment:<id>` in its messages), if it has one.
+    pub async fn get_attachment(
+        &self,
+        session_id: SessionId,
+        id: &str,
+    ) -> Result<Option<AttachmentRow>> {
+        let id = id.to_owned();
+        self.read(move |connection| crate::attachments::get_attachment(connection, session_id, &id))
+            .await
+    }
+
+    pub async fn list_attachments(&self, session_id: SessionId) -> Result<Vec<AttachmentRow>> {
+        self.read(move |connection| crate::attachments::list_attachments(connection, session_id))
+            .await
+    }
+
+    /// Where an attachment's file is on disk.
+    pub fn attachment_file(&self, attachment: &AttachmentRow) -> std::path::PathBuf {
+        crate::attachments::data_dir(&self.inner.config.path).join(&attachment.path)
     }
 
     // Memory files.

@@ -91,16 +91,14 @@ impl Runtime {
         verb: &str,
         arguments: serde_json::Value,
     ) -> Result<Option<VerbOutput>, Error> {
-        let now_ms = (self.env.clock)();
-        let context = VerbContext {
-            store: self.env.store.clone(),
-            account_id,
-            session_id,
-            // Outside any turn: a run id of its own, never queued.
-            run_id: RunId::new_v7(),
-            tool_call_id: format!("by-hand-{}", RunId::new_v7()),
-            now_ms,
-        };
+        // Outside any turn: a run id of its own, never queued.
+        let run_id = RunId::new_v7();
+        let context = self
+            .verb_context(session_id, run_id, &format!("by-hand-{run_id}"))
+            .await?;
+        if context.account_id != account_id {
+            return Err(Error::SessionNotFound(session_id));
+        }
         Ok(self.env.verbs.run_by_hand(verb, context, arguments).await)
     }
 }

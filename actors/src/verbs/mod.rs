@@ -1,6 +1,7 @@
 //! The verbs Seed ships, and the set a runtime offers.
 
 pub mod by_hand;
+pub mod continue_session;
 pub mod delegate;
 pub mod memory;
 pub mod plan;
@@ -64,7 +65,8 @@ impl VerbSet {
     }
 }
 
-/// The verbs Seed ships: read, plan, status, memory, delegate and return_result.
+/// The verbs Seed ships: read, plan, status, memory, delegate, return_result and
+/// continue_session.
 pub fn shipped() -> Vec<std::sync::Arc<dyn crate::verb::Verb>> {
     vec![
         Arc::new(read::Read),
@@ -73,5 +75,6 @@ pub fn shipped() -> Vec<std::sync::Arc<dyn crate::verb::Verb>> {
         Arc::new(memory::Memory),
         Arc::new(delegate::Delegate),
         Arc::new(delegate::ReturnResult),
+        Arc::new(continue_session::ContinueSession),
     ]
 }

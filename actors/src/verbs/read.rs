@@ -44,7 +44,8 @@ impl Verb for Read {
         "Reads exact material back: one of your own threads, or one of your memory files. \
          With target \"thread:<session id>\" it prints the thread's events as `[seq] who: text` \
          lines (oldest first, newlines shown as ⏎), after one header line with the thread's id, \
-         title and last seq; use fromSeq and toSeq (inclusive) to pick a range and limit \
+         title and last seq (and, when the thread was continued, a `continued from` or \
+         `continued to thread:<id>` line naming the session on the other side); use fromSeq and toSeq (inclusive) to pick a range and limit \
          (default 200, at most 1000) to cap how many events come back. When the limit cuts the \
          range short, the last line says which fromSeq reads on. Only threads of your own \
          account can be read; any other id is \"thread not found\". With target \
@@ -179,6 +180,21 @@ async fn read_thread(
             escape_attribute(&thread.title)
         )
     });
+    // Where the thread came from and where it went, so a chain can be walked back and forth.
+    let (continued_from, continued_to) = match context.store.continuation_links(thread_id).await {
+        Ok(links) => links,
+        Err(error) => return failed(error),
+    };
+    for (direction, link) in [("from", continued_from), ("to", continued_to)] {
+        if let Some(link) = link {
+            lines.push(format!(
+                "continued {direction} thread:{} \"{}\" (reason: {})",
+                link.session_id,
+                escape_attribute(&link.title),
+                escape_attribute(&link.reason)
+            ));
+        }
+    }
     match events.last() {
         None if to_seq == i64::MAX => lines.push(format!("no events from seq {from_seq}")),
         None => lines.push(format!("no events in seq {from_seq} to {to_seq}")),

@@ -1,0 +1,454 @@
+//! A continue_session call, run by the supervisor: replay, refusals, the projection, the atomic
+//! creation of the successor, its run, and the notifications.
+//!
+//! The pure parts (argument checks, the projection) are in `seed_projections::continuation`;
+//! this is the shell that reads what they need by index and writes what they decide.
+
+use seed_events::continuation::CONTINUED_FROM_META;
+use seed_events::{
+    ContinuationId, ContinuedFrom, EventRole, NewEvent, PlanTransfer, Queue, RunId, SessionEvent,
+    SessionId, Source,
+};
+use seed_projections::continuation::{
+    CONTINUATION_PROJECTION_BUDGET_BYTES, EXCERPT_EVENTS_MAX,
+    MAX_SESSION_CONTINUATIONS_PER_SESSION, ProjectionInput, RECENT_EXCHANGES_EVENTS_MAX, ThreadRef,
+    check_range, compile_projection, normalize_input, parse_input, plan_transfer,
+};
+use seed_store::{
+    ContinuationRow, NewContinuation, NewRun, NewSession, NewSuccessor, Refusal, TitleSource,
+};
+use serde_json::{Value, json};
+
+use crate::bus::Notification;
+use crate::crash::points;
+use crate::turn::RunEnv;
+use crate::verb::{VerbContext, VerbOutput};
+
+/// How many predecessors the lineage block names (the origin is always named).
+const LINEAGE_MAX: usize = 8;
+
+/// What the supervisor answers, and which successor's actor it should spawn.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub output: VerbOutput,
+    pub successor_to_start: Option<SessionId>,
+}
+
+enum Failure {
+    /// Refused: the model reads why; nothing was created.
+    Refused(String),
+    /// The store failed under the call.
+    Store(seed_store::Error),
+}
+
+impl From<seed_store::Error> for Failure {
+    fn from(error: seed_store::Error) -> Self {
+        Failure::Store(error)
+    }
+}
+
+fn refuse<T>(why: impl Into<String>) -> Result<T, Failure> {
+    Err(Failure::Refused(why.into()))
+}
+
+/// Runs one continue_session call of `context`'s run.
+pub(crate) async fn continue_session(
+    env: &RunEnv,
+    context: VerbContext,
+    arguments: Value,
+) -> Outcome {
+    match attempt(env, &context, arguments).await {
+        Ok(outcome) => outcome,
+        Err(Failure::Refused(why)) => Outcome {
+            output: VerbOutput::error(format!(
+                "continue_session refused: {why}. Nothing was created; this session goes on."
+            )),
+            successor_to_start: None,
+        },
+        Err(Failure::Store(error)) => Outcome {
+            output: VerbOutput::error(format!(
+                "continue_session failed: {error}. Nothing was created; this session goes on."
+            )),
+            successor_to_start: None,
+        },
+    }
+}
+
+async fn attempt(
+    env: &RunEnv,
+    context: &VerbContext,
+    arguments: Value,
+) -> Result<Outcome, Failure> {
+    let store = &env.store;
+    let predecessor_id = context.session_id;
+
+    // Replay: this call already made its successor.
+    if let Some(edge) = store
+        .find_continuation(predecessor_id, &context.tool_call_id)
+        .await?
+    {
+        return replay(env, &edge).await;
+    }
+
+    let arguments = normalize_input(arguments);
+    let input = match parse_input(&arguments, predecessor_id) {
+        Ok(input) => input,
+        Err(problem) => return refuse(format!("invalid arguments: {problem}")),
+    };
+    let Some(predecessor) = store.get_session(predecessor_id).await? else {
+        return refuse("this session no longer exists");
+    };
+    let run = store.get_run(context.run_id).await?;
+    if predecessor.parent_session_id.is_some()
+        || run
+            .as_ref()
+            .is_some_and(|run| run.parent_run_id.is_some() || run.typed)
+    {
+        return refuse(
+            "a delegated child cannot continue; finish the task and let the parent decide",
+        );
+    }
+    if run.is_none() {
+        return refuse("continuing needs a run in flight");
+    }
+    let open_children = store
+        .child_runs(context.run_id)
+        .await?
+        .into_iter()
+        .filter(|child| !child.status.is_terminal())
+        .count();
+    if open_children > 0 {
+        return refuse(format!(
+            "{open_children} delegated child run(s) started this turn are still running; wait \
+             for their results before continuing"
+        ));
+    }
+    let n_successors = store.count_successors(predecessor_id).await?;
+    if n_successors >= MAX_SESSION_CONTINUATIONS_PER_SESSION {
+        return refuse(format!(
+            "this session has already been continued {n_successors} times, the most allowed"
+        ));
+    }
+    let Some(initiating) = store.newest_person_message(predecessor_id).await? else {
+        return refuse("there is no user message to carry into a successor");
+    };
+    if initiating.meta.get(CONTINUED_FROM_META).is_some() {
+        return refuse(
+            "this session was just continued and nobody has said anything new since; \
+             continuing again would loop. Answer the message here",
+        );
+    }
+    check_sources(env, context, &input.sources).await?;
+
+    // What the projection is built from, read by index.
+    let predecessor_last_seq = store.last_seq(predecessor_id).await?;
+    let mut cited = Vec::new();
+    for range in input.sources.iter().filter_map(Source::range) {
+        let events = store
+            .read_events(
+                range.thread,
+                range.from_seq,
+                range.to_seq,
+                EXCERPT_EVENTS_MAX,
+            )
+            .await?;
+        cited.push((range, events));
+    }
+    let recent_from = (initiating.seq - RECENT_EXCHANGES_EVENTS_MAX as i64).max(1);
+    let recent = store
+        .read_events(
+            predecessor_id,
+            recent_from,
+            initiating.seq - 1,
+            RECENT_EXCHANGES_EVENTS_MAX,
+        )
+        .await?;
+    let (lineage, origin_session_id) = lineage(env, predecessor_id, &predecessor.title).await?;
+    let plan = plan_transfer(input.plan, predecessor.plan.as_ref());
+    let projection = compile_projection(&ProjectionInput {
+        input: &input,
+        plan,
+        lineage: &lineage,
+        origin_session_id,
+        initiating: &initiating,
+        predecessor_last_seq,
+        cited: &cited,
+        recent: &recent,
+        budget_bytes: CONTINUATION_PROJECTION_BUDGET_BYTES,
+    });
+
+    let now = (env.clock)();
+    let continuation_id = ContinuationId::new_v7();
+    let successor_id = SessionId::new_v7();
+    let mut session = NewSession::new(successor_id, predecessor.account_id, now);
+    session.title = input.title.clone();
+    session.description = input.description.clone();
+    session.title_source = TitleSource::Agent;
+    session.model_override = predecessor.model_override.clone();
+    session.reasoning_level = predecessor.reasoning_level.clone();
+    session.plan = (plan == PlanTransfer::Carry)
+        .then(|| predecessor.plan.clone())
+        .flatten();
+    let mut projection_event = NewEvent::message(
+        EventRole::User,
+        "system",
+        json!({ "text": projection.text }),
+        now,
+    );
+    projection_event.meta = json!({
+        "continuation": {
+            "continuation_id": continuation_id,
+            "predecessor_session_id": predecessor_id,
+        }
+    });
+    let message = copy_of(&initiating, now);
+    let successor = NewSuccessor {
+        session,
+        edge: NewContinuation {
+            id: continuation_id,
+            predecessor_session_id: predecessor_id,
+            successor_session_id: successor_id,
+            origin_session_id,
+            tool_call_id: context.tool_call_id.clone(),
+            initiating_event_id: initiating.id,
+            reason: input.reason.clone(),
+            manifest_cbor: projection.manifest.to_cbor(),
+            created_at_ms: now,
+        },
+        projection: projection_event,
+        message,
+        attachment_ids: attachment_ids(&initiating.content),
+        close_predecessor_plan: plan == PlanTransfer::Close,
+    };
+
+    env.settings
+        .crash_points
+        .reach(points::CONTINUATION_BEFORE_CREATE)
+        .await;
+    let created = match store.create_successor(successor).await {
+        Ok(created) => created,
+        Err(seed_store::Error::Refused {
+            reason: Refusal::Duplicate { .. },
+            ..
+        }) => {
+            // The same call made its successor meanwhile: answer as a replay.
+            if let Some(edge) = store
+                .find_continuation(predecessor_id, &context.tool_call_id)
+                .await?
+            {
+                return replay(env, &edge).await;
+            }
+            return refuse("a session with this id already exists; call again");
+        }
+        Err(error) => return Err(error.into()),
+    };
+    env.settings
+        .crash_points
+        .reach(points::CONTINUATION_AFTER_CREATE)
+        .await;
+
+    let started = start_successor_run(env, successor_id, created.message.id).await;
+    env.settings
+        .crash_points
+        .reach(points::CONTINUATION_AFTER_ENQUEUE)
+        .await;
+
+    let publisher = &env.publisher;
+    publisher.publish(Notification::SessionChanged {
+        session_id: predecessor_id,
+        reason: "continued",
+    });
+    publisher.publish(Notification::SessionChanged {
+        session_id: successor_id,
+        reason: "continued-from",
+    });
+    for reason in ["session-updated", "session-continued"] {
+        publisher.publish(Notification::AccountChanged {
+            account_id: predecessor.account_id,
+            reason,
+        });
+    }
+    Ok(Outcome {
+        output: continued_output(successor_id, &input.title),
+        successor_to_start: started.then_some(successor_id),
+    })
+}
+
+/// The answer to a call whose successor exists. When the successor never got its run (a crash
+/// came between the creation and the queueing), it gets it now.
+async fn replay(env: &RunEnv, edge: &ContinuationRow) -> Result<Outcome, Failure> {
+    let store = &env.store;
+    let successor_id = edge.successor_session_id;
+    let Some(successor) = store.get_session(successor_id).await? else {
+        return refuse("the successor this call made has been deleted");
+    };
+    let mut started = false;
+    if store.list_session_runs(successor_id).await?.is_empty() {
+        let copied = store
+            .read_events(successor_id, 1, i64::MAX, 4)
+            .await?
+            .into_iter()
+            .find(|event| event.meta.get(CONTINUED_FROM_META).is_some());
+        if let Some(copied) = copied {
+            started = start_successor_run(env, successor_id, copied.id).await;
+        }
+    }
+    Ok(Outcome {
+        output: continued_output(successor_id, &successor.title),
+        successor_to_start: started.then_some(successor_id),
+    })
+}
+
+/// Queues the successor's run for its copied message; false when that failed (the successor
+/// is then a normal session whose message can be retried).
+async fn start_successor_run(
+    env: &RunEnv,
+    successor_id: SessionId,
+    message_id: seed_events::EventId,
+) -> bool {
+    let run = NewRun {
+        id: RunId::new_v7(),
+        session_id: successor_id,
+        queue: Queue::Interactive,
+        user_event_ids: vec![message_id],
+        parent_run_id: None,
+        typed: false,
+        created_at_ms: (env.clock)(),
+    };
+    match env.store.enqueue_run(run).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%successor_id, %error, "could not queue a successor's run");
+            false
+        }
+    }
+}
+
+fn continued_output(successor_id: SessionId, title: &str) -> VerbOutput {
+    VerbOutput {
+        content: format!(
+            "Continued in session {successor_id} (\u{201c}{title}\u{201d}). This turn ends here: \
+             the successor answers the user's message, starting from your handoff."
+        ),
+        is_error: false,
+        ends_turn: true,
+        placeholder: false,
+    }
+}
+
+/// The initiating message, copied word for word, with where it came from in its meta.
+fn copy_of(initiating: &SessionEvent, now_ms: i64) -> NewEvent {
+    let mut meta = match &initiating.meta {
+        Value::Object(fields) => fields.clone(),
+        _ => serde_json::Map::new(),
+    };
+    let from = ContinuedFrom {
+        session_id: initiating.session_id,
+        event_id: initiating.id,
+        seq: initiating.seq,
+    };
+    meta.insert(
+        CONTINUED_FROM_META.to_owned(),
+        serde_json::to_value(from).unwrap_or(Value::Null),
+    );
+    NewEvent {
+        kind: initiating.kind.clone(),
+        role: initiating.role,
+        actor: initiating.actor.clone(),
+        content: initiating.content.clone(),
+        meta: Value::Object(meta),
+        run_id: None,
+        pi_entry_id: None,
+        created_at_ms: now_ms,
+    }
+}
+
+/// The attachment ids a message names: `content.attachments`, each an id or `{"id": …}`.
+fn attachment_ids(content: &Value) -> Vec<String> {
+    content
+        .get("attachments")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| match item {
+                    Value::String(id) => Some(id.clone()),
+                    other => other.get("id").and_then(Value::as_str).map(str::to_owned),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Checks every source against the database: a memory file exists; a thread is the agent's own
+/// and holds the cited seqs.
+async fn check_sources(
+    env: &RunEnv,
+    context: &VerbContext,
+    sources: &[Source],
+) -> Result<(), Failure> {
+    let store = &env.store;
+    for (idx, source) in sources.iter().enumerate() {
+        match source {
+            Source::Resource { .. } => {}
+            Source::Memory { path } => match store.read_memory(context.account_id, path).await {
+                Ok(Some(_)) => {}
+                Ok(None) => return refuse(format!("sources[{idx}]: no such file: {path}")),
+                Err(error @ seed_store::Error::InvalidPath { .. }) => {
+                    return refuse(format!("sources[{idx}]: {error}"));
+                }
+                Err(error) => return Err(error.into()),
+            },
+            Source::SessionEvents { .. } | Source::SessionEvent { .. } => {
+                let Some(range) = source.range() else {
+                    continue;
+                };
+                let own = store
+                    .get_session(range.thread)
+                    .await?
+                    .is_some_and(|thread| thread.account_id == context.account_id);
+                if !own {
+                    return refuse(format!("sources[{idx}]: thread:{} not found", range.thread));
+                }
+                let last_seq = store.last_seq(range.thread).await?;
+                if let Err(problem) = check_range(&range, last_seq) {
+                    return refuse(format!("sources[{idx}]: {problem}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The chain behind the predecessor, oldest first and ending with it, and the chain's origin.
+async fn lineage(
+    env: &RunEnv,
+    predecessor: SessionId,
+    predecessor_title: &str,
+) -> Result<(Vec<ThreadRef>, SessionId), Failure> {
+    let store = &env.store;
+    let mut chain = vec![ThreadRef {
+        session_id: predecessor,
+        title: predecessor_title.to_owned(),
+    }];
+    let mut origin = predecessor;
+    let mut current = predecessor;
+    while let Some(edge) = store.edge_to(current).await? {
+        origin = edge.origin_session_id;
+        if chain.len() >= LINEAGE_MAX {
+            break;
+        }
+        let title = store
+            .get_session(edge.predecessor_session_id)
+            .await?
+            .map(|session| session.title)
+            .unwrap_or_default();
+        chain.push(ThreadRef {
+            session_id: edge.predecessor_session_id,
+            title,
+        });
+        current = edge.predecessor_session_id;
+    }
+    chain.reverse();
+    Ok((chain, origin))
+}

@@ -1,0 +1,1007 @@
+//! Continuation end to end, over a real SQLite file and the scripted model: the successor and
+//! its first request, the edge and its manifest, the predecessor's log, the links, the
+//! notifications, every refusal (nothing created), replay, the plan transfer, attachments, and
+//! the per-turn `<context_usage>` guidance.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::{account, log, session, test_clock, within};
+use futures::StreamExt;
+use seed_actors::verbs::continue_session::ContinueSession;
+use seed_actors::verbs::read::Read;
+use seed_actors::{Notification, Runtime, RuntimeSettings, Verb, VerbOutput};
+use seed_events::continuation::CONTINUED_FROM_META;
+use seed_events::{
+    AccountId, EventRole, NewEvent, Queue, RunId, RunStatus, SessionContinuationManifest, SessionId,
+};
+use seed_projections::continuation::MAX_SESSION_CONTINUATIONS_PER_SESSION;
+use seed_providers::{Message, Request, ScriptedProvider, ScriptedStep, ToolCall, Usage};
+use seed_providers::{text_response, tool_response};
+use seed_store::{Config, NewAttachment, NewRun, NewSession, Store};
+use serde_json::{Value, json};
+
+const CONTINUE: &str = "please continue";
+const CALL_ID: &str = "cont-1";
+
+/// Valid arguments, citing seqs 1–2 of session 0.
+fn good_arguments() -> Value {
+    json!({
+        "reason": "topic change",
+        "title": "Lisbon hotels",
+        "description": "Comparing three hotels",
+        "handoff": {
+            "purpose": "Book a hotel in Lisbon for May",
+            "currentRequest": "The user wants to continue with the hotels",
+            "decisions": ["Stay near Baixa", "Budget €150/night"],
+            "riskRegister": "Prices rise in June"
+        },
+        "sources": [{ "type": "session_events", "fromSeq": 1, "toSeq": 2 }],
+    })
+}
+
+fn is_projection(message: &Message) -> bool {
+    matches!(message, Message::User(user) if user.text.starts_with("<continuation"))
+}
+
+/// The newest user message that is neither a per-turn block nor the projection.
+fn input_of(request: &Request) -> String {
+    request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|message| match message.as_ref() {
+            Message::User(user) if !user.text.starts_with('<') => Some(user.text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// The model: in a successor (its context holds a projection) it answers; asked to continue,
+/// it calls continue_session with `arguments` (once: a refusal is then answered in text);
+/// anything else it answers.
+fn model(arguments: Arc<Mutex<Value>>) -> ScriptedProvider {
+    ScriptedProvider::from_fn(move |request: &Request, _| {
+        let input = input_of(request);
+        if request.messages.iter().any(|m| is_projection(m)) {
+            return ScriptedStep::Respond(text_response(&format!("successor answers: {input}")));
+        }
+        if input != CONTINUE {
+            return ScriptedStep::Respond(text_response(&format!("answer: {input}")));
+        }
+        let called = request.messages.iter().any(|m| {
+            matches!(m.as_ref(), Message::ToolResult(result) if result.tool_name == "continue_session")
+        });
+        if called {
+            ScriptedStep::Respond(text_response(
+                "the continuation was refused; answering here",
+            ))
+        } else {
+            let arguments = arguments.lock().expect("arguments").clone();
+            ScriptedStep::Respond(tool_response(
+                "",
+                vec![ToolCall {
+                    id: CALL_ID.to_owned(),
+                    name: "continue_session".to_owned(),
+                    arguments,
+                }],
+            ))
+        }
+    })
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    store: Store,
+    runtime: Runtime,
+    model: ScriptedProvider,
+}
+
+async fn setup() -> anyhow::Result<Setup> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(Config::new(dir.path().join("seed.db")))?;
+    store.create_account(account(), vec![1], 0).await?;
+    let mut first = NewSession::new(session(0), account(), 0);
+    first.title = "Trip to Lisbon".to_owned();
+    first.title_source = seed_store::TitleSource::User;
+    first.model_override = Some("big-model".to_owned());
+    store.create_session(first).await?;
+    let arguments = Arc::new(Mutex::new(good_arguments()));
+    let model = model(Arc::clone(&arguments));
+    // No background runs start: the tests' own call sites are background runs the runtime
+    // must leave alone.
+    let settings = RuntimeSettings {
+        background_runs_max: 0,
+        ..RuntimeSettings::default()
+    };
+    let (runtime, _) = Runtime::start(
+        store.clone(),
+        Arc::new(model.clone()),
+        seed_actors::verbs::shipped(),
+        settings,
+        "boot-1".to_owned(),
+        test_clock(),
+    )
+    .await?;
+    Ok(Setup {
+        _dir: dir,
+        store,
+        runtime,
+        model,
+    })
+}
+
+async fn say(
+    setup: &Setup,
+    session_id: SessionId,
+    text: &str,
+) -> anyhow::Result<seed_store::RunRow> {
+    let (_, run_id) = setup.runtime.send_message(session_id, text).await?;
+    Ok(within("a run", setup.runtime.wait_for_run(run_id)).await?)
+}
+
+/// The successor's run, waited for.
+async fn successor_run(setup: &Setup, successor: SessionId) -> anyhow::Result<seed_store::RunRow> {
+    let runs = setup.store.list_session_runs(successor).await?;
+    assert_eq!(runs.len(), 1, "one run queued for the successor");
+    Ok(within(
+        "the successor's run",
+        setup.runtime.wait_for_run(runs[0].id),
+    )
+    .await?)
+}
+
+async fn n_sessions(store: &Store) -> anyhow::Result<usize> {
+    Ok(store.list_sessions(account()).await?.len())
+}
+
+#[actix::test]
+async fn the_successor_starts_from_the_projection_and_the_copied_message() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    let mut bus = setup
+        .runtime
+        .publisher()
+        .subscribe()
+        .await
+        .expect("the bus");
+    say(&setup, session(0), "hello").await?;
+    let run = say(&setup, session(0), CONTINUE).await?;
+
+    // The run succeeded with where the answer went.
+    assert_eq!(run.status, RunStatus::Succeeded);
+    let successor = run
+        .continued_to_session_id()
+        .expect("continued_to_session_id");
+    let edge = setup
+        .store
+        .find_continuation(session(0), CALL_ID)
+        .await?
+        .expect("the edge");
+    assert_eq!(edge.successor_session_id, successor);
+    assert_eq!(
+        run.result.as_ref().and_then(|r| r.get("continuation_id")),
+        Some(&json!(edge.id))
+    );
+    let successor_run = successor_run(&setup, successor).await?;
+    assert_eq!(successor_run.status, RunStatus::Succeeded);
+    assert_eq!(successor_run.queue, Queue::Interactive);
+
+    // The successor: title and description from the call, named by the agent, model copied.
+    let row = setup
+        .store
+        .get_session(successor)
+        .await?
+        .expect("successor");
+    assert_eq!(row.title, "Lisbon hotels");
+    assert_eq!(row.description, "Comparing three hotels");
+    assert_eq!(row.title_source, seed_store::TitleSource::Agent);
+    assert_eq!(row.model_override.as_deref(), Some("big-model"));
+    assert_eq!(row.parent_session_id, None);
+
+    // Its log: the projection (user, actor system), the copied message, then its answer.
+    let predecessor_log = log(&setup.store, session(0)).await?;
+    let initiating = predecessor_log
+        .iter()
+        .rfind(|event| event.content.get("text") == Some(&json!(CONTINUE)))
+        .expect("the initiating message")
+        .clone();
+    let successor_log = log(&setup.store, successor).await?;
+    let projection = &successor_log[0];
+    assert_eq!(
+        (
+            projection.kind.as_str(),
+            projection.role,
+            projection.actor.as_deref()
+        ),
+        ("message", Some(EventRole::User), Some("system"))
+    );
+    let copied = &successor_log[1];
+    assert_eq!(copied.content, initiating.content);
+    assert_eq!(
+        (copied.role, copied.actor.as_deref()),
+        (Some(EventRole::User), Some("user"))
+    );
+    assert_eq!(
+        copied.meta.get(CONTINUED_FROM_META),
+        Some(&json!({
+            "session_id": session(0),
+            "event_id": initiating.id,
+            "seq": initiating.seq,
+        }))
+    );
+    assert_eq!(successor_run.user_event_ids, vec![copied.id]);
+    assert_eq!(
+        successor_log[2].content.get("text"),
+        Some(&json!(format!("successor answers: {CONTINUE}")))
+    );
+    assert_eq!(successor_log.len(), 3);
+
+    // The manifest records what the projection was built from.
+    let manifest = SessionContinuationManifest::from_cbor(&edge.manifest_cbor)?;
+    assert_eq!(manifest.predecessor_session_id, session(0));
+    assert_eq!(manifest.origin_session_id, session(0));
+    assert_eq!(manifest.initiating_event.seq, initiating.seq);
+    assert_eq!(manifest.excerpts.len(), 1);
+    assert_eq!(
+        manifest.handoff.extra.get("riskRegister").map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(
+        manifest.projection_bytes as usize,
+        projection.content["text"].as_str().map_or(0, str::len)
+    );
+    assert_eq!(edge.initiating_event_id, initiating.id);
+    assert_eq!(edge.reason, "topic change");
+
+    // The successor's first request: the projection, then the copied message as the input.
+    let requests = setup.model.requests();
+    let first = requests
+        .iter()
+        .find(|request| request.messages.iter().any(|m| is_projection(m)))
+        .expect("a successor request");
+    assert_eq!(
+        first.session_id.as_deref(),
+        Some(successor.to_string().as_str())
+    );
+    let Message::User(head) = first.messages[0].as_ref() else {
+        panic!("the projection comes first");
+    };
+    assert_eq!(
+        head.text,
+        projection.content["text"].as_str().unwrap_or_default()
+    );
+    assert!(
+        head.text
+            .contains("## Purpose\nBook a hotel in Lisbon for May")
+    );
+    assert!(head.text.contains("## riskRegister\nPrices rise in June"));
+    assert!(head.text.contains("[1] user: hello"), "{}", head.text);
+    assert!(
+        matches!(first.messages[1].as_ref(), Message::User(user) if user.text == CONTINUE),
+        "the copied message is the input"
+    );
+
+    // The predecessor's log gained only the call and its result (and the assistant message
+    // event of the response that carries the call, projected from the same store entry); no
+    // request after the call.
+    let after: Vec<_> = predecessor_log
+        .iter()
+        .filter(|event| event.seq > initiating.seq)
+        .collect();
+    let kinds: Vec<(&str, Option<EventRole>)> = after
+        .iter()
+        .map(|event| (event.kind.as_str(), event.role))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("message", Some(EventRole::Assistant)),
+            ("tool_call", Some(EventRole::Assistant)),
+            ("tool_result", Some(EventRole::Tool)),
+        ]
+    );
+    assert_eq!(after[0].pi_entry_id, after[1].pi_entry_id, "one response");
+    assert_eq!(after[0].content.get("text"), Some(&json!("")));
+    assert_eq!(after[1].content["name"], json!("continue_session"));
+    let asked_to_continue = requests
+        .iter()
+        .filter(|request| {
+            !request.messages.iter().any(|m| is_projection(m)) && input_of(request) == CONTINUE
+        })
+        .count();
+    assert_eq!(
+        asked_to_continue, 1,
+        "the request after the call never left"
+    );
+
+    // The links, both ways, with the other side's title.
+    let (from, to) = setup.store.continuation_links(session(0)).await?;
+    assert_eq!(from, None);
+    let to = to.expect("continued_to");
+    assert_eq!(
+        (to.session_id, to.title.as_str()),
+        (successor, "Lisbon hotels")
+    );
+    let (from, to) = setup.store.continuation_links(successor).await?;
+    assert_eq!(to, None);
+    let from = from.expect("continued_from");
+    assert_eq!(
+        (from.session_id, from.title.as_str()),
+        (session(0), "Trip to Lisbon")
+    );
+    assert_eq!(from.continuation_id, edge.id);
+
+    // read thread: reports the links.
+    let context = setup
+        .runtime
+        .verb_context(successor, successor_run.id, "r1")
+        .await?;
+    let read = Read
+        .call(context, json!({"target": format!("thread:{}", session(0))}))
+        .await;
+    assert!(
+        read.content.contains(&format!(
+            "continued to thread:{successor} \"Lisbon hotels\""
+        )),
+        "{}",
+        read.content
+    );
+
+    // Notifications: session-change for both, account-change with both reasons.
+    let mut seen = Vec::new();
+    within("the notifications", async {
+        while let Some(notification) = bus.next().await {
+            let done = matches!(&notification,
+                Notification::RunFinished { run_id, .. } if *run_id == successor_run.id);
+            seen.push(notification);
+            if done {
+                break;
+            }
+        }
+    })
+    .await;
+    for expected in [
+        Notification::SessionChanged {
+            session_id: session(0),
+            reason: "continued",
+        },
+        Notification::SessionChanged {
+            session_id: successor,
+            reason: "continued-from",
+        },
+        Notification::AccountChanged {
+            account_id: account(),
+            reason: "session-updated",
+        },
+        Notification::AccountChanged {
+            account_id: account(),
+            reason: "session-continued",
+        },
+    ] {
+        assert!(seen.contains(&expected), "{expected:?} in {seen:?}");
+    }
+    Ok(())
+}
+
+#[actix::test]
+async fn a_second_continuation_of_a_freshly_continued_session_is_refused_as_a_loop()
+-> anyhow::Result<()> {
+    let setup = setup().await?;
+    say(&setup, session(0), "hello").await?;
+    let run = say(&setup, session(0), CONTINUE).await?;
+    let successor = run.continued_to_session_id().expect("continued");
+    let successor_run = successor_run(&setup, successor).await?;
+    let before = n_sessions(&setup.store).await?;
+    let context = setup
+        .runtime
+        .verb_context(successor, successor_run.id, "again")
+        .await?;
+    let output = ContinueSession.call(context, good_arguments()).await;
+    assert!(output.is_error);
+    assert!(
+        output.content.contains("just continued"),
+        "{}",
+        output.content
+    );
+    assert!(!output.ends_turn, "a refusal does not end the turn");
+    assert_eq!(n_sessions(&setup.store).await?, before);
+    assert_eq!(setup.store.count_successors(successor).await?, 0);
+
+    // Once somebody says something new there, continuing is possible again.
+    say(&setup, successor, "now about restaurants").await?;
+    let context = setup
+        .runtime
+        .verb_context(successor, successor_run.id, "again-2")
+        .await?;
+    let output = ContinueSession.call(context, good_arguments()).await;
+    assert!(!output.is_error, "{}", output.content);
+    Ok(())
+}
+
+#[actix::test]
+async fn replaying_the_same_call_gives_the_same_successor_and_one_edge() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    say(&setup, session(0), "hello").await?;
+    let run = say(&setup, session(0), CONTINUE).await?;
+    let successor = run.continued_to_session_id().expect("continued");
+    successor_run(&setup, successor).await?;
+    let before = n_sessions(&setup.store).await?;
+    let context = setup
+        .runtime
+        .verb_context(session(0), run.id, CALL_ID)
+        .await?;
+    // Even with other arguments: the call id is the key.
+    let output = ContinueSession
+        .call(context, json!({"reason": "x", "title": "Other", "description": "y", "handoff": {"purpose": "z"}}))
+        .await;
+    assert!(!output.is_error, "{}", output.content);
+    assert!(output.ends_turn);
+    assert!(output.content.contains(&successor.to_string()));
+    assert_eq!(setup.store.count_successors(session(0)).await?, 1);
+    assert_eq!(n_sessions(&setup.store).await?, before);
+    assert_eq!(
+        setup.store.list_session_runs(successor).await?.len(),
+        1,
+        "no second run"
+    );
+    Ok(())
+}
+
+/// A run of session 0 to call the verb in, with "please continue" as its newest message; the
+/// runtime never starts it (it is a background run, and the setup starts none).
+async fn parked_call_site(setup: &Setup) -> anyhow::Result<RunId> {
+    say(setup, session(0), "hello").await?;
+    let event = NewEvent::message(EventRole::User, "user", json!({"text": CONTINUE}), 5);
+    setup.store.append_events(session(0), vec![event]).await?;
+    let run_id = RunId::new_v7();
+    setup
+        .store
+        .enqueue_run(NewRun {
+            id: run_id,
+            session_id: session(0),
+            queue: Queue::Background,
+            user_event_ids: Vec::new(),
+            parent_run_id: None,
+            typed: false,
+            created_at_ms: 5,
+        })
+        .await?;
+    // Claimed as if running, so no wake-up starts it.
+    setup
+        .store
+        .set_run_status(run_id, RunStatus::Running, None, 6)
+        .await?;
+    Ok(run_id)
+}
+
+/// Calls continue_session in session 0's run `run_id` and checks it was refused with `why`
+/// and created nothing.
+async fn assert_refused(
+    setup: &Setup,
+    session_id: SessionId,
+    run_id: RunId,
+    arguments: Value,
+    why: &str,
+) -> anyhow::Result<()> {
+    let before = n_sessions(&setup.store).await?;
+    let context = setup
+        .runtime
+        .verb_context(session_id, run_id, "c-refused")
+        .await?;
+    let output: VerbOutput = ContinueSession.call(context, arguments).await;
+    assert!(output.is_error, "refused: {}", output.content);
+    assert!(
+        output.content.contains(why),
+        "expected {why:?} in {:?}",
+        output.content
+    );
+    assert!(!output.ends_turn);
+    assert_eq!(n_sessions(&setup.store).await?, before, "nothing created");
+    assert_eq!(setup.store.count_successors(session_id).await?, 0);
+    assert_eq!(
+        setup
+            .store
+            .find_continuation(session_id, "c-refused")
+            .await?,
+        None
+    );
+    Ok(())
+}
+
+#[actix::test]
+async fn bad_shapes_are_refused_naming_the_field() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    let run_id = parked_call_site(&setup).await?;
+    let mut without_title = good_arguments();
+    without_title
+        .as_object_mut()
+        .map(|fields| fields.remove("title"));
+    assert_refused(&setup, session(0), run_id, without_title, "title: required").await?;
+    let mut empty_handoff = good_arguments();
+    empty_handoff["handoff"] = json!({});
+    assert_refused(&setup, session(0), run_id, empty_handoff, "handoff: empty").await?;
+    let mut bad_section = good_arguments();
+    bad_section["handoff"]["decisions"] = json!({"a": 1});
+    assert_refused(&setup, session(0), run_id, bad_section, "handoff.decisions").await?;
+    let mut bad_plan = good_arguments();
+    bad_plan["transfer"] = json!({"plan": "keep"});
+    assert_refused(&setup, session(0), run_id, bad_plan, "transfer.plan").await?;
+    assert_refused(
+        &setup,
+        session(0),
+        run_id,
+        json!("continue"),
+        "expected an object",
+    )
+    .await?;
+    Ok(())
+}
+
+#[actix::test]
+async fn bad_sources_are_refused() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    let run_id = parked_call_site(&setup).await?;
+    let other_account = AccountId::from_u128(0xb0b);
+    setup
+        .store
+        .create_account(other_account, vec![2], 0)
+        .await?;
+    let theirs = SessionId::from_u128(0xb0b5);
+    setup
+        .store
+        .create_session(NewSession::new(theirs, other_account, 0))
+        .await?;
+    setup
+        .store
+        .append_events(
+            theirs,
+            vec![NewEvent::message(
+                EventRole::User,
+                "user",
+                json!({"text": "secret"}),
+                1,
+            )],
+        )
+        .await?;
+    for (source, why) in [
+        (
+            json!({"type": "memory", "path": "~/memory/missing.md"}),
+            "no such file",
+        ),
+        (
+            json!({"type": "session_events", "fromSeq": 1, "toSeq": 99}),
+            "before toSeq 99",
+        ),
+        (json!({"type": "session_event", "seq": 50}), "has no seq 50"),
+        (
+            json!({"type": "session_events", "thread": format!("thread:{theirs}"), "fromSeq": 1, "toSeq": 1}),
+            "not found",
+        ),
+        (json!("ftp://example.org/x"), "not a resource address"),
+        (
+            json!({"type": "session_events", "fromSeq": 3, "toSeq": 2}),
+            "is before fromSeq",
+        ),
+    ] {
+        let mut arguments = good_arguments();
+        arguments["sources"] = json!([source]);
+        assert_refused(&setup, session(0), run_id, arguments, why).await?;
+    }
+    Ok(())
+}
+
+#[actix::test]
+async fn a_delegated_child_and_a_typed_child_cannot_continue() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    let parent_run = parked_call_site(&setup).await?;
+    let child_id = SessionId::from_u128(0xc41d);
+    let mut child = NewSession::new(child_id, account(), 0);
+    child.parent_session_id = Some(session(0));
+    let task = NewEvent::message(EventRole::User, "trigger", json!({"text": "a task"}), 7);
+    let child_run_id = RunId::new_v7();
+    for typed in [false, true] {
+        let mut child = child.clone();
+        child.id = if typed {
+            SessionId::from_u128(0xc41e)
+        } else {
+            child_id
+        };
+        let child_session = child.id;
+        let run_id = if typed { RunId::new_v7() } else { child_run_id };
+        setup
+            .store
+            .start_child(
+                child,
+                task.clone(),
+                NewRun {
+                    id: run_id,
+                    session_id: child_session,
+                    queue: Queue::Background,
+                    user_event_ids: Vec::new(),
+                    parent_run_id: Some(parent_run),
+                    typed,
+                    created_at_ms: 7,
+                },
+            )
+            .await?;
+        setup
+            .store
+            .set_run_status(run_id, RunStatus::Running, None, 8)
+            .await?;
+        assert_refused(
+            &setup,
+            child_session,
+            run_id,
+            good_arguments(),
+            "delegated child",
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+#[actix::test]
+async fn continuing_while_children_of_this_turn_run_is_refused() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    let run_id = parked_call_site(&setup).await?;
+    let child_id = SessionId::from_u128(0xc41d);
+    let mut child = NewSession::new(child_id, account(), 0);
+    child.parent_session_id = Some(session(0));
+    let child_run = RunId::new_v7();
+    setup
+        .store
+        .start_child(
+            child,
+            NewEvent::message(EventRole::User, "trigger", json!({"text": "a task"}), 7),
+            NewRun {
+                id: child_run,
+                session_id: child_id,
+                queue: Queue::Background,
+                user_event_ids: Vec::new(),
+                parent_run_id: Some(run_id),
+                typed: false,
+                created_at_ms: 7,
+            },
+        )
+        .await?;
+    setup
+        .store
+        .set_run_status(child_run, RunStatus::Running, None, 8)
+        .await?;
+    assert_refused(
+        &setup,
+        session(0),
+        run_id,
+        good_arguments(),
+        "still running",
+    )
+    .await?;
+    // Once the child has ended, continuing is possible.
+    setup
+        .store
+        .finish_run(child_run, RunStatus::Succeeded, None, 9)
+        .await?;
+    let context = setup
+        .runtime
+        .verb_context(session(0), run_id, "c-ok")
+        .await?;
+    let output = ContinueSession.call(context, good_arguments()).await;
+    assert!(!output.is_error, "{}", output.content);
+    Ok(())
+}
+
+#[actix::test]
+async fn past_the_cap_continuing_is_refused() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    let run_id = parked_call_site(&setup).await?;
+    for idx in 0..MAX_SESSION_CONTINUATIONS_PER_SESSION {
+        let context = setup
+            .runtime
+            .verb_context(session(0), run_id, &format!("c-{idx}"))
+            .await?;
+        let output = ContinueSession.call(context, good_arguments()).await;
+        assert!(!output.is_error, "call {idx}: {}", output.content);
+    }
+    let context = setup
+        .runtime
+        .verb_context(session(0), run_id, "c-over")
+        .await?;
+    let before = n_sessions(&setup.store).await?;
+    let output = ContinueSession.call(context, good_arguments()).await;
+    assert!(output.is_error);
+    assert!(
+        output.content.contains("the most allowed"),
+        "{}",
+        output.content
+    );
+    assert_eq!(n_sessions(&setup.store).await?, before);
+    assert_eq!(
+        setup.store.count_successors(session(0)).await?,
+        MAX_SESSION_CONTINUATIONS_PER_SESSION
+    );
+    // continued_to shows the newest of the successors.
+    let newest = setup
+        .store
+        .find_continuation(
+            session(0),
+            &format!("c-{}", MAX_SESSION_CONTINUATIONS_PER_SESSION - 1),
+        )
+        .await?
+        .expect("the newest edge");
+    let (_, to) = setup.store.continuation_links(session(0)).await?;
+    assert_eq!(
+        to.map(|link| link.session_id),
+        Some(newest.successor_session_id)
+    );
+    Ok(())
+}
+
+#[actix::test]
+async fn with_no_user_message_continuing_is_refused() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    let run_id = RunId::new_v7();
+    setup
+        .store
+        .enqueue_run(NewRun {
+            id: run_id,
+            session_id: session(0),
+            queue: Queue::Background,
+            user_event_ids: Vec::new(),
+            parent_run_id: None,
+            typed: false,
+            created_at_ms: 5,
+        })
+        .await?;
+    setup
+        .store
+        .set_run_status(run_id, RunStatus::Running, None, 6)
+        .await?;
+    assert_refused(
+        &setup,
+        session(0),
+        run_id,
+        good_arguments(),
+        "no user message",
+    )
+    .await
+}
+
+#[actix::test]
+async fn nested_sources_transfer_and_description_are_hoisted() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    let run_id = parked_call_site(&setup).await?;
+    let arguments = json!({
+        "reason": "phase change",
+        "title": "Hotels",
+        "handoff": {
+            "purpose": "Book a hotel",
+            "description": "Nested description",
+            "sources": [{"type": "session_event", "seq": 1}],
+            "transfer": {"plan": "omit"}
+        }
+    });
+    let context = setup
+        .runtime
+        .verb_context(session(0), run_id, "c-nested")
+        .await?;
+    let output = ContinueSession.call(context, arguments).await;
+    assert!(!output.is_error, "{}", output.content);
+    let edge = setup
+        .store
+        .find_continuation(session(0), "c-nested")
+        .await?
+        .expect("edge");
+    let manifest = SessionContinuationManifest::from_cbor(&edge.manifest_cbor)?;
+    assert_eq!(manifest.description, "Nested description");
+    assert_eq!(manifest.sources.len(), 1);
+    assert_eq!(manifest.plan, seed_events::PlanTransfer::Omit);
+    assert!(
+        manifest.handoff.extra.is_empty(),
+        "{:?}",
+        manifest.handoff.extra
+    );
+    Ok(())
+}
+
+#[actix::test]
+async fn the_plan_is_carried_closed_or_omitted() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    let run_id = parked_call_site(&setup).await?;
+    let plan = json!([{"step": "pick a hotel", "done": false}, {"step": "dates", "done": true}]);
+    for (idx, (transfer, successor_plan, predecessor_plan)) in [
+        (None, Some(plan.clone()), Some(plan.clone())),
+        (Some("carry"), Some(plan.clone()), Some(plan.clone())),
+        (Some("omit"), None, Some(plan.clone())),
+        (Some("close"), None, None),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        setup
+            .store
+            .set_session_plan(session(0), Some(plan.clone()), 10)
+            .await?;
+        let mut arguments = good_arguments();
+        if let Some(transfer) = transfer {
+            arguments["transfer"] = json!({ "plan": transfer });
+        }
+        let call_id = format!("c-plan-{idx}");
+        let context = setup
+            .runtime
+            .verb_context(session(0), run_id, &call_id)
+            .await?;
+        let output = ContinueSession.call(context, arguments).await;
+        assert!(!output.is_error, "{}", output.content);
+        let edge = setup
+            .store
+            .find_continuation(session(0), &call_id)
+            .await?
+            .expect("edge");
+        let successor = setup
+            .store
+            .get_session(edge.successor_session_id)
+            .await?
+            .expect("successor");
+        assert_eq!(successor.plan, successor_plan, "{transfer:?}");
+        let predecessor = setup
+            .store
+            .get_session(session(0))
+            .await?
+            .expect("predecessor");
+        assert_eq!(predecessor.plan, predecessor_plan, "{transfer:?}");
+    }
+    // With every step done, the default is to leave the plan behind.
+    let finished = json!([{"step": "pick a hotel", "done": true}]);
+    setup
+        .store
+        .set_session_plan(session(0), Some(finished.clone()), 11)
+        .await?;
+    let context = setup
+        .runtime
+        .verb_context(session(0), run_id, "c-plan-done")
+        .await?;
+    assert!(
+        !ContinueSession
+            .call(context, good_arguments())
+            .await
+            .is_error
+    );
+    let edge = setup
+        .store
+        .find_continuation(session(0), "c-plan-done")
+        .await?
+        .expect("edge");
+    let successor = setup
+        .store
+        .get_session(edge.successor_session_id)
+        .await?
+        .expect("successor");
+    assert_eq!(successor.plan, None);
+    Ok(())
+}
+
+#[actix::test]
+async fn attachments_resolve_in_the_successor() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    say(&setup, session(0), "hello").await?;
+    let attachment = setup
+        .store
+        .add_attachment(NewAttachment {
+            session_id: session(0),
+            id: "att-1".to_owned(),
+            name: "floorplan.png".to_owned(),
+            media_type: "image/png".to_owned(),
+            bytes: b"\x89PNG pretend".to_vec(),
+            created_at_ms: 3,
+        })
+        .await?;
+    let message = NewEvent::message(
+        EventRole::User,
+        "user",
+        json!({"text": CONTINUE, "raw_markdown": "please **continue**", "attachments": [{"id": "att-1", "name": "floorplan.png"}]}),
+        4,
+    );
+    let (_, run) = setup
+        .store
+        .send_user_message(session(0), message, RunId::new_v7(), Queue::Interactive, 4)
+        .await?;
+    setup.runtime.wake();
+    let run = within("the run", setup.runtime.wait_for_run(run.id)).await?;
+    let successor = run.continued_to_session_id().expect("continued");
+    let copied = setup
+        .store
+        .read_events(successor, 2, 2, 1)
+        .await?
+        .pop()
+        .expect("the copied message");
+    assert_eq!(copied.content["raw_markdown"], json!("please **continue**"));
+    let linked = setup
+        .store
+        .get_attachment(successor, "att-1")
+        .await?
+        .expect("attachment:att-1 resolves in the successor");
+    assert_eq!(linked.name, "floorplan.png");
+    let bytes = std::fs::read(setup.store.attachment_file(&linked))?;
+    assert_eq!(bytes, b"\x89PNG pretend");
+    use std::os::unix::fs::MetadataExt;
+    let original = std::fs::metadata(setup.store.attachment_file(&attachment))?;
+    let link = std::fs::metadata(setup.store.attachment_file(&linked))?;
+    assert_eq!(original.ino(), link.ino(), "a hard link, not a copy");
+    Ok(())
+}
+
+/// A response whose usage says the prompt was `prompt` tokens.
+fn with_prompt(text: &str, prompt: u64) -> seed_providers::AssistantMessage {
+    let mut message = text_response(text);
+    message.usage = Usage {
+        input: prompt / 2,
+        cache_read: prompt / 4,
+        cache_write: prompt - prompt / 2 - prompt / 4,
+        output: 5,
+    };
+    message
+}
+
+#[actix::test]
+async fn context_usage_guidance_grows_at_70_and_85_percent() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(Config::new(dir.path().join("seed.db")))?;
+    store.create_account(account(), vec![1], 0).await?;
+    store
+        .create_session(NewSession::new(session(0), account(), 0))
+        .await?;
+    // The scripted model's window is 200,000 tokens: 50%, 75%, 90%.
+    let model = ScriptedProvider::new(vec![
+        ScriptedStep::Respond(with_prompt("one", 100_000)),
+        ScriptedStep::Respond(with_prompt("two", 150_000)),
+        ScriptedStep::Respond(with_prompt("three", 180_000)),
+        ScriptedStep::Respond(with_prompt("four", 180_000)),
+    ]);
+    let (runtime, _) = Runtime::start(
+        store.clone(),
+        Arc::new(model.clone()),
+        seed_actors::verbs::shipped(),
+        RuntimeSettings::default(),
+        "boot-1".to_owned(),
+        test_clock(),
+    )
+    .await?;
+    for text in ["a", "b", "c", "d"] {
+        let (_, run_id) = runtime.send_message(session(0), text).await?;
+        within("a run", runtime.wait_for_run(run_id)).await?;
+    }
+    let usage_blocks: Vec<Option<String>> = model
+        .requests()
+        .iter()
+        .map(|request| {
+            request.messages.iter().find_map(|m| match m.as_ref() {
+                Message::User(user) if user.text.starts_with("<context_usage") => {
+                    Some(user.text.clone())
+                }
+                _ => None,
+            })
+        })
+        .collect();
+    assert_eq!(
+        usage_blocks[0], None,
+        "no usage known before the first answer"
+    );
+    let block = |idx: usize| usage_blocks[idx].clone().unwrap_or_default();
+    assert!(block(1).contains("percent=\"50\""), "{}", block(1));
+    assert!(block(1).contains("fits comfortably"));
+    assert!(block(2).contains("percent=\"75\""), "{}", block(2));
+    assert!(block(2).contains("consider continue_session"));
+    assert!(block(3).contains("percent=\"90\""), "{}", block(3));
+    assert!(block(3).contains("Call continue_session now"));
+    // The system prompt tells the agent about continuation, byte for byte the same each turn.
+    let prompts: Vec<String> = model
+        .requests()
+        .iter()
+        .map(|request| request.system_prompt.clone())
+        .collect();
+    assert!(prompts[0].contains("never compacted"));
+    assert!(prompts[0].contains("read thread:<id>"));
+    assert!(prompts.iter().all(|prompt| *prompt == prompts[0]));
+    Ok(())
+}

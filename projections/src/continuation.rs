@@ -1,0 +1,744 @@
+//! Continuation, the pure part: the continue_session arguments normalized and checked, and the
+//! successor's projection compiled from rows the caller read.
+//!
+//! # Arguments
+//!
+//! [`normalize_input`] hoists `sources`, `transfer` and `description` that a model nested inside
+//! `handoff` to the top level when the top level lacks them (the handoff schema is open, so such
+//! calls are not refused). [`parse_input`] then checks every field and names the one that is
+//! wrong: `reason`, `title` and `description` are required text; `handoff` is an object whose
+//! known sections (purpose, currentRequest, establishedFacts, decisions, openQuestions,
+//! nextActions, cautions) and any other key each hold a string or a list of strings (other keys
+//! are kept under `handoff.extra`); `sources` are resources (`hm://`, `ipfs://`, `http(s)://`),
+//! memory paths (`~/memory/…`) and `session_events` / `session_event` seq ranges; `transfer.plan`
+//! is carry, close or omit. What needs the database (a memory file exists, a range lies inside
+//! its thread, the thread is the agent's own) the caller checks.
+//!
+//! # The projection
+//!
+//! [`compile_projection`] builds the successor's first context: the lineage block, the handoff
+//! (each section a `## Heading`), the source list; then, within the byte budget, the cited
+//! ranges as `<excerpt>` blocks and the most recent exchanges before the initiating message as
+//! `<recent_exchanges>`; then what did not fit, listed in `<omitted>` (linked, not loaded).
+//! Every excerpt line is a transcript line ([`transcript_event_line`]), escaped with
+//! [`escape_action_framing`]; so is every piece of model-written text. Its cost follows the rows
+//! it is given, never the transcript's length: the caller reads the cited ranges and the recent
+//! tail by index, at most [`EXCERPT_EVENTS_MAX`] and [`RECENT_EXCHANGES_EVENTS_MAX`] events.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use seed_events::continuation::MANIFEST_VERSION;
+use seed_events::{
+    ContinueSessionInput, ContinuedFrom, Handoff, PlanTransfer, SeqRange,
+    SessionContinuationManifest, SessionEvent, SessionId, Source,
+};
+use serde_json::{Map, Value};
+
+use crate::transcript::{escape_action_framing, escape_attribute, transcript_event_line};
+
+/// The most bytes a projection takes.
+pub const CONTINUATION_PROJECTION_BUDGET_BYTES: usize = 32 * 1024;
+/// The most successors one session may have.
+pub const MAX_SESSION_CONTINUATIONS_PER_SESSION: usize = 8;
+/// The most events before the initiating message a caller reads for `<recent_exchanges>`.
+pub const RECENT_EXCHANGES_EVENTS_MAX: usize = 40;
+/// The most events a caller reads of one cited range: more lines than this never fit the budget
+/// (a transcript line is at least 8 bytes).
+pub const EXCERPT_EVENTS_MAX: usize = CONTINUATION_PROJECTION_BUDGET_BYTES / 8;
+/// The most sources one call may cite.
+pub const SOURCES_MAX: usize = 32;
+pub const REASON_CHARS_MAX: usize = 200;
+pub const TITLE_CHARS_MAX: usize = 120;
+pub const DESCRIPTION_CHARS_MAX: usize = 1000;
+/// The most bytes of handoff text (every section together).
+pub const HANDOFF_BYTES_MAX: usize = 12 * 1024;
+/// The most bytes one resource address or memory path may take.
+pub const SOURCE_BYTES_MAX: usize = 500;
+
+/// The keys hoisted out of `handoff` when the top level lacks them.
+const HOISTED: [&str; 3] = ["sources", "transfer", "description"];
+
+/// Hoists `sources`, `transfer` and `description` nested inside `handoff` to the top level, when
+/// the top level lacks them (or holds null). Anything else is left as it is.
+pub fn normalize_input(mut arguments: Value) -> Value {
+    let Some(fields) = arguments.as_object_mut() else {
+        return arguments;
+    };
+    for key in HOISTED {
+        if !fields.get(key).is_none_or(Value::is_null) {
+            continue;
+        }
+        let nested = match fields.get_mut("handoff") {
+            Some(Value::Object(handoff)) => handoff.remove(key),
+            _ => None,
+        };
+        if let Some(value) = nested {
+            fields.insert(key.to_owned(), value);
+        }
+    }
+    arguments
+}
+
+/// Checks normalized arguments and turns them into a [`ContinueSessionInput`]; `this_thread` is
+/// what a thread source that names no thread cites. The error names the field:
+/// `title: required`, `sources[2].fromSeq: expected an integer of at least 1`.
+pub fn parse_input(
+    arguments: &Value,
+    this_thread: SessionId,
+) -> Result<ContinueSessionInput, String> {
+    let Some(fields) = arguments.as_object() else {
+        return Err("arguments: expected an object".to_owned());
+    };
+    let reason = required_text(fields, "reason", REASON_CHARS_MAX)?;
+    let title = required_text(fields, "title", TITLE_CHARS_MAX)?;
+    let description = required_text(fields, "description", DESCRIPTION_CHARS_MAX)?;
+    let handoff = parse_handoff(fields.get("handoff"))?;
+    let sources = match fields.get("sources") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => {
+            if items.len() > SOURCES_MAX {
+                return Err(format!(
+                    "sources: at most {SOURCES_MAX} sources, got {}",
+                    items.len()
+                ));
+            }
+            items
+                .iter()
+                .enumerate()
+                .map(|(idx, item)| parse_source(item, this_thread, &format!("sources[{idx}]")))
+                .collect::<Result<_, _>>()?
+        }
+        Some(_) => return Err("sources: expected a list".to_owned()),
+    };
+    let plan = match fields.get("transfer") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(transfer)) => match transfer.get("plan") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(plan)) => Some(match plan.as_str() {
+                "carry" => PlanTransfer::Carry,
+                "close" => PlanTransfer::Close,
+                "omit" => PlanTransfer::Omit,
+                other => {
+                    return Err(format!(
+                        "transfer.plan: expected one of carry, close, omit, got {other:?}"
+                    ));
+                }
+            }),
+            Some(_) => return Err("transfer.plan: expected one of carry, close, omit".to_owned()),
+        },
+        Some(_) => return Err("transfer: expected an object like {\"plan\": \"carry\"}".to_owned()),
+    };
+    Ok(ContinueSessionInput {
+        reason,
+        title,
+        description,
+        handoff,
+        sources,
+        plan,
+    })
+}
+
+fn required_text(
+    fields: &Map<String, Value>,
+    name: &str,
+    chars_max: usize,
+) -> Result<String, String> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Err(format!("{name}: required")),
+        Some(Value::String(text)) => {
+            let text = text.trim();
+            if text.is_empty() {
+                return Err(format!("{name}: must not be empty"));
+            }
+            let n_chars = text.chars().count();
+            if n_chars > chars_max {
+                return Err(format!(
+                    "{name}: at most {chars_max} characters, got {n_chars}"
+                ));
+            }
+            Ok(text.to_owned())
+        }
+        Some(_) => Err(format!("{name}: expected a string")),
+    }
+}
+
+/// A section's value: a string (one paragraph) or a list of strings; empty ones dropped.
+fn paragraphs(value: &Value, path: &str) -> Result<Vec<String>, String> {
+    let texts = match value {
+        Value::Null => Vec::new(),
+        Value::String(text) => vec![text.clone()],
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(idx, item)| match item {
+                Value::String(text) => Ok(text.clone()),
+                Value::Number(_) | Value::Bool(_) => Ok(item.to_string()),
+                _ => Err(format!("{path}[{idx}]: expected a string")),
+            })
+            .collect::<Result<_, _>>()?,
+        Value::Number(_) | Value::Bool(_) => vec![value.to_string()],
+        Value::Object(_) => {
+            return Err(format!(
+                "{path}: expected a string or a list of strings, got an object"
+            ));
+        }
+    };
+    Ok(texts
+        .into_iter()
+        .map(|text| text.trim().to_owned())
+        .filter(|text| !text.is_empty())
+        .collect())
+}
+
+fn parse_handoff(value: Option<&Value>) -> Result<Handoff, String> {
+    let fields = match value {
+        None | Some(Value::Null) => return Err("handoff: required".to_owned()),
+        Some(Value::Object(fields)) => fields,
+        Some(_) => return Err("handoff: expected an object of sections".to_owned()),
+    };
+    let mut handoff = Handoff::default();
+    for (key, value) in fields {
+        let path = format!("handoff.{key}");
+        if HOISTED.contains(&key.as_str()) {
+            return Err(format!(
+                "{path}: given at the top level too; give it once, at the top level"
+            ));
+        }
+        if key.trim().is_empty() {
+            return Err("handoff: a section has an empty name".to_owned());
+        }
+        // A model that already nests its extra sections under `extra` keeps them.
+        if let ("extra", Value::Object(extra)) = (key.as_str(), value) {
+            for (extra_key, extra_value) in extra {
+                let texts = paragraphs(extra_value, &format!("handoff.extra.{extra_key}"))?;
+                if !texts.is_empty() {
+                    handoff
+                        .extra
+                        .entry(extra_key.clone())
+                        .or_default()
+                        .extend(texts);
+                }
+            }
+            continue;
+        }
+        let texts = paragraphs(value, &path)?;
+        match handoff.section_mut(key) {
+            Some(section) => section.extend(texts),
+            None if !texts.is_empty() => {
+                handoff.extra.entry(key.clone()).or_default().extend(texts);
+            }
+            None => {}
+        }
+    }
+    if handoff.is_empty() {
+        return Err(
+            "handoff: empty; write at least the purpose and the current request".to_owned(),
+        );
+    }
+    let n_bytes: usize = handoff
+        .sections()
+        .iter()
+        .flat_map(|(_, _, texts)| texts.iter())
+        .chain(handoff.extra.values().flatten())
+        .map(String::len)
+        .sum();
+    if n_bytes > HANDOFF_BYTES_MAX {
+        return Err(format!(
+            "handoff: at most {HANDOFF_BYTES_MAX} bytes of text, got {n_bytes}"
+        ));
+    }
+    Ok(handoff)
+}
+
+const RESOURCE_SCHEMES: [&str; 4] = ["hm://", "ipfs://", "http://", "https://"];
+const MEMORY_PREFIX: &str = "~/memory/";
+
+fn parse_source(value: &Value, this_thread: SessionId, path: &str) -> Result<Source, String> {
+    let fields = match value {
+        // A bare address or memory path.
+        Value::String(text) => {
+            return if text.starts_with(MEMORY_PREFIX) {
+                memory_source(text, path)
+            } else {
+                resource_source(text, path)
+            };
+        }
+        Value::Object(fields) => fields,
+        _ => return Err(format!("{path}: expected an object with a type")),
+    };
+    let kind = match fields.get("type").or_else(|| fields.get("kind")) {
+        Some(Value::String(kind)) => kind.as_str(),
+        _ => {
+            return Err(format!(
+                "{path}.type: required (resource, memory, session_events or session_event)"
+            ));
+        }
+    };
+    let text_field = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|name| fields.get(*name).and_then(Value::as_str))
+            .ok_or_else(|| format!("{path}.{}: required", names[0]))
+    };
+    match kind {
+        "resource" => resource_source(text_field(&["uri", "url", "address"])?, path),
+        "memory" => memory_source(text_field(&["path"])?, path),
+        "session_events" | "session_event" => {
+            let thread = match fields.get("thread").or_else(|| fields.get("session_id")) {
+                None | Some(Value::Null) => this_thread,
+                Some(Value::String(thread)) => {
+                    let id = thread.strip_prefix("thread:").unwrap_or(thread).trim();
+                    id.parse().map_err(|_| {
+                        format!("{path}.thread: {thread:?} is not a thread id; expected thread:<session id>")
+                    })?
+                }
+                Some(_) => return Err(format!("{path}.thread: expected thread:<session id>")),
+            };
+            let seq = |names: &[&str]| -> Result<i64, String> {
+                let value = names.iter().find_map(|name| fields.get(*name));
+                match value.and_then(Value::as_i64) {
+                    Some(seq) if seq >= 1 => Ok(seq),
+                    _ if value.is_none() => Err(format!("{path}.{}: required", names[0])),
+                    _ => Err(format!(
+                        "{path}.{}: expected an integer of at least 1",
+                        names[0]
+                    )),
+                }
+            };
+            if kind == "session_event" {
+                return Ok(Source::SessionEvent {
+                    thread,
+                    seq: seq(&["seq"])?,
+                });
+            }
+            let from_seq = seq(&["fromSeq", "from_seq"])?;
+            let to_seq = seq(&["toSeq", "to_seq"])?;
+            if to_seq < from_seq {
+                return Err(format!(
+                    "{path}.toSeq: {to_seq} is before fromSeq {from_seq}"
+                ));
+            }
+            Ok(Source::SessionEvents {
+                thread,
+                from_seq,
+                to_seq,
+            })
+        }
+        other => Err(format!(
+            "{path}.type: expected resource, memory, session_events or session_event, got {other:?}"
+        )),
+    }
+}
+
+fn resource_source(uri: &str, path: &str) -> Result<Source, String> {
+    let uri = uri.trim();
+    let Some(scheme) = RESOURCE_SCHEMES
+        .iter()
+        .find(|scheme| uri.starts_with(**scheme))
+    else {
+        return Err(format!(
+            "{path}: {uri:?} is not a resource address (hm://, ipfs://, http:// or https://) nor a ~/memory/ path"
+        ));
+    };
+    if uri.len() == scheme.len()
+        || uri.len() > SOURCE_BYTES_MAX
+        || uri.chars().any(char::is_whitespace)
+    {
+        return Err(format!("{path}: {uri:?} is not a valid {scheme} address"));
+    }
+    Ok(Source::Resource {
+        uri: uri.to_owned(),
+    })
+}
+
+fn memory_source(memory_path: &str, path: &str) -> Result<Source, String> {
+    let memory_path = memory_path.trim();
+    if !memory_path.starts_with(MEMORY_PREFIX)
+        || memory_path.len() == MEMORY_PREFIX.len()
+        || memory_path.len() > SOURCE_BYTES_MAX
+    {
+        return Err(format!("{path}: {memory_path:?} is not a ~/memory/ path"));
+    }
+    Ok(Source::Memory {
+        path: memory_path.to_owned(),
+    })
+}
+
+/// Where a range a source cites stands against its thread's newest seq: `Err` says why it is
+/// refused.
+pub fn check_range(range: &SeqRange, last_seq: i64) -> Result<(), String> {
+    if range.from_seq > last_seq {
+        return Err(format!(
+            "thread:{} has no seq {} (its last seq is {last_seq})",
+            range.thread, range.from_seq
+        ));
+    }
+    if range.to_seq > last_seq {
+        return Err(format!(
+            "thread:{} ends at seq {last_seq}, before toSeq {}",
+            range.thread, range.to_seq
+        ));
+    }
+    Ok(())
+}
+
+/// What the plan transfer comes to: the one asked for, or carry while the plan has unfinished
+/// steps and omit otherwise.
+pub fn plan_transfer(asked: Option<PlanTransfer>, plan: Option<&Value>) -> PlanTransfer {
+    asked.unwrap_or_else(|| {
+        if has_unfinished_steps(plan) {
+            PlanTransfer::Carry
+        } else {
+            PlanTransfer::Omit
+        }
+    })
+}
+
+/// Whether a plan (the `[{"step", "done"}]` checklist) has a step not done.
+pub fn has_unfinished_steps(plan: Option<&Value>) -> bool {
+    plan.and_then(Value::as_array).is_some_and(|steps| {
+        steps
+            .iter()
+            .any(|step| !step.get("done").and_then(Value::as_bool).unwrap_or(false))
+    })
+}
+
+/// A thread of the chain, for the lineage block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadRef {
+    pub session_id: SessionId,
+    pub title: String,
+}
+
+/// The rows a projection is compiled from.
+#[derive(Debug, Clone)]
+pub struct ProjectionInput<'a> {
+    pub input: &'a ContinueSessionInput,
+    /// The transfer decided by [`plan_transfer`].
+    pub plan: PlanTransfer,
+    /// The chain, oldest first, ending with the predecessor (the caller may cut its oldest
+    /// part; `origin_session_id` still names the first).
+    pub lineage: &'a [ThreadRef],
+    pub origin_session_id: SessionId,
+    /// The predecessor's newest message written by a user or a trigger.
+    pub initiating: &'a SessionEvent,
+    pub predecessor_last_seq: i64,
+    /// Each cited range with its events as read (at most [`EXCERPT_EVENTS_MAX`], from its
+    /// start), in the order of the sources.
+    pub cited: &'a [(SeqRange, Vec<SessionEvent>)],
+    /// The predecessor's events right before the initiating message, oldest first (at most
+    /// [`RECENT_EXCHANGES_EVENTS_MAX`]).
+    pub recent: &'a [SessionEvent],
+    pub budget_bytes: usize,
+}
+
+/// The successor's first context and the record of what it was built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projection {
+    pub text: String,
+    pub manifest: SessionContinuationManifest,
+}
+
+/// The most bytes one `<omitted>` line takes (two uuids' worth of text and four numbers).
+const OMITTED_LINE_BYTES_MAX: usize = 200;
+const OMITTED_FRAME_BYTES: usize = "<omitted>\n</omitted>\n".len();
+
+/// Compiles the projection. See the module docs for its parts.
+pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
+    let predecessor = input
+        .lineage
+        .last()
+        .map(|thread| thread.session_id)
+        .unwrap_or(input.initiating.session_id);
+    let mut text = String::new();
+    write_lineage(&mut text, input, predecessor);
+    write_handoff(&mut text, &input.input.handoff);
+    write_sources(&mut text, &input.input.sources);
+
+    // Room kept for the omitted list: at most one line per cited range and one for the
+    // transcript before the recent exchanges.
+    let reserve = OMITTED_FRAME_BYTES + OMITTED_LINE_BYTES_MAX * (input.cited.len() + 1);
+    let mut room = input
+        .budget_bytes
+        .saturating_sub(text.len())
+        .saturating_sub(reserve);
+    let mut shown: BTreeSet<(SessionId, i64)> = BTreeSet::new();
+    let mut excerpts = Vec::new();
+    let mut omitted = Vec::new();
+
+    for (range, events) in input.cited {
+        let lines: Vec<(i64, String)> = events
+            .iter()
+            .filter(|event| event.seq >= range.from_seq && event.seq <= range.to_seq)
+            .filter(|event| !shown.contains(&(range.thread, event.seq)))
+            .filter_map(|event| transcript_event_line(event).map(|line| (event.seq, line)))
+            .collect();
+        let frame = |from: i64, to: i64| {
+            format!(
+                "<excerpt thread=\"{}\" from=\"{from}\" to=\"{to}\">\n",
+                range.thread
+            )
+        };
+        let frame_bytes = frame(range.from_seq, range.to_seq).len() + "</excerpt>\n".len();
+        let mut taken = 0;
+        let mut used = frame_bytes;
+        for (_, line) in &lines {
+            if used + line.len() + 1 > room {
+                break;
+            }
+            used += line.len() + 1;
+            taken += 1;
+        }
+        // Whether the read reached the range's end (a caller reads at most EXCERPT_EVENTS_MAX).
+        let read_whole = events.len() < EXCERPT_EVENTS_MAX
+            || events.last().is_some_and(|event| event.seq >= range.to_seq);
+        let shown_whole = taken == lines.len() && read_whole;
+        if !shown_whole && taken == 0 {
+            omitted.push(*range);
+            continue;
+        }
+        let shown_to = if shown_whole {
+            range.to_seq
+        } else {
+            lines[taken - 1].0
+        };
+        if taken > 0 {
+            text.push_str(&frame(range.from_seq, shown_to));
+            for (seq, line) in &lines[..taken] {
+                text.push_str(line);
+                text.push('\n');
+                shown.insert((range.thread, *seq));
+            }
+            text.push_str("</excerpt>\n");
+            room = room.saturating_sub(used);
+        }
+        excerpts.push(SeqRange {
+            thread: range.thread,
+            from_seq: range.from_seq,
+            to_seq: shown_to,
+        });
+        if !shown_whole {
+            omitted.push(SeqRange {
+                thread: range.thread,
+                from_seq: shown_to + 1,
+                to_seq: range.to_seq,
+            });
+        }
+    }
+
+    // The recent exchanges: newest first while they fit, shown oldest first.
+    let initiating_seq = input.initiating.seq;
+    let recent: Vec<(i64, String)> = input
+        .recent
+        .iter()
+        .filter(|event| event.seq < initiating_seq)
+        .filter(|event| !shown.contains(&(predecessor, event.seq)))
+        .filter_map(|event| transcript_event_line(event).map(|line| (event.seq, line)))
+        .collect();
+    let recent_frame = |from: i64, to: i64| {
+        format!("<recent_exchanges thread=\"{predecessor}\" from=\"{from}\" to=\"{to}\">\n")
+    };
+    let frame_bytes =
+        recent_frame(initiating_seq, initiating_seq).len() + "</recent_exchanges>\n".len();
+    let mut used = frame_bytes;
+    let mut first_taken = recent.len();
+    for (idx, (_, line)) in recent.iter().enumerate().rev() {
+        if used + line.len() + 1 > room {
+            break;
+        }
+        used += line.len() + 1;
+        first_taken = idx;
+    }
+    let mut recent_exchanges = None;
+    let mut loaded_from = initiating_seq;
+    if first_taken < recent.len() {
+        let from = recent[first_taken].0;
+        let to = initiating_seq - 1;
+        text.push_str(&recent_frame(from, to));
+        for (_, line) in &recent[first_taken..] {
+            text.push_str(line);
+            text.push('\n');
+        }
+        text.push_str("</recent_exchanges>\n");
+        recent_exchanges = Some(SeqRange {
+            thread: predecessor,
+            from_seq: from,
+            to_seq: to,
+        });
+        loaded_from = from;
+    }
+    if loaded_from > 1 {
+        omitted.push(SeqRange {
+            thread: predecessor,
+            from_seq: 1,
+            to_seq: loaded_from - 1,
+        });
+    }
+
+    if !omitted.is_empty() {
+        text.push_str("<omitted>\n");
+        for range in &omitted {
+            let _ = writeln!(
+                text,
+                "- thread:{} seq {}\u{2013}{} (not loaded: read thread:{} with fromSeq {} and toSeq {})",
+                range.thread,
+                range.from_seq,
+                range.to_seq,
+                range.thread,
+                range.from_seq,
+                range.to_seq
+            );
+        }
+        text.push_str("</omitted>\n");
+    }
+    let text = text.trim_end().to_owned();
+
+    let manifest = SessionContinuationManifest {
+        version: MANIFEST_VERSION,
+        predecessor_session_id: predecessor,
+        origin_session_id: input.origin_session_id,
+        initiating_event: ContinuedFrom {
+            session_id: predecessor,
+            event_id: input.initiating.id,
+            seq: input.initiating.seq,
+        },
+        predecessor_last_seq: input.predecessor_last_seq,
+        reason: input.input.reason.clone(),
+        title: input.input.title.clone(),
+        description: input.input.description.clone(),
+        handoff: input.input.handoff.clone(),
+        sources: input.input.sources.clone(),
+        plan: input.plan,
+        excerpts,
+        recent_exchanges,
+        omitted,
+        budget_bytes: input.budget_bytes as u64,
+        projection_bytes: text.len() as u64,
+    };
+    Projection { text, manifest }
+}
+
+fn write_lineage(text: &mut String, input: &ProjectionInput<'_>, predecessor: SessionId) {
+    let title_of = |thread: &ThreadRef| {
+        if thread.title.is_empty() {
+            "untitled".to_owned()
+        } else {
+            format!("\u{201c}{}\u{201d}", escape_action_framing(&thread.title))
+        }
+    };
+    let _ = writeln!(
+        text,
+        "<continuation from=\"{predecessor}\" reason=\"{}\">",
+        escape_attribute(&input.input.reason)
+    );
+    let predecessor_title = input
+        .lineage
+        .last()
+        .map(title_of)
+        .unwrap_or_else(|| "untitled".to_owned());
+    let _ = writeln!(
+        text,
+        "This session continues thread:{predecessor} ({predecessor_title}), carried here because: {}.",
+        escape_action_framing(&input.input.reason)
+    );
+    let mut chain: Vec<String> = Vec::new();
+    if input
+        .lineage
+        .first()
+        .is_some_and(|first| first.session_id != input.origin_session_id)
+    {
+        chain.push(format!(
+            "thread:{} \u{2192} \u{2026}",
+            input.origin_session_id
+        ));
+    }
+    chain.extend(
+        input
+            .lineage
+            .iter()
+            .map(|thread| format!("thread:{} ({})", thread.session_id, title_of(thread))),
+    );
+    chain.push("this session".to_owned());
+    let _ = writeln!(text, "Lineage: {}.", chain.join(" \u{2192} "));
+    text.push_str(
+        "Nothing was compacted: every earlier transcript is kept whole. Below are the \
+         handoff the previous agent wrote, the sources it cited, exact excerpts, and what was \
+         left out; use read thread:<id> with fromSeq and toSeq to recall exact material. The \
+         message after this one is the user's, copied word for word: answer it.\n",
+    );
+    text.push_str("</continuation>\n");
+}
+
+fn write_handoff(text: &mut String, handoff: &Handoff) {
+    text.push_str("<handoff>\n");
+    let extra = handoff
+        .extra
+        .iter()
+        .map(|(key, texts)| (key.as_str(), texts.as_slice()));
+    let named = handoff
+        .sections()
+        .into_iter()
+        .map(|(_, heading, texts)| (heading, texts));
+    for (heading, texts) in named.chain(extra) {
+        if texts.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            text,
+            "## {}",
+            escape_action_framing(&heading.replace('\n', " "))
+        );
+        if let [only] = texts {
+            let _ = writeln!(text, "{}", escape_action_framing(only));
+        } else {
+            for paragraph in texts {
+                let _ = writeln!(text, "- {}", escape_action_framing(paragraph));
+            }
+        }
+    }
+    text.push_str("</handoff>\n");
+}
+
+fn write_sources(text: &mut String, sources: &[Source]) {
+    if sources.is_empty() {
+        return;
+    }
+    text.push_str("<sources>\n");
+    for source in sources {
+        let line = match source {
+            Source::Resource { uri } => format!("- {} (resource)", escape_action_framing(uri)),
+            Source::Memory { path } => format!("- {} (memory file)", escape_action_framing(path)),
+            Source::SessionEvents {
+                thread,
+                from_seq,
+                to_seq,
+            } => format!("- thread:{thread} seq {from_seq}\u{2013}{to_seq}"),
+            Source::SessionEvent { thread, seq } => format!("- thread:{thread} seq {seq}"),
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text.push_str("</sources>\n");
+}
+
+/// The system prompt's section on continuation, for sessions that may continue (not delegated
+/// children). Byte for byte the same every turn.
+pub const SESSION_CONTINUATION_PROMPT: &str = "\
+# Continuing into a new session
+
+Transcripts here are never compacted or summarized away: every session keeps its whole \
+transcript. When this transcript stops being the right working context, you carry the \
+conversation into a successor session with the continue_session verb. That happens at a \
+semantic boundary: the user changed the subject, a phase of the work ended, the user wants to \
+focus on one thread, the user asks for it, or the context window is filling (the \
+<context_usage> block tells you how full it is; act from 70%, and at 85% do it now unless the \
+task is about to finish). Do not continue while side effects are unresolved, while delegated \
+children are still running, or for a plain follow-up this context serves well.
+
+Calling continue_session ends your turn: you do not answer the user's message yourself, the \
+successor does. It starts from your handoff, the sources you cite with exact excerpts, and the \
+user's message copied word for word. Write the handoff for a colleague who has read nothing, \
+and cite exact material rather than paraphrasing it. Anything left out is still there: \
+read thread:<id> (with fromSeq and toSeq) recalls exact material from any of your threads, \
+including the one you were continued from.";

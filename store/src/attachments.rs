@@ -1,0 +1,184 @@
+//! Attachments: files attached to messages, kept under the data dir beside the database
+//! (`attachments/<session id>/<attachment id>`), one `attachments` row each. A successor's copy of
+//! an attachment is a hard link to the same file, under its own session's folder.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use seed_events::SessionId;
+
+use crate::error::collect_rows;
+use crate::{Error, Result};
+
+/// An attachment as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachmentRow {
+    pub session_id: SessionId,
+    pub id: String,
+    pub name: String,
+    pub media_type: String,
+    pub size_bytes: i64,
+    /// Relative to the data dir (the database's folder).
+    pub path: String,
+    pub created_at_ms: i64,
+}
+
+/// An attachment to add: its bytes are written under the data dir with the row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAttachment {
+    pub session_id: SessionId,
+    pub id: String,
+    pub name: String,
+    pub media_type: String,
+    pub bytes: Vec<u8>,
+    pub created_at_ms: i64,
+}
+
+/// The data dir: the folder the database file is in.
+pub(crate) fn data_dir(database: &Path) -> PathBuf {
+    database
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Where an attachment of a session lives, relative to the data dir. An id that could leave its
+/// folder is refused.
+pub(crate) fn relative_path(session_id: SessionId, id: &str) -> Result<String> {
+    let plain = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !id.starts_with('.');
+    if !plain {
+        return Err(Error::InvalidPath {
+            path: id.to_owned(),
+            reason: "an attachment id is 1-128 letters, digits, '-', '_' or '.', not starting with '.'",
+        });
+    }
+    Ok(format!("attachments/{session_id}/{id}"))
+}
+
+/// Writes the file (before the row: a crash in between leaves a file no row names, never a row
+/// without its file) and inserts the row.
+pub(crate) fn add_attachment(
+    connection: &Connection,
+    data_dir: &Path,
+    attachment: &NewAttachment,
+) -> Result<AttachmentRow> {
+    let path = relative_path(attachment.session_id, &attachment.id)?;
+    crate::sessions::key_for_write(connection, attachment.session_id)?;
+    let full = data_dir.join(&path);
+    if let Some(folder) = full.parent() {
+        std::fs::create_dir_all(folder)?;
+    }
+    std::fs::write(&full, &attachment.bytes)?;
+    let row = AttachmentRow {
+        session_id: attachment.session_id,
+        id: attachment.id.clone(),
+        name: attachment.name.clone(),
+        media_type: attachment.media_type.clone(),
+        size_bytes: attachment.bytes.len() as i64,
+        path,
+        created_at_ms: attachment.created_at_ms,
+    };
+    insert_row(connection, &row)?;
+    Ok(row)
+}
+
+fn insert_row(connection: &Connection, row: &AttachmentRow) -> Result<()> {
+    connection
+        .prepare_cached(
+            "INSERT INTO attachments (session_id, id, name, media_type, size_bytes, path, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            row.session_id.to_string(),
+            row.id,
+            row.name,
+            row.media_type,
+            row.size_bytes,
+            row.path,
+            row.created_at_ms,
+        ])?;
+    Ok(())
+}
+
+const ATTACHMENT_COLUMNS: &str = "session_id, id, name, media_type, size_bytes, path, created_at";
+
+fn attachment_from_row(row: &Row<'_>) -> rusqlite::Result<Result<AttachmentRow>> {
+    let session_id: String = row.get(0)?;
+    let parsed = (|| {
+        Ok(AttachmentRow {
+            session_id: Error::parse_column("attachments", &session_id)?,
+            id: row.get(1)?,
+            name: row.get(2)?,
+            media_type: row.get(3)?,
+            size_bytes: row.get(4)?,
+            path: row.get(5)?,
+            created_at_ms: row.get(6)?,
+        })
+    })();
+    Ok(parsed)
+}
+
+pub(crate) fn get_attachment(
+    connection: &Connection,
+    session_id: SessionId,
+    id: &str,
+) -> Result<Option<AttachmentRow>> {
+    connection
+        .prepare_cached(&format!(
+            "SELECT {ATTACHMENT_COLUMNS} FROM attachments WHERE session_id = ?1 AND id = ?2"
+        ))?
+        .query_row(params![session_id.to_string(), id], attachment_from_row)
+        .optional()?
+        .transpose()
+}
+
+pub(crate) fn list_attachments(
+    connection: &Connection,
+    session_id: SessionId,
+) -> Result<Vec<AttachmentRow>> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {ATTACHMENT_COLUMNS} FROM attachments WHERE session_id = ?1 ORDER BY created_at, id"
+    ))?;
+    collect_rows(statement.query_map(params![session_id.to_string()], attachment_from_row)?)
+}
+
+/// Gives `to` the attachment `id` of `from` under the same id: a hard link to the same file and
+/// a row of its own. Linking again is harmless (the job may be redone). An id `from` lacks is
+/// refused.
+pub(crate) fn link_attachment(
+    connection: &Connection,
+    data_dir: &Path,
+    from: SessionId,
+    to: SessionId,
+    id: &str,
+    now_ms: i64,
+) -> Result<()> {
+    let source = get_attachment(connection, from, id)?.ok_or_else(|| Error::NotFound {
+        what: "attachment",
+        id: format!("{from}/{id}"),
+    })?;
+    let path = relative_path(to, id)?;
+    let full = data_dir.join(&path);
+    if let Some(folder) = full.parent() {
+        std::fs::create_dir_all(folder)?;
+    }
+    match std::fs::hard_link(data_dir.join(&source.path), &full) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(error.into()),
+    }
+    insert_row(
+        connection,
+        &AttachmentRow {
+            session_id: to,
+            path,
+            created_at_ms: now_ms,
+            ..source
+        },
+    )
+}
