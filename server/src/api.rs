@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::auth::{self, Caller, Tokens};
 use crate::error::{ApiError, ErrorBody};
-use crate::input::{self, Cursor, Invalid, parse_json};
+use crate::input::{self, Cursor, parse_json};
 
 /// The service's limits.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ impl Default for Limits {
         Limits {
             queued_runs_per_account_max: 256,
             wait_max: Duration::from_secs(120),
-            body_bytes_max: 256 * 1024,
+            body_bytes_max: 1024 * 1024,
         }
     }
 }
@@ -123,15 +123,6 @@ fn fresh<T>(outcome: NonceOutcome<T>) -> Result<T, ApiError> {
     match outcome {
         NonceOutcome::Fresh(value) => Ok(value),
         NonceOutcome::Replayed => Err(replayed()),
-    }
-}
-
-/// A body that may be empty: `{}` then.
-fn parse_optional_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Invalid> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        parse_json(b"{}")
-    } else {
-        parse_json(body)
     }
 }
 
@@ -340,13 +331,33 @@ pub struct SetModelRequest {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ActionRequest {
-    /// The verb to run, e.g. plan, status, memory, read.
-    #[schema(min_length = 1, max_length = 64)]
-    pub verb: String,
+    /// The verb to run.
+    pub verb: ByHandVerb,
     /// The verb's arguments, as its schema says.
     #[serde(default = "empty_object")]
     #[schema(value_type = Object)]
     pub arguments: serde_json::Value,
+}
+
+/// The verbs a person may run by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ByHandVerb {
+    Read,
+    Plan,
+    Status,
+    Memory,
+}
+
+impl ByHandVerb {
+    pub fn name(self) -> &'static str {
+        match self {
+            ByHandVerb::Read => "read",
+            ByHandVerb::Plan => "plan",
+            ByHandVerb::Status => "status",
+            ByHandVerb::Memory => "memory",
+        }
+    }
 }
 
 fn empty_object() -> serde_json::Value {
@@ -375,6 +386,9 @@ pub struct ListSessionsQuery {
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u64>,
     /// From the previous page's `next_cursor`.
+    #[param(
+        pattern = r"^[0-9]{1,18}_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+    )]
     pub cursor: Option<String>,
 }
 
@@ -411,7 +425,7 @@ async fn create_session(
     body: Body,
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
-    let input: CreateSessionRequest = parse_optional_json(&body)?;
+    let input: CreateSessionRequest = parse_json(&body)?;
     let title = input.title.unwrap_or_default();
     input::check_chars("title", &title, 0, input::TITLE_CHARS_MAX)?;
     if let Some(model) = &input.model {
@@ -672,10 +686,8 @@ async fn list_events(
     if from_seq < 1 {
         return Err(ApiError::bad("from_seq", "must be at least 1"));
     }
+    // A range that ends before it starts is empty.
     let to_seq = query.to_seq.unwrap_or(i64::MAX);
-    if to_seq < from_seq {
-        return Err(ApiError::bad("to_seq", "must not be below from_seq"));
-    }
     let limit = input::page_limit(query.limit, 200)?;
     let session = state.own_session(&caller, session_path(&path)).await?;
     let events = state
@@ -831,14 +843,11 @@ async fn run_action(
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
     let input: ActionRequest = parse_json(&body)?;
-    if !state.runtime.verbs_by_hand().contains(&input.verb.as_str()) {
+    let verb = input.verb.name();
+    if !state.runtime.verbs_by_hand().contains(&verb) {
         return Err(ApiError::bad(
             "verb",
-            format!(
-                "no verb {:?} may be run by hand; these may: {}",
-                input.verb,
-                state.runtime.verbs_by_hand().join(", ")
-            ),
+            format!("this service runs no verb {verb:?} by hand"),
         ));
     }
     if !input.arguments.is_object() {
@@ -849,20 +858,11 @@ async fn run_action(
     state.take_nonce(&caller).await?;
     let output = state
         .runtime
-        .run_verb_by_hand(
-            caller.account_id,
-            session.id,
-            &input.verb,
-            input.arguments.clone(),
-        )
+        .run_verb_by_hand(caller.account_id, session.id, verb, input.arguments.clone())
         .await?
         .ok_or_else(|| ApiError::bad("verb", "no such verb"))?;
-    let event = seed_actors::verbs::by_hand::action_event(
-        &input.verb,
-        &input.arguments,
-        &output,
-        state.now_ms(),
-    );
+    let event =
+        seed_actors::verbs::by_hand::action_event(verb, &input.arguments, &output, state.now_ms());
     let stored = fresh(
         state
             .store
@@ -1064,7 +1064,92 @@ pub async fn openapi_json(document: web::Data<String>) -> HttpResponse {
         .body(document.get_ref().clone())
 }
 
+/// Every route of a document: its path template and the methods it answers.
+pub fn routes_of(document: &utoipa::openapi::OpenApi) -> Vec<(String, Vec<String>)> {
+    let value = serde_json::to_value(document).unwrap_or_default();
+    let mut routes = Vec::new();
+    if let Some(paths) = value["paths"].as_object() {
+        for (path, item) in paths {
+            let methods = item
+                .as_object()
+                .map(|item| {
+                    item.keys()
+                        .filter(|key| {
+                            ["get", "put", "post", "delete", "patch", "head", "options"]
+                                .contains(&key.as_str())
+                        })
+                        .map(|key| key.to_uppercase())
+                        .collect()
+                })
+                .unwrap_or_default();
+            routes.push((path.clone(), methods));
+        }
+    }
+    routes
+}
+
+/// The methods a path answers, when it matches a route's template (`{name}` matches one
+/// segment); `None` for a path no route has.
+pub fn allowed_methods(routes: &[(String, Vec<String>)], path: &str) -> Option<Vec<String>> {
+    let segments: Vec<&str> = path.split('/').collect();
+    routes
+        .iter()
+        .find(|(template, _)| {
+            let template: Vec<&str> = template.split('/').collect();
+            template.len() == segments.len()
+                && template.iter().zip(&segments).all(|(want, have)| {
+                    (want.starts_with('{') && want.ends_with('}') && !have.is_empty())
+                        || want == have
+                })
+        })
+        .map(|(_, methods)| methods.clone())
+}
+
+/// What answers a request no route took: 405 with `Allow` when the path exists, else 404.
+pub async fn no_route(
+    request: HttpRequest,
+    routes: web::Data<Vec<(String, Vec<String>)>>,
+) -> HttpResponse {
+    match allowed_methods(&routes, request.path()) {
+        Some(methods) => HttpResponse::MethodNotAllowed()
+            .insert_header(("Allow", methods.join(", ")))
+            .json(ErrorBody {
+                error: format!("{} is not allowed here", request.method()),
+                field: None,
+            }),
+        None => HttpResponse::NotFound().json(ErrorBody {
+            error: "no such route".to_owned(),
+            field: None,
+        }),
+    }
+}
+
 /// The account a session belongs to (for subscribers).
 pub async fn session_owner(store: &Store, session_id: SessionId) -> Option<AccountId> {
     store.session_owner(session_id).await.ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_routes_and_their_methods() {
+        let routes = routes_of(&openapi());
+        let allowed = |path: &str| allowed_methods(&routes, path);
+        assert_eq!(
+            allowed("/v1/sessions").map(|mut m| {
+                m.sort();
+                m
+            }),
+            Some(vec!["GET".to_owned(), "POST".to_owned()])
+        );
+        assert_eq!(
+            allowed("/v1/sessions/abc/messages"),
+            Some(vec!["POST".to_owned()])
+        );
+        assert_eq!(allowed("/v1/sessions//messages"), None);
+        assert_eq!(allowed("/v1/nothing"), None);
+        assert_eq!(allowed("/v1/openapi.json"), Some(vec!["GET".to_owned()]));
+    }
 }

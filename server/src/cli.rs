@@ -54,7 +54,7 @@ pub enum Command {
         #[arg(long, default_value_t = 256)]
         queued_runs_max: i64,
         /// The largest request body in bytes (413 above).
-        #[arg(long, default_value_t = 256 * 1024)]
+        #[arg(long, default_value_t = 1024 * 1024)]
         body_bytes_max: usize,
         /// HTTP worker threads.
         #[arg(long, default_value_t = 2)]

@@ -120,7 +120,9 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         metrics: crate::metrics::install(),
         draining,
     });
-    let document = web::Data::new(serde_json::to_string(&api::openapi())?);
+    let openapi = api::openapi();
+    let routes = web::Data::new(api::routes_of(&openapi));
+    let document = web::Data::new(serde_json::to_string(&openapi)?);
     let body_bytes_max = options.limits.body_bytes_max;
     let app_state = state.clone();
     let server = HttpServer::new(move || {
@@ -131,6 +133,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
             .split_for_parts();
         app.app_data(app_state.clone())
             .app_data(document.clone())
+            .app_data(routes.clone())
             .app_data(web::PayloadConfig::new(body_bytes_max))
             .app_data(web::QueryConfig::default().error_handler(|error, _| {
                 ApiError::BadRequest(crate::input::invalid_query(error.to_string())).into()
@@ -140,6 +143,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
                     .error_handler(|_, _| ApiError::NotFound("resource").into()),
             )
             .route("/v1/openapi.json", web::get().to(api::openapi_json))
+            .default_service(web::to(api::no_route))
             .wrap_fn(|request, service| {
                 use actix_web::dev::Service as _;
                 let started = Instant::now();

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Fuzzes a running `seed serve` from its own OpenAPI document with schemathesis (from PyPI,
+# installed into target/schemathesis-venv when missing). Requests go through a signing proxy
+# (scripts/signing_proxy.py) that signs each one with the service's local key, as the CLI does.
+# Needs the seed binary built (cargo build -p seed-server --bin seed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCHEMATHESIS_VERSION=4.32.5
+CRYPTOGRAPHY_VERSION=50.0.2
+venv=target/schemathesis-venv
+if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
+    echo "installing schemathesis $SCHEMATHESIS_VERSION into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet "schemathesis==$SCHEMATHESIS_VERSION" "cryptography==$CRYPTOGRAPHY_VERSION"
+fi
+
+work=$(mktemp -d)
+cleanup() {
+    [[ -n "${proxy_pid:-}" ]] && kill "$proxy_pid" 2>/dev/null || true
+    [[ -n "${seed_pid:-}" ]] && kill -TERM "$seed_pid" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+target/debug/seed serve --data-dir "$work/data" --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
+seed_pid=$!
+for _ in $(seq 1 200); do
+    grep -q "^seed: listening on " "$work/serve.out" 2>/dev/null && break
+    sleep 0.05
+done
+url=$(sed -n 's/^seed: listening on //p' "$work/serve.out")
+[[ -n "$url" ]] || { cat "$work/serve.err"; echo "seed serve did not start"; exit 1; }
+
+"$venv/bin/python" scripts/signing_proxy.py "$work/data/local.key" "$url" "$work/proxy.port" &
+proxy_pid=$!
+for _ in $(seq 1 200); do
+    [[ -s "$work/proxy.port" ]] && break
+    sleep 0.05
+done
+proxy="http://127.0.0.1:$(cat "$work/proxy.port")"
+
+# ignored_auth is left out: the proxy signs every request, so a request "without auth" does
+# not exist here (the service tests check unsigned requests get 401). The coverage phase is left
+# out: schemathesis 4.32.5 fails inside it on this document (a KeyError in its own code).
+"$venv/bin/schemathesis" run "$url/v1/openapi.json" \
+    --url "$proxy" \
+    --checks all \
+    --exclude-checks ignored_auth \
+    --max-examples "${SEED_SCHEMATHESIS_EXAMPLES:-30}" \
+    --generation-deterministic \
+    --phases examples,fuzzing,stateful \
+    --request-timeout 30 \
+    --workers 2 \
+    --exclude-path /v1/subscribe \
+    --exclude-path /login \
+    --no-color
