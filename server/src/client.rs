@@ -69,7 +69,9 @@ impl Client {
             .strip_prefix("http://")
             .context("only http:// service URLs are supported")?
             .to_owned();
+        // No limit on connections: a load client holds one per concurrent request.
         let http = awc::Client::builder()
+            .connector(awc::Connector::new().limit(0))
             .timeout(Duration::from_secs(300))
             .finish();
         Ok(Client {

@@ -3,4 +3,5 @@
 pub mod bench;
 pub mod projections_bench;
 pub mod runtime_bench;
+pub mod service_bench;
 pub mod turn_loop;

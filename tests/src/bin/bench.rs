@@ -14,6 +14,13 @@
 //! memory) and `runtime` (the agent loop through the whole runtime). `SEED_BENCH_VERBOSE=1`
 //! prints what each measurement saw.
 //!
+//! The `service` suite starts the release `seed serve` (built beside the bench if missing) and
+//! drives it over loopback HTTP from this process (`seed_tests::service_bench`): 1, 32 and 256
+//! clients, each in its own session, send signed messages with `wait` one after another for
+//! a few seconds. `service N clients` is messages/s against the raw floor of the same run (a
+//! message is two steps, its input and its answer, each committed); `… p50` and `… p99` are
+//! a message's latency in ms, their own floor.
+//!
 //! The `projections` suite touches no disk, so it has no SQLite floor: for it the `floor`
 //! column is the smallest case and the ratio is growth against it, not against SQLite. The
 //! request rows time `request_messages(conversation(entries), input, blocks)` (µs per request,
@@ -59,7 +66,7 @@ use seed_tests::projections_bench;
 use seed_tests::runtime_bench;
 use seed_tests::turn_loop::{self, CommitStats, TURNS_PER_SESSION, TimedFs};
 
-const SUITES: [&str; 4] = ["store", "harness", "projections", "runtime"];
+const SUITES: [&str; 5] = ["store", "harness", "projections", "runtime", "service"];
 
 fn main() -> anyhow::Result<()> {
     let suite = std::env::args().nth(1).unwrap_or_default();
@@ -72,6 +79,7 @@ fn main() -> anyhow::Result<()> {
         "harness" => harness_suite(&filter)?,
         "projections" => projections_suite(&filter)?,
         "runtime" => runtime_suite(&filter)?,
+        "service" => service_suite(&filter)?,
         _ => bail!("usage: bench SUITE, where SUITE is one of {SUITES:?}"),
     };
     let path = write_report(&suite, &rows)?;
@@ -244,6 +252,45 @@ const RUNTIME_STEPS_CASES: [(&str, usize, usize); 3] = [
     ("runtime 100 sessions", 100, 8),
     ("runtime 1000 sessions", 1000, 1),
 ];
+
+/// Concurrent clients of the `service` suite, and how long each level runs.
+const SERVICE_CLIENTS: [usize; 3] = [1, 32, 256];
+const SERVICE_DURATION: Duration = Duration::from_secs(5);
+
+/// Messages through a real `seed serve` over loopback HTTP; see the module docs.
+fn service_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
+    use seed_tests::service_bench;
+    let scratch = scratch_dir()?;
+    let normal = config(&scratch, Synchronous::Normal, BatchMode::Optimistic);
+    let mut rows = Vec::new();
+    let floor_normal = best_of_n(3, || floor_rate(&normal, 20_000))?;
+    rows.push(Row::floor("floor normal", floor_normal));
+    let seed = service_bench::seed_binary()?;
+    for n_clients in SERVICE_CLIENTS {
+        let name = format!("service {n_clients} clients");
+        if !selected(&name, filter) {
+            continue;
+        }
+        let service = service_bench::start(&seed, &scratch)?;
+        let measured = service_bench::measure(&service, n_clients, SERVICE_DURATION)?;
+        drop(service);
+        eprintln!(
+            "{name}: {} messages in {:?}, p50 {:?}, p99 {:?}",
+            measured.n_messages, measured.elapsed, measured.p50, measured.p99
+        );
+        rows.push(Row::ratio(
+            &name,
+            measured.rate(),
+            "messages/s",
+            floor_normal,
+        ));
+        for (suffix, latency) in [("p50", measured.p50), ("p99", measured.p99)] {
+            let ms = latency.as_secs_f64() * 1000.0;
+            rows.push(Row::ratio(&format!("{name} {suffix}"), ms, "ms", ms));
+        }
+    }
+    Ok(rows)
+}
 
 /// Rounds of each `runtime` measurement (each on a fresh database): this many, or as many as
 /// have started within [`RUNTIME_ROUND_BUDGET`], at least one.
