@@ -435,16 +435,50 @@ async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()> {
         if let Some(successor) = successor {
             println!("— the conversation continued in session {successor}; following it —");
             session_id = successor;
-            info = client.get(&format!("/v1/sessions/{session_id}")).await?;
             seen_seq = 0;
-        } else {
-            info = client.get(&format!("/v1/sessions/{session_id}")).await?;
+            follow_successor(&client, &mut subscription, &session_id).await?;
         }
+        info = client.get(&format!("/v1/sessions/{session_id}")).await?;
         let events = all_events(&client, &session_id, 1).await?;
         if let Some(meter) = context_meter(&events, info.context_window) {
             println!("{meter}");
         }
         seen_seq = seen_seq.max(info.last_seq);
+    }
+}
+
+/// Prints the successor's answer: streamed if it is still being written, else from its log.
+async fn follow_successor(
+    client: &Client,
+    subscription: &mut actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>,
+    session_id: &str,
+) -> anyhow::Result<()> {
+    let target: SessionId = session_id.parse()?;
+    let answer = |events: &[EventInfo]| {
+        events
+            .iter()
+            .rev()
+            .find(|event| event.kind == "message" && event.role.as_deref() == Some("assistant"))
+            .and_then(|event| event.content["text"].as_str().map(str::to_owned))
+    };
+    loop {
+        if let Some(text) = answer(&all_events(client, session_id, 1).await?) {
+            println!("{text}");
+            return Ok(());
+        }
+        // Not answered yet: wait for the session to change, then look again.
+        loop {
+            match next_update(subscription).await {
+                None => anyhow::bail!("the subscription closed"),
+                Some(Update::SessionChange { session_id: s, .. })
+                | Some(Update::RunFinished { session_id: s, .. })
+                    if s == target =>
+                {
+                    break;
+                }
+                Some(_) => {}
+            }
+        }
     }
 }
 

@@ -704,3 +704,64 @@ async fn a_continuation_is_reported_to_the_sender_and_to_subscribers_of_both_ses
     let list: ListSessionsResponse = client.get("/v1/sessions").await.expect("list");
     assert_eq!(list.sessions.len(), 2);
 }
+
+#[actix_web::test]
+async fn the_command_line_chats_lists_shows_and_adds_accounts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let out = common::seed_cli(
+        dir.path(),
+        &["chat"],
+        "hello there\ntitle: Demo chat\ncontinue: Next topic\n",
+    );
+    assert!(out.contains("You said: hello there"), "{out}");
+    assert!(
+        out.contains("tool call: status("),
+        "the status call shows: {out}"
+    );
+    assert!(out.contains("[context "), "the context meter shows: {out}");
+    assert!(
+        out.contains("the conversation continued in session"),
+        "the continuation is followed with a note: {out}"
+    );
+    assert!(
+        out.contains("You said: continue: Next topic"),
+        "the successor answers: {out}"
+    );
+
+    let sessions = common::seed_cli(dir.path(), &["sessions"], "");
+    assert_eq!(sessions.lines().count(), 2, "{sessions}");
+    assert!(sessions.contains("Next topic"), "{sessions}");
+    assert!(sessions.contains("[continued in"), "{sessions}");
+    let predecessor = sessions
+        .lines()
+        .find(|line| line.contains("[continued in"))
+        .and_then(|line| line.split_whitespace().next())
+        .expect("the predecessor");
+    let shown = common::seed_cli(dir.path(), &["show", predecessor], "");
+    assert!(shown.contains("[1] user: hello there"), "{shown}");
+    assert!(shown.contains("tool call: continue_session("), "{shown}");
+
+    let key = common::seed_cli(dir.path(), &["key"], "");
+    assert!(
+        key.contains(&server.local_key().public_key_base64()),
+        "{key}"
+    );
+    let bob_key = dir.path().join("bob.key");
+    let created = common::seed_cli(
+        dir.path(),
+        &["key", "--new", bob_key.to_str().expect("path")],
+        "",
+    );
+    let public_key = created
+        .lines()
+        .find_map(|line| line.strip_prefix("public key: "))
+        .expect("a public key");
+    common::seed_cli(dir.path(), &["account", "add", public_key], "");
+    let bob_sessions = common::seed_cli(
+        dir.path(),
+        &["--key", bob_key.to_str().expect("path"), "sessions"],
+        "",
+    );
+    assert!(bob_sessions.contains("no sessions yet"), "{bob_sessions}");
+}

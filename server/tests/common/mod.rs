@@ -16,6 +16,8 @@ pub const SEED: &str = env!("CARGO_BIN_EXE_seed");
 pub struct Server {
     pub child: Child,
     pub url: String,
+    /// The one-time browser login link it printed.
+    pub login_url: String,
     pub data_dir: PathBuf,
 }
 
@@ -35,20 +37,26 @@ impl Server {
             .expect("seed serve starts");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
-        let url = loop {
+        let mut url = None;
+        let login_url = loop {
             let line = lines
                 .next()
                 .expect("seed serve printed where it listens")
                 .expect("stdout");
-            if let Some(url) = line.strip_prefix("seed: listening on ") {
-                break url.to_owned();
+            if let Some(listening) = line.strip_prefix("seed: listening on ") {
+                url = Some(listening.to_owned());
+            }
+            if let Some(login) = line.strip_prefix("sign in a browser (one time): ") {
+                break login.to_owned();
             }
         };
+        let url = url.expect("the URL comes before the login link");
         // Keep reading, so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         Server {
             child,
             url,
+            login_url,
             data_dir: data_dir.to_owned(),
         }
     }
@@ -101,6 +109,20 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs the `seed` command line on the server's data dir with `stdin`; returns stdout.
+pub fn seed_cli(data_dir: &Path, args: &[&str], stdin: &str) -> String {
+    let output = assert_cmd::Command::new(SEED)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .write_stdin(stdin)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("seed runs");
+    assert!(output.status.success(), "seed {args:?}: {output:?}");
+    String::from_utf8(output.stdout).expect("utf-8")
 }
 
 /// Rows in every table.
