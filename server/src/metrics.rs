@@ -1,6 +1,7 @@
 //! `/metrics` in the Prometheus text format: runs by state, the queue's depth, active session
-//! actors and store commits are read when scraped; message commit latency and provider latency
-//! and errors are recorded as they happen (see `api` and `model`).
+//! actors, store commits and their latency (every step of a turn is committed through the
+//! writer) are read when scraped; a message's commit latency and provider latency and errors
+//! are recorded as they happen (see `api` and `model`).
 
 use seed_events::RunStatus;
 
@@ -57,6 +58,21 @@ pub async fn render(state: &AppState) -> Result<String, ApiError> {
     for (name, value) in gauges {
         text.push_str(&format!("{name} {value}\n"));
     }
+    // Every step of a turn is committed through the writer: its COMMIT latency.
+    let (buckets, sum, count) = stats.commit_latency.snapshot();
+    text.push_str("# TYPE seed_store_commit_seconds histogram\n");
+    for (bound, cumulative) in buckets {
+        let le = if bound.is_infinite() {
+            "+Inf".to_owned()
+        } else {
+            bound.to_string()
+        };
+        text.push_str(&format!(
+            "seed_store_commit_seconds_bucket{{le=\"{le}\"}} {cumulative}\n"
+        ));
+    }
+    text.push_str(&format!("seed_store_commit_seconds_sum {sum}\n"));
+    text.push_str(&format!("seed_store_commit_seconds_count {count}\n"));
     if let Some(handle) = &state.metrics {
         text.push_str(&handle.render());
     }

@@ -566,6 +566,11 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
     let text = String::from_utf8_lossy(&metrics.body);
     assert!(text.contains("seed_runs{state=\"queued\"}"), "{text}");
     assert!(text.contains("seed_active_session_actors"), "{text}");
+    assert!(
+        text.contains("seed_store_commit_seconds_bucket{le=\"+Inf\"}"),
+        "{text}"
+    );
+    assert!(text.contains("seed_queue_depth"), "{text}");
 }
 
 #[actix_web::test]

@@ -45,4 +45,4 @@ pub use nonces::{NonceOutcome, RequestNonce, SendOutcome};
 pub use runs::{NewRun, ParkOutcome, RunRow};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
 pub use store::Store;
-pub use writer::{WriterHold, WriterStats};
+pub use writer::{LatencyHistogram, WriterHold, WriterStats};

@@ -100,6 +100,50 @@ pub struct WriterStats {
     pub n_jobs_refused: AtomicU64,
     /// Groups that failed and were redone job by job.
     pub n_groups_redone: AtomicU64,
+    /// How long each `COMMIT` took (the step's durable write), for `/metrics`.
+    pub commit_latency: LatencyHistogram,
+}
+
+/// A latency histogram in fixed buckets, lock-free, in the Prometheus shape.
+#[derive(Debug, Default)]
+pub struct LatencyHistogram {
+    /// Observations at or below each of [`LatencyHistogram::BOUNDS_US`], then above them all.
+    buckets: [AtomicU64; 12],
+    sum_ns: AtomicU64,
+}
+
+impl LatencyHistogram {
+    /// The buckets' upper bounds, in microseconds.
+    pub const BOUNDS_US: [u64; 11] = [
+        50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000,
+    ];
+
+    pub fn observe(&self, elapsed: Duration) {
+        let micros = elapsed.as_micros() as u64;
+        let idx = Self::BOUNDS_US
+            .iter()
+            .position(|bound| micros <= *bound)
+            .unwrap_or(Self::BOUNDS_US.len());
+        self.buckets[idx].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns
+            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Cumulative counts by upper bound in seconds (the last is +Inf), the sum in seconds and
+    /// the count.
+    pub fn snapshot(&self) -> (Vec<(f64, u64)>, f64, u64) {
+        let mut cumulative = 0;
+        let mut buckets = Vec::with_capacity(self.buckets.len());
+        for (idx, bucket) in self.buckets.iter().enumerate() {
+            cumulative += bucket.load(Ordering::Relaxed);
+            let bound = Self::BOUNDS_US
+                .get(idx)
+                .map_or(f64::INFINITY, |micros| *micros as f64 / 1e6);
+            buckets.push((bound, cumulative));
+        }
+        let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        (buckets, sum, cumulative)
+    }
 }
 
 /// The handle the store keeps; dropping it stops the thread after the jobs already sent.
@@ -409,7 +453,9 @@ impl WriterThread {
     }
 
     fn commit(&self) -> Result<()> {
+        let started = Instant::now();
         self.connection.prepare_cached("COMMIT")?.execute([])?;
+        self.stats.commit_latency.observe(started.elapsed());
         Ok(())
     }
 
