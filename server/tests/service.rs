@@ -448,11 +448,31 @@ async fn sigterm_during_a_turn_then_restart_completes_the_run_once() {
             break;
         }
     }
+    let data_dir = server.data_dir.clone();
     let status = server.terminate();
     assert!(
         status.success(),
         "seed serve drained and exited 0: {status:?}"
     );
+    {
+        let store = seed_store::Store::open(seed_store::Config::new(data_dir.join("seed.db")))
+            .expect("opens");
+        let counts = row_counts(&store).await;
+        assert!(
+            counts.contains(&("session_leases", 0)),
+            "the drain released its leases: {counts:?}"
+        );
+        let run = store
+            .get_run(seed_events::RunId(sent.run_id))
+            .await
+            .expect("reads")
+            .expect("the run");
+        assert_eq!(
+            run.status,
+            seed_events::RunStatus::Running,
+            "cut off, for the next boot"
+        );
+    }
 
     let server = Server::start(dir.path(), &[]);
     let client = server.client();
@@ -655,6 +675,40 @@ async fn actions_model_stop_tokens_paging_and_the_login_link() {
         .await
         .expect("answer");
     assert_eq!(minted_by_bearer.status, 401);
+
+    // The token opens the subscription where a browser cannot set headers; a forged one not.
+    let (_, mut updates) = awc::Client::new()
+        .ws(format!("{}/v1/subscribe?token={}", server.url, token.token))
+        .connect()
+        .await
+        .expect("subscribes with a token");
+    let forged_ws = awc::Client::new()
+        .ws(format!("{}/v1/subscribe?token=forged", server.url))
+        .connect()
+        .await;
+    assert!(forged_ws.is_err(), "a forged token is refused");
+    new_session(&client).await;
+    match next_update(&mut updates).await.expect("an update") {
+        Update::AccountChange { reason, .. } => assert_eq!(reason, "session-created"),
+        other => panic!("unexpected {other:?}"),
+    }
+
+    // The login link `seed serve` printed works once, and leaves a token in the page.
+    let login_path = server
+        .login_url
+        .strip_prefix(&server.url)
+        .expect("a link to this server");
+    let login = client
+        .send_raw("GET", login_path, Vec::new(), &[])
+        .await
+        .expect("answer");
+    assert_eq!(login.status, 200);
+    assert!(String::from_utf8_lossy(&login.body).contains("seed.token"));
+    let again = client
+        .send_raw("GET", login_path, Vec::new(), &[])
+        .await
+        .expect("answer");
+    assert_eq!(again.status, 401);
 }
 
 #[actix_web::test]
