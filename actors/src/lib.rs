@@ -18,7 +18,7 @@
 //! Invariant: no SQLite work on an arbiter thread — every store call is the store's async API.
 
 pub mod bus;
-mod continuation;
+pub mod continuation;
 pub mod crash;
 pub mod queue;
 pub mod runtime;
