@@ -292,7 +292,11 @@ async fn turn(
         .verbs
         .tools(context, session.parent_session_id.is_some(), run.typed);
     let mut harness = match kept.take() {
-        Some(mut harness) if !harness.is_closed() => {
+        // A harness kept from an earlier run serves only while the session's model is the
+        // one it was opened with (a person may have changed it in between).
+        Some(mut harness)
+            if !harness.is_closed() && harness.config().model == session_model(env, &session) =>
+        {
             harness.set_tools(tools);
             harness
         }
@@ -313,7 +317,7 @@ async fn turn(
             };
             let config = HarnessConfig {
                 session_id: Some(session_id.to_string()),
-                ..HarnessConfig::new(env.settings.model.clone(), system_prompt)
+                ..HarnessConfig::new(session_model(env, &session), system_prompt)
             };
             Harness::open(store.session_files(session_id), provider, tools, config).await?
         }
@@ -560,6 +564,14 @@ async fn continued_by(
     Ok(None)
 }
 
+/// The model a session's runs ask: its override, or the runtime's model.
+fn session_model(env: &RunEnv, session: &seed_store::SessionRow) -> String {
+    session
+        .model_override
+        .clone()
+        .unwrap_or_else(|| env.settings.model.clone())
+}
+
 /// The highest store entry the session's log names.
 async fn max_pi_entry_id(store: &Store, session_id: SessionId) -> Result<Option<u64>, TurnError> {
     Ok(store
@@ -615,7 +627,7 @@ async fn turn_blocks(
             updated_at_ms: file.updated_at_ms,
         })
         .collect();
-    let window = model_context_window(&env.settings.provider_name, &env.settings.model);
+    let window = model_context_window(&env.settings.provider_name, &session_model(env, session));
     let last_usage = state
         .entries
         .iter()

@@ -192,6 +192,7 @@ async fn the_successor_starts_from_the_projection_and_the_copied_message() -> an
         .iter()
         .find(|request| request.messages.iter().any(|m| is_projection(m)))
         .expect("a successor request");
+    assert_eq!(first.model, "big-model", "the successor asks the copied model");
     assert_eq!(
         first.session_id.as_deref(),
         Some(successor.to_string().as_str())
@@ -263,6 +264,20 @@ async fn the_successor_starts_from_the_projection_and_the_copied_message() -> an
         (session(0), "Trip to Lisbon")
     );
     assert_eq!(from.continuation_id, edge.id);
+
+    // The API's view of both sessions: the links and the model's context window.
+    let info = setup.runtime.session_info(successor).await?.expect("info");
+    assert_eq!(
+        info.continued_from.map(|link| link.session_id),
+        Some(session(0))
+    );
+    assert_eq!(info.model, "big-model", "the model override was copied");
+    assert_eq!(info.context_window, Some(200_000));
+    let info = setup.runtime.session_info(session(0)).await?.expect("info");
+    assert_eq!(
+        info.continued_to.map(|link| link.session_id),
+        Some(successor)
+    );
 
     // read thread: reports the links.
     let context = setup
