@@ -192,7 +192,10 @@ async fn the_successor_starts_from_the_projection_and_the_copied_message() -> an
         .iter()
         .find(|request| request.messages.iter().any(|m| is_projection(m)))
         .expect("a successor request");
-    assert_eq!(first.model, "big-model", "the successor asks the copied model");
+    assert_eq!(
+        first.model, "big-model",
+        "the successor asks the copied model"
+    );
     assert_eq!(
         first.session_id.as_deref(),
         Some(successor.to_string().as_str())
