@@ -140,6 +140,16 @@ async fn attempt(
              continuing again would loop. Answer the message here",
         );
     }
+    if let Some(edge) = store
+        .edge_from_message(predecessor_id, initiating.id)
+        .await?
+    {
+        return refuse(format!(
+            "the user's message was already carried into thread:{}; nothing new has been said \
+             here since",
+            edge.successor_session_id
+        ));
+    }
     check_sources(env, context, &input.sources).await?;
 
     let plan = plan_transfer(input.plan, predecessor.plan.as_ref());

@@ -358,6 +358,20 @@ async fn a_second_continuation_of_a_freshly_continued_session_is_refused_as_a_lo
     assert_eq!(n_sessions(&setup.store).await?, before);
     assert_eq!(setup.store.count_successors(successor).await?, 0);
 
+    // The predecessor cannot carry the same message into a second successor either.
+    let context = setup
+        .runtime
+        .verb_context(session(0), run.id, "second-call")
+        .await?;
+    let output = ContinueSession.call(context, good_arguments()).await;
+    assert!(output.is_error);
+    assert!(
+        output.content.contains("already carried into"),
+        "{}",
+        output.content
+    );
+    assert_eq!(setup.store.count_successors(session(0)).await?, 1);
+
     // Once somebody says something new there, continuing is possible again.
     say(&setup, successor, "now about restaurants").await?;
     let context = setup
@@ -423,6 +437,13 @@ async fn parked_call_site(setup: &Setup) -> anyhow::Result<RunId> {
         .set_run_status(run_id, RunStatus::Running, None, 6)
         .await?;
     Ok(run_id)
+}
+
+/// Appends a user message to session 0's log (no run for it).
+async fn new_message(setup: &Setup, text: &str) -> anyhow::Result<()> {
+    let event = NewEvent::message(EventRole::User, "user", json!({ "text": text }), 9);
+    setup.store.append_events(session(0), vec![event]).await?;
+    Ok(())
 }
 
 /// Calls continue_session in session 0's run `run_id` and checks it was refused with `why`
@@ -646,6 +667,8 @@ async fn past_the_cap_continuing_is_refused() -> anyhow::Result<()> {
     let setup = setup().await?;
     let run_id = parked_call_site(&setup).await?;
     for idx in 0..MAX_SESSION_CONTINUATIONS_PER_SESSION {
+        // Each continuation carries a new message (the same one cannot be carried twice).
+        new_message(&setup, &format!("and now part {idx}")).await?;
         let context = setup
             .runtime
             .verb_context(session(0), run_id, &format!("c-{idx}"))
@@ -772,6 +795,7 @@ async fn the_plan_is_carried_closed_or_omitted() -> anyhow::Result<()> {
             .store
             .set_session_plan(session(0), Some(plan.clone()), 10)
             .await?;
+        new_message(&setup, &format!("plan case {idx}")).await?;
         let mut arguments = good_arguments();
         if let Some(transfer) = transfer {
             arguments["transfer"] = json!({ "plan": transfer });
@@ -807,6 +831,7 @@ async fn the_plan_is_carried_closed_or_omitted() -> anyhow::Result<()> {
         .store
         .set_session_plan(session(0), Some(finished.clone()), 11)
         .await?;
+    new_message(&setup, "plan done").await?;
     let context = setup
         .runtime
         .verb_context(session(0), run_id, "c-plan-done")

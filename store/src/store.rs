@@ -527,6 +527,19 @@ impl Store {
         .await
     }
 
+    /// The edge that already carried the predecessor's message `initiating_event_id` into a
+    /// successor, if any.
+    pub async fn edge_from_message(
+        &self,
+        predecessor: SessionId,
+        initiating_event_id: EventId,
+    ) -> Result<Option<ContinuationRow>> {
+        self.read(move |connection| {
+            continuations::edge_from_message(connection, predecessor, initiating_event_id)
+        })
+        .await
+    }
+
     /// How many successors the session has.
     pub async fn count_successors(&self, predecessor: SessionId) -> Result<usize> {
         self.read(move |connection| continuations::count_successors(connection, predecessor))
