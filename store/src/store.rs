@@ -254,6 +254,18 @@ impl Store {
         .await
     }
 
+    /// The session's events whose seq is in `seqs` or whose id is in `ids`, in seq order (each
+    /// once); ids and seqs the session lacks are skipped.
+    pub async fn read_events_at(
+        &self,
+        session_id: SessionId,
+        seqs: Vec<i64>,
+        ids: Vec<EventId>,
+    ) -> Result<Vec<SessionEvent>> {
+        self.read(move |connection| log::read_events_at(connection, session_id, &seqs, &ids))
+            .await
+    }
+
     /// The highest `pi_entry_id` in the session's log.
     pub async fn max_pi_entry_id(&self, session_id: SessionId) -> Result<Option<i64>> {
         self.read(move |connection| log::max_pi_entry_id(connection, session_id))
