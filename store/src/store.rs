@@ -113,6 +113,14 @@ impl Store {
         self.inner.writer.hold()
     }
 
+    /// Stops every write from now on, as a crash of the process would: writes not committed
+    /// yet never are (their callers get [`crate::Error::Closed`]), later writes are refused, and
+    /// closing the store skips the close-time checkpoint, so the files are left as a killed
+    /// process leaves them. For crash simulation: fence, drop everything, open the file again.
+    pub fn fence(&self) {
+        self.inner.writer.fence();
+    }
+
     /// Writes sent and not yet taken up by the writer (the queue a held writer builds up).
     pub fn queued_writes(&self) -> usize {
         self.inner.writer.queued()
