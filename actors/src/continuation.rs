@@ -6,16 +6,18 @@
 
 use seed_events::continuation::CONTINUED_FROM_META;
 use seed_events::{
-    ContinuationId, ContinuedFrom, EventRole, NewEvent, PlanTransfer, Queue, RunId, SessionEvent,
-    SessionId, Source,
+    ContinuationId, ContinueSessionInput, ContinuedFrom, EventRole, NewEvent, PlanTransfer, Queue,
+    RunId, SessionEvent, SessionId, Source,
 };
 use seed_projections::continuation::{
     CONTINUATION_PROJECTION_BUDGET_BYTES, EXCERPT_EVENTS_MAX,
-    MAX_SESSION_CONTINUATIONS_PER_SESSION, ProjectionInput, RECENT_EXCHANGES_EVENTS_MAX, ThreadRef,
-    check_range, compile_projection, normalize_input, parse_input, plan_transfer,
+    MAX_SESSION_CONTINUATIONS_PER_SESSION, Projection, ProjectionInput,
+    RECENT_EXCHANGES_EVENTS_MAX, ThreadRef, check_range, compile_projection, normalize_input,
+    parse_input, plan_transfer,
 };
 use seed_store::{
-    ContinuationRow, NewContinuation, NewRun, NewSession, NewSuccessor, Refusal, TitleSource,
+    ContinuationRow, NewContinuation, NewRun, NewSession, NewSuccessor, Refusal, SessionRow, Store,
+    TitleSource,
 };
 use serde_json::{Value, json};
 
@@ -138,44 +140,20 @@ async fn attempt(
              continuing again would loop. Answer the message here",
         );
     }
+    if let Some(edge) = store
+        .edge_from_message(predecessor_id, initiating.id)
+        .await?
+    {
+        return refuse(format!(
+            "the user's message was already carried into thread:{}; nothing new has been said \
+             here since",
+            edge.successor_session_id
+        ));
+    }
     check_sources(env, context, &input.sources).await?;
 
-    // What the projection is built from, read by index.
-    let predecessor_last_seq = store.last_seq(predecessor_id).await?;
-    let mut cited = Vec::new();
-    for range in input.sources.iter().filter_map(Source::range) {
-        let events = store
-            .read_events(
-                range.thread,
-                range.from_seq,
-                range.to_seq,
-                EXCERPT_EVENTS_MAX,
-            )
-            .await?;
-        cited.push((range, events));
-    }
-    let recent_from = (initiating.seq - RECENT_EXCHANGES_EVENTS_MAX as i64).max(1);
-    let recent = store
-        .read_events(
-            predecessor_id,
-            recent_from,
-            initiating.seq - 1,
-            RECENT_EXCHANGES_EVENTS_MAX,
-        )
-        .await?;
-    let (lineage, origin_session_id) = lineage(env, predecessor_id, &predecessor.title).await?;
     let plan = plan_transfer(input.plan, predecessor.plan.as_ref());
-    let projection = compile_projection(&ProjectionInput {
-        input: &input,
-        plan,
-        lineage: &lineage,
-        origin_session_id,
-        initiating: &initiating,
-        predecessor_last_seq,
-        cited: &cited,
-        recent: &recent,
-        budget_bytes: CONTINUATION_PROJECTION_BUDGET_BYTES,
-    });
+    let projection = project(store, &predecessor, &initiating, &input, plan).await?;
 
     let now = (env.clock)();
     let continuation_id = ContinuationId::new_v7();
@@ -208,7 +186,7 @@ async fn attempt(
             id: continuation_id,
             predecessor_session_id: predecessor_id,
             successor_session_id: successor_id,
-            origin_session_id,
+            origin_session_id: projection.manifest.origin_session_id,
             tool_call_id: context.tool_call_id.clone(),
             initiating_event_id: initiating.id,
             reason: input.reason.clone(),
@@ -272,6 +250,52 @@ async fn attempt(
         output: continued_output(successor_id, &input.title),
         successor_to_start: started.then_some(successor_id),
     })
+}
+
+/// Reads what a projection is built from — the cited ranges and the recent tail before the
+/// initiating message, by index, and the lineage — and compiles it. Its cost follows the cited
+/// ranges and the budget, never the transcript's length.
+pub async fn project(
+    store: &Store,
+    predecessor: &SessionRow,
+    initiating: &SessionEvent,
+    input: &ContinueSessionInput,
+    plan: PlanTransfer,
+) -> Result<Projection, seed_store::Error> {
+    let predecessor_last_seq = store.last_seq(predecessor.id).await?;
+    let mut cited = Vec::new();
+    for range in input.sources.iter().filter_map(Source::range) {
+        let events = store
+            .read_events(
+                range.thread,
+                range.from_seq,
+                range.to_seq,
+                EXCERPT_EVENTS_MAX,
+            )
+            .await?;
+        cited.push((range, events));
+    }
+    let recent_from = (initiating.seq - RECENT_EXCHANGES_EVENTS_MAX as i64).max(1);
+    let recent = store
+        .read_events(
+            predecessor.id,
+            recent_from,
+            initiating.seq - 1,
+            RECENT_EXCHANGES_EVENTS_MAX,
+        )
+        .await?;
+    let (lineage, origin_session_id) = lineage(store, predecessor.id, &predecessor.title).await?;
+    Ok(compile_projection(&ProjectionInput {
+        input,
+        plan,
+        lineage: &lineage,
+        origin_session_id,
+        initiating,
+        predecessor_last_seq,
+        cited: &cited,
+        recent: &recent,
+        budget_bytes: CONTINUATION_PROJECTION_BUDGET_BYTES,
+    }))
 }
 
 /// The answer to a call whose successor exists. When the successor never got its run (a crash
@@ -422,11 +446,10 @@ async fn check_sources(
 
 /// The chain behind the predecessor, oldest first and ending with it, and the chain's origin.
 async fn lineage(
-    env: &RunEnv,
+    store: &Store,
     predecessor: SessionId,
     predecessor_title: &str,
-) -> Result<(Vec<ThreadRef>, SessionId), Failure> {
-    let store = &env.store;
+) -> Result<(Vec<ThreadRef>, SessionId), seed_store::Error> {
     let mut chain = vec![ThreadRef {
         session_id: predecessor,
         title: predecessor_title.to_owned(),

@@ -18,7 +18,7 @@
 //! Invariant: no SQLite work on an arbiter thread — every store call is the store's async API.
 
 pub mod bus;
-mod continuation;
+pub mod continuation;
 pub mod crash;
 pub mod queue;
 pub mod runtime;
@@ -30,6 +30,6 @@ pub mod verbs;
 
 pub use bus::Notification;
 pub use crash::CrashPoints;
-pub use runtime::{BootReport, Runtime};
+pub use runtime::{BootReport, Runtime, SessionInfo};
 pub use turn::RuntimeSettings;
 pub use verb::{Availability, Verb, VerbContext, VerbOutput, parse_arguments};

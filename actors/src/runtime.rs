@@ -39,6 +39,19 @@ pub enum Error {
     RunGone(RunId),
 }
 
+/// A session as the API shows it: its row, where it was continued from and to (the newest
+/// successor), and the context window of the model it uses, for a client's context meter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    pub session: seed_store::SessionRow,
+    pub continued_from: Option<seed_events::ContinuationLink>,
+    pub continued_to: Option<seed_events::ContinuationLink>,
+    /// The model the session's runs use: its override, or the runtime's model.
+    pub model: String,
+    /// `model_context_window(provider, model)`; `None` for a model the table does not know.
+    pub context_window: Option<u64>,
+}
+
 /// A running Seed: cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
@@ -186,6 +199,28 @@ impl Runtime {
             now_ms: (self.env.clock)(),
             supervisor: self.env.supervisor.upgrade(),
         })
+    }
+
+    /// The session as the API shows it, or `None` when it does not exist.
+    pub async fn session_info(&self, session_id: SessionId) -> Result<Option<SessionInfo>, Error> {
+        let store = &self.env.store;
+        let Some(session) = store.get_session(session_id).await? else {
+            return Ok(None);
+        };
+        let (continued_from, continued_to) = store.continuation_links(session_id).await?;
+        let settings = &self.env.settings;
+        let model = session
+            .model_override
+            .clone()
+            .unwrap_or_else(|| settings.model.clone());
+        let context_window = seed_providers::model_context_window(&settings.provider_name, &model);
+        Ok(Some(SessionInfo {
+            session,
+            continued_from,
+            continued_to,
+            model,
+            context_window,
+        }))
     }
 
     /// Asks the queue to look for runs (after runs were queued behind its back).

@@ -14,7 +14,7 @@ use futures::stream::BoxStream;
 use seed_durable::{Harness, HarnessConfig, StopSignal, StoreState, TurnOutcome, TurnRequest};
 use seed_events::{EventRole, NewEvent, RunStatus, SessionId};
 use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks};
-use seed_projections::import::{RunView, SYNC_DOCUMENT, SyncDocument, plan_import};
+use seed_projections::import::{ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, plan_import};
 use seed_projections::store_to_log::{entry_events, stale_marks_above, unprojected};
 use seed_providers::{Provider, Request, StreamEvent, model_context_window};
 use seed_store::{LeaseOutcome, RunRow, Store};
@@ -292,7 +292,11 @@ async fn turn(
         .verbs
         .tools(context, session.parent_session_id.is_some(), run.typed);
     let mut harness = match kept.take() {
-        Some(mut harness) if !harness.is_closed() => {
+        // A harness kept from an earlier run serves only while the session's model is the
+        // one it was opened with (a person may have changed it in between).
+        Some(mut harness)
+            if !harness.is_closed() && harness.config().model == session_model(env, &session) =>
+        {
             harness.set_tools(tools);
             harness
         }
@@ -313,7 +317,7 @@ async fn turn(
             };
             let config = HarnessConfig {
                 session_id: Some(session_id.to_string()),
-                ..HarnessConfig::new(env.settings.model.clone(), system_prompt)
+                ..HarnessConfig::new(session_model(env, &session), system_prompt)
             };
             Harness::open(store.session_files(session_id), provider, tools, config).await?
         }
@@ -337,9 +341,6 @@ async fn turn(
     let rebuild = harness.abort_unsettled(&request_id).await?;
     project(env, session_id, run, harness.state(), &mut log_max).await?;
 
-    let log = store
-        .read_events(session_id, 1, i64::MAX, usize::MAX)
-        .await?;
     let sync: SyncDocument = harness.state().document(SYNC_DOCUMENT).unwrap_or_default();
     let own: BTreeSet<_> = run.user_event_ids.iter().copied().collect();
     let waiting: BTreeSet<_> = store
@@ -348,16 +349,36 @@ async fn turn(
         .into_iter()
         .filter(|id| !own.contains(id))
         .collect();
-    let plan = plan_import(
-        &log,
-        harness.state(),
-        &sync,
-        RunView {
-            own_event_ids: &run.user_event_ids,
-            waiting_event_ids: &waiting,
-        },
-        rebuild,
+    let view = RunView {
+        own_event_ids: &run.user_event_ids,
+        waiting_event_ids: &waiting,
+    };
+    // An append or an edit needs only the events past the mark, those left out before, and
+    // the run's own messages: read just those. A rebuild needs the whole log.
+    let mut pending = store
+        .read_events(session_id, sync.mark + 1, i64::MAX, usize::MAX)
+        .await?;
+    let earlier = store
+        .read_events_at(
+            session_id,
+            sync.left_out.clone(),
+            run.user_event_ids.clone(),
+        )
+        .await?;
+    let first_pending = pending.first().map_or(i64::MAX, |event| event.seq);
+    pending.splice(
+        0..0,
+        earlier
+            .into_iter()
+            .filter(|event| event.seq < first_pending),
     );
+    let mut plan = plan_import(&pending, harness.state(), &sync, view, rebuild);
+    if plan.mode == ImportMode::Rebuild {
+        let log = store
+            .read_events(session_id, 1, i64::MAX, usize::MAX)
+            .await?;
+        plan = plan_import(&log, harness.state(), &sync, view, rebuild);
+    }
 
     let blocks = turn_blocks(
         env,
@@ -383,7 +404,7 @@ async fn turn(
         *kept = Some(harness);
     }
     if session.title_source == seed_store::TitleSource::None {
-        name_if_untitled(env, session_id, &log).await;
+        name_if_untitled(env, session_id).await;
     }
 
     Ok(match outcome? {
@@ -560,6 +581,14 @@ async fn continued_by(
     Ok(None)
 }
 
+/// The model a session's runs ask: its override, or the runtime's model.
+fn session_model(env: &RunEnv, session: &seed_store::SessionRow) -> String {
+    session
+        .model_override
+        .clone()
+        .unwrap_or_else(|| env.settings.model.clone())
+}
+
 /// The highest store entry the session's log names.
 async fn max_pi_entry_id(store: &Store, session_id: SessionId) -> Result<Option<u64>, TurnError> {
     Ok(store
@@ -615,7 +644,7 @@ async fn turn_blocks(
             updated_at_ms: file.updated_at_ms,
         })
         .collect();
-    let window = model_context_window(&env.settings.provider_name, &env.settings.model);
+    let window = model_context_window(&env.settings.provider_name, &session_model(env, session));
     let last_usage = state
         .entries
         .iter()
@@ -647,7 +676,14 @@ async fn turn_blocks(
 
 /// The fallback namer: an untitled session is named from its first message. It never
 /// overrides a title the agent or the user gave.
-async fn name_if_untitled(env: &RunEnv, session_id: SessionId, log: &[seed_events::SessionEvent]) {
+async fn name_if_untitled(env: &RunEnv, session_id: SessionId) {
+    let log = match env.store.read_events(session_id, 1, 64, 64).await {
+        Ok(log) => log,
+        Err(error) => {
+            tracing::debug!(%session_id, %error, "fallback namer");
+            return;
+        }
+    };
     let Some(first) = log
         .iter()
         .find(|event| event.kind == "message" && event.role == Some(EventRole::User))

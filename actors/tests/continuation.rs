@@ -7,6 +7,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
+use common::continuing::{CALL_ID, CONTINUE, good_arguments, input_of, is_projection, model};
 use common::{account, log, session, test_clock, within};
 use futures::StreamExt;
 use seed_actors::verbs::continue_session::ContinueSession;
@@ -17,79 +18,10 @@ use seed_events::{
     AccountId, EventRole, NewEvent, Queue, RunId, RunStatus, SessionContinuationManifest, SessionId,
 };
 use seed_projections::continuation::MAX_SESSION_CONTINUATIONS_PER_SESSION;
-use seed_providers::{Message, Request, ScriptedProvider, ScriptedStep, ToolCall, Usage};
-use seed_providers::{text_response, tool_response};
+use seed_providers::text_response;
+use seed_providers::{Message, Request, ScriptedProvider, ScriptedStep, Usage};
 use seed_store::{Config, NewAttachment, NewRun, NewSession, Store};
 use serde_json::{Value, json};
-
-const CONTINUE: &str = "please continue";
-const CALL_ID: &str = "cont-1";
-
-/// Valid arguments, citing seqs 1–2 of session 0.
-fn good_arguments() -> Value {
-    json!({
-        "reason": "topic change",
-        "title": "Lisbon hotels",
-        "description": "Comparing three hotels",
-        "handoff": {
-            "purpose": "Book a hotel in Lisbon for May",
-            "currentRequest": "The user wants to continue with the hotels",
-            "decisions": ["Stay near Baixa", "Budget €150/night"],
-            "riskRegister": "Prices rise in June"
-        },
-        "sources": [{ "type": "session_events", "fromSeq": 1, "toSeq": 2 }],
-    })
-}
-
-fn is_projection(message: &Message) -> bool {
-    matches!(message, Message::User(user) if user.text.starts_with("<continuation"))
-}
-
-/// The newest user message that is neither a per-turn block nor the projection.
-fn input_of(request: &Request) -> String {
-    request
-        .messages
-        .iter()
-        .rev()
-        .find_map(|message| match message.as_ref() {
-            Message::User(user) if !user.text.starts_with('<') => Some(user.text.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
-/// The model: in a successor (its context holds a projection) it answers; asked to continue,
-/// it calls continue_session with `arguments` (once: a refusal is then answered in text);
-/// anything else it answers.
-fn model(arguments: Arc<Mutex<Value>>) -> ScriptedProvider {
-    ScriptedProvider::from_fn(move |request: &Request, _| {
-        let input = input_of(request);
-        if request.messages.iter().any(|m| is_projection(m)) {
-            return ScriptedStep::Respond(text_response(&format!("successor answers: {input}")));
-        }
-        if input != CONTINUE {
-            return ScriptedStep::Respond(text_response(&format!("answer: {input}")));
-        }
-        let called = request.messages.iter().any(|m| {
-            matches!(m.as_ref(), Message::ToolResult(result) if result.tool_name == "continue_session")
-        });
-        if called {
-            ScriptedStep::Respond(text_response(
-                "the continuation was refused; answering here",
-            ))
-        } else {
-            let arguments = arguments.lock().expect("arguments").clone();
-            ScriptedStep::Respond(tool_response(
-                "",
-                vec![ToolCall {
-                    id: CALL_ID.to_owned(),
-                    name: "continue_session".to_owned(),
-                    arguments,
-                }],
-            ))
-        }
-    })
-}
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -261,6 +193,10 @@ async fn the_successor_starts_from_the_projection_and_the_copied_message() -> an
         .find(|request| request.messages.iter().any(|m| is_projection(m)))
         .expect("a successor request");
     assert_eq!(
+        first.model, "big-model",
+        "the successor asks the copied model"
+    );
+    assert_eq!(
         first.session_id.as_deref(),
         Some(successor.to_string().as_str())
     );
@@ -331,6 +267,20 @@ async fn the_successor_starts_from_the_projection_and_the_copied_message() -> an
         (session(0), "Trip to Lisbon")
     );
     assert_eq!(from.continuation_id, edge.id);
+
+    // The API's view of both sessions: the links and the model's context window.
+    let info = setup.runtime.session_info(successor).await?.expect("info");
+    assert_eq!(
+        info.continued_from.map(|link| link.session_id),
+        Some(session(0))
+    );
+    assert_eq!(info.model, "big-model", "the model override was copied");
+    assert_eq!(info.context_window, Some(200_000));
+    let info = setup.runtime.session_info(session(0)).await?.expect("info");
+    assert_eq!(
+        info.continued_to.map(|link| link.session_id),
+        Some(successor)
+    );
 
     // read thread: reports the links.
     let context = setup
@@ -408,6 +358,20 @@ async fn a_second_continuation_of_a_freshly_continued_session_is_refused_as_a_lo
     assert_eq!(n_sessions(&setup.store).await?, before);
     assert_eq!(setup.store.count_successors(successor).await?, 0);
 
+    // The predecessor cannot carry the same message into a second successor either.
+    let context = setup
+        .runtime
+        .verb_context(session(0), run.id, "second-call")
+        .await?;
+    let output = ContinueSession.call(context, good_arguments()).await;
+    assert!(output.is_error);
+    assert!(
+        output.content.contains("already carried into"),
+        "{}",
+        output.content
+    );
+    assert_eq!(setup.store.count_successors(session(0)).await?, 1);
+
     // Once somebody says something new there, continuing is possible again.
     say(&setup, successor, "now about restaurants").await?;
     let context = setup
@@ -473,6 +437,13 @@ async fn parked_call_site(setup: &Setup) -> anyhow::Result<RunId> {
         .set_run_status(run_id, RunStatus::Running, None, 6)
         .await?;
     Ok(run_id)
+}
+
+/// Appends a user message to session 0's log (no run for it).
+async fn new_message(setup: &Setup, text: &str) -> anyhow::Result<()> {
+    let event = NewEvent::message(EventRole::User, "user", json!({ "text": text }), 9);
+    setup.store.append_events(session(0), vec![event]).await?;
+    Ok(())
 }
 
 /// Calls continue_session in session 0's run `run_id` and checks it was refused with `why`
@@ -696,6 +667,8 @@ async fn past_the_cap_continuing_is_refused() -> anyhow::Result<()> {
     let setup = setup().await?;
     let run_id = parked_call_site(&setup).await?;
     for idx in 0..MAX_SESSION_CONTINUATIONS_PER_SESSION {
+        // Each continuation carries a new message (the same one cannot be carried twice).
+        new_message(&setup, &format!("and now part {idx}")).await?;
         let context = setup
             .runtime
             .verb_context(session(0), run_id, &format!("c-{idx}"))
@@ -822,6 +795,7 @@ async fn the_plan_is_carried_closed_or_omitted() -> anyhow::Result<()> {
             .store
             .set_session_plan(session(0), Some(plan.clone()), 10)
             .await?;
+        new_message(&setup, &format!("plan case {idx}")).await?;
         let mut arguments = good_arguments();
         if let Some(transfer) = transfer {
             arguments["transfer"] = json!({ "plan": transfer });
@@ -857,6 +831,7 @@ async fn the_plan_is_carried_closed_or_omitted() -> anyhow::Result<()> {
         .store
         .set_session_plan(session(0), Some(finished.clone()), 11)
         .await?;
+    new_message(&setup, "plan done").await?;
     let context = setup
         .runtime
         .verb_context(session(0), run_id, "c-plan-done")
@@ -1003,5 +978,90 @@ async fn context_usage_guidance_grows_at_70_and_85_percent() -> anyhow::Result<(
     assert!(prompts[0].contains("never compacted"));
     assert!(prompts[0].contains("read thread:<id>"));
     assert!(prompts.iter().all(|prompt| *prompt == prompts[0]));
+    Ok(())
+}
+
+#[actix::test]
+async fn a_delegated_child_is_not_offered_continuation() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(Config::new(dir.path().join("seed.db")))?;
+    store.create_account(account(), vec![1], 0).await?;
+    store
+        .create_session(NewSession::new(session(0), account(), 0))
+        .await?;
+    // The parent delegates; the child reads once (so its second request has a usage to report)
+    // and answers; the parent then answers with the child's result.
+    let model = ScriptedProvider::from_fn(|request: &Request, _| {
+        let input = common::continuing::input_of(request);
+        let has = |name: &str| {
+            request.messages.iter().any(
+                |m| matches!(m.as_ref(), Message::ToolResult(result) if result.tool_name == name),
+            )
+        };
+        let call = |name: &str, arguments: Value| {
+            ScriptedStep::Respond(seed_providers::tool_response(
+                "",
+                vec![seed_providers::ToolCall {
+                    id: format!("{name}-1"),
+                    name: name.to_owned(),
+                    arguments,
+                }],
+            ))
+        };
+        match (input.as_str(), has("read"), has("delegate")) {
+            ("child task", false, _) => call("read", json!({"target": "~/memory/notes.md"})),
+            ("child task", true, _) => ScriptedStep::Respond(with_prompt("child done", 150_000)),
+            (_, _, false) => call("delegate", json!({"task": "child task"})),
+            _ => ScriptedStep::Respond(text_response("parent done")),
+        }
+    });
+    let (runtime, _) = Runtime::start(
+        store.clone(),
+        Arc::new(model.clone()),
+        seed_actors::verbs::shipped(),
+        RuntimeSettings::default(),
+        "boot-1".to_owned(),
+        test_clock(),
+    )
+    .await?;
+    let (_, run_id) = runtime.send_message(session(0), "delegate it").await?;
+    let run = within("the parent", async {
+        loop {
+            let run = runtime.wait_for_run(run_id).await?;
+            if run.status != RunStatus::Parked {
+                return anyhow::Ok(run);
+            }
+            actix::clock::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.result);
+    let requests = model.requests();
+    let child_requests: Vec<&Request> = requests
+        .iter()
+        .filter(|request| common::continuing::input_of(request) == "child task")
+        .collect();
+    assert_eq!(child_requests.len(), 2);
+    for request in &child_requests {
+        assert!(
+            !request
+                .tools
+                .iter()
+                .any(|tool| tool.name == "continue_session"),
+            "a child is not offered continue_session"
+        );
+        assert!(!request.system_prompt.contains("never compacted"));
+        assert!(!request.messages.iter().any(
+            |m| matches!(m.as_ref(), Message::User(user) if user.text.starts_with("<context_usage"))
+        ));
+    }
+    let parent_first = &requests[0];
+    assert!(
+        parent_first
+            .tools
+            .iter()
+            .any(|tool| tool.name == "continue_session")
+    );
+    assert!(parent_first.system_prompt.contains("never compacted"));
     Ok(())
 }

@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{
-    Fixture, assert_log_agrees_with_store, conversation, log, open_store_with_sessions, session,
-    start_runtime, summary, within,
+    Fixture, assert_log_agrees_with_store, conversation, in_process, log, open_store_with_sessions,
+    session, start_runtime, summary, within,
 };
 use futures::channel::oneshot;
 use futures::future::BoxFuture;
@@ -76,23 +76,6 @@ fn launch_call() -> ToolCall {
         name: "launch".to_owned(),
         arguments: serde_json::json!({}),
     }
-}
-
-/// Runs `body` as its own "process": a new actix system on a thread of its own, dropped (with
-/// everything it runs) when `body` returns.
-fn in_process<T: Send + 'static>(
-    body: impl FnOnce() -> BoxFuture<'static, anyhow::Result<T>> + Send + 'static,
-) -> anyhow::Result<T> {
-    std::thread::spawn(move || {
-        let system = actix::System::new();
-        let result = system.block_on(body());
-        // The process dies here: nothing of it runs again.
-        actix::System::current().stop();
-        drop(system);
-        result
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("the process panicked"))?
 }
 
 /// The first process: the model calls `launch` (not safe to repeat); the call starts and the

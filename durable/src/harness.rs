@@ -259,6 +259,11 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         self.closed
     }
 
+    /// What the harness was opened with (its model, system prompt, session id).
+    pub fn config(&self) -> &HarnessConfig {
+        &self.config
+    }
+
     pub fn into_fs(self) -> F {
         self.fs
     }

@@ -159,6 +159,26 @@ pub(crate) fn create_successor(
     })
 }
 
+/// The edge that already carried `initiating_event_id` of `predecessor` into a successor, if any.
+pub(crate) fn edge_from_message(
+    connection: &Connection,
+    predecessor: SessionId,
+    initiating_event_id: EventId,
+) -> Result<Option<ContinuationRow>> {
+    connection
+        .prepare_cached(&format!(
+            "SELECT {EDGE_COLUMNS} FROM session_continuations
+             WHERE predecessor_session_id = ?1 AND initiating_event_id = ?2
+             ORDER BY created_at DESC LIMIT 1"
+        ))?
+        .query_row(
+            params![predecessor.to_string(), initiating_event_id.0],
+            edge_from_row,
+        )
+        .optional()?
+        .transpose()
+}
+
 /// How many successors the session has.
 pub(crate) fn count_successors(connection: &Connection, predecessor: SessionId) -> Result<usize> {
     let n: i64 = connection

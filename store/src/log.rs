@@ -178,3 +178,45 @@ pub(crate) fn newest_person_message(
         .optional()?
         .transpose()
 }
+
+/// The session's events whose seq is in `seqs` or whose id is in `ids`, in seq order: what an
+/// import needs besides the events past its mark (those it left out before, and the run's own
+/// messages).
+pub(crate) fn read_events_at(
+    connection: &Connection,
+    session_id: SessionId,
+    seqs: &[i64],
+    ids: &[EventId],
+) -> Result<Vec<SessionEvent>> {
+    let session_key = key_for_read(connection, session_id)?;
+    let mut by_seq = connection.prepare_cached(&format!(
+        "SELECT {EVENT_COLUMNS} FROM session_events WHERE session_key = ?1 AND seq = ?2"
+    ))?;
+    let mut by_id = connection.prepare_cached(&format!(
+        "SELECT {EVENT_COLUMNS} FROM session_events WHERE session_key = ?1 AND id = ?2"
+    ))?;
+    let mut events = std::collections::BTreeMap::new();
+    for seq in seqs {
+        if let Some(event) = by_seq
+            .query_row(params![session_key, seq], |row| {
+                event_from_row(session_id, row)
+            })
+            .optional()?
+        {
+            let event = event?;
+            events.insert(event.seq, event);
+        }
+    }
+    for id in ids {
+        if let Some(event) = by_id
+            .query_row(params![session_key, id.0], |row| {
+                event_from_row(session_id, row)
+            })
+            .optional()?
+        {
+            let event = event?;
+            events.insert(event.seq, event);
+        }
+    }
+    Ok(events.into_values().collect())
+}

@@ -113,6 +113,14 @@ impl Store {
         self.inner.writer.hold()
     }
 
+    /// Stops every write from now on, as a crash of the process would: writes not committed
+    /// yet never are (their callers get [`crate::Error::Closed`]), later writes are refused, and
+    /// closing the store skips the close-time checkpoint, so the files are left as a killed
+    /// process leaves them. For crash simulation: fence, drop everything, open the file again.
+    pub fn fence(&self) {
+        self.inner.writer.fence();
+    }
+
     /// Writes sent and not yet taken up by the writer (the queue a held writer builds up).
     pub fn queued_writes(&self) -> usize {
         self.inner.writer.queued()
@@ -252,6 +260,18 @@ impl Store {
             log::read_events(connection, session_id, from_seq, to_seq, limit)
         })
         .await
+    }
+
+    /// The session's events whose seq is in `seqs` or whose id is in `ids`, in seq order (each
+    /// once); ids and seqs the session lacks are skipped.
+    pub async fn read_events_at(
+        &self,
+        session_id: SessionId,
+        seqs: Vec<i64>,
+        ids: Vec<EventId>,
+    ) -> Result<Vec<SessionEvent>> {
+        self.read(move |connection| log::read_events_at(connection, session_id, &seqs, &ids))
+            .await
     }
 
     /// The highest `pi_entry_id` in the session's log.
@@ -524,6 +544,19 @@ impl Store {
             Some(successor.edge.predecessor_session_id),
             move |connection| continuations::create_successor(connection, &data_dir, &successor),
         )
+        .await
+    }
+
+    /// The edge that already carried the predecessor's message `initiating_event_id` into a
+    /// successor, if any.
+    pub async fn edge_from_message(
+        &self,
+        predecessor: SessionId,
+        initiating_event_id: EventId,
+    ) -> Result<Option<ContinuationRow>> {
+        self.read(move |connection| {
+            continuations::edge_from_message(connection, predecessor, initiating_event_id)
+        })
         .await
     }
 

@@ -6,7 +6,7 @@
 //! transaction of its own, so a refused job fails alone and the others commit.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -153,13 +153,17 @@ pub(crate) struct Writer {
     /// How long a caller polls for its outcome before parking.
     spin: Duration,
     pub(crate) stats: Arc<WriterStats>,
+    /// Set by [`Writer::fence`]: nothing more is committed.
+    fenced: Arc<AtomicBool>,
 }
 
 impl Writer {
     pub(crate) fn start(connection: Connection, config: &Config) -> std::io::Result<Writer> {
         let (sender, receiver) = crossbeam_channel::unbounded();
         let stats = Arc::new(WriterStats::default());
+        let fenced = Arc::new(AtomicBool::new(false));
         let mut thread = WriterThread {
+            fenced: Arc::clone(&fenced),
             connection,
             receiver,
             batch_mode: config.batch_mode,
@@ -177,6 +181,7 @@ impl Writer {
             thread: Some(thread),
             spin: config.spin,
             stats,
+            fenced,
         })
     }
 
@@ -217,7 +222,15 @@ impl Writer {
         self.sender.as_ref().map_or(0, Sender::len)
     }
 
+    /// Stops every commit from now on, as a crash would: see [`crate::Store::fence`].
+    pub(crate) fn fence(&self) {
+        self.fenced.store(true, Ordering::SeqCst);
+    }
+
     fn send(&self, message: Message) -> Result<()> {
+        if self.fenced.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
         self.sender
             .as_ref()
             .ok_or(Error::Closed)?
@@ -244,6 +257,7 @@ pub struct WriterHold {
 }
 
 struct WriterThread {
+    fenced: Arc<AtomicBool>,
     connection: Connection,
     receiver: Receiver<Message>,
     batch_mode: BatchMode,
@@ -286,6 +300,19 @@ impl WriterThread {
                 let _ = release.recv();
             }
         }
+        if self.fenced.load(Ordering::SeqCst) {
+            self.skip_close_checkpoint();
+        }
+    }
+
+    /// A fenced store is left as a crashed process leaves it: WAL not checkpointed on close.
+    fn skip_close_checkpoint(&self) {
+        if let Err(error) = self.connection.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        ) {
+            tracing::warn!(%error, "could not turn off the close-time checkpoint");
+        }
     }
 
     /// The next message: polled for `spin`, then waited for. `None` once every sender is gone
@@ -324,6 +351,13 @@ impl WriterThread {
     }
 
     fn commit_group(&self, mut group: Vec<Box<dyn Job>>) {
+        if self.fenced.load(Ordering::SeqCst) {
+            // Fenced: the group is never committed; dropping it tells its callers the store
+            // is closed, and closing the connection will skip the checkpoint.
+            self.skip_close_checkpoint();
+            drop(group);
+            return;
+        }
         if group.len() == 1 {
             if let Some(job) = group.pop() {
                 self.commit_alone(job);

@@ -301,3 +301,43 @@ fn sixty_four_concurrent_committers_all_land_in_order() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A fenced store behaves as a killed process: nothing more commits, and closing it leaves the
+/// WAL as it was (no close-time checkpoint). Reopened, it holds exactly what committed before.
+#[test]
+fn a_fence_stops_every_commit_and_skips_the_close_time_checkpoint() -> anyhow::Result<()> {
+    let wal_after_close = |fence: bool| -> anyhow::Result<(u64, Vec<String>)> {
+        let fixture = Fixture::new()?;
+        let sessions = fixture.create_sessions(1)?;
+        let files = fixture.store.session_files(sessions[0]);
+        block_on(files.commit(batch(FileName::Entries, &["before"])))?;
+        if fence {
+            fixture.store.fence();
+            let refused = block_on(files.commit(batch(FileName::Entries, &["after"])));
+            assert!(matches!(refused, Err(Error::Closed)), "{refused:?}");
+        }
+        let path = fixture.db_path();
+        let Fixture { dir, store } = fixture;
+        drop(files);
+        drop(store);
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let wal_len = std::fs::metadata(&wal).map_or(0, |metadata| metadata.len());
+        let store = Store::open(seed_store::Config::new(&path))?;
+        let lines = lines(&store, sessions[0], FileName::Entries)?;
+        drop(store);
+        drop(dir);
+        Ok((wal_len, lines))
+    };
+    let (clean_wal, clean_lines) = wal_after_close(false)?;
+    assert_eq!(clean_wal, 0, "a clean close checkpoints the WAL away");
+    assert_eq!(clean_lines, ["before"]);
+    let (fenced_wal, fenced_lines) = wal_after_close(true)?;
+    assert!(fenced_wal > 0, "a fenced close leaves the WAL for recovery");
+    assert_eq!(
+        fenced_lines,
+        ["before"],
+        "nothing after the fence committed"
+    );
+    Ok(())
+}

@@ -1,6 +1,7 @@
 //! Shared helpers for Seed's integration suites and the bench harness.
 
 pub mod bench;
+pub mod continuation_bench;
 pub mod projections_bench;
 pub mod runtime_bench;
 pub mod service_bench;

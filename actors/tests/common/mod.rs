@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod continuing;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -338,4 +340,21 @@ pub fn verb_context(store: &Store, session_id: SessionId) -> seed_actors::VerbCo
         now_ms: VERB_NOW_MS,
         supervisor: None,
     }
+}
+
+/// Runs `body` as its own "process": a new actix system on a thread of its own, dropped (with
+/// everything it runs) when `body` returns.
+pub fn in_process<T: Send + 'static>(
+    body: impl FnOnce() -> BoxFuture<'static, anyhow::Result<T>> + Send + 'static,
+) -> anyhow::Result<T> {
+    std::thread::spawn(move || {
+        let system = actix::System::new();
+        let result = system.block_on(body());
+        // The process dies here: nothing of it runs again.
+        actix::System::current().stop();
+        drop(system);
+        result
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the process panicked"))?
 }

@@ -47,6 +47,11 @@
 //! the table rounds to whole KiB, and the precise figures go to stderr. `runtime boot sweep
 //! 10000` times the boot sweep over 10,000 runs a dead boot left `running` with their leases
 //! held, in ms; its floor is the budget, 2,000 ms, so the ratio is the part of it used.
+//!
+//! The `continuation` suite (`seed_tests::continuation_bench`) times compiling a successor's
+//! projection over transcripts of 1k, 100k and 1M events with the same cited ranges (µs; the
+//! floor is the 1k case, so the ratio is growth with the transcript) and a whole continuation
+//! from the verb call to the successor's run queued (µs; the floor is one raw commit in µs).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -66,7 +71,14 @@ use seed_tests::projections_bench;
 use seed_tests::runtime_bench;
 use seed_tests::turn_loop::{self, CommitStats, TURNS_PER_SESSION, TimedFs};
 
-const SUITES: [&str; 5] = ["store", "harness", "projections", "runtime", "service"];
+const SUITES: [&str; 6] = [
+    "store",
+    "harness",
+    "projections",
+    "runtime",
+    "continuation",
+    "service",
+];
 
 fn main() -> anyhow::Result<()> {
     let suite = std::env::args().nth(1).unwrap_or_default();
@@ -79,6 +91,7 @@ fn main() -> anyhow::Result<()> {
         "harness" => harness_suite(&filter)?,
         "projections" => projections_suite(&filter)?,
         "runtime" => runtime_suite(&filter)?,
+        "continuation" => seed_tests::continuation_bench::suite(&scratch_dir()?, &filter)?,
         "service" => service_suite(&filter)?,
         _ => bail!("usage: bench SUITE, where SUITE is one of {SUITES:?}"),
     };

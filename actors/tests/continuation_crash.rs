@@ -1,0 +1,263 @@
+//! Crash injection at every commit point of a continuation, over a real SQLite file.
+//!
+//! A "process" is an actix system with its own store and runtime; a crash stops the world at a
+//! named point (nothing more is written) and drops the system; the restart is a new system on
+//! the same file with the boot sweep. After each crash the same outcome must hold: one
+//! successor with its edge, manifest and two first events, answered once; the predecessor's log
+//! with one continue_session call and one result; no model response requested twice; log and
+//! store in agreement. Then: a crash between the edge and the successor's run, with the
+//! predecessor's run lost, leaves a normal successor whose copied message can be retried.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::continuing::{CONTINUE, good_arguments, input_of, is_projection, model};
+use common::{assert_log_agrees_with_store, in_process, log, open_store_with_sessions, session};
+use common::{test_clock, within};
+use futures::channel::oneshot;
+use seed_actors::crash::points;
+use seed_actors::{CrashPoints, Runtime, RuntimeSettings};
+use seed_events::{EventRole, RunId, RunStatus, SessionContinuationManifest, SessionId};
+use seed_providers::ScriptedProvider;
+use seed_store::{Config, Store};
+
+/// Starts a runtime with the shipped verbs and `crash_points`.
+async fn start(
+    store: Store,
+    provider: ScriptedProvider,
+    crash_points: CrashPoints,
+    boot_id: &str,
+) -> anyhow::Result<Runtime> {
+    let settings = RuntimeSettings {
+        crash_points,
+        ..RuntimeSettings::default()
+    };
+    let (runtime, _) = Runtime::start(
+        store,
+        Arc::new(provider),
+        seed_actors::verbs::shipped(),
+        settings,
+        boot_id.to_owned(),
+        test_clock(),
+    )
+    .await?;
+    Ok(runtime)
+}
+
+/// Process 1: a first exchange, then "please continue", crashing the first time `point` is
+/// reached. Returns the continuing run and how many requests the model received.
+fn crash_at(path: &std::path::Path, point: &'static str) -> anyhow::Result<(RunId, usize)> {
+    let path = path.to_owned();
+    in_process(move || {
+        Box::pin(async move {
+            let store = open_store_with_sessions(&path, 1).await?;
+            let provider = model(Arc::new(Mutex::new(good_arguments())));
+            let (fired, has_fired) = oneshot::channel();
+            let fired = Mutex::new(Some(fired));
+            let armed = Arc::new(AtomicBool::new(false));
+            let crash_points = CrashPoints::new({
+                let armed = Arc::clone(&armed);
+                move |reached| {
+                    if reached != point || !armed.load(Ordering::SeqCst) {
+                        return false;
+                    }
+                    if let Some(fired) = fired.lock().ok().and_then(|mut fired| fired.take()) {
+                        let _ = fired.send(());
+                    }
+                    true
+                }
+            });
+            let runtime = start(store, provider.clone(), crash_points, "boot-1").await?;
+            let (_, first) = runtime.send_message(session(0), "hello").await?;
+            within("the first run", runtime.wait_for_run(first)).await?;
+            armed.store(true, Ordering::SeqCst);
+            let (_, run_id) = runtime.send_message(session(0), CONTINUE).await?;
+            within("the crash point", has_fired).await?;
+            Ok((run_id, provider.n_requests()))
+        })
+    })
+}
+
+/// Process 2: restart on the same file and let everything run to its end. Returns the
+/// successor, the model's requests in this process, and the store.
+fn restart(
+    path: &std::path::Path,
+    run_id: RunId,
+) -> anyhow::Result<(SessionId, Vec<seed_providers::Request>)> {
+    let path = path.to_owned();
+    in_process(move || {
+        Box::pin(async move {
+            let store = Store::open(Config::new(&path))?;
+            let provider = model(Arc::new(Mutex::new(good_arguments())));
+            let runtime = start(
+                store.clone(),
+                provider.clone(),
+                CrashPoints::default(),
+                "boot-2",
+            )
+            .await?;
+            let run = within("the continuing run", runtime.wait_for_run(run_id)).await?;
+            assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.result);
+            let successor = run
+                .continued_to_session_id()
+                .ok_or_else(|| anyhow::anyhow!("no successor in {:?}", run.result))?;
+            let runs = store.list_session_runs(successor).await?;
+            assert_eq!(runs.len(), 1, "exactly one run for the successor");
+            let successor_run =
+                within("the successor's run", runtime.wait_for_run(runs[0].id)).await?;
+            assert_eq!(successor_run.status, RunStatus::Succeeded);
+            assert_one_continuation(&store, successor).await?;
+            Ok((successor, provider.requests()))
+        })
+    })
+}
+
+/// The outcome every crash must come to.
+async fn assert_one_continuation(store: &Store, successor: SessionId) -> anyhow::Result<()> {
+    assert_eq!(store.count_successors(session(0)).await?, 1, "one edge");
+    assert_eq!(
+        store.list_sessions(common::account()).await?.len(),
+        2,
+        "one successor"
+    );
+    let edge = store.edge_to(successor).await?.expect("the edge");
+    let manifest = SessionContinuationManifest::from_cbor(&edge.manifest_cbor)?;
+    assert_eq!(manifest.predecessor_session_id, session(0));
+
+    let successor_log = log(store, successor).await?;
+    let kinds: Vec<(Option<EventRole>, Option<&str>)> = successor_log
+        .iter()
+        .map(|event| (event.role, event.actor.as_deref()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (Some(EventRole::User), Some("system")),
+            (Some(EventRole::User), Some("user")),
+            (Some(EventRole::Assistant), Some("agent")),
+        ],
+        "projection, copied message, one answer"
+    );
+
+    let predecessor_log = log(store, session(0)).await?;
+    let n_calls = predecessor_log
+        .iter()
+        .filter(|event| event.kind == "tool_call")
+        .count();
+    let n_results = predecessor_log
+        .iter()
+        .filter(|event| event.kind == "tool_result")
+        .count();
+    assert_eq!((n_calls, n_results), (1, 1), "one call, one result");
+    let result = predecessor_log
+        .iter()
+        .find(|event| event.kind == "tool_result")
+        .expect("the result");
+    assert_eq!(result.content["is_error"], serde_json::json!(false));
+    assert!(
+        result.content["content"]
+            .as_str()
+            .is_some_and(|text| text.contains(&successor.to_string())),
+        "{}",
+        result.content
+    );
+    assert_log_agrees_with_store(store, session(0)).await?;
+    assert_log_agrees_with_store(store, successor).await?;
+    Ok(())
+}
+
+fn crash_and_recover(point: &'static str) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("seed.db");
+    let (run_id, n_before) = crash_at(&path, point)?;
+    // Before the crash: "hello" was answered and "please continue" asked once.
+    assert_eq!(n_before, 2, "{point}");
+    let (_, requests) = restart(&path, run_id)?;
+    // After it: only the successor's model request; the committed continue_session response is
+    // not requested again.
+    let predecessor_requests = requests
+        .iter()
+        .filter(|request| !request.messages.iter().any(|m| is_projection(m)))
+        .map(input_of)
+        .collect::<Vec<_>>();
+    assert_eq!(predecessor_requests, Vec::<String>::new(), "{point}");
+    assert_eq!(requests.len(), 1, "{point}: the successor's one request");
+    Ok(())
+}
+
+#[test]
+fn a_crash_before_the_creation_commits_creates_the_successor_once_on_recovery() -> anyhow::Result<()>
+{
+    crash_and_recover(points::CONTINUATION_BEFORE_CREATE)
+}
+
+#[test]
+fn a_crash_after_the_creation_and_before_the_run_is_queued_is_recovered() -> anyhow::Result<()> {
+    crash_and_recover(points::CONTINUATION_AFTER_CREATE)
+}
+
+#[test]
+fn a_crash_after_the_run_is_queued_and_before_the_result_commits_is_recovered() -> anyhow::Result<()>
+{
+    crash_and_recover(points::CONTINUATION_AFTER_ENQUEUE)
+}
+
+#[test]
+fn a_crash_after_the_result_commits_and_before_the_run_closes_is_recovered() -> anyhow::Result<()> {
+    crash_and_recover(points::RUN_BEFORE_FINISH)
+}
+
+#[test]
+fn a_lost_successor_run_leaves_a_normal_session_whose_message_can_be_retried() -> anyhow::Result<()>
+{
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("seed.db");
+    let (run_id, _) = crash_at(&path, points::CONTINUATION_AFTER_CREATE)?;
+    in_process(move || {
+        Box::pin(async move {
+            let store = Store::open(Config::new(&path))?;
+            // The predecessor's run was lost across the restart (failed or canceled), so its
+            // call is never replayed and nothing queues the successor's run.
+            store
+                .set_run_status(run_id, RunStatus::Canceled, None, 10)
+                .await?;
+            let edge = store
+                .find_continuation(session(0), common::continuing::CALL_ID)
+                .await?
+                .expect("the edge committed before the crash");
+            let successor = edge.successor_session_id;
+            assert_eq!(store.list_session_runs(successor).await?, Vec::new());
+            let successor_log = log(&store, successor).await?;
+            assert_eq!(
+                successor_log.len(),
+                2,
+                "the projection and the copied message"
+            );
+
+            let provider = model(Arc::new(Mutex::new(good_arguments())));
+            let runtime = start(
+                store.clone(),
+                provider.clone(),
+                CrashPoints::default(),
+                "boot-2",
+            )
+            .await?;
+            let copied = &successor_log[1];
+            let retry = runtime.retry_message(successor, copied.id).await?;
+            let run = within("the retried run", runtime.wait_for_run(retry)).await?;
+            assert_eq!(run.status, RunStatus::Succeeded);
+            let answer = log(&store, successor).await?.pop().expect("an answer");
+            assert_eq!(
+                answer.content["text"],
+                serde_json::json!(format!("successor answers: {CONTINUE}"))
+            );
+            // The successor is a normal session: it takes new messages too.
+            let (_, next) = runtime.send_message(successor, "and the prices?").await?;
+            let next = within("a new message", runtime.wait_for_run(next)).await?;
+            assert_eq!(next.status, RunStatus::Succeeded);
+            Ok(())
+        })
+    })
+}
