@@ -45,6 +45,8 @@ pub struct AppState {
     pub runtime: Runtime,
     pub store: Store,
     pub tokens: Tokens,
+    /// Accounts' public keys, read once.
+    pub keys: auth::KeyCache,
     pub limits: Limits,
     /// The model sessions use unless they name one, and its provider.
     pub provider_name: String,
@@ -66,8 +68,16 @@ impl AppState {
         (self.clock)()
     }
 
-    async fn caller(&self, request: &HttpRequest, body: &[u8]) -> Result<Caller, ApiError> {
-        auth::authenticate(&self.store, &self.tokens, request, body, self.now_ms()).await
+    pub async fn caller(&self, request: &HttpRequest, body: &[u8]) -> Result<Caller, ApiError> {
+        auth::authenticate(
+            &self.store,
+            &self.keys,
+            &self.tokens,
+            request,
+            body,
+            self.now_ms(),
+        )
+        .await
     }
 
     /// A read-only request takes its nonce once it has its answer: a replay is refused, and a

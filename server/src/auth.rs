@@ -36,6 +36,31 @@ pub fn random_token() -> Result<String, ApiError> {
     Ok(URL_SAFE_NO_PAD.encode(bytes))
 }
 
+/// Public keys by account, as read from the store: an account's key never changes, so a key
+/// read once is good for the life of the process.
+#[derive(Debug, Default)]
+pub struct KeyCache {
+    keys: Mutex<HashMap<AccountId, Vec<u8>>>,
+}
+
+impl KeyCache {
+    /// The account's public key, `None` for an unknown account.
+    pub async fn public_key(
+        &self,
+        store: &Store,
+        account_id: AccountId,
+    ) -> Result<Option<Vec<u8>>, ApiError> {
+        if let Some(key) = lock(&self.keys).get(&account_id) {
+            return Ok(Some(key.clone()));
+        }
+        let Some(account) = store.get_account(account_id).await? else {
+            return Ok(None);
+        };
+        lock(&self.keys).insert(account_id, account.public_key.clone());
+        Ok(Some(account.public_key))
+    }
+}
+
 /// Bearer tokens and one-time login codes, in memory: a restart signs browsers out.
 #[derive(Debug, Default)]
 pub struct Tokens {
@@ -114,6 +139,7 @@ fn unauthorized(error: signing::Error) -> ApiError {
 /// Authenticates a request with its body: a bearer token, or a signature that verifies.
 pub async fn authenticate(
     store: &Store,
+    keys: &KeyCache,
     tokens: &Tokens,
     request: &HttpRequest,
     body: &[u8],
@@ -152,13 +178,13 @@ pub async fn authenticate(
         .keyid
         .parse()
         .map_err(|_| unauthorized(signing::Error::UnknownKey))?;
-    let account = store
-        .get_account(account_id)
+    let public_key = keys
+        .public_key(store, account_id)
         .await?
         .ok_or_else(|| unauthorized(signing::Error::UnknownKey))?;
     let parts = request_parts(request, &received.params.components);
     let base = signing::signature_base(&parts, &received.params).map_err(unauthorized)?;
-    signing::verify(&account.public_key, &base, &received.signature).map_err(unauthorized)?;
+    signing::verify(&public_key, &base, &received.signature).map_err(unauthorized)?;
     Ok(Caller {
         account_id,
         nonce: Some(RequestNonce {

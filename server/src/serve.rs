@@ -113,6 +113,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         runtime,
         store: store.clone(),
         tokens,
+        keys: Default::default(),
         limits: options.limits.clone(),
         provider_name: settings.provider_name.clone(),
         default_model: settings.model.clone(),

@@ -101,14 +101,7 @@ pub async fn subscribe(
             .check(token, state.now_ms())
             .ok_or_else(|| ApiError::Unauthorized("the token is unknown or expired".to_owned()))?,
         None => {
-            let caller = crate::auth::authenticate(
-                &state.store,
-                &state.tokens,
-                &request,
-                &[],
-                state.now_ms(),
-            )
-            .await?;
+            let caller = state.caller(&request, &[]).await?;
             state.take_nonce(&caller).await?;
             caller.account_id
         }
