@@ -80,7 +80,7 @@ impl Runtime {
         boot_id: String,
         clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     ) -> Result<(Runtime, BootReport), Error> {
-        let report = boot_sweep(&store, &boot_id, clock()).await?;
+        let report = boot_sweep_with(&store, &boot_id, clock(), &settings.crash_points).await?;
         // The supervisor's mailbox exists first, so the env can name it; it starts once the
         // queue it talks to does.
         let supervisor_context = Context::<Supervisor>::new();
@@ -278,7 +278,26 @@ impl Runtime {
 
 /// Releases the leases other boots hold and queues again the runs they left running.
 pub async fn boot_sweep(store: &Store, boot_id: &str, now_ms: i64) -> Result<BootReport, Error> {
+    boot_sweep_with(
+        store,
+        boot_id,
+        now_ms,
+        &crate::crash::CrashPoints::default(),
+    )
+    .await
+}
+
+/// [`boot_sweep`], reaching the crash point between its two steps.
+async fn boot_sweep_with(
+    store: &Store,
+    boot_id: &str,
+    now_ms: i64,
+    crash_points: &crate::crash::CrashPoints,
+) -> Result<BootReport, Error> {
     let released = store.release_leases_not_owned_by(boot_id).await?;
+    crash_points
+        .reach(crate::crash::points::BOOT_SWEEP_BETWEEN)
+        .await;
     let requeued = store.requeue_running_runs(now_ms).await?;
     if !released.is_empty() || !requeued.is_empty() {
         tracing::info!(

@@ -110,7 +110,7 @@ pub enum NotNow {
 
 /// A session's harness, kept open by its actor between runs so a run does not read and fold the
 /// whole store again.
-pub type SessionHarness = Harness<seed_store::SessionFiles, TappedProvider>;
+pub type SessionHarness = Harness<crate::crash::CrashFs<seed_store::SessionFiles>, TappedProvider>;
 
 /// Runs `run` to its end and records it. `Err(NotNow)` leaves the run for later. `harness` is
 /// the session's open harness, if its actor kept one; it is left there after a run that ended
@@ -288,9 +288,12 @@ async fn turn(
         && session.parent_session_id.is_none()
         && run.parent_run_id.is_none()
         && !run.typed;
-    let tools = env
-        .verbs
-        .tools(context, session.parent_session_id.is_some(), run.typed);
+    let tools = env.verbs.tools(
+        context,
+        session.parent_session_id.is_some(),
+        run.typed,
+        &env.settings.crash_points,
+    );
     let mut harness = match kept.take() {
         // A harness kept from an earlier run serves only while the session's model is the
         // one it was opened with (a person may have changed it in between).
@@ -302,6 +305,7 @@ async fn turn(
         }
         _ => {
             let provider = TappedProvider {
+                crash_points: env.settings.crash_points.clone(),
                 inner: Arc::clone(&env.provider),
                 publisher: env.publisher.clone(),
                 session_id,
@@ -319,7 +323,11 @@ async fn turn(
                 session_id: Some(session_id.to_string()),
                 ..HarnessConfig::new(session_model(env, &session), system_prompt)
             };
-            Harness::open(store.session_files(session_id), provider, tools, config).await?
+            let files = crate::crash::CrashFs::new(
+                store.session_files(session_id),
+                env.settings.crash_points.clone(),
+            );
+            Harness::open(files, provider, tools, config).await?
         }
     };
     harness.provider().set_run(run.id);
@@ -711,6 +719,7 @@ async fn name_if_untitled(env: &RunEnv, session_id: SessionId) {
 
 /// The provider, with its text deltas published for the session's subscribers.
 pub struct TappedProvider {
+    crash_points: crate::crash::CrashPoints,
     inner: Arc<dyn Provider>,
     publisher: Publisher,
     session_id: SessionId,
@@ -737,17 +746,27 @@ impl Provider for TappedProvider {
         let publisher = self.publisher.clone();
         let session_id = self.session_id;
         let run_id = *self.run_id.lock().unwrap_or_else(|p| p.into_inner());
-        self.inner
-            .stream(request)
-            .inspect(move |event| {
-                if let StreamEvent::TextDelta(text) = event {
-                    publisher.publish(Notification::TextDelta {
-                        session_id,
-                        run_id,
-                        text: text.clone(),
-                    });
-                }
-            })
-            .boxed()
+        let stream = self.inner.stream(request).inspect(move |event| {
+            if let StreamEvent::TextDelta(text) = event {
+                publisher.publish(Notification::TextDelta {
+                    session_id,
+                    run_id,
+                    text: text.clone(),
+                });
+            }
+        });
+        if !self.crash_points.is_armed() {
+            return stream.boxed();
+        }
+        // The request has left; a crash here loses its response before any of it arrives.
+        let crash_points = self.crash_points.clone();
+        futures::stream::once(async move {
+            crash_points
+                .reach(crate::crash::points::MODEL_REQUEST_SENT)
+                .await;
+        })
+        .filter_map(|()| futures::future::ready(None))
+        .chain(stream)
+        .boxed()
     }
 }
