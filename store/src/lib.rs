@@ -37,7 +37,7 @@ pub use error::{Error, Refusal, Result};
 pub use files::SessionFiles;
 pub use leases::{LeaseOutcome, LeaseRow};
 pub use memory::MemoryFileRow;
-pub use runs::{NewRun, ParkOutcome, RunRow};
+pub use runs::{ChildDelivery, NewRun, ParkOutcome, RunRow};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
 pub use store::Store;
 pub use writer::{WriterHold, WriterStats};
