@@ -80,7 +80,7 @@ impl Runtime {
         boot_id: String,
         clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     ) -> Result<(Runtime, BootReport), Error> {
-        let report = boot_sweep(&store, &boot_id, clock()).await?;
+        let report = boot_sweep_with(&store, &boot_id, clock(), &settings.crash_points).await?;
         // The supervisor's mailbox exists first, so the env can name it; it starts once the
         // queue it talks to does.
         let supervisor_context = Context::<Supervisor>::new();
@@ -276,10 +276,56 @@ impl Runtime {
     }
 }
 
-/// Releases the leases other boots hold and queues again the runs they left running.
+/// Releases the leases other boots hold, queues again the runs they left running, and queues
+/// the run of any successor a crash left without one.
 pub async fn boot_sweep(store: &Store, boot_id: &str, now_ms: i64) -> Result<BootReport, Error> {
+    boot_sweep_with(
+        store,
+        boot_id,
+        now_ms,
+        &crate::crash::CrashPoints::default(),
+    )
+    .await
+}
+
+/// [`boot_sweep`], reaching the crash point between its two steps.
+async fn boot_sweep_with(
+    store: &Store,
+    boot_id: &str,
+    now_ms: i64,
+    crash_points: &crate::crash::CrashPoints,
+) -> Result<BootReport, Error> {
     let released = store.release_leases_not_owned_by(boot_id).await?;
+    crash_points
+        .reach(crate::crash::points::BOOT_SWEEP_BETWEEN)
+        .await;
     let requeued = store.requeue_running_runs(now_ms).await?;
+    // A successor whose run a crash lost before it was queued gets it now.
+    for successor in store.successors_without_runs().await? {
+        let copied = store
+            .read_events(successor, 1, 4, 4)
+            .await?
+            .into_iter()
+            .find(|event| {
+                event
+                    .meta
+                    .get(seed_events::continuation::CONTINUED_FROM_META)
+                    .is_some()
+            });
+        if let Some(copied) = copied {
+            store
+                .enqueue_run(seed_store::NewRun {
+                    id: RunId::new_v7(),
+                    session_id: successor,
+                    queue: Queue::Interactive,
+                    user_event_ids: vec![copied.id],
+                    parent_run_id: None,
+                    typed: false,
+                    created_at_ms: now_ms,
+                })
+                .await?;
+        }
+    }
     if !released.is_empty() || !requeued.is_empty() {
         tracing::info!(
             n_leases_released = released.len(),

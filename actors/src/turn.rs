@@ -110,7 +110,7 @@ pub enum NotNow {
 
 /// A session's harness, kept open by its actor between runs so a run does not read and fold the
 /// whole store again.
-pub type SessionHarness = Harness<seed_store::SessionFiles, TappedProvider>;
+pub type SessionHarness = Harness<crate::crash::CrashFs<seed_store::SessionFiles>, TappedProvider>;
 
 /// Runs `run` to its end and records it. `Err(NotNow)` leaves the run for later. `harness` is
 /// the session's open harness, if its actor kept one; it is left there after a run that ended
@@ -148,15 +148,25 @@ pub async fn execute_run(
 async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
     let now = (env.clock)();
     if end.status.is_terminal() {
+        // A child's end and its delivery to the parent are one transaction: a crash between
+        // them would leave the parent parked on a child that had ended.
+        let delivery = match run.parent_run_id {
+            Some(parent_run_id) => delivery_to_parent(env, run, parent_run_id, &end, now).await,
+            None => None,
+        };
+        let parent_session = delivery.as_ref().map(|delivery| delivery.parent_session_id);
         if let Err(error) = env
             .store
-            .finish_run(run.id, end.status, Some(end.result.clone()), now)
+            .finish_run_delivering(run.id, end.status, Some(end.result.clone()), now, delivery)
             .await
         {
             tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
         }
-        if run.parent_run_id.is_some() {
-            deliver_to_parent(env, run, &end).await;
+        if let Some(parent_session) = parent_session {
+            env.publisher.publish(Notification::SessionChanged {
+                session_id: parent_session,
+                reason: "child-result",
+            });
         }
         env.publisher.publish(Notification::RunFinished {
             session_id: run.session_id,
@@ -171,12 +181,16 @@ async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
     end
 }
 
-/// A child's result goes to its parent's log as the result of the parent's delegate call, and
-/// the parent, once all its children have ended, takes its later pass.
-async fn deliver_to_parent(env: &RunEnv, child: &RunRow, end: &RunEnd) {
-    let Some(parent_run_id) = child.parent_run_id else {
-        return;
-    };
+/// What a child's end delivers to its parent: its result as the result of the parent's
+/// delegate call (or, when a crash had that call answered as interrupted meanwhile, as a
+/// notice), after which the parent, once all its children have ended, takes its later pass.
+async fn delivery_to_parent(
+    env: &RunEnv,
+    child: &RunRow,
+    parent_run_id: seed_events::RunId,
+    end: &RunEnd,
+    now: i64,
+) -> Option<seed_store::ChildDelivery> {
     let store = &env.store;
     let delegated_by = match store.read_events(child.session_id, 1, 1, 1).await {
         Ok(events) => events.first().and_then(|event| {
@@ -192,20 +206,17 @@ async fn deliver_to_parent(env: &RunEnv, child: &RunRow, end: &RunEnd) {
     };
     let Some(delegated_by) = delegated_by else {
         tracing::warn!(run_id = %child.id, "a child run names no parent call");
-        return;
+        return None;
     };
-    let parent_session: Option<SessionId> = delegated_by
+    let parent_session_id: SessionId = delegated_by
         .get("session_id")
         .and_then(|id| id.as_str())
-        .and_then(|id| id.parse().ok());
+        .and_then(|id| id.parse().ok())?;
     let call_id = delegated_by
         .get("tool_call_id")
         .and_then(|id| id.as_str())
         .unwrap_or_default()
         .to_owned();
-    let Some(parent_session) = parent_session else {
-        return;
-    };
     let content = match (&end.status, &end.result) {
         (RunStatus::Succeeded, result) => result
             .get("returned")
@@ -219,8 +230,12 @@ async fn deliver_to_parent(env: &RunEnv, child: &RunRow, end: &RunEnd) {
             .unwrap_or_else(|| result.to_string()),
         (status, result) => format!("the child run ended {status}: {result}"),
     };
-    let now = (env.clock)();
-    let event = NewEvent {
+    let meta = serde_json::json!({
+        "child_session_id": child.session_id,
+        "child_run_id": child.id,
+        "tool_call_id": call_id,
+    });
+    let result = NewEvent {
         kind: "tool_result".to_owned(),
         role: Some(EventRole::Tool),
         actor: Some("runtime".to_owned()),
@@ -230,22 +245,33 @@ async fn deliver_to_parent(env: &RunEnv, child: &RunRow, end: &RunEnd) {
             "content": content,
             "is_error": end.status != RunStatus::Succeeded,
         }),
-        meta: serde_json::json!({ "child_session_id": child.session_id, "child_run_id": child.id }),
+        meta: meta.clone(),
         run_id: Some(parent_run_id),
         pi_entry_id: None,
         created_at_ms: now,
     };
-    if let Err(error) = store.append_events(parent_session, vec![event]).await {
-        tracing::warn!(%parent_session, %error, "cannot deliver a child's result");
-        return;
-    }
-    if let Err(error) = store.resume_if_children_done(parent_run_id, now).await {
-        tracing::warn!(%parent_run_id, %error, "cannot resume a parent run");
-    }
-    env.publisher.publish(Notification::SessionChanged {
-        session_id: parent_session,
-        reason: "child-result",
-    });
+    let notice = NewEvent {
+        kind: "notice".to_owned(),
+        role: Some(EventRole::System),
+        actor: Some("runtime".to_owned()),
+        content: serde_json::json!({
+            "text": format!(
+                "The delegated task of call {call_id} finished after that call was answered as \
+                 interrupted. Its result: {content}"
+            ),
+        }),
+        meta,
+        run_id: Some(parent_run_id),
+        pi_entry_id: None,
+        created_at_ms: now,
+    };
+    Some(seed_store::ChildDelivery {
+        parent_session_id,
+        parent_run_id,
+        tool_call_id: call_id,
+        result,
+        notice,
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -288,9 +314,12 @@ async fn turn(
         && session.parent_session_id.is_none()
         && run.parent_run_id.is_none()
         && !run.typed;
-    let tools = env
-        .verbs
-        .tools(context, session.parent_session_id.is_some(), run.typed);
+    let tools = env.verbs.tools(
+        context,
+        session.parent_session_id.is_some(),
+        run.typed,
+        &env.settings.crash_points,
+    );
     let mut harness = match kept.take() {
         // A harness kept from an earlier run serves only while the session's model is the
         // one it was opened with (a person may have changed it in between).
@@ -302,6 +331,7 @@ async fn turn(
         }
         _ => {
             let provider = TappedProvider {
+                crash_points: env.settings.crash_points.clone(),
                 inner: Arc::clone(&env.provider),
                 publisher: env.publisher.clone(),
                 session_id,
@@ -319,7 +349,11 @@ async fn turn(
                 session_id: Some(session_id.to_string()),
                 ..HarnessConfig::new(session_model(env, &session), system_prompt)
             };
-            Harness::open(store.session_files(session_id), provider, tools, config).await?
+            let files = crate::crash::CrashFs::new(
+                store.session_files(session_id),
+                env.settings.crash_points.clone(),
+            );
+            Harness::open(files, provider, tools, config).await?
         }
     };
     harness.provider().set_run(run.id);
@@ -711,6 +745,7 @@ async fn name_if_untitled(env: &RunEnv, session_id: SessionId) {
 
 /// The provider, with its text deltas published for the session's subscribers.
 pub struct TappedProvider {
+    crash_points: crate::crash::CrashPoints,
     inner: Arc<dyn Provider>,
     publisher: Publisher,
     session_id: SessionId,
@@ -737,17 +772,27 @@ impl Provider for TappedProvider {
         let publisher = self.publisher.clone();
         let session_id = self.session_id;
         let run_id = *self.run_id.lock().unwrap_or_else(|p| p.into_inner());
-        self.inner
-            .stream(request)
-            .inspect(move |event| {
-                if let StreamEvent::TextDelta(text) = event {
-                    publisher.publish(Notification::TextDelta {
-                        session_id,
-                        run_id,
-                        text: text.clone(),
-                    });
-                }
-            })
-            .boxed()
+        let stream = self.inner.stream(request).inspect(move |event| {
+            if let StreamEvent::TextDelta(text) = event {
+                publisher.publish(Notification::TextDelta {
+                    session_id,
+                    run_id,
+                    text: text.clone(),
+                });
+            }
+        });
+        if !self.crash_points.is_armed() {
+            return stream.boxed();
+        }
+        // The request has left; a crash here loses its response before any of it arrives.
+        let crash_points = self.crash_points.clone();
+        futures::stream::once(async move {
+            crash_points
+                .reach(crate::crash::points::MODEL_REQUEST_SENT)
+                .await;
+        })
+        .filter_map(|()| futures::future::ready(None))
+        .chain(stream)
+        .boxed()
     }
 }

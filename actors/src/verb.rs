@@ -152,6 +152,7 @@ pub struct VerbTool {
     actor: Addr<VerbActor>,
     /// The run the calls belong to; the call id is filled in per call.
     context: VerbContext,
+    crash_points: crate::crash::CrashPoints,
 }
 
 impl std::fmt::Debug for VerbTool {
@@ -168,7 +169,14 @@ impl VerbTool {
             ends_turn: verb.ends_turn(),
             actor,
             context,
+            crash_points: crate::crash::CrashPoints::default(),
         }
+    }
+
+    /// Calls reach [`crate::crash::points::TOOL_MID_RUN`] once the verb has run.
+    pub fn with_crash_points(mut self, crash_points: crate::crash::CrashPoints) -> VerbTool {
+        self.crash_points = crash_points;
+        self
     }
 }
 
@@ -200,7 +208,11 @@ impl Tool for VerbTool {
         let ends_turn = self.ends_turn;
         let name = self.spec.name.clone();
         Box::pin(async move {
-            match self.actor.send(invoke).await {
+            let answer = self.actor.send(invoke).await;
+            self.crash_points
+                .reach(crate::crash::points::TOOL_MID_RUN)
+                .await;
+            match answer {
                 Ok(mut output) => {
                     // A refused call does not end the turn: the model reads why and goes on.
                     output.ends_turn |= ends_turn && !output.is_error;

@@ -6,7 +6,8 @@
 //! successor with its edge, manifest and two first events, answered once; the predecessor's log
 //! with one continue_session call and one result; no model response requested twice; log and
 //! store in agreement. Then: a crash between the edge and the successor's run, with the
-//! predecessor's run lost, leaves a normal successor whose copied message can be retried.
+//! predecessor's run lost: the boot sweep queues the successor's run, and the successor is a
+//! normal session whose copied message can be retried.
 
 mod common;
 
@@ -210,8 +211,7 @@ fn a_crash_after_the_result_commits_and_before_the_run_closes_is_recovered() -> 
 }
 
 #[test]
-fn a_lost_successor_run_leaves_a_normal_session_whose_message_can_be_retried() -> anyhow::Result<()>
-{
+fn a_successor_whose_run_was_lost_gets_it_from_the_boot_sweep() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("seed.db");
     let (run_id, _) = crash_at(&path, points::CONTINUATION_AFTER_CREATE)?;
@@ -219,7 +219,7 @@ fn a_lost_successor_run_leaves_a_normal_session_whose_message_can_be_retried() -
         Box::pin(async move {
             let store = Store::open(Config::new(&path))?;
             // The predecessor's run was lost across the restart (failed or canceled), so its
-            // call is never replayed and nothing queues the successor's run.
+            // call is never replayed.
             store
                 .set_run_status(run_id, RunStatus::Canceled, None, 10)
                 .await?;
@@ -235,7 +235,9 @@ fn a_lost_successor_run_leaves_a_normal_session_whose_message_can_be_retried() -
                 2,
                 "the projection and the copied message"
             );
+            let copied = successor_log[1].clone();
 
+            // The boot sweep queues the successor's run for its copied message.
             let provider = model(Arc::new(Mutex::new(good_arguments())));
             let runtime = start(
                 store.clone(),
@@ -244,16 +246,22 @@ fn a_lost_successor_run_leaves_a_normal_session_whose_message_can_be_retried() -
                 "boot-2",
             )
             .await?;
-            let copied = &successor_log[1];
-            let retry = runtime.retry_message(successor, copied.id).await?;
-            let run = within("the retried run", runtime.wait_for_run(retry)).await?;
+            let runs = store.list_session_runs(successor).await?;
+            assert_eq!(runs.len(), 1);
+            assert_eq!(runs[0].user_event_ids, vec![copied.id]);
+            let run = within("the successor's run", runtime.wait_for_run(runs[0].id)).await?;
             assert_eq!(run.status, RunStatus::Succeeded);
             let answer = log(&store, successor).await?.pop().expect("an answer");
             assert_eq!(
                 answer.content["text"],
                 serde_json::json!(format!("successor answers: {CONTINUE}"))
             );
-            // The successor is a normal session: it takes new messages too.
+
+            // The successor is a normal session: its message can be retried, and it takes new
+            // messages.
+            let retry = runtime.retry_message(successor, copied.id).await?;
+            let retried = within("the retried run", runtime.wait_for_run(retry)).await?;
+            assert_eq!(retried.status, RunStatus::Succeeded);
             let (_, next) = runtime.send_message(successor, "and the prices?").await?;
             let next = within("a new message", runtime.wait_for_run(next)).await?;
             assert_eq!(next.status, RunStatus::Succeeded);

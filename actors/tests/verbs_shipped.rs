@@ -18,7 +18,7 @@ fn the_shipped_verbs_declare_themselves() {
             ("plan", true, Availability::Everywhere),
             ("status", true, Availability::Everywhere),
             ("memory", false, Availability::Everywhere),
-            ("delegate", false, Availability::NotInChildren),
+            ("delegate", true, Availability::NotInChildren),
             ("return_result", true, Availability::TypedChildrenOnly),
             ("continue_session", true, Availability::NotInChildren),
         ]

@@ -179,6 +179,22 @@ pub(crate) fn edge_from_message(
         .transpose()
 }
 
+/// Successors that have no run at all: a crash came between their creation and the queueing
+/// of their run, and their call was not replayed. Oldest first.
+pub(crate) fn successors_without_runs(connection: &Connection) -> Result<Vec<SessionId>> {
+    let mut statement = connection.prepare_cached(
+        "SELECT c.successor_session_id FROM session_continuations c
+         WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_id = c.successor_session_id)
+         ORDER BY c.created_at, c.rowid",
+    )?;
+    let ids = statement.query_map([], |row| row.get::<_, String>(0))?;
+    let mut successors = Vec::new();
+    for id in ids {
+        successors.push(Error::parse_column("session_continuations", &id?)?);
+    }
+    Ok(successors)
+}
+
 /// How many successors the session has.
 pub(crate) fn count_successors(connection: &Connection, predecessor: SessionId) -> Result<usize> {
     let n: i64 = connection

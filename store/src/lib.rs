@@ -42,7 +42,7 @@ pub use files::SessionFiles;
 pub use leases::{LeaseOutcome, LeaseRow};
 pub use memory::MemoryFileRow;
 pub use nonces::{NonceOutcome, RequestNonce, SendOutcome};
-pub use runs::{NewRun, ParkOutcome, RunRow};
+pub use runs::{ChildDelivery, NewRun, ParkOutcome, RunRow};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
 pub use store::Store;
 pub use writer::{LatencyHistogram, WriterHold, WriterStats};

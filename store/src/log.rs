@@ -220,3 +220,19 @@ pub(crate) fn read_events_at(
     }
     Ok(events.into_values().collect())
 }
+
+/// Whether the session's log already holds a result for the call `tool_call_id`.
+pub(crate) fn has_tool_result(
+    connection: &Connection,
+    session_id: SessionId,
+    tool_call_id: &str,
+) -> Result<bool> {
+    let session_key = key_for_read(connection, session_id)?;
+    Ok(connection
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM session_events
+             WHERE session_key = ?1 AND type = 'tool_result'
+                 AND json_extract(content, '$.tool_call_id') = ?2)",
+        )?
+        .query_row(params![session_key, tool_call_id], |row| row.get(0))?)
+}

@@ -196,6 +196,15 @@ pub(crate) fn list_running(connection: &Connection) -> Result<Vec<RunRow>> {
     collect_rows(statement.query_map([], run_from_row)?)
 }
 
+/// Every run not in a terminal state (queued, running or parked), oldest first.
+pub(crate) fn list_open(connection: &Connection) -> Result<Vec<RunRow>> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running', 'parked')
+         ORDER BY rowid"
+    ))?;
+    collect_rows(statement.query_map([], run_from_row)?)
+}
+
 /// The session's runs, oldest first.
 pub(crate) fn list_session_runs(
     connection: &Connection,
@@ -236,6 +245,55 @@ pub(crate) fn finish_run(
         now_ms,
         &format!("AND status IN ({open})"),
     )
+}
+
+/// What a delegated child's end delivers to its parent, in the transaction that ends it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildDelivery {
+    pub parent_session_id: SessionId,
+    pub parent_run_id: RunId,
+    /// The parent's delegate call.
+    pub tool_call_id: String,
+    /// The call's result, appended to the parent's log when the call has none yet.
+    pub result: NewEvent,
+    /// Appended instead when the call already has a result (a crash had it answered as
+    /// interrupted), so the call keeps one result and the child's answer is still told.
+    pub notice: NewEvent,
+}
+
+/// Ends a run (as [`finish_run`]) and, for a child that this call ended, delivers its result to
+/// the parent and resumes the parent once all its children have ended. Returns whether the run
+/// was ended by this call.
+pub(crate) fn finish_run_delivering(
+    connection: &Connection,
+    id: RunId,
+    status: RunStatus,
+    result: Option<&serde_json::Value>,
+    now_ms: i64,
+    delivery: Option<&ChildDelivery>,
+) -> Result<bool> {
+    let finished = finish_run(connection, id, status, result, now_ms)?;
+    if let Some(delivery) = delivery.filter(|_| finished)
+        && crate::sessions::session_exists(connection, delivery.parent_session_id)?
+    {
+        let answered = log::has_tool_result(
+            connection,
+            delivery.parent_session_id,
+            &delivery.tool_call_id,
+        )?;
+        let event = if answered {
+            &delivery.notice
+        } else {
+            &delivery.result
+        };
+        log::append_events(
+            connection,
+            delivery.parent_session_id,
+            std::slice::from_ref(event),
+        )?;
+        resume_if_children_done(connection, delivery.parent_run_id, now_ms)?;
+    }
+    Ok(finished)
 }
 
 /// The boot sweep's step: every run left `running` goes back to `queued`, its owner cleared and

@@ -14,9 +14,9 @@ use crate::readers::Readers;
 use crate::writer::{Scope, Writer};
 use crate::{AccountRow, continuations, leases, log, memory, runs, sessions};
 use crate::{
-    AttachmentRow, Config, ContinuationRow, CreatedSuccessor, LeaseOutcome, LeaseRow,
-    MemoryFileRow, NewAttachment, NewContinuation, NewRun, NewSession, NewSuccessor, ParkOutcome,
-    Result, RunRow, SessionFiles, SessionRow, TitleSource, WriterHold, WriterStats,
+    AttachmentRow, ChildDelivery, Config, ContinuationRow, CreatedSuccessor, LeaseOutcome,
+    LeaseRow, MemoryFileRow, NewAttachment, NewContinuation, NewRun, NewSession, NewSuccessor,
+    ParkOutcome, Result, RunRow, SessionFiles, SessionRow, TitleSource, WriterHold, WriterStats,
 };
 
 /// The agents database. Clones share one writer and one reader pool; the last clone dropped
@@ -274,6 +274,13 @@ impl Store {
             .await
     }
 
+    /// Whether the session's log already holds a result for the call `tool_call_id`.
+    pub async fn has_tool_result(&self, session_id: SessionId, tool_call_id: &str) -> Result<bool> {
+        let tool_call_id = tool_call_id.to_owned();
+        self.read(move |connection| log::has_tool_result(connection, session_id, &tool_call_id))
+            .await
+    }
+
     /// The highest `pi_entry_id` in the session's log.
     pub async fn max_pi_entry_id(&self, session_id: SessionId) -> Result<Option<i64>> {
         self.read(move |connection| log::max_pi_entry_id(connection, session_id))
@@ -360,6 +367,39 @@ impl Store {
     /// Every run left `running`, oldest first.
     pub async fn list_running_runs(&self) -> Result<Vec<RunRow>> {
         self.read(runs::list_running).await
+    }
+
+    /// Every run not yet ended (queued, running or parked), oldest first.
+    pub async fn list_open_runs(&self) -> Result<Vec<RunRow>> {
+        self.read(runs::list_open).await
+    }
+
+    /// SQLite's own checks of the file: `PRAGMA integrity_check` and `foreign_key_check`.
+    /// Returns the problems found; empty when the database is sound.
+    pub async fn check_integrity(&self) -> Result<Vec<String>> {
+        self.read(|connection| {
+            let mut problems = Vec::new();
+            let mut integrity = connection.prepare("PRAGMA integrity_check")?;
+            for row in integrity.query_map([], |row| row.get::<_, String>(0))? {
+                let row = row?;
+                if row != "ok" {
+                    problems.push(row);
+                }
+            }
+            let mut foreign_keys = connection.prepare("PRAGMA foreign_key_check")?;
+            for row in foreign_keys.query_map([], |row| {
+                Ok(format!(
+                    "foreign key: {} row {} -> {}",
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Option<i64>>(1)?.unwrap_or_default(),
+                    row.get::<_, String>(2)?
+                ))
+            })? {
+                problems.push(row?);
+            }
+            Ok(problems)
+        })
+        .await
     }
 
     pub async fn list_session_runs(&self, session_id: SessionId) -> Result<Vec<RunRow>> {
@@ -454,6 +494,30 @@ impl Store {
     ) -> Result<bool> {
         self.write(None, move |connection| {
             runs::finish_run(connection, run_id, status, result.as_ref(), now_ms)
+        })
+        .await
+    }
+
+    /// Ends a run and, for a delegated child, delivers its result to the parent and resumes the
+    /// parent once all its children have ended — in one transaction, so a crash cannot leave a
+    /// parent parked on a child that has ended. Returns whether this call ended the run.
+    pub async fn finish_run_delivering(
+        &self,
+        run_id: RunId,
+        status: RunStatus,
+        result: Option<serde_json::Value>,
+        now_ms: i64,
+        delivery: Option<ChildDelivery>,
+    ) -> Result<bool> {
+        self.write(None, move |connection| {
+            runs::finish_run_delivering(
+                connection,
+                run_id,
+                status,
+                result.as_ref(),
+                now_ms,
+                delivery.as_ref(),
+            )
         })
         .await
     }
@@ -558,6 +622,12 @@ impl Store {
             continuations::edge_from_message(connection, predecessor, initiating_event_id)
         })
         .await
+    }
+
+    /// Successors that never got their run (a crash came between their creation and the
+    /// queueing of the run), oldest first: the boot sweep queues it.
+    pub async fn successors_without_runs(&self) -> Result<Vec<SessionId>> {
+        self.read(continuations::successors_without_runs).await
     }
 
     /// How many successors the session has.

@@ -5,4 +5,5 @@ pub mod continuation_bench;
 pub mod projections_bench;
 pub mod runtime_bench;
 pub mod service_bench;
+pub mod sim;
 pub mod turn_loop;

@@ -57,9 +57,10 @@ impl Verb for Delegate {
         })
     }
 
-    /// Starting a child twice would do the work twice.
+    /// A repeated call finds the child it started (by the call's id among this run's
+    /// children) instead of starting another, so repeating it is safe.
     fn safe_to_repeat(&self) -> bool {
-        false
+        true
     }
 
     fn ends_turn(&self) -> bool {
@@ -104,6 +105,23 @@ async fn start_child(context: &VerbContext, args: &DelegateArgs) -> Result<Sessi
         .child_runs(context.run_id)
         .await
         .map_err(|error| error.to_string())?;
+    // A call cut off by a crash after its child started runs again: it finds that child.
+    for child in &children {
+        let task = store
+            .read_events(child.session_id, 1, 1, 1)
+            .await
+            .map_err(|error| error.to_string())?;
+        let started_by_this_call = task.first().is_some_and(|task| {
+            task.meta
+                .get(DELEGATED_BY)
+                .and_then(|by| by.get("tool_call_id"))
+                .and_then(|id| id.as_str())
+                == Some(context.tool_call_id.as_str())
+        });
+        if started_by_this_call {
+            return Ok(child.session_id);
+        }
+    }
     if children.len() >= DELEGATION_BUDGET_PER_RUN as usize {
         return Err(format!(
             "the delegation budget is spent: this run has started {} children",

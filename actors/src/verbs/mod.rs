@@ -50,6 +50,7 @@ impl VerbSet {
         context: VerbContext,
         in_child: bool,
         typed: bool,
+        crash_points: &crate::crash::CrashPoints,
     ) -> seed_durable::ToolSet {
         self.verbs
             .iter()
@@ -58,7 +59,10 @@ impl VerbSet {
                 Availability::NotInChildren => !in_child,
                 Availability::TypedChildrenOnly => typed,
             })
-            .map(|(verb, actor)| VerbTool::new(verb.as_ref(), actor.clone(), context.clone()))
+            .map(|(verb, actor)| {
+                VerbTool::new(verb.as_ref(), actor.clone(), context.clone())
+                    .with_crash_points(crash_points.clone())
+            })
             .fold(seed_durable::ToolSet::new(), |set, tool| {
                 set.with(Arc::new(tool))
             })

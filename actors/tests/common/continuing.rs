@@ -45,12 +45,34 @@ pub fn input_of(request: &Request) -> String {
 
 /// The model: in a successor (its context holds a projection) it answers; asked to continue,
 /// it calls continue_session with `arguments` (once: a refusal is then answered in text);
-/// anything else it answers.
+/// given "memory: <note>", it writes the note to ~/memory/notes.md (a verb not safe to
+/// repeat) and says "noted"; anything else it answers.
 pub fn model(arguments: Arc<Mutex<Value>>) -> ScriptedProvider {
     ScriptedProvider::from_fn(move |request: &Request, _| {
         let input = input_of(request);
         if request.messages.iter().any(|m| is_projection(m)) {
             return ScriptedStep::Respond(text_response(&format!("successor answers: {input}")));
+        }
+        if let Some(note) = input.strip_prefix("memory: ") {
+            let wrote = request.messages.iter().any(|m| {
+                matches!(m.as_ref(), Message::ToolResult(result) if result.tool_name == "memory")
+            });
+            return ScriptedStep::Respond(if wrote {
+                text_response("noted")
+            } else {
+                tool_response(
+                    "",
+                    vec![ToolCall {
+                        id: "memory-1".to_owned(),
+                        name: "memory".to_owned(),
+                        arguments: json!({
+                            "action": "write",
+                            "path": "~/memory/notes.md",
+                            "content": note,
+                        }),
+                    }],
+                )
+            });
         }
         if input != CONTINUE {
             return ScriptedStep::Respond(text_response(&format!("answer: {input}")));
