@@ -22,6 +22,8 @@ use crate::keys::{AccountKey, LOCAL_KEY_FILE};
 
 /// Where a running service says where it listens, for the CLI.
 pub const SERVER_FILE: &str = "server.json";
+/// Held by the running service, so that only one serves a data dir.
+pub const LOCK_FILE: &str = "serve.lock";
 /// The database in the data dir.
 pub const DATABASE_FILE: &str = "seed.db";
 /// How long a drain waits for the writer to empty its queue.
@@ -78,7 +80,28 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
     actix_web::rt::System::new().block_on(run(options))
 }
 
+/// Holds the data dir for this process: a second `seed serve` on it would sweep the first's
+/// leases and runs as a dead boot's.
+fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create the data dir {}", data_dir.display()))?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(data_dir.join(LOCK_FILE))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            anyhow::bail!("another seed serve is running on {}", data_dir.display())
+        }
+        Err(std::fs::TryLockError::Error(error)) => Err(error.into()),
+    }
+}
+
 async fn run(options: ServeOptions) -> anyhow::Result<()> {
+    // Held until the process exits.
+    let _lock = lock_data_dir(&options.data_dir)?;
     let store = open_store(&options.data_dir)?;
     let (key, key_created) = local_key(&options.data_dir)?;
     ensure_account(&store, &key).await?;

@@ -449,6 +449,19 @@ async fn sigterm_during_a_turn_then_restart_completes_the_run_once() {
         }
     }
     let data_dir = server.data_dir.clone();
+    // A second service on the same data dir is refused while the first runs.
+    let second = std::process::Command::new(common::SEED)
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .expect("runs");
+    assert!(!second.status.success());
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("another seed serve is running"),
+        "{second:?}"
+    );
     let status = server.terminate();
     assert!(
         status.success(),
