@@ -303,8 +303,9 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
             "4096",
             "--queued-runs-max",
             "2",
+            // Runs take far longer than the test: the queue only grows while it runs.
             "--scripted-delay-ms",
-            "200",
+            "60000",
         ],
     );
     let client = server.client();
@@ -430,7 +431,7 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
 #[actix_web::test]
 async fn sigterm_during_a_turn_then_restart_completes_the_run_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &["--scripted-delay-ms", "100"]);
+    let server = Server::start(dir.path(), &["--scripted-delay-ms", "300"]);
     let client = server.client();
     let mut subscription = client.subscribe().await.expect("subscribes");
     let session = new_session(&client).await;
