@@ -1,0 +1,610 @@
+//! Anthropic Messages over SSE: the request body (with prompt-caching marks), the event
+//! decoder, and the provider that joins them to the HTTP shell.
+//!
+//! The wire, as the decoder reads it: `message_start` (model, usage so far),
+//! `content_block_start` / `content_block_delta` / `content_block_stop` per block (text;
+//! thinking, whose `signature_delta` is kept exactly; redacted_thinking; tool_use, whose input
+//! arrives as `input_json_delta` fragments), `message_delta` (stop reason and cumulative usage:
+//! each figure overwrites, never adds), `message_stop`; `ping` anywhere; `error` anywhere.
+
+use std::fmt;
+
+use futures::stream::BoxStream;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::{ApiKey, ProviderConfig};
+use crate::http::{Decoder, HttpClient};
+use crate::message::{
+    AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, Usage,
+};
+use crate::openai::request_model;
+use crate::provider::{Provider, ProviderError, ProviderErrorKind, StreamEvent};
+
+/// The API version every request names.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The answer's token limit when the config sets none (the wire requires one).
+pub const MAX_OUTPUT_TOKENS_DEFAULT: u64 = 8_192;
+
+/// What a request body needs besides the request.
+#[derive(Debug, Clone, Default)]
+pub struct BodyOptions {
+    /// The model when the request names none.
+    pub model_default: String,
+    /// `max_tokens`; [`MAX_OUTPUT_TOKENS_DEFAULT`] when unset.
+    pub max_output_tokens: Option<u64>,
+    /// Extended thinking's budget; off when unset.
+    pub thinking_budget_tokens: Option<u64>,
+}
+
+/// The Messages body for `request`: the system prompt and the last tool marked for the prompt
+/// cache (so the stable prefix is written once and read after), the conversation with
+/// consecutive user-side messages (input, tool results, blocks) merged into one user turn, each
+/// assistant message sent back as it came (thinking with its signature, redacted thinking,
+/// text, tool_use with its id), and the session id as `metadata.user_id`.
+pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
+    let mut messages: Vec<Value> = Vec::with_capacity(request.messages.len());
+    let mut push = |role: &str, blocks: Vec<Value>| {
+        if blocks.is_empty() {
+            return;
+        }
+        match messages.last_mut() {
+            Some(last) if last["role"] == role => {
+                if let Some(content) = last["content"].as_array_mut() {
+                    content.extend(blocks);
+                }
+            }
+            _ => messages.push(json!({"role": role, "content": blocks})),
+        }
+    };
+    for message in &request.messages {
+        match message.as_ref() {
+            Message::User(user) => push("user", vec![json!({"type": "text", "text": user.text})]),
+            Message::ToolResult(result) => push(
+                "user",
+                vec![json!({
+                    "type": "tool_result",
+                    "tool_use_id": result.tool_call_id,
+                    "content": result.content,
+                    "is_error": result.is_error,
+                })],
+            ),
+            Message::Assistant(assistant) => {
+                let blocks = assistant
+                    .content
+                    .iter()
+                    .filter_map(|block| match block {
+                        // The wire refuses empty text blocks.
+                        AssistantBlock::Text { text } if text.is_empty() => None,
+                        AssistantBlock::Text { text } => {
+                            Some(json!({"type": "text", "text": text}))
+                        }
+                        // Reasoning without a signature (another provider's) cannot be sent.
+                        AssistantBlock::Thinking {
+                            signature: None, ..
+                        } => None,
+                        AssistantBlock::Thinking {
+                            thinking,
+                            signature: Some(signature),
+                        } => Some(json!({
+                            "type": "thinking",
+                            "thinking": thinking,
+                            "signature": signature,
+                        })),
+                        AssistantBlock::RedactedThinking { data } => {
+                            Some(json!({"type": "redacted_thinking", "data": data}))
+                        }
+                        AssistantBlock::ToolCall(call) => Some(json!({
+                            "type": "tool_use",
+                            "id": call.id,
+                            "name": call.name,
+                            "input": call.arguments,
+                        })),
+                    })
+                    .collect();
+                push("assistant", blocks);
+            }
+        }
+    }
+    let mut body = json!({
+        "model": request_model(request, &options.model_default),
+        "max_tokens": options.max_output_tokens.unwrap_or(MAX_OUTPUT_TOKENS_DEFAULT),
+        "messages": messages,
+        "stream": true,
+    });
+    if !request.system_prompt.is_empty() {
+        body["system"] = json!([{
+            "type": "text",
+            "text": request.system_prompt,
+            "cache_control": {"type": "ephemeral"},
+        }]);
+    }
+    if !request.tools.is_empty() {
+        let n_tools = request.tools.len();
+        body["tools"] = request
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(idx, tool)| {
+                let mut wire = json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.parameters,
+                });
+                if idx + 1 == n_tools {
+                    wire["cache_control"] = json!({"type": "ephemeral"});
+                }
+                wire
+            })
+            .collect();
+    }
+    if let Some(budget_tokens) = options.thinking_budget_tokens {
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget_tokens});
+    }
+    if let Some(session_id) = &request.session_id {
+        body["metadata"] = json!({"user_id": session_id});
+    }
+    body
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireEvent {
+    MessageStart {
+        message: WireMessage,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: WireBlock,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: WireDelta,
+    },
+    ContentBlockStop {
+        index: usize,
+    },
+    MessageDelta {
+        #[serde(default)]
+        delta: MessageDeltaBody,
+        #[serde(default)]
+        usage: Option<WireUsage>,
+    },
+    MessageStop,
+    Ping,
+    Error {
+        error: WireError,
+    },
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Option<Value>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireDelta {
+    TextDelta { text: String },
+    ThinkingDelta { thinking: String },
+    SignatureDelta { signature: String },
+    InputJsonDelta { partial_json: String },
+}
+
+#[derive(Deserialize, Default)]
+struct MessageDeltaBody {
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+/// Usage as the wire reports it: each figure present overwrites the one held.
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct WireError {
+    #[serde(default, rename = "type")]
+    kind: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// The HTTP status Anthropic documents for each error type, so a mid-stream error reads like
+/// the same error answered up front.
+fn error_status(kind: &str) -> Option<u16> {
+    Some(match kind {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "api_error" => 500,
+        "overloaded_error" => 529,
+        _ => return None,
+    })
+}
+
+/// A block being assembled, at the wire's index.
+#[derive(Debug)]
+enum Block {
+    Text(String),
+    Thinking {
+        thinking: String,
+        signature: Option<String>,
+    },
+    Redacted(String),
+    Tool {
+        id: String,
+        name: String,
+        /// The input from the block's start, used when no fragments follow.
+        input: Option<Value>,
+        /// The `input_json_delta` fragments so far, joined.
+        partial_json: String,
+    },
+}
+
+/// Messages events → stream events; pure.
+#[derive(Debug, Default)]
+pub struct AnthropicDecoder {
+    model: String,
+    /// Blocks by the wire's index.
+    blocks: Vec<Option<Block>>,
+    usage: Usage,
+    stop_reason: Option<String>,
+}
+
+impl AnthropicDecoder {
+    /// A decoder for a response to a request for `model`.
+    pub fn new(model: impl Into<String>) -> Self {
+        Self {
+            model: model.into(),
+            ..Self::default()
+        }
+    }
+
+    fn overwrite_usage(&mut self, usage: WireUsage, out: &mut Vec<StreamEvent>) {
+        let held = &mut self.usage;
+        if let Some(tokens) = usage.input_tokens {
+            held.input = tokens;
+        }
+        if let Some(tokens) = usage.output_tokens {
+            held.output = tokens;
+        }
+        if let Some(tokens) = usage.cache_read_input_tokens {
+            held.cache_read = tokens;
+        }
+        if let Some(tokens) = usage.cache_creation_input_tokens {
+            held.cache_write = tokens;
+        }
+        out.push(StreamEvent::Usage(*held));
+    }
+
+    fn block(&mut self, index: usize) -> Option<&mut Block> {
+        self.blocks.get_mut(index).and_then(Option::as_mut)
+    }
+
+    fn malformed(message: String, out: &mut Vec<StreamEvent>) {
+        out.push(StreamEvent::Error(ProviderError::new(
+            ProviderErrorKind::Malformed,
+            message,
+        )));
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) {
+        let (stop_reason, error_message) = match self.stop_reason.as_deref() {
+            Some("tool_use") => (StopReason::ToolUse, None),
+            Some("max_tokens" | "model_context_window_exceeded") => (StopReason::Length, None),
+            Some("refusal") => (
+                StopReason::Error,
+                Some("the model refused to answer".to_owned()),
+            ),
+            _ => (StopReason::Stop, None),
+        };
+        let content = std::mem::take(&mut self.blocks)
+            .into_iter()
+            .flatten()
+            .map(|block| match block {
+                Block::Text(text) => AssistantBlock::Text { text },
+                Block::Thinking {
+                    thinking,
+                    signature,
+                } => AssistantBlock::Thinking {
+                    thinking,
+                    signature,
+                },
+                Block::Redacted(data) => AssistantBlock::RedactedThinking { data },
+                Block::Tool {
+                    id,
+                    name,
+                    input,
+                    partial_json,
+                } => AssistantBlock::ToolCall(tool_call(id, name, input, &partial_json)),
+            })
+            .collect();
+        out.push(StreamEvent::Done(AssistantMessage {
+            content,
+            usage: self.usage,
+            stop_reason,
+            model: std::mem::take(&mut self.model),
+            error_message,
+        }));
+    }
+}
+
+/// A whole tool call: the joined fragments, else the start's input, else `{}`; fragments that
+/// are not JSON are kept as the text that came.
+fn tool_call(id: String, name: String, input: Option<Value>, partial_json: &str) -> ToolCall {
+    let arguments = if partial_json.trim().is_empty() {
+        input.unwrap_or_else(|| json!({}))
+    } else {
+        serde_json::from_str(partial_json)
+            .unwrap_or_else(|_| Value::String(partial_json.to_owned()))
+    };
+    ToolCall {
+        id,
+        name,
+        arguments,
+    }
+}
+
+impl Decoder for AnthropicDecoder {
+    fn event(&mut self, _event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+        let event: WireEvent = match serde_json::from_str(data) {
+            Ok(event) => event,
+            // An event type this decoder does not know is skipped: the wire adds some.
+            Err(_) if is_unknown_event(data) => return,
+            Err(error) => {
+                return Self::malformed(format!("an event does not parse: {error}"), out);
+            }
+        };
+        match event {
+            WireEvent::MessageStart { message } => {
+                if let Some(model) = message.model.filter(|model| !model.is_empty()) {
+                    self.model = model;
+                }
+                if let Some(usage) = message.usage {
+                    self.overwrite_usage(usage, out);
+                }
+            }
+            WireEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => {
+                let block = match content_block {
+                    WireBlock::Text { text } => {
+                        if !text.is_empty() {
+                            out.push(StreamEvent::TextDelta(text.clone()));
+                        }
+                        Block::Text(text)
+                    }
+                    WireBlock::Thinking {
+                        thinking,
+                        signature,
+                    } => {
+                        if !thinking.is_empty() {
+                            out.push(StreamEvent::ThinkingDelta(thinking.clone()));
+                        }
+                        Block::Thinking {
+                            thinking,
+                            signature,
+                        }
+                    }
+                    WireBlock::RedactedThinking { data } => Block::Redacted(data),
+                    WireBlock::ToolUse { id, name, input } => Block::Tool {
+                        id,
+                        name,
+                        // The start carries `{}` as a placeholder when fragments follow.
+                        input,
+                        partial_json: String::new(),
+                    },
+                };
+                if self.blocks.len() <= index {
+                    self.blocks.resize_with(index + 1, || None);
+                }
+                self.blocks[index] = Some(block);
+            }
+            WireEvent::ContentBlockDelta { index, delta } => {
+                let Some(block) = self.block(index) else {
+                    return Self::malformed(
+                        format!("a delta for block {index}, never started"),
+                        out,
+                    );
+                };
+                match (block, delta) {
+                    (Block::Text(text), WireDelta::TextDelta { text: more }) => {
+                        text.push_str(&more);
+                        out.push(StreamEvent::TextDelta(more));
+                    }
+                    (
+                        Block::Thinking { thinking, .. },
+                        WireDelta::ThinkingDelta { thinking: more },
+                    ) => {
+                        thinking.push_str(&more);
+                        out.push(StreamEvent::ThinkingDelta(more));
+                    }
+                    (
+                        Block::Thinking { signature, .. },
+                        WireDelta::SignatureDelta { signature: more },
+                    ) => {
+                        signature.get_or_insert_with(String::new).push_str(&more);
+                    }
+                    (
+                        Block::Tool { partial_json, .. },
+                        WireDelta::InputJsonDelta { partial_json: more },
+                    ) => {
+                        partial_json.push_str(&more);
+                    }
+                    _ => {
+                        return Self::malformed(
+                            format!("a delta of the wrong kind for block {index}"),
+                            out,
+                        );
+                    }
+                }
+            }
+            WireEvent::ContentBlockStop { index } => {
+                if let Some(Block::Tool {
+                    id,
+                    name,
+                    input,
+                    partial_json,
+                }) = self.block(index)
+                {
+                    let call = tool_call(id.clone(), name.clone(), input.clone(), partial_json);
+                    out.push(StreamEvent::ToolCall(call));
+                }
+            }
+            WireEvent::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.stop_reason {
+                    self.stop_reason = Some(reason);
+                }
+                if let Some(usage) = usage {
+                    self.overwrite_usage(usage, out);
+                }
+            }
+            WireEvent::MessageStop => self.finish(out),
+            WireEvent::Ping => {}
+            WireEvent::Error { error } => {
+                let kind = match error_status(&error.kind) {
+                    Some(status) => ProviderErrorKind::Http { status },
+                    None => ProviderErrorKind::Transport,
+                };
+                let message = if error.message.is_empty() {
+                    error.kind
+                } else {
+                    error.message
+                };
+                out.push(StreamEvent::Error(ProviderError::new(kind, message)));
+            }
+        }
+    }
+
+    fn end(&mut self, out: &mut Vec<StreamEvent>) {
+        out.push(StreamEvent::Error(ProviderError::new(
+            ProviderErrorKind::Transport,
+            "the stream ended before the response finished",
+        )));
+    }
+}
+
+/// Whether `data` is a JSON object whose `type` this decoder does not know (skipped), rather
+/// than a known event that does not parse (an error).
+fn is_unknown_event(data: &str) -> bool {
+    const KNOWN: [&str; 8] = [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+        "error",
+    ];
+    #[derive(Deserialize)]
+    struct Tagged {
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    serde_json::from_str::<Tagged>(data).is_ok_and(|tagged| !KNOWN.contains(&tagged.kind.as_str()))
+}
+
+/// The Anthropic provider.
+pub struct AnthropicProvider {
+    client: HttpClient,
+    url: String,
+    api_key: Option<ApiKey>,
+    options: BodyOptions,
+}
+
+impl fmt::Debug for AnthropicProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicProvider")
+            .field("url", &self.url)
+            .field("api_key", &self.api_key)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicProvider {
+    /// The provider `config` describes.
+    pub fn new(config: &ProviderConfig) -> Result<Self, ProviderError> {
+        Ok(Self {
+            client: HttpClient::new(config.retry, &config.timeouts)?,
+            url: format!("{}/v1/messages", config.base_url()),
+            api_key: config.api_key.clone(),
+            options: BodyOptions {
+                model_default: config.model().to_owned(),
+                max_output_tokens: config.max_output_tokens,
+                thinking_budget_tokens: config.thinking_budget_tokens,
+            },
+        })
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
+        if let Some(key) = &self.api_key
+            && let Ok(mut value) = HeaderValue::from_str(key.expose())
+        {
+            value.set_sensitive(true);
+            headers.insert(HeaderName::from_static("x-api-key"), value);
+        }
+        headers
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
+        let body = request_body(&request, &self.options);
+        let decoder = AnthropicDecoder::new(request_model(&request, &self.options.model_default));
+        self.client.stream(
+            &self.url,
+            self.headers(),
+            body.to_string().into_bytes(),
+            decoder,
+        )
+    }
+}
