@@ -134,6 +134,29 @@ where
     })
 }
 
+/// Decodes SSE bytes held in memory, cut into `chunks` as they would arrive from a socket: the
+/// path of [`decode`], for tests and the bench.
+pub fn decode_chunks<D: Decoder>(
+    chunks: Vec<Vec<u8>>,
+    decoder: D,
+) -> impl Stream<Item = StreamEvent> + Send {
+    decode(
+        stream::iter(chunks.into_iter().map(Ok::<_, Infallible>)),
+        decoder,
+    )
+}
+
+/// Decodes `sse` cut into pieces of `piece_bytes` (which may split a UTF-8 character or a
+/// line), synchronously; for tests.
+pub fn decode_all<D: Decoder>(sse: &str, piece_bytes: usize, decoder: D) -> Vec<StreamEvent> {
+    let chunks = sse
+        .as_bytes()
+        .chunks(piece_bytes.max(1))
+        .map(<[u8]>::to_vec)
+        .collect();
+    futures::executor::block_on(decode_chunks(chunks, decoder).collect())
+}
+
 /// The wait before retry number `retry` (1 for the first retry) after a refused attempt:
 /// the server's `retry-after` in seconds when it sent one (capped at `retry_after_max_ms`),
 /// otherwise exponential backoff from `backoff_initial_ms`, capped at `backoff_max_ms`.
