@@ -3,4 +3,6 @@
 pub mod bench;
 pub mod projections_bench;
 pub mod runtime_bench;
+pub mod sse_server;
 pub mod turn_loop;
+pub mod wire_fixtures;
