@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod projections_bench;
+pub mod providers_bench;
 pub mod runtime_bench;
 pub mod sse_server;
 pub mod turn_loop;

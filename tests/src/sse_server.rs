@@ -28,6 +28,8 @@ pub enum Reply {
     /// the microseconds since the Unix epoch when it was written (`{STAMP}` in `template` is
     /// replaced by it): for latency measurements.
     Stamped {
+        /// Written first.
+        head: String,
         template: String,
         n_deltas: usize,
         interval: Duration,
@@ -271,12 +273,14 @@ async fn serve(
             }
         }
         Reply::Stamped {
+            head,
             template,
             n_deltas,
             interval,
             tail,
         } => {
             socket.write_all(SSE_HEAD.as_bytes()).await?;
+            write_chunk(&mut socket, &head).await?;
             for _ in 0..n_deltas {
                 tokio::time::sleep(interval).await;
                 let piece = template.replace("{STAMP}", &now_micros().to_string());
