@@ -149,8 +149,64 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
     body
 }
 
+/// An event as the wire sends it, every field optional: serde reads a flat struct in one pass,
+/// where an internally tagged enum would buffer each event first (twice the decoding time).
+/// [`typed`] turns it into a [`WireEvent`].
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+struct RawEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    message: Option<WireMessage>,
+    #[serde(default)]
+    content_block: Option<RawBlock>,
+    #[serde(default)]
+    delta: Option<RawDelta>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct RawBlock {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    thinking: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    data: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    input: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct RawDelta {
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    thinking: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    partial_json: Option<String>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+/// The events the decoder acts on.
 enum WireEvent {
     MessageStart {
         message: WireMessage,
@@ -167,9 +223,7 @@ enum WireEvent {
         index: usize,
     },
     MessageDelta {
-        #[serde(default)]
-        delta: MessageDeltaBody,
-        #[serde(default)]
+        stop_reason: Option<String>,
         usage: Option<WireUsage>,
     },
     MessageStop,
@@ -187,17 +241,12 @@ struct WireMessage {
     usage: Option<WireUsage>,
 }
 
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
 enum WireBlock {
     Text {
-        #[serde(default)]
         text: String,
     },
     Thinking {
-        #[serde(default)]
         thinking: String,
-        #[serde(default)]
         signature: Option<String>,
     },
     RedactedThinking {
@@ -206,13 +255,10 @@ enum WireBlock {
     ToolUse {
         id: String,
         name: String,
-        #[serde(default)]
         input: Option<Value>,
     },
 }
 
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
 enum WireDelta {
     TextDelta { text: String },
     ThinkingDelta { thinking: String },
@@ -220,10 +266,78 @@ enum WireDelta {
     InputJsonDelta { partial_json: String },
 }
 
-#[derive(Deserialize, Default)]
-struct MessageDeltaBody {
-    #[serde(default)]
-    stop_reason: Option<String>,
+/// The event `raw` is: `Ok(None)` for a type this decoder does not know (the wire adds some;
+/// they are skipped), `Err` naming what a known type lacks.
+fn typed(raw: RawEvent) -> Result<Option<WireEvent>, String> {
+    let index = || {
+        raw.index
+            .ok_or_else(|| format!("{} without an index", raw.kind))
+    };
+    Ok(Some(match raw.kind.as_str() {
+        "message_start" => WireEvent::MessageStart {
+            message: raw.message.ok_or("message_start without a message")?,
+        },
+        "content_block_start" => {
+            let index = index()?;
+            let block = raw
+                .content_block
+                .ok_or("content_block_start without a block")?;
+            let content_block = match block.kind.as_str() {
+                "text" => WireBlock::Text {
+                    text: block.text.unwrap_or_default(),
+                },
+                "thinking" => WireBlock::Thinking {
+                    thinking: block.thinking.unwrap_or_default(),
+                    signature: block.signature,
+                },
+                "redacted_thinking" => WireBlock::RedactedThinking {
+                    data: block.data.ok_or("redacted_thinking without data")?,
+                },
+                "tool_use" => WireBlock::ToolUse {
+                    id: block.id.ok_or("tool_use without an id")?,
+                    name: block.name.ok_or("tool_use without a name")?,
+                    input: block.input,
+                },
+                other => return Err(format!("a block of unknown type {other:?}")),
+            };
+            WireEvent::ContentBlockStart {
+                index,
+                content_block,
+            }
+        }
+        "content_block_delta" => {
+            let index = index()?;
+            let delta = raw.delta.ok_or("content_block_delta without a delta")?;
+            let missing = |field: &str| format!("a delta without its {field}");
+            let delta = match delta.kind.as_deref() {
+                Some("text_delta") => WireDelta::TextDelta {
+                    text: delta.text.ok_or_else(|| missing("text"))?,
+                },
+                Some("thinking_delta") => WireDelta::ThinkingDelta {
+                    thinking: delta.thinking.ok_or_else(|| missing("thinking"))?,
+                },
+                Some("signature_delta") => WireDelta::SignatureDelta {
+                    signature: delta.signature.ok_or_else(|| missing("signature"))?,
+                },
+                Some("input_json_delta") => WireDelta::InputJsonDelta {
+                    partial_json: delta.partial_json.ok_or_else(|| missing("partial_json"))?,
+                },
+                other => return Err(format!("a delta of unknown type {other:?}")),
+            };
+            WireEvent::ContentBlockDelta { index, delta }
+        }
+        "content_block_stop" => WireEvent::ContentBlockStop { index: index()? },
+        "message_delta" => WireEvent::MessageDelta {
+            stop_reason: raw.delta.and_then(|delta| delta.stop_reason),
+            usage: raw.usage,
+        },
+        "message_stop" => WireEvent::MessageStop,
+        "ping" => WireEvent::Ping,
+        "error" => WireEvent::Error {
+            error: raw.error.ok_or("an error event without its error")?,
+        },
+        _ => return Ok(None),
+    }))
 }
 
 /// Usage as the wire reports it: each figure present overwrites the one held.
@@ -388,10 +502,14 @@ fn tool_call(id: String, name: String, input: Option<Value>, partial_json: &str)
 
 impl Decoder for AnthropicDecoder {
     fn event(&mut self, _event: &str, data: &str, out: &mut Vec<StreamEvent>) {
-        let event: WireEvent = match serde_json::from_str(data) {
-            Ok(event) => event,
+        let event = match serde_json::from_str(data).map_err(|error| error.to_string()) {
+            Ok(raw) => typed(raw),
+            Err(error) => Err(error),
+        };
+        let event = match event {
+            Ok(Some(event)) => event,
             // An event type this decoder does not know is skipped: the wire adds some.
-            Err(_) if is_unknown_event(data) => return,
+            Ok(None) => return,
             Err(error) => {
                 return Self::malformed(format!("an event does not parse: {error}"), out);
             }
@@ -493,8 +611,8 @@ impl Decoder for AnthropicDecoder {
                     out.push(StreamEvent::ToolCall(call));
                 }
             }
-            WireEvent::MessageDelta { delta, usage } => {
-                if let Some(reason) = delta.stop_reason {
+            WireEvent::MessageDelta { stop_reason, usage } => {
+                if let Some(reason) = stop_reason {
                     self.stop_reason = Some(reason);
                 }
                 if let Some(usage) = usage {
@@ -524,27 +642,6 @@ impl Decoder for AnthropicDecoder {
             "the stream ended before the response finished",
         )));
     }
-}
-
-/// Whether `data` is a JSON object whose `type` this decoder does not know (skipped), rather
-/// than a known event that does not parse (an error).
-fn is_unknown_event(data: &str) -> bool {
-    const KNOWN: [&str; 8] = [
-        "message_start",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-        "ping",
-        "error",
-    ];
-    #[derive(Deserialize)]
-    struct Tagged {
-        #[serde(rename = "type")]
-        kind: String,
-    }
-    serde_json::from_str::<Tagged>(data).is_ok_and(|tagged| !KNOWN.contains(&tagged.kind.as_str()))
 }
 
 /// The Anthropic provider.
