@@ -260,10 +260,10 @@ enum WireBlock {
 }
 
 enum WireDelta {
-    TextDelta { text: String },
-    ThinkingDelta { thinking: String },
-    SignatureDelta { signature: String },
-    InputJsonDelta { partial_json: String },
+    Text { text: String },
+    Thinking { thinking: String },
+    Signature { signature: String },
+    InputJson { partial_json: String },
 }
 
 /// The event `raw` is: `Ok(None)` for a type this decoder does not know (the wire adds some;
@@ -310,16 +310,16 @@ fn typed(raw: RawEvent) -> Result<Option<WireEvent>, String> {
             let delta = raw.delta.ok_or("content_block_delta without a delta")?;
             let missing = |field: &str| format!("a delta without its {field}");
             let delta = match delta.kind.as_deref() {
-                Some("text_delta") => WireDelta::TextDelta {
+                Some("text_delta") => WireDelta::Text {
                     text: delta.text.ok_or_else(|| missing("text"))?,
                 },
-                Some("thinking_delta") => WireDelta::ThinkingDelta {
+                Some("thinking_delta") => WireDelta::Thinking {
                     thinking: delta.thinking.ok_or_else(|| missing("thinking"))?,
                 },
-                Some("signature_delta") => WireDelta::SignatureDelta {
+                Some("signature_delta") => WireDelta::Signature {
                     signature: delta.signature.ok_or_else(|| missing("signature"))?,
                 },
-                Some("input_json_delta") => WireDelta::InputJsonDelta {
+                Some("input_json_delta") => WireDelta::InputJson {
                     partial_json: delta.partial_json.ok_or_else(|| missing("partial_json"))?,
                 },
                 other => return Err(format!("a delta of unknown type {other:?}")),
@@ -568,31 +568,28 @@ impl Decoder for AnthropicDecoder {
                     );
                 };
                 match (block, delta) {
-                    (Block::Text(text), WireDelta::TextDelta { text: more }) => {
+                    (Block::Text(text), WireDelta::Text { text: more }) => {
                         text.push_str(&more);
                         out.push(StreamEvent::TextDelta(more));
                     }
-                    (
-                        Block::Thinking { thinking, .. },
-                        WireDelta::ThinkingDelta { thinking: more },
-                    ) => {
+                    (Block::Thinking { thinking, .. }, WireDelta::Thinking { thinking: more }) => {
                         thinking.push_str(&more);
                         out.push(StreamEvent::ThinkingDelta(more));
                     }
                     (
                         Block::Thinking { signature, .. },
-                        WireDelta::SignatureDelta { signature: more },
+                        WireDelta::Signature { signature: more },
                     ) => {
                         signature.get_or_insert_with(String::new).push_str(&more);
                     }
                     (
                         Block::Tool { partial_json, .. },
-                        WireDelta::InputJsonDelta { partial_json: more },
+                        WireDelta::InputJson { partial_json: more },
                     ) => {
                         partial_json.push_str(&more);
                     }
                     _ => {
-                        return Self::malformed(
+                        Self::malformed(
                             format!("a delta of the wrong kind for block {index}"),
                             out,
                         );
