@@ -164,7 +164,7 @@ impl Default for TimeoutConfig {
     fn default() -> Self {
         Self {
             connect_timeout_ms: 10_000,
-            idle_timeout_ms: 120_000,
+            idle_timeout_ms: 300_000,
             request_timeout_ms: None,
         }
     }
