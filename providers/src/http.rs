@@ -69,7 +69,7 @@ struct Decoding<S, D> {
     queue: VecDeque<StreamEvent>,
     /// Scratch space the decoder pushes into, reused for every SSE event.
     scratch: Vec<StreamEvent>,
-    /// A terminal event was handed out (or queued): nothing follows it.
+    /// A terminal event was handed out, or the body ended: nothing follows what is queued.
     finished: bool,
 }
 
@@ -124,12 +124,13 @@ where
                         format!("the body is not an event stream: {error}"),
                     )));
                 }
-                None => state.decoder.end(&mut state.scratch),
+                None => {
+                    state.decoder.end(&mut state.scratch);
+                    // Nothing follows the body's end, whatever the decoder pushed.
+                    state.finished = true;
+                }
             }
             state.queue.extend(state.scratch.drain(..));
-            if state.queue.is_empty() && state.finished {
-                return None;
-            }
         }
     })
 }
@@ -355,6 +356,62 @@ mod tests {
             backoff_max_ms: 8_000,
             retry_after_max_ms: 30_000,
         }
+    }
+
+    /// Echoes each event's data as a text delta; `data: done` ends the response, `data: fail`
+    /// fails it; at the body's end it pushes `at_end`.
+    struct Echo {
+        at_end: Vec<StreamEvent>,
+    }
+
+    impl Decoder for Echo {
+        fn event(&mut self, _event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+            match data {
+                "done" => out.push(StreamEvent::Done(crate::scripted::text_response("ok"))),
+                "fail" => out.push(StreamEvent::Error(ProviderError::new(
+                    ProviderErrorKind::Transport,
+                    "failed",
+                ))),
+                other => out.push(StreamEvent::TextDelta(other.to_owned())),
+            }
+        }
+
+        fn end(&mut self, out: &mut Vec<StreamEvent>) {
+            out.append(&mut self.at_end);
+        }
+    }
+
+    #[test]
+    fn a_stream_ends_once() {
+        let echo = |at_end| Echo { at_end };
+        let delta = |text: &str| StreamEvent::TextDelta(text.to_owned());
+        // Nothing follows a terminal event, not even the rest of the body.
+        let events = decode_all(
+            "data: a\n\ndata: fail\n\ndata: b\n\ndata: done\n\n",
+            3,
+            echo(vec![]),
+        );
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert_eq!(events[0], delta("a"));
+        // The body's end ends the stream whatever the decoder pushes then, even nothing.
+        assert_eq!(decode_all("data: a\n\n", 4, echo(vec![])), [delta("a")]);
+        assert_eq!(
+            decode_all("data: a\n\n", 4, echo(vec![delta("end")])),
+            [delta("a"), delta("end")]
+        );
+        // Bytes that are not UTF-8 end it as malformed, after what arrived.
+        let chunks = vec![
+            b"data: a\n\n".to_vec(),
+            vec![b'd', 0xff, 0xfe, b'\n', b'\n'],
+        ];
+        let events: Vec<_> =
+            futures::executor::block_on(decode_chunks(chunks, echo(vec![])).collect());
+        assert_eq!(events[0], delta("a"));
+        assert!(
+            matches!(&events[1], StreamEvent::Error(error) if error.kind == ProviderErrorKind::Malformed),
+            "{events:?}"
+        );
+        assert_eq!(events.len(), 2);
     }
 
     #[test]
