@@ -7,6 +7,7 @@
 //! arrives as `input_json_delta` fragments), `message_delta` (stop reason and cumulative usage:
 //! each figure overwrites, never adds), `message_stop`; `ping` anywhere; `error` anywhere.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use futures::stream::BoxStream;
@@ -153,17 +154,18 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
 /// where an internally tagged enum would buffer each event first (twice the decoding time).
 /// [`typed`] turns it into a [`WireEvent`].
 #[derive(Deserialize)]
-struct RawEvent {
-    #[serde(rename = "type")]
-    kind: String,
+struct RawEvent<'a> {
+    /// Borrowed from the event's text where it can be (type names have no escapes).
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
     #[serde(default)]
     index: Option<usize>,
     #[serde(default)]
     message: Option<WireMessage>,
-    #[serde(default)]
-    content_block: Option<RawBlock>,
-    #[serde(default)]
-    delta: Option<RawDelta>,
+    #[serde(default, borrow)]
+    content_block: Option<RawBlock<'a>>,
+    #[serde(default, borrow)]
+    delta: Option<RawDelta<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
@@ -171,9 +173,9 @@ struct RawEvent {
 }
 
 #[derive(Deserialize)]
-struct RawBlock {
-    #[serde(rename = "type")]
-    kind: String,
+struct RawBlock<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
@@ -191,9 +193,9 @@ struct RawBlock {
 }
 
 #[derive(Deserialize)]
-struct RawDelta {
-    #[serde(default, rename = "type")]
-    kind: Option<String>,
+struct RawDelta<'a> {
+    #[serde(default, rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
@@ -268,12 +270,12 @@ enum WireDelta {
 
 /// The event `raw` is: `Ok(None)` for a type this decoder does not know (the wire adds some;
 /// they are skipped), `Err` naming what a known type lacks.
-fn typed(raw: RawEvent) -> Result<Option<WireEvent>, String> {
+fn typed(raw: RawEvent<'_>) -> Result<Option<WireEvent>, String> {
     let index = || {
         raw.index
             .ok_or_else(|| format!("{} without an index", raw.kind))
     };
-    Ok(Some(match raw.kind.as_str() {
+    Ok(Some(match &*raw.kind {
         "message_start" => WireEvent::MessageStart {
             message: raw.message.ok_or("message_start without a message")?,
         },
@@ -282,7 +284,7 @@ fn typed(raw: RawEvent) -> Result<Option<WireEvent>, String> {
             let block = raw
                 .content_block
                 .ok_or("content_block_start without a block")?;
-            let content_block = match block.kind.as_str() {
+            let content_block = match &*block.kind {
                 "text" => WireBlock::Text {
                     text: block.text.unwrap_or_default(),
                 },
