@@ -479,6 +479,7 @@ mod tests {
             config.describe(),
             format!("{}", ApiKey::new("sk-very-secret")),
             format!("{:?}", OpenAiProvider::new(&config).expect("builds")),
+            format!("{:?}", AnthropicProvider::new(&config).expect("builds")),
         ];
         for text in shown {
             assert!(!text.contains("very-secret"), "{text}");

@@ -559,6 +559,39 @@ async fn a_silent_server_times_out() {
 }
 
 #[tokio::test]
+async fn a_request_over_its_whole_time_limit_times_out() {
+    for kind in KINDS {
+        // A delta every 50 ms keeps the idle timeout from firing; the request's limit does.
+        let mut pieces = text_answer(kind, &["slow"]);
+        pieces.truncate(2);
+        let delta = match kind {
+            ProviderKind::Openai => oa::text("."),
+            _ => an::text(0, "."),
+        };
+        let mut pieces: Vec<_> = pieces.into_iter().map(|piece| (DELAY, piece)).collect();
+        pieces.extend((0..100).map(|_| (Duration::from_millis(50), delta.clone())));
+        let server = SseServer::start(vec![Reply::Sse {
+            pieces,
+            end: End::Hang,
+        }])
+        .await
+        .expect("server");
+        let mut config = config(kind, &server);
+        config.timeouts.idle_timeout_ms = 1_000;
+        config.timeouts.request_timeout_ms = Some(400);
+        let started = Instant::now();
+        let events = collect(provider(&config).as_ref(), request("")).await;
+        assert_eq!(
+            error(&events).kind,
+            ProviderErrorKind::Timeout,
+            "{kind}: {events:?}"
+        );
+        assert!(text_deltas(&events).ends_with(".."), "{kind}: {events:?}");
+        assert!(started.elapsed() < Duration::from_secs(3), "{kind}");
+    }
+}
+
+#[tokio::test]
 async fn nothing_listening_is_a_transport_error_after_the_retries() {
     for kind in KINDS {
         let server = SseServer::start(Vec::new()).await.expect("server");
