@@ -24,7 +24,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-target/debug/seed serve --data-dir "$work/data" --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
+SEED_PROVIDER=scripted target/debug/seed serve --data-dir "$work/data" --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
 seed_pid=$!
 for _ in $(seq 1 200); do
     grep -q "^seed: listening on " "$work/serve.out" 2>/dev/null && break

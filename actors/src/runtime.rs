@@ -213,7 +213,7 @@ impl Runtime {
             .model_override
             .clone()
             .unwrap_or_else(|| settings.model.clone());
-        let context_window = seed_providers::model_context_window(&settings.provider_name, &model);
+        let context_window = settings.context_window(&model);
         Ok(Some(SessionInfo {
             session,
             continued_from,

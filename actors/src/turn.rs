@@ -65,6 +65,23 @@ pub struct RuntimeSettings {
     pub utc_offset_minutes: i32,
     /// Where crash-injection tests stop the world; empty in a service.
     pub crash_points: crate::crash::CrashPoints,
+    /// Context windows by model name, over the built-in table (a provider configuration's
+    /// `context_windows`).
+    pub context_windows: std::collections::BTreeMap<String, u64>,
+    /// The window of a model neither the overrides nor the table know.
+    pub context_window_default: Option<u64>,
+}
+
+impl RuntimeSettings {
+    /// The context window of `model`: the overrides, else the built-in table for this
+    /// provider, else the default. One answer for `<context_usage>` and the API's meter.
+    pub fn context_window(&self, model: &str) -> Option<u64> {
+        self.context_windows
+            .get(model)
+            .copied()
+            .or_else(|| model_context_window(&self.provider_name, model))
+            .or(self.context_window_default)
+    }
 }
 
 impl Default for RuntimeSettings {
@@ -81,6 +98,8 @@ impl Default for RuntimeSettings {
             session_idle: std::time::Duration::from_secs(30),
             utc_offset_minutes: 0,
             crash_points: crate::crash::CrashPoints::default(),
+            context_windows: std::collections::BTreeMap::new(),
+            context_window_default: None,
         }
     }
 }
@@ -678,7 +697,7 @@ async fn turn_blocks(
             updated_at_ms: file.updated_at_ms,
         })
         .collect();
-    let window = model_context_window(&env.settings.provider_name, &session_model(env, session));
+    let window = env.settings.context_window(&session_model(env, session));
     let last_usage = state
         .entries
         .iter()

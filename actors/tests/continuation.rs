@@ -1065,3 +1065,21 @@ async fn a_delegated_child_is_not_offered_continuation() -> anyhow::Result<()> {
     assert!(parent_first.system_prompt.contains("never compacted"));
     Ok(())
 }
+
+#[test]
+fn configured_context_windows_come_before_the_table() {
+    let settings = RuntimeSettings {
+        provider_name: "openai".to_owned(),
+        context_windows: [("my-finetune".to_owned(), 32_768)].into_iter().collect(),
+        context_window_default: Some(8_192),
+        ..RuntimeSettings::default()
+    };
+    assert_eq!(settings.context_window("my-finetune"), Some(32_768));
+    assert_eq!(settings.context_window("gpt-4o"), Some(128_000));
+    assert_eq!(settings.context_window("unknown-model"), Some(8_192));
+    let bare = RuntimeSettings {
+        provider_name: "openai".to_owned(),
+        ..RuntimeSettings::default()
+    };
+    assert_eq!(bare.context_window("unknown-model"), None);
+}

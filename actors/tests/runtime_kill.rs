@@ -362,7 +362,8 @@ async fn check(db: PathBuf, journal: PathBuf) {
                         AssistantBlock::ToolCall(call) => {
                             call.id.split_once('-').map(|(_, n)| n.to_owned())
                         }
-                        AssistantBlock::Thinking { .. } => None,
+                        AssistantBlock::Thinking { .. }
+                        | AssistantBlock::RedactedThinking { .. } => None,
                     };
                     committed.extend(nonce);
                 }

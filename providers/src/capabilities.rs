@@ -2,14 +2,37 @@
 //! per-turn `<context_usage>` block.
 
 /// Context windows in tokens, by provider and model-name prefix; the first row that matches
-/// wins. An empty prefix matches every model of its provider.
+/// wins, so a longer prefix comes before a shorter one. An empty prefix matches every model of
+/// its provider. Local models are served through the OpenAI-compatible wire, so they sit under
+/// `openai`, by the names llama.cpp, vLLM and Ollama give them; a model missing here takes the
+/// configured override (`ProviderConfig::context_window`).
 const CONTEXT_WINDOWS: &[(&str, &str, u64)] = &[
     ("scripted", "", 200_000),
     ("anthropic", "claude-", 200_000),
-    ("openai", "gpt-4o", 128_000),
+    ("openai", "gpt-5", 400_000),
     ("openai", "gpt-4.1", 1_047_576),
+    ("openai", "gpt-4o", 128_000),
+    ("openai", "gpt-4-turbo", 128_000),
+    ("openai", "o1-mini", 128_000),
+    ("openai", "o1", 200_000),
     ("openai", "o3", 200_000),
     ("openai", "o4", 200_000),
+    ("openai", "gpt-oss", 131_072),
+    ("openai", "llama3.1", 131_072),
+    ("openai", "llama3.2", 131_072),
+    ("openai", "llama3.3", 131_072),
+    ("openai", "llama-3.1", 131_072),
+    ("openai", "llama-3.2", 131_072),
+    ("openai", "llama-3.3", 131_072),
+    ("openai", "llama3", 8_192),
+    ("openai", "qwen3", 40_960),
+    ("openai", "qwen2.5", 32_768),
+    ("openai", "mistral-small", 131_072),
+    ("openai", "mistral", 32_768),
+    ("openai", "gemma3", 131_072),
+    ("openai", "deepseek-r1", 131_072),
+    ("openai", "deepseek-v3", 131_072),
+    ("openai", "phi4", 16_384),
 ];
 
 /// The context window, in tokens, of a provider's model; one table, used by the context meter
@@ -38,6 +61,15 @@ mod tests {
             ("openai", "o3-mini", Some(200_000)),
             ("openai", "o4-mini", Some(200_000)),
             ("openai", "gpt-3.5-turbo", None),
+            ("openai", "gpt-5", Some(400_000)),
+            ("openai", "gpt-5-mini", Some(400_000)),
+            ("openai", "o1-mini", Some(128_000)),
+            ("openai", "o1", Some(200_000)),
+            ("openai", "llama3.1:8b", Some(131_072)),
+            ("openai", "llama3:8b", Some(8_192)),
+            ("openai", "qwen2.5-coder:7b", Some(32_768)),
+            ("openai", "gpt-oss-20b", Some(131_072)),
+            ("anthropic", "claude-opus-4-1", Some(200_000)),
             ("openai", "claude-sonnet-4-5", None),
             ("ollama", "llama3", None),
         ] {

@@ -13,16 +13,27 @@
 //!   key is configured and the model of every test; `text_response` and `tool_response` build
 //!   scripted messages.
 //! - [`capabilities`]: `model_context_window`, the one table of context windows.
+//! - [`config`]: `ProviderConfig` (TOML file and environment variables) and `build`, which
+//!   makes the provider it describes (the scripted model when nothing is configured).
+//! - [`openai`], [`anthropic`]: the two wire protocols, each a pure request builder and a pure
+//!   SSE event decoder, joined to the HTTP shell in [`http`] (retries, timeouts, SSE framing).
 
+pub mod anthropic;
 pub mod capabilities;
+pub mod config;
+pub mod http;
 pub mod message;
+pub mod openai;
 pub mod provider;
 pub mod scripted;
 
+pub use anthropic::{AnthropicDecoder, AnthropicProvider};
 pub use capabilities::model_context_window;
+pub use config::{ApiKey, ProviderConfig, ProviderKind, RetryConfig, TimeoutConfig};
 pub use message::{
     AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, ToolResultMessage,
     ToolSpec, Usage, UserMessage,
 };
+pub use openai::{OpenAiDecoder, OpenAiProvider};
 pub use provider::{Provider, ProviderError, ProviderErrorKind, StreamEvent};
 pub use scripted::{ScriptedProvider, ScriptedStep, text_response, tool_response};

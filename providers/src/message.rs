@@ -71,6 +71,12 @@ pub enum AssistantBlock {
         /// since providers refuse reasoning whose signature does not match.
         signature: Option<String>,
     },
+    /// Reasoning the provider sent encrypted (Anthropic's `redacted_thinking`): opaque, kept
+    /// exactly and sent back unchanged.
+    RedactedThinking {
+        /// The provider's opaque payload.
+        data: String,
+    },
     /// A tool call: `{"type": "tool_call", "id": .., "name": .., "arguments": ..}`.
     ToolCall(ToolCall),
 }

@@ -64,6 +64,8 @@ pub enum ProviderErrorKind {
     },
     /// The provider's answer did not parse.
     Malformed,
+    /// The provider took longer than the configured timeout to connect, or to send more.
+    Timeout,
     /// The provider refused the request (a policy or safety refusal).
     Refused,
     /// The scripted provider was asked more often than its script has steps.
@@ -76,6 +78,7 @@ impl fmt::Display for ProviderErrorKind {
             Self::Transport => f.write_str("transport"),
             Self::Http { status } => write!(f, "http {status}"),
             Self::Malformed => f.write_str("malformed"),
+            Self::Timeout => f.write_str("timeout"),
             Self::Refused => f.write_str("refused"),
             Self::ScriptExhausted => f.write_str("script exhausted"),
         }
@@ -105,6 +108,7 @@ mod tests {
             (ProviderErrorKind::Transport, "transport: boom"),
             (ProviderErrorKind::Http { status: 429 }, "http 429: boom"),
             (ProviderErrorKind::Malformed, "malformed: boom"),
+            (ProviderErrorKind::Timeout, "timeout: boom"),
             (ProviderErrorKind::Refused, "refused: boom"),
             (ProviderErrorKind::ScriptExhausted, "script exhausted: boom"),
         ] {

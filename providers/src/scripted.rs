@@ -183,6 +183,7 @@ impl ScriptedProvider {
                         AssistantBlock::ToolCall(call) => {
                             events.push(StreamEvent::ToolCall(call.clone()));
                         }
+                        AssistantBlock::RedactedThinking { .. } => {}
                     }
                 }
                 events.push(StreamEvent::Usage(message.usage));

@@ -48,9 +48,9 @@ pub struct AppState {
     /// Accounts' public keys, read once.
     pub keys: auth::KeyCache,
     pub limits: Limits,
-    /// The model sessions use unless they name one, and its provider.
-    pub provider_name: String,
-    pub default_model: String,
+    /// The runtime's settings: the provider, the model sessions use unless they name one, and
+    /// the context windows.
+    pub settings: seed_actors::RuntimeSettings,
     pub clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// Turns true when the service starts draining: waits and streams end.
@@ -519,8 +519,8 @@ async fn get_session(
     let model = session
         .model_override
         .clone()
-        .unwrap_or_else(|| state.default_model.clone());
-    let context_window = seed_providers::model_context_window(&state.provider_name, &model);
+        .unwrap_or_else(|| state.settings.model.clone());
+    let context_window = state.settings.context_window(&model);
     state.take_nonce(&caller).await?;
     Ok(HttpResponse::Ok().json(GetSessionResponse {
         session: state.session_info(session).await?,

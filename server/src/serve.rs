@@ -1,5 +1,6 @@
 //! `seed serve`: the whole service on an embedded default — a data dir holding the SQLite
-//! database and the local account's key, the scripted model unless a provider is configured,
+//! database and the local account's key, the scripted model unless a provider is configured
+//! (`seed_providers::ProviderConfig::from_process_env`),
 //! HTTP on loopback. SIGTERM (or Ctrl-C) drains: stop accepting, end waits and streams, let the
 //! commits in flight finish, release this process's leases, exit 0. A turn cut off is taken up
 //! again by the next boot's sweep.
@@ -110,10 +111,28 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     }
     let boot_id = uuid::Uuid::now_v7().to_string();
     let clock: Arc<dyn Fn() -> i64 + Send + Sync> = Arc::new(now_ms);
-    let settings = RuntimeSettings::default();
-    let provider = Arc::new(crate::model::Metered {
-        inner: Arc::new(crate::model::scripted(options.scripted_delta_delay)),
-    });
+    // The model: what the environment configures (SEED_PROVIDER, OPENAI_API_KEY, … or the
+    // file SEED_PROVIDER_CONFIG names), else the scripted model.
+    let provider_config = seed_providers::ProviderConfig::from_process_env()?;
+    let mut settings = RuntimeSettings::default();
+    let (inner, model_line): (Arc<dyn seed_providers::Provider>, String) =
+        match provider_config.provider {
+            seed_providers::ProviderKind::Scripted => (
+                Arc::new(crate::model::scripted(options.scripted_delta_delay)),
+                "model: scripted (no provider configured)".to_owned(),
+            ),
+            _ => {
+                settings.provider_name = provider_config.provider.name().to_owned();
+                settings.model = provider_config.model().to_owned();
+                settings.context_windows = provider_config.context_windows.clone();
+                settings.context_window_default = provider_config.context_window_default;
+                (
+                    provider_config.build()?,
+                    format!("model: {}", provider_config.describe()),
+                )
+            }
+        };
+    let provider = Arc::new(crate::model::Metered { inner });
     let (runtime, report) = Runtime::start(
         store.clone(),
         provider,
@@ -138,8 +157,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         tokens,
         keys: Default::default(),
         limits: options.limits.clone(),
-        provider_name: settings.provider_name.clone(),
-        default_model: settings.model.clone(),
+        settings: settings.clone(),
         clock: Arc::clone(&clock),
         metrics: crate::metrics::install(),
         draining,
@@ -197,7 +215,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     let server_file = options.data_dir.join(SERVER_FILE);
     std::fs::write(&server_file, serde_json::json!({ "url": url }).to_string())?;
     println!("seed: listening on {url}");
-    println!("model: scripted (no provider configured)");
+    println!("{model_line}");
     println!("data dir: {}", options.data_dir.display());
     println!(
         "account: {} (key in {})",

@@ -3,7 +3,10 @@
 pub mod bench;
 pub mod continuation_bench;
 pub mod projections_bench;
+pub mod providers_bench;
 pub mod runtime_bench;
 pub mod service_bench;
 pub mod sim;
+pub mod sse_server;
 pub mod turn_loop;
+pub mod wire_fixtures;

@@ -57,6 +57,7 @@ pub fn start(seed: &Path, scratch: &Path) -> anyhow::Result<Service> {
         .arg(&data_dir)
         .args(["--listen", "127.0.0.1:0", "--queued-runs-max", "1000000"])
         .env("RUST_LOG", "warn")
+        .env("SEED_PROVIDER", "scripted")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -31,6 +31,8 @@ impl Server {
             .args(["--listen", "127.0.0.1:0"])
             .args(extra_args)
             .env("RUST_LOG", "warn")
+            // The scripted model, whatever provider the developer's environment configures.
+            .env("SEED_PROVIDER", "scripted")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

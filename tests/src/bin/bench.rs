@@ -11,7 +11,8 @@
 //! Suites: `store` (commits through the store's writer, and the ceiling of group commit),
 //! `harness` (steps of a scripted turn loop through the durable harness, in memory and over
 //! the store), `projections` (assembling a request and importing pending events, pure and in
-//! memory) and `runtime` (the agent loop through the whole runtime). `SEED_BENCH_VERBOSE=1`
+//! memory), `runtime` (the agent loop through the whole runtime) and `providers` (decoding
+//! both wire protocols, and the latency of a delta from socket to event). `SEED_BENCH_VERBOSE=1`
 //! prints what each measurement saw.
 //!
 //! The `service` suite starts the release `seed serve` (built beside the bench if missing) and
@@ -52,6 +53,18 @@
 //! projection over transcripts of 1k, 100k and 1M events with the same cited ranges (µs; the
 //! floor is the 1k case, so the ratio is growth with the transcript) and a whole continuation
 //! from the verb call to the successor's run queued (µs; the floor is one raw commit in µs).
+//!
+//! The `providers` suite touches no disk either: its floors are the targets.
+//! `providers parse openai` and `providers parse anthropic` decode a recorded-shape stream of
+//! 8 MiB (text deltas of a few words each, reasoning, four tool calls with fragmented
+//! arguments, usage) from memory, in pieces of 4 KiB as a socket hands them over, through the
+//! path a response takes (eventsource-stream, then the wire's decoder), in MB/s (best of 5);
+//! floor 100 MB/s, so a ratio above 1 meets the target. `providers delta latency openai` and
+//! `providers delta latency anthropic` stream 500 text deltas, 2 ms apart, from a loopback
+//! server that writes each delta's send time into it, through the whole provider (reqwest,
+//! SSE, decoder) and report the median time from the write to the `StreamEvent` the harness
+//! reads, in µs (loopback transit included; the p99 goes to stderr); floor 1,000 µs, so a
+//! ratio below 1 meets the target.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -68,15 +81,17 @@ use seed_projections::import::{ImportMode, RunView, plan_import};
 use seed_store::{BatchMode, Config, NewSession, Store, Synchronous, floor};
 use seed_tests::bench::{Row, write_report};
 use seed_tests::projections_bench;
+use seed_tests::providers_bench;
 use seed_tests::runtime_bench;
 use seed_tests::turn_loop::{self, CommitStats, TURNS_PER_SESSION, TimedFs};
 
-const SUITES: [&str; 6] = [
+const SUITES: [&str; 7] = [
     "store",
     "harness",
     "projections",
     "runtime",
     "continuation",
+    "providers",
     "service",
 ];
 
@@ -92,6 +107,7 @@ fn main() -> anyhow::Result<()> {
         "projections" => projections_suite(&filter)?,
         "runtime" => runtime_suite(&filter)?,
         "continuation" => seed_tests::continuation_bench::suite(&scratch_dir()?, &filter)?,
+        "providers" => providers_suite(&filter)?,
         "service" => service_suite(&filter)?,
         _ => bail!("usage: bench SUITE, where SUITE is one of {SUITES:?}"),
     };
@@ -99,6 +115,62 @@ fn main() -> anyhow::Result<()> {
     println!("{}", seed_tests::bench::table(&rows));
     println!("wrote {}", path.display());
     Ok(())
+}
+
+fn providers_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
+    use seed_providers::ProviderKind;
+    const STREAM_BYTES: usize = 8 << 20;
+    const PARSE_FLOOR_MB_PER_S: f64 = 100.0;
+    const LATENCY_FLOOR_MICROS: f64 = 1_000.0;
+    let verbose = std::env::var_os("SEED_BENCH_VERBOSE").is_some();
+    let mut rows = Vec::new();
+    for (kind, name) in [
+        (ProviderKind::Openai, "openai"),
+        (ProviderKind::Anthropic, "anthropic"),
+    ] {
+        let row = format!("providers parse {name}");
+        if selected(&row, filter) {
+            let sse = providers_bench::recorded_stream(kind, STREAM_BYTES);
+            let rate = best_of(|| {
+                let (elapsed, n_deltas) = providers_bench::decode_once(kind, &sse)?;
+                let rate = sse.len() as f64 / 1e6 / elapsed.as_secs_f64();
+                if verbose {
+                    eprintln!("{row}: {} bytes, {n_deltas} deltas, {elapsed:?}", sse.len());
+                }
+                Ok(rate)
+            })?;
+            rows.push(Row::ratio(&row, rate, "MB/s", PARSE_FLOOR_MB_PER_S));
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    for (kind, name) in [
+        (ProviderKind::Openai, "openai"),
+        (ProviderKind::Anthropic, "anthropic"),
+    ] {
+        let row = format!("providers delta latency {name}");
+        if selected(&row, filter) {
+            let latencies = runtime.block_on(providers_bench::delta_latencies(
+                kind,
+                500,
+                Duration::from_millis(2),
+            ))?;
+            let at = |quantile: f64| {
+                latencies[((latencies.len() - 1) as f64 * quantile).round() as usize] as f64
+            };
+            eprintln!(
+                "{row}: median {:.0} us, p99 {:.0} us, max {:.0} us over {} deltas",
+                at(0.5),
+                at(0.99),
+                at(1.0),
+                latencies.len()
+            );
+            rows.push(Row::ratio(&row, at(0.5), "us", LATENCY_FLOOR_MICROS));
+        }
+    }
+    Ok(rows)
 }
 
 /// How many times each measurement is repeated; the best of them counts, for the floor and
