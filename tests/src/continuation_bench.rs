@@ -238,6 +238,14 @@ async fn whole_continuation(store: &Store, floor_rate: f64) -> anyhow::Result<Ro
         .await?;
     let mut samples = Vec::new();
     for call in 0..MAX_SESSION_CONTINUATIONS_PER_SESSION {
+        // Each continuation carries a new message (one message is carried once).
+        let message = NewEvent::message(
+            EventRole::User,
+            "user",
+            json!({ "text": format!("and now part {call}") }),
+            10 + call as i64,
+        );
+        store.append_events(session_id, vec![message]).await?;
         let context = runtime
             .verb_context(session_id, run_id, &format!("bench-{call}"))
             .await?;
