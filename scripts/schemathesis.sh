@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes a running `seed serve` from its own OpenAPI document with schemathesis (from PyPI,
-# installed into target/schemathesis-venv when missing). Requests go through a signing proxy
+# installed into $CARGO_TARGET_DIR (default target/)/schemathesis-venv when missing). Requests go through a signing proxy
 # (scripts/signing_proxy.py) that signs each one with the service's local key, as the CLI does.
 # Needs the seed binary built (cargo build -p seed-server --bin seed).
 set -euo pipefail
@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 SCHEMATHESIS_VERSION=4.32.5
 CRYPTOGRAPHY_VERSION=50.0.2
-venv=target/schemathesis-venv
+target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
+venv=$target_dir/schemathesis-venv
 if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
     echo "installing schemathesis $SCHEMATHESIS_VERSION into $venv"
     python3 -m venv "$venv"
@@ -24,7 +25,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-SEED_PROVIDER=scripted target/debug/seed serve --data-dir "$work/data" --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
+SEED_PROVIDER=scripted "$target_dir/debug/seed" serve --data-dir "$work/data" --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
 seed_pid=$!
 for _ in $(seq 1 200); do
     grep -q "^seed: listening on " "$work/serve.out" 2>/dev/null && break
@@ -45,7 +46,7 @@ proxy="http://127.0.0.1:$(cat "$work/proxy.port")"
 # not exist here (the service tests check unsigned requests get 401). The coverage phase is left
 # out: schemathesis 4.32.5 fails inside it on this document (a KeyError in its own code).
 # Run from the scratch dir, so schemathesis keeps its cache there and not in the work tree.
-schemathesis="$PWD/$venv/bin/schemathesis"
+schemathesis="$venv/bin/schemathesis"
 cd "$work"
 "$schemathesis" run "$url/v1/openapi.json" \
     --url "$proxy" \
