@@ -307,20 +307,48 @@ async fn replay(env: &RunEnv, edge: &ContinuationRow) -> Result<Outcome, Failure
         return refuse("the successor this call made has been deleted");
     };
     let mut started = false;
-    if store.list_session_runs(successor_id).await?.is_empty() {
-        let copied = store
-            .read_events(successor_id, 1, i64::MAX, 4)
-            .await?
-            .into_iter()
-            .find(|event| event.meta.get(CONTINUED_FROM_META).is_some());
-        if let Some(copied) = copied {
-            started = start_successor_run(env, successor_id, copied.id).await;
-        }
+    if store.list_session_runs(successor_id).await?.is_empty()
+        && let Some(copied) = copied_message(store, successor_id).await?
+    {
+        started = start_successor_run(env, successor_id, copied.id).await;
     }
     Ok(Outcome {
         output: continued_output(successor_id, &successor.title),
         successor_to_start: started.then_some(successor_id),
     })
+}
+
+/// A successor's copy of the message it answers (the one of its first events that carries
+/// `meta.continued_from`).
+pub async fn copied_message(
+    store: &Store,
+    successor_id: SessionId,
+) -> Result<Option<SessionEvent>, seed_store::Error> {
+    Ok(store
+        .read_events(successor_id, 1, 4, 4)
+        .await?
+        .into_iter()
+        .find(|event| event.meta.get(CONTINUED_FROM_META).is_some()))
+}
+
+/// Queues a successor's run, on the interactive queue, for its copied message `message_id`.
+pub async fn queue_successor_run(
+    store: &Store,
+    successor_id: SessionId,
+    message_id: seed_events::EventId,
+    now_ms: i64,
+) -> Result<(), seed_store::Error> {
+    store
+        .enqueue_run(NewRun {
+            id: RunId::new_v7(),
+            session_id: successor_id,
+            queue: Queue::Interactive,
+            user_event_ids: vec![message_id],
+            parent_run_id: None,
+            typed: false,
+            created_at_ms: now_ms,
+        })
+        .await
 }
 
 /// Queues the successor's run for its copied message; false when that failed (the successor
@@ -330,16 +358,7 @@ async fn start_successor_run(
     successor_id: SessionId,
     message_id: seed_events::EventId,
 ) -> bool {
-    let run = NewRun {
-        id: RunId::new_v7(),
-        session_id: successor_id,
-        queue: Queue::Interactive,
-        user_event_ids: vec![message_id],
-        parent_run_id: None,
-        typed: false,
-        created_at_ms: (env.clock)(),
-    };
-    match env.store.enqueue_run(run).await {
+    match queue_successor_run(&env.store, successor_id, message_id, (env.clock)()).await {
         Ok(()) => true,
         Err(error) => {
             tracing::warn!(%successor_id, %error, "could not queue a successor's run");

@@ -209,10 +209,7 @@ impl Runtime {
         };
         let (continued_from, continued_to) = store.continuation_links(session_id).await?;
         let settings = &self.env.settings;
-        let model = session
-            .model_override
-            .clone()
-            .unwrap_or_else(|| settings.model.clone());
+        let model = settings.session_model(&session);
         let context_window = settings.context_window(&model);
         Ok(Some(SessionInfo {
             session,
@@ -302,28 +299,8 @@ async fn boot_sweep_with(
     let requeued = store.requeue_running_runs(now_ms).await?;
     // A successor whose run a crash lost before it was queued gets it now.
     for successor in store.successors_without_runs().await? {
-        let copied = store
-            .read_events(successor, 1, 4, 4)
-            .await?
-            .into_iter()
-            .find(|event| {
-                event
-                    .meta
-                    .get(seed_events::continuation::CONTINUED_FROM_META)
-                    .is_some()
-            });
-        if let Some(copied) = copied {
-            store
-                .enqueue_run(seed_store::NewRun {
-                    id: RunId::new_v7(),
-                    session_id: successor,
-                    queue: Queue::Interactive,
-                    user_event_ids: vec![copied.id],
-                    parent_run_id: None,
-                    typed: false,
-                    created_at_ms: now_ms,
-                })
-                .await?;
+        if let Some(copied) = crate::continuation::copied_message(store, successor).await? {
+            crate::continuation::queue_successor_run(store, successor, copied.id, now_ms).await?;
         }
     }
     if !released.is_empty() || !requeued.is_empty() {

@@ -9,7 +9,7 @@ use actix::prelude::*;
 use dashmap::DashMap;
 use futures::FutureExt;
 use seed_durable::StopSignal;
-use seed_events::{RunId, RunStatus, SessionId};
+use seed_events::{RunId, SessionId};
 use seed_store::RunRow;
 
 use crate::queue::{RunDone, RunQueue};
@@ -140,24 +140,13 @@ impl Handler<StartRun> for SessionActor {
                     let give_up = run.attempts >= env.settings.run_attempts_max;
                     if give_up {
                         // It kept failing: it ends here, failed, and waiters hear of it.
-                        let publisher = env.publisher.clone();
-                        let store = env.store.clone();
-                        let now = (env.clock)();
+                        // A child's parent hears of it as of any other end.
                         actix::spawn(async move {
-                            let result = serde_json::json!({
-                                "error": "the session failed while running this turn, every attempt"
-                            });
-                            if let Err(error) =
-                                store.finish_run(run.id, RunStatus::Failed, Some(result), now).await
-                            {
-                                tracing::error!(run_id = %run.id, %error, "cannot fail a run");
-                            }
-                            let _ = store.release_lease(run.session_id, &env.boot_id).await;
-                            publisher.publish(crate::bus::Notification::RunFinished {
-                                session_id: run.session_id,
-                                run_id: run.id,
-                                status: RunStatus::Failed,
-                            });
+                            let _ = env.store.release_lease(run.session_id, &env.boot_id).await;
+                            let end = RunEnd::failed(
+                                "the session failed while running this turn, every attempt",
+                            );
+                            crate::turn::finish(&env, &run, end).await;
                         });
                     } else {
                         // Its lease goes too, so the next attempt can take it.

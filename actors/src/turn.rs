@@ -73,6 +73,13 @@ pub struct RuntimeSettings {
 }
 
 impl RuntimeSettings {
+    /// The model a session's runs ask: its override, or the runtime's model.
+    pub fn session_model(&self, session: &seed_store::SessionRow) -> String {
+        session
+            .model_override
+            .clone()
+            .unwrap_or_else(|| self.model.clone())
+    }
     /// The context window of `model`: the overrides, else the built-in table for this
     /// provider, else the default. One answer for `<context_usage>` and the API's meter.
     pub fn context_window(&self, model: &str) -> Option<u64> {
@@ -112,7 +119,7 @@ pub struct RunEnd {
 }
 
 impl RunEnd {
-    fn failed(reason: impl std::fmt::Display) -> RunEnd {
+    pub(crate) fn failed(reason: impl std::fmt::Display) -> RunEnd {
         RunEnd {
             status: RunStatus::Failed,
             result: serde_json::json!({ "error": reason.to_string() }),
@@ -164,7 +171,9 @@ pub async fn execute_run(
     Ok(finish(env, run, end).await)
 }
 
-async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
+/// Records a run's end: closes it (a child's with its delivery to the parent, in one
+/// transaction) and tells subscribers.
+pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
     let now = (env.clock)();
     if end.status.is_terminal() {
         // A child's end and its delivery to the parent are one transaction: a crash between
@@ -343,7 +352,8 @@ async fn turn(
         // A harness kept from an earlier run serves only while the session's model is the
         // one it was opened with (a person may have changed it in between).
         Some(mut harness)
-            if !harness.is_closed() && harness.config().model == session_model(env, &session) =>
+            if !harness.is_closed()
+                && harness.config().model == env.settings.session_model(&session) =>
         {
             harness.set_tools(tools);
             harness
@@ -366,7 +376,7 @@ async fn turn(
             };
             let config = HarnessConfig {
                 session_id: Some(session_id.to_string()),
-                ..HarnessConfig::new(session_model(env, &session), system_prompt)
+                ..HarnessConfig::new(env.settings.session_model(&session), system_prompt)
             };
             let files = crate::crash::CrashFs::new(
                 store.session_files(session_id),
@@ -634,14 +644,6 @@ async fn continued_by(
     Ok(None)
 }
 
-/// The model a session's runs ask: its override, or the runtime's model.
-fn session_model(env: &RunEnv, session: &seed_store::SessionRow) -> String {
-    session
-        .model_override
-        .clone()
-        .unwrap_or_else(|| env.settings.model.clone())
-}
-
 /// The highest store entry the session's log names.
 async fn max_pi_entry_id(store: &Store, session_id: SessionId) -> Result<Option<u64>, TurnError> {
     Ok(store
@@ -697,7 +699,9 @@ async fn turn_blocks(
             updated_at_ms: file.updated_at_ms,
         })
         .collect();
-    let window = env.settings.context_window(&session_model(env, session));
+    let window = env
+        .settings
+        .context_window(&env.settings.session_model(session));
     let last_usage = state
         .entries
         .iter()

@@ -9,7 +9,7 @@
 //! repeats nothing.
 
 use seed_durable::{Entry, EntryBody, EntryId};
-use seed_events::{EventRole, NewEvent, RunId};
+use seed_events::{EventRole, NewEvent, RunId, SessionEvent};
 use seed_providers::AssistantBlock;
 use serde_json::json;
 
@@ -93,6 +93,37 @@ pub fn unprojected(entries: &[Entry], max_pi_entry_id: Option<EntryId>) -> Vec<&
         .collect()
 }
 
+/// How a session's log disagrees with its store, one line per problem: an entry the log
+/// shows that is projected other than exactly once (its events, consecutive, count once), or a
+/// `pi_entry_id` naming an entry the store does not hold. Empty when they agree.
+pub fn log_store_disagreements(entries: &[Entry], log: &[SessionEvent]) -> Vec<String> {
+    let mut groups: std::collections::BTreeMap<i64, usize> = std::collections::BTreeMap::new();
+    let mut previous: Option<(i64, i64)> = None;
+    for event in log {
+        if let Some(entry_id) = event.pi_entry_id {
+            if previous.is_none_or(|(id, seq)| id != entry_id || seq + 1 != event.seq) {
+                *groups.entry(entry_id).or_default() += 1;
+            }
+            previous = Some((entry_id, event.seq));
+        }
+    }
+    let mut problems = Vec::new();
+    for entry in unprojected(entries, None) {
+        let n = groups.get(&(entry.id as i64)).copied().unwrap_or(0);
+        if n != 1 {
+            problems.push(format!("entry {} is in the log {n} times", entry.id));
+        }
+    }
+    let held: std::collections::BTreeSet<i64> =
+        entries.iter().map(|entry| entry.id as i64).collect();
+    for entry_id in groups.keys().filter(|id| !held.contains(id)) {
+        problems.push(format!(
+            "the log names entry {entry_id}, which the store lacks"
+        ));
+    }
+    problems
+}
+
 /// When the log names entry ids the store does not hold (the store was lost, or restored from
 /// an older copy than the log), the marks above the store's newest entry must be cleared before
 /// anything new is written, so those events import like anything else the store has not seen
@@ -110,6 +141,52 @@ pub fn stale_marks_above(
 mod tests {
     use super::*;
     use seed_providers::{ToolCall, ToolResultMessage, tool_response};
+
+    #[test]
+    fn disagreements_name_entries_projected_other_than_once_and_marks_without_entries() {
+        let answer = |id| Entry {
+            id,
+            body: EntryBody::Assistant {
+                request_id: "r".to_owned(),
+                message: seed_providers::text_response("hi"),
+            },
+        };
+        let entries = [answer(1), answer(2)];
+        let log_of = |marks: &[i64]| -> Vec<SessionEvent> {
+            marks
+                .iter()
+                .enumerate()
+                .map(|(idx, mark)| SessionEvent {
+                    id: seed_events::EventId(idx as i64 + 1),
+                    session_id: seed_events::SessionId::from_u128(1),
+                    seq: idx as i64 + 1,
+                    kind: "message".to_owned(),
+                    role: Some(EventRole::Assistant),
+                    actor: Some("agent".to_owned()),
+                    content: json!({"text": "hi"}),
+                    meta: json!({}),
+                    run_id: None,
+                    pi_entry_id: Some(*mark),
+                    created_at_ms: 0,
+                })
+                .collect()
+        };
+        assert_eq!(
+            log_store_disagreements(&entries, &log_of(&[1, 2])),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            log_store_disagreements(&entries, &log_of(&[1, 2, 1, 9])),
+            [
+                "entry 1 is in the log 2 times",
+                "the log names entry 9, which the store lacks"
+            ]
+        );
+        assert_eq!(
+            log_store_disagreements(&entries, &log_of(&[2])),
+            ["entry 1 is in the log 0 times"]
+        );
+    }
 
     #[test]
     fn an_assistant_entry_becomes_a_message_and_one_event_per_call() {

@@ -516,10 +516,7 @@ async fn get_session(
     let caller = state.caller(&request, &body).await?;
     let session = state.own_session(&caller, session_path(&path)).await?;
     let last_seq = state.store.last_seq(session.id).await?;
-    let model = session
-        .model_override
-        .clone()
-        .unwrap_or_else(|| state.settings.model.clone());
+    let model = state.settings.session_model(&session);
     let context_window = state.settings.context_window(&model);
     state.take_nonce(&caller).await?;
     Ok(HttpResponse::Ok().json(GetSessionResponse {

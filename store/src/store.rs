@@ -274,13 +274,6 @@ impl Store {
             .await
     }
 
-    /// Whether the session's log already holds a result for the call `tool_call_id`.
-    pub async fn has_tool_result(&self, session_id: SessionId, tool_call_id: &str) -> Result<bool> {
-        let tool_call_id = tool_call_id.to_owned();
-        self.read(move |connection| log::has_tool_result(connection, session_id, &tool_call_id))
-            .await
-    }
-
     /// The highest `pi_entry_id` in the session's log.
     pub async fn max_pi_entry_id(&self, session_id: SessionId) -> Result<Option<i64>> {
         self.read(move |connection| log::max_pi_entry_id(connection, session_id))

@@ -35,7 +35,7 @@ use seed_actors::{CrashPoints, Runtime, RuntimeSettings, Verb, VerbContext, Verb
 use seed_durable::{DurableFs, FileName, StoreState};
 use seed_events::continuation::CONTINUED_FROM_META;
 use seed_events::{AccountId, EventRole, SessionContinuationManifest, SessionId};
-use seed_projections::store_to_log::unprojected;
+use seed_projections::store_to_log::log_store_disagreements;
 use seed_providers::{
     Message, Request, ScriptedProvider, ScriptedStep, ToolCall, text_response, tool_response,
 };
@@ -665,28 +665,8 @@ async fn check_invariants(
             &files.read(FileName::Documents).await?,
             &files.read(FileName::Tasks).await?,
         )?;
-        let mut groups: BTreeMap<i64, usize> = BTreeMap::new();
-        let mut previous: Option<(i64, i64)> = None;
-        for event in &log {
-            if let Some(entry_id) = event.pi_entry_id {
-                if previous.is_none_or(|(entry, seq)| entry != entry_id || seq + 1 != event.seq) {
-                    *groups.entry(entry_id).or_default() += 1;
-                }
-                previous = Some((entry_id, event.seq));
-            }
-        }
-        for entry in unprojected(&state.entries, None) {
-            let n = groups.get(&(entry.id as i64)).copied().unwrap_or(0);
-            if n != 1 {
-                violations.push(format!("{id}: entry {} is in the log {n} times", entry.id));
-            }
-        }
-        for entry_id in groups.keys() {
-            if state.entry(*entry_id as u64).is_none() {
-                violations.push(format!(
-                    "{id}: the log names entry {entry_id}, not in the store"
-                ));
-            }
+        for problem in log_store_disagreements(&state.entries, &log) {
+            violations.push(format!("{id}: {problem}"));
         }
 
         // No lease held once quiet.

@@ -11,7 +11,7 @@ use futures::future::BoxFuture;
 use seed_actors::{Runtime, RuntimeSettings, Verb, VerbContext, VerbOutput, parse_arguments};
 use seed_durable::{FileName, StoreState};
 use seed_events::{AccountId, SessionEvent, SessionId};
-use seed_projections::store_to_log::unprojected;
+use seed_projections::store_to_log::log_store_disagreements;
 use seed_providers::{
     Message, Provider, Request, ScriptedProvider, ScriptedStep, ToolCall, text_response,
     tool_response,
@@ -151,31 +151,11 @@ pub async fn assert_log_agrees_with_store(
     for (idx, event) in log.iter().enumerate() {
         assert_eq!(event.seq, idx as i64 + 1, "seqs have a gap");
     }
-    let mut groups: std::collections::BTreeMap<i64, usize> = std::collections::BTreeMap::new();
-    let mut previous: Option<(i64, i64)> = None;
-    for event in &log {
-        if let Some(entry_id) = event.pi_entry_id {
-            if previous.is_none_or(|(id, seq)| id != entry_id || seq + 1 != event.seq) {
-                *groups.entry(entry_id).or_default() += 1;
-            }
-            previous = Some((entry_id, event.seq));
-        }
-    }
-    for entry in unprojected(&state.entries, None) {
-        assert_eq!(
-            groups.get(&(entry.id as i64)),
-            Some(&1),
-            "entry {} is in the log {:?} times",
-            entry.id,
-            groups.get(&(entry.id as i64))
-        );
-    }
-    for entry_id in groups.keys() {
-        assert!(
-            state.entry(*entry_id as u64).is_some(),
-            "the log names entry {entry_id}, which the store lacks"
-        );
-    }
+    assert_eq!(
+        log_store_disagreements(&state.entries, &log),
+        Vec::<String>::new(),
+        "the log and the store disagree"
+    );
     Ok(())
 }
 

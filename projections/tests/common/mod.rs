@@ -224,22 +224,6 @@ impl Session {
         self.turn_with(&mut harness, request_id, &[own], Vec::new())
             .expect("a turn on a working store")
     }
-
-    /// How many times each store entry's events appear in the log, by entry id.
-    pub fn projections_per_entry(&self) -> std::collections::BTreeMap<i64, usize> {
-        let mut counts = std::collections::BTreeMap::new();
-        let mut previous: Option<(i64, i64)> = None;
-        for event in &self.log {
-            if let Some(entry_id) = event.pi_entry_id {
-                // An entry's events are appended together: count each run of them once.
-                if previous.is_none_or(|(id, seq)| id != entry_id || seq + 1 != event.seq) {
-                    *counts.entry(entry_id).or_insert(0) += 1;
-                }
-                previous = Some((entry_id, event.seq));
-            }
-        }
-        counts
-    }
 }
 
 pub fn user_text(text: &str) -> UserMessage {
