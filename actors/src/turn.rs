@@ -421,13 +421,20 @@ async fn turn(
     let mut pending = store
         .read_events(session_id, sync.mark + 1, i64::MAX, usize::MAX)
         .await?;
-    let earlier = store
-        .read_events_at(
-            session_id,
-            sync.left_out.clone(),
-            run.user_event_ids.clone(),
-        )
-        .await?;
+    // Most turns need no more: their own message is past the mark and nothing was left out.
+    let own_missing: Vec<_> = run
+        .user_event_ids
+        .iter()
+        .filter(|id| !pending.iter().any(|event| event.id == **id))
+        .copied()
+        .collect();
+    let earlier = if sync.left_out.is_empty() && own_missing.is_empty() {
+        Vec::new()
+    } else {
+        store
+            .read_events_at(session_id, sync.left_out.clone(), own_missing)
+            .await?
+    };
     let first_pending = pending.first().map_or(i64::MAX, |event| event.seq);
     pending.splice(
         0..0,

@@ -48,7 +48,7 @@ async fn start(
 }
 
 /// Process 1: a first exchange, then "please continue", crashing the first time `point` is
-/// reached. Returns the continuing run and how many requests the model received.
+/// reached. Returns the continuing run and how many requests the predecessor made.
 fn crash_at(path: &std::path::Path, point: &'static str) -> anyhow::Result<(RunId, usize)> {
     let path = path.to_owned();
     in_process(move || {
@@ -76,7 +76,13 @@ fn crash_at(path: &std::path::Path, point: &'static str) -> anyhow::Result<(RunI
             armed.store(true, Ordering::SeqCst);
             let (_, run_id) = runtime.send_message(session(0), CONTINUE).await?;
             within("the crash point", has_fired).await?;
-            Ok((run_id, provider.n_requests()))
+            // The predecessor's requests (the successor's run may have asked already).
+            let n_predecessor = provider
+                .requests()
+                .iter()
+                .filter(|request| !request.messages.iter().any(|m| is_projection(m)))
+                .count();
+            Ok((run_id, n_predecessor))
         })
     })
 }
@@ -184,7 +190,12 @@ fn crash_and_recover(point: &'static str) -> anyhow::Result<()> {
         .map(input_of)
         .collect::<Vec<_>>();
     assert_eq!(predecessor_requests, Vec::<String>::new(), "{point}");
-    assert_eq!(requests.len(), 1, "{point}: the successor's one request");
+    // The successor asks at most once here (it may have answered before the crash).
+    assert!(
+        requests.len() <= 1,
+        "{point}: {} successor requests",
+        requests.len()
+    );
     Ok(())
 }
 
