@@ -6,7 +6,6 @@ pub mod projections_bench;
 pub mod providers_bench;
 pub mod runtime_bench;
 pub mod service_bench;
-pub mod sim;
 pub mod sse_server;
 pub mod turn_loop;
 pub mod wire_fixtures;

@@ -3,7 +3,7 @@
 //! `SIM_SEEDS=N` runs seeds 0..N (default 60); `SIM_SEED=S` replays one seed; `SIM_ITERS=N`
 //! runs N seeds from a random start, for a soak.
 
-use seed_tests::sim::{self, SimConfig};
+use seed_sim::{self as sim, SimConfig};
 
 #[test]
 fn simulated_sessions_with_crashes_keep_every_invariant() -> anyhow::Result<()> {

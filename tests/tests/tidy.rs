@@ -1,6 +1,6 @@
 //! Tidy checks that run inside `cargo test`: dependencies point down the layers that
-//! ARCHITECTURE.md draws, only store/ touches SQLite, only the actor and server crates use
-//! actix, and every Rust file says what it is for.
+//! ARCHITECTURE.md draws, only store/ touches SQLite, only the actor, simulation and server
+//! crates use actix, and every Rust file says what it is for.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,16 @@ fn allowed_seed_dependencies(member: &str) -> Option<&'static [&'static str]> {
             "seed-projections",
             "seed-store",
         ],
+        "sim" => &[
+            "seed-events",
+            "seed-durable",
+            "seed-providers",
+            "seed-projections",
+            "seed-store",
+            "seed-actors",
+        ],
         "server" => &[
+            "seed-sim",
             "seed-events",
             "seed-durable",
             "seed-providers",
@@ -70,6 +79,7 @@ fn allowed_seed_dependencies(member: &str) -> Option<&'static [&'static str]> {
             "seed-projections",
             "seed-store",
             "seed-actors",
+            "seed-sim",
             "seed-server",
         ],
         _ => return None,
@@ -102,7 +112,7 @@ fn only_store_touches_sqlite_and_only_the_shell_uses_actix() {
             }
             if dependency.starts_with("actix") {
                 assert!(
-                    ["actors", "server", "tests"].contains(&member.as_str()),
+                    ["actors", "sim", "server", "tests"].contains(&member.as_str()),
                     "{member} depends on {dependency}"
                 );
             }
