@@ -21,8 +21,12 @@
 //! failing seed replays the same decisions, not the same schedule), the exhaustive mode, a
 //! shrinking pass, and the in-memory fault-injecting store.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{Hash, Hasher};
+use std::collections::{BTreeMap, HashMap};
+
+pub mod invariants;
+mod model;
+
+use model::{Launch, account, model};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,16 +35,9 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use seed_actors::crash::points;
-use seed_actors::{CrashPoints, Runtime, RuntimeSettings, Verb, VerbContext, VerbOutput};
-use seed_durable::{DurableFs, FileName, StoreState};
-use seed_events::continuation::CONTINUED_FROM_META;
-use seed_events::{AccountId, EventRole, SessionContinuationManifest, SessionId};
-use seed_projections::store_to_log::log_store_disagreements;
-use seed_providers::{
-    Message, Request, ScriptedProvider, ScriptedStep, ToolCall, text_response, tool_response,
-};
+use seed_actors::{CrashPoints, Runtime, RuntimeSettings};
+use seed_events::SessionId;
 use seed_store::{Config, NewSession, Store};
-use serde_json::{Value, json};
 
 /// What one simulation run does.
 #[derive(Debug, Clone)]
@@ -75,167 +72,6 @@ pub struct SimReport {
     pub points_fired: BTreeMap<&'static str, usize>,
     pub invariants_checked: usize,
     pub violations: Vec<String>,
-}
-
-/// A verb that must never run twice for one call: it records every execution.
-struct Launch {
-    runs: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
-}
-
-impl Verb for Launch {
-    fn name(&self) -> &'static str {
-        "launch"
-    }
-    fn description(&self) -> &'static str {
-        "Launches something in the world. Not safe to repeat."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"what": {"type": "string"}}})
-    }
-    fn safe_to_repeat(&self) -> bool {
-        false
-    }
-    fn call(&self, context: VerbContext, _: Value) -> BoxFuture<'static, VerbOutput> {
-        if let Ok(mut runs) = self.runs.lock() {
-            *runs
-                .entry((context.session_id, context.tool_call_id.clone()))
-                .or_default() += 1;
-        }
-        Box::pin(async { VerbOutput::ok("launched") })
-    }
-}
-
-fn account() -> AccountId {
-    AccountId::from_u128(0x51_7000)
-}
-
-/// A stable hash of the seed and some parts of a request.
-fn mix(seed: u64, parts: &[&str]) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    seed.hash(&mut hasher);
-    for part in parts {
-        part.hash(&mut hasher);
-    }
-    hasher.finish()
-}
-
-/// The newest user message that is not a per-turn block or a projection, and how many
-/// responses came after it.
-fn input_and_depth(request: &Request) -> (String, usize) {
-    let messages: Vec<&Message> = request.messages.iter().map(|m| m.as_ref()).collect();
-    let idx = messages
-        .iter()
-        .rposition(|m| matches!(m, Message::User(user) if !user.text.starts_with('<')));
-    let Some(idx) = idx else {
-        return (String::new(), 0);
-    };
-    let Message::User(input) = messages[idx] else {
-        return (String::new(), 0);
-    };
-    let depth = messages[idx..]
-        .iter()
-        .filter(|m| matches!(m, Message::Assistant(_)))
-        .count();
-    (input.text.clone(), depth)
-}
-
-/// The model: its answer is a function of the seed and of the request.
-fn model(seed: u64) -> ScriptedProvider {
-    ScriptedProvider::from_fn(move |request: &Request, _| {
-        let (input, depth) = input_and_depth(request);
-        let session = request.session_id.clone().unwrap_or_default();
-        let h = mix(seed, &[&session, &input, &depth.to_string()]);
-        let text = |label: &str| ScriptedStep::Respond(text_response(&format!("{label} {h:x}")));
-        if depth >= 3 || input.starts_with("sub task") && depth >= 1 {
-            return text("answer");
-        }
-        // Call ids are unique per request, as a provider's are (and the same for a request
-        // asked again after a crash).
-        let id_base = mix(
-            seed,
-            &[
-                &session,
-                &request.messages.len().to_string(),
-                &h.to_string(),
-            ],
-        );
-        let call = |idx: u64, name: &str, arguments: Value| ToolCall {
-            id: format!("c{:x}-{idx}", id_base & 0xffff_ffff_ffff),
-            name: name.to_owned(),
-            arguments,
-        };
-        match h % 100 {
-            0..40 => text("answer"),
-            40..62 => {
-                let n = 1 + (h >> 8) % 4;
-                let calls = (0..n)
-                    .map(|idx| match (h >> (12 + idx * 3)) % 6 {
-                        0 => call(
-                            idx,
-                            "read",
-                            json!({"target": format!("thread:{session}"), "limit": 5}),
-                        ),
-                        1 => call(
-                            idx,
-                            "plan",
-                            json!({"steps": [{"step": "look", "done": (h >> 20).is_multiple_of(2)}]}),
-                        ),
-                        2 => call(
-                            idx,
-                            "status",
-                            json!({"title": "Sim", "description": format!("step {h:x}")}),
-                        ),
-                        3 => call(
-                            idx,
-                            "memory",
-                            json!({"action": "append", "path": "~/memory/sim.md", "content": "x"}),
-                        ),
-                        4 => call(idx, "launch", json!({"what": "probe"})),
-                        _ => call(idx, "read", json!({"target": "~/memory/sim.md"})),
-                    })
-                    .collect();
-                ScriptedStep::Respond(tool_response("", calls))
-            }
-            62..70 if depth == 0 => ScriptedStep::Respond(tool_response(
-                "",
-                vec![call(
-                    0,
-                    "delegate",
-                    json!({"task": format!("sub task {h:x}"), "typed": h.is_multiple_of(2)}),
-                )],
-            )),
-            70..80 if depth == 0 => {
-                let from = 1 + (h >> 16) % 4;
-                let arguments = json!({
-                    "reason": "topic change",
-                    "title": format!("Sim part {h:x}"),
-                    "handoff": {
-                        "purpose": "Go on with the simulation",
-                        "currentRequest": input,
-                        "sources": [{"type": "session_events", "fromSeq": from, "toSeq": from + (h >> 24) % 3}],
-                        "description": "continued",
-                        "scratch": ["kept as an extra section"]
-                    }
-                });
-                ScriptedStep::Respond(tool_response(
-                    "",
-                    vec![call(0, "continue_session", arguments)],
-                ))
-            }
-            80..86 => ScriptedStep::Respond(tool_response(
-                "",
-                vec![call(0, "plan", json!({"steps": "not a list"}))],
-            )),
-            86..92 => ScriptedStep::FailAfter {
-                text: "partial".to_owned(),
-                error: seed_providers::ProviderError::new(
-                    seed_providers::ProviderErrorKind::Transport,
-                    "the simulated network broke",
-                ),
-            },
-            _ => text("answer"),
-        }
-    })
 }
 
 /// Runs `body` as its own "process": an actix system on a thread of its own, dropped with
@@ -542,182 +378,20 @@ fn liveness_and_invariants(
             }
             // Let session actors finish closing their runs.
             actix::clock::sleep(Duration::from_millis(20)).await;
-            let n_checked = check_invariants(&store, &shared, &mut violations).await?;
+            let launches = shared
+                .launches
+                .lock()
+                .map(|launches| launches.clone())
+                .unwrap_or_default();
+            let n_checked =
+                invariants::check_quiet_database(&store, account(), &launches, &mut violations)
+                    .await?;
             Ok((violations, n_checked))
         })
     })?;
     report.invariants_checked += n_checked;
     report.violations.extend(violations);
     Ok(())
-}
-
-/// Every invariant over the quiet database; returns how many checks ran.
-async fn check_invariants(
-    store: &Store,
-    shared: &Shared,
-    violations: &mut Vec<String>,
-) -> anyhow::Result<usize> {
-    let mut n_checked = 0;
-    for problem in store.check_integrity().await? {
-        violations.push(format!("integrity: {problem}"));
-    }
-    n_checked += 1;
-
-    let sessions = store.list_sessions(account()).await?;
-    let all_runs: Vec<_> = {
-        let mut runs = Vec::new();
-        for session in &sessions {
-            runs.extend(store.list_session_runs(session.id).await?);
-        }
-        runs
-    };
-    for session in &sessions {
-        let id = session.id;
-        let log = store.read_events(id, 1, i64::MAX, usize::MAX).await?;
-
-        // Seqs without gaps.
-        n_checked += 1;
-        if let Some((idx, event)) = log
-            .iter()
-            .enumerate()
-            .find(|(idx, event)| event.seq != *idx as i64 + 1)
-        {
-            violations.push(format!("{id}: seq {} at position {}", event.seq, idx + 1));
-        }
-
-        // At most one result per call; every call answered once its session is quiet.
-        n_checked += 1;
-        let mut results: BTreeMap<String, usize> = BTreeMap::new();
-        let mut calls: BTreeSet<String> = BTreeSet::new();
-        for event in &log {
-            match event.kind.as_str() {
-                "tool_call" => {
-                    calls.insert(event.content["id"].as_str().unwrap_or_default().to_owned());
-                }
-                "tool_result" => {
-                    let call = event.content["tool_call_id"].as_str().unwrap_or_default();
-                    *results.entry(call.to_owned()).or_default() += 1;
-                }
-                _ => {}
-            }
-        }
-        for (call, n) in &results {
-            if *n > 1 {
-                let seen: Vec<String> = log
-                    .iter()
-                    .filter(|event| {
-                        event.content["tool_call_id"].as_str() == Some(call.as_str())
-                            || event.content["id"].as_str() == Some(call.as_str())
-                    })
-                    .map(|event| {
-                        format!(
-                            "[{}] {} by {:?} entry {:?}: {}",
-                            event.seq,
-                            event.kind,
-                            event.actor,
-                            event.pi_entry_id,
-                            event
-                                .content
-                                .to_string()
-                                .chars()
-                                .take(120)
-                                .collect::<String>()
-                        )
-                    })
-                    .collect();
-                violations.push(format!("{id}: call {call} has {n} results: {seen:#?}"));
-            }
-        }
-        let last_run_succeeded = all_runs
-            .iter()
-            .rfind(|run| run.session_id == id)
-            .is_some_and(|run| run.status == seed_events::RunStatus::Succeeded);
-        if last_run_succeeded {
-            for call in &calls {
-                if !results.contains_key(call) {
-                    violations.push(format!("{id}: call {call} has no result"));
-                }
-            }
-        }
-
-        // Every person's message belongs to exactly one run.
-        n_checked += 1;
-        for event in log.iter().filter(|event| {
-            event.kind == "message"
-                && event.role == Some(EventRole::User)
-                && event.actor.as_deref() == Some("user")
-        }) {
-            let n = all_runs
-                .iter()
-                .filter(|run| run.user_event_ids.contains(&event.id))
-                .count();
-            if n != 1 {
-                violations.push(format!("{id}: message seq {} is in {n} runs", event.seq));
-            }
-        }
-
-        // The log and the store agree: every entry projected exactly once, no mark the store
-        // cannot back.
-        n_checked += 1;
-        let files = store.session_files(id);
-        let state = StoreState::fold(
-            &files.read(FileName::Entries).await?,
-            &files.read(FileName::Documents).await?,
-            &files.read(FileName::Tasks).await?,
-        )?;
-        for problem in log_store_disagreements(&state.entries, &log) {
-            violations.push(format!("{id}: {problem}"));
-        }
-
-        // No lease held once quiet.
-        n_checked += 1;
-        if let Some(lease) = store.get_lease(id).await? {
-            violations.push(format!("{id}: lease still held by {}", lease.owner));
-        }
-
-        // A successor has its edge, its manifest and its two first events; its call replays.
-        if let Some(edge) = store.edge_to(id).await? {
-            n_checked += 1;
-            if let Err(error) = SessionContinuationManifest::from_cbor(&edge.manifest_cbor) {
-                violations.push(format!("{id}: {error}"));
-            }
-            let projection_ok = log.first().is_some_and(|event| {
-                event.role == Some(EventRole::User) && event.actor.as_deref() == Some("system")
-            });
-            let copy_ok = log.get(1).is_some_and(|event| {
-                event
-                    .meta
-                    .get(CONTINUED_FROM_META)
-                    .and_then(|from| from.get("event_id"))
-                    == Some(&json!(edge.initiating_event_id))
-            });
-            if !projection_ok || !copy_ok {
-                violations.push(format!("{id}: a successor without its projection and copy"));
-            }
-            let replayed = store
-                .find_continuation(edge.predecessor_session_id, &edge.tool_call_id)
-                .await?;
-            if replayed.map(|edge| edge.successor_session_id) != Some(id) {
-                violations.push(format!(
-                    "{id}: its continue_session call does not replay to it"
-                ));
-            }
-        }
-    }
-
-    // A verb that is not safe to repeat ran at most once per call.
-    n_checked += 1;
-    let launches = shared
-        .launches
-        .lock()
-        .map(|launches| launches.clone())
-        .unwrap_or_default();
-    for ((session, call), n) in launches {
-        if n > 1 {
-            violations.push(format!("{session}: launch call {call} ran {n} times"));
-        }
-    }
-    Ok(n_checked)
 }
 
 /// A one-line summary of many runs.
