@@ -2,8 +2,8 @@
 //! lease live inside that run's task) and its stop signal. Activated on demand through the
 //! registry; stops itself after it has been idle a while.
 
+use actix::clock::Instant;
 use std::sync::Arc;
-use std::time::Instant;
 
 use actix::prelude::*;
 use dashmap::DashMap;

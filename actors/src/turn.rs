@@ -26,6 +26,27 @@ use crate::verb::VerbContext;
 use crate::verbs::VerbSet;
 use crate::verbs::continue_session::CONTINUE_SESSION;
 
+/// The runtime's clock for the harness's live-text throttle: tokio's, so that a simulation on
+/// paused time throttles by virtual time, exactly as it did the last time the seed ran.
+#[derive(Debug)]
+struct RuntimeClock {
+    origin: actix::clock::Instant,
+}
+
+impl Default for RuntimeClock {
+    fn default() -> Self {
+        RuntimeClock {
+            origin: actix::clock::Instant::now(),
+        }
+    }
+}
+
+impl seed_durable::Clock for RuntimeClock {
+    fn now(&self) -> std::time::Duration {
+        self.origin.elapsed()
+    }
+}
+
 /// What every run of this process shares.
 pub struct RunEnv {
     pub store: Store,
@@ -382,7 +403,9 @@ async fn turn(
                 store.session_files(session_id),
                 env.settings.crash_points.clone(),
             );
-            Harness::open(files, provider, tools, config).await?
+            Harness::open(files, provider, tools, config)
+                .await?
+                .with_clock(Arc::new(RuntimeClock::default()))
         }
     };
     harness.provider().set_run(run.id);

@@ -245,7 +245,13 @@ impl Provider for ScriptedProvider {
                 .enumerate()
                 .then(move |(event_idx, event)| async move {
                     if event_idx > 0 {
-                        Delay::new(delay).await;
+                        if tokio::runtime::Handle::try_current().is_ok() {
+                            // On a runtime, its timer: virtual under a simulation's paused
+                            // clock.
+                            tokio::time::sleep(delay).await;
+                        } else {
+                            Delay::new(delay).await;
+                        }
                     }
                     event
                 })
@@ -270,7 +276,7 @@ fn chunks(text: &str, chunk_chars: usize) -> impl Iterator<Item = String> {
 }
 
 /// A future that is ready once `duration` has passed, timed by a helper thread started on the
-/// first poll (so that the crate needs no runtime and no timer dependency).
+/// first poll: the pacing of a stream polled outside any runtime.
 struct Delay {
     duration: Duration,
     /// Shared with the helper thread once started; `None` before the first poll.

@@ -16,28 +16,38 @@
 //! rate for the run (swarm testing). A run ends with a liveness phase — no faults — in which
 //! every run must reach a terminal state; then the invariants are checked.
 //!
-//! Not yet here (see the simulation issue): virtual time and seeded ids (the store's writer and
-//! readers are threads, so interleavings and so traces are not reproducible bit for bit; a
-//! failing seed replays the same decisions, not the same schedule), the exhaustive mode, a
-//! shrinking pass, and the in-memory fault-injecting store.
+//! Deterministic: one thread runs everything. Each process is an actix system on a
+//! current-thread tokio runtime with its clock paused (time moves only when every task waits,
+//! and jumps to the next timer), the store runs inline on that thread (`Config::inline`), and
+//! every id comes from the seed (`seed_events::ids::seed_ids`). So a seed replays the same
+//! schedule, and the run's trace hash — every model request, every user action, every crash,
+//! and the database at the end — is the same each time.
+//!
+//! Modes: random (the seed arms 0–3 crashes at random points and moments) and exhaustive
+//! ([`exhaustive`]: a dry run counts every crash-point occurrence of a scenario, then one run
+//! crashes at each). A failing seed can be [`shrink`]ed to the fewest steps that still fail.
 
 use std::collections::{BTreeMap, HashMap};
-
-pub mod invariants;
-mod model;
-
-use model::{Launch, account, model};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use seed_actors::crash::points;
 use seed_actors::{CrashPoints, Runtime, RuntimeSettings};
+use seed_durable::{DurableFs, FileName, StoreState};
 use seed_events::SessionId;
+use seed_providers::{Message, Request, ScriptedStep};
 use seed_store::{Config, NewSession, Store};
+
+pub mod invariants;
+mod model;
+
+use model::{Counted, Launch, RunVerb, account, model};
+pub use model::{SimVerb, VerbUnderTest};
 
 /// What one simulation run does.
 #[derive(Debug, Clone)]
@@ -49,6 +59,14 @@ pub struct SimConfig {
     pub steps: usize,
     /// The chance of a crash at each step; the seed scales it (swarm testing).
     pub crash_rate: f64,
+    /// Exhaustive mode: crash at exactly the n-th crash-point occurrence of the run (counted
+    /// from 1 over every process) and nowhere else.
+    pub crash_at: Option<usize>,
+    /// Verbs of the user's own, which the simulated model calls beside the shipped ones.
+    pub verbs: Vec<SimVerb>,
+    /// Checks the invariants that hold while turns run after every step (they are always
+    /// checked at the end).
+    pub check_every_step: bool,
 }
 
 impl Default for SimConfig {
@@ -58,6 +76,9 @@ impl Default for SimConfig {
             sessions: 3,
             steps: 30,
             crash_rate: 0.05,
+            crash_at: None,
+            verbs: Vec::new(),
+            check_every_step: true,
         }
     }
 }
@@ -70,24 +91,45 @@ pub struct SimReport {
     pub crashes: usize,
     /// The crash points that fired, with how often.
     pub points_fired: BTreeMap<&'static str, usize>,
+    /// Crash-point occurrences passed in the faulty processes (what the exhaustive mode
+    /// crashes at, one by one).
+    pub crash_point_hits: usize,
+    /// Model requests answered.
+    pub requests: usize,
     pub invariants_checked: usize,
     pub violations: Vec<String>,
+    /// The step after which the first violation was seen (the end of the run counts as
+    /// `steps`).
+    pub violation_step: Option<usize>,
+    /// A hash of everything the run did and left: equal for equal seeds.
+    pub trace_hash: u64,
 }
 
-/// Runs `body` as its own "process": an actix system on a thread of its own, dropped with
-/// everything it runs when `body` returns.
-fn in_process<T: Send + 'static>(
-    body: impl FnOnce() -> BoxFuture<'static, anyhow::Result<T>> + Send + 'static,
+/// Runs `body` as its own "process": an actix system on a current-thread runtime with a
+/// paused clock, on this thread, dropped with everything it runs when `body` returns.
+fn in_process<T>(
+    body: impl FnOnce() -> BoxFuture<'static, anyhow::Result<T>>,
 ) -> anyhow::Result<T> {
-    std::thread::spawn(move || {
-        let system = actix::System::new();
+    let run = std::panic::AssertUnwindSafe(move || {
+        let system = actix::System::with_tokio_rt(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .expect("a current-thread runtime builds")
+        });
         let result = system.block_on(body());
-        actix::System::current().stop();
         drop(system);
         result
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("a simulated process panicked"))?
+    });
+    std::panic::catch_unwind(run).map_err(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|text| (*text).to_owned()))
+            .unwrap_or_default();
+        anyhow::anyhow!("a simulated process panicked: {what}")
+    })?
 }
 
 /// How a process ended.
@@ -98,19 +140,205 @@ enum Epoch {
     Done,
 }
 
+/// The previous request of a session, for the prefix check.
+struct LastRequest {
+    epoch_idx: usize,
+    /// Where the turn's `<current_time>` block sits.
+    turn_at: Option<usize>,
+    depth: usize,
+    /// Each message's hash, then the hash of the answer given.
+    message_hashes: Vec<u64>,
+    answer_hash: Option<u64>,
+    /// System prompt and tools.
+    frame_hash: u64,
+}
+
+/// What the processes of one run share: what survives a crash in the world outside the
+/// database (launches, the trace), and what the model's observer needs.
+#[derive(Default)]
 struct Shared {
     launches: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
+    trace: Mutex<DefaultHasher>,
+    /// The running process's store, for the observer's check.
+    store: Mutex<Option<Store>>,
+    epoch_idx: Mutex<usize>,
+    last_requests: Mutex<HashMap<String, LastRequest>>,
+    violations: Mutex<Vec<String>>,
+    n_requests: Mutex<usize>,
+    /// Crash-point occurrences so far, and the one to crash at (exhaustive mode).
+    hits: Mutex<usize>,
+    crash_at: Option<usize>,
+    /// This run's instances of the user's verbs.
+    verbs: Arc<[RunVerb]>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn hash_of(value: impl Hash) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn message_hash(message: &Message) -> u64 {
+    hash_of(serde_json::to_string(message).unwrap_or_default())
+}
+
+impl Shared {
+    fn note(&self, what: impl Hash) {
+        what.hash(&mut *lock(&self.trace));
+    }
+
+    fn violation(&self, what: String) {
+        lock(&self.violations).push(what);
+    }
+
+    /// Sees every model request before it is answered: checks that it carries every response
+    /// its session already committed, and that within a turn each request extends the one
+    /// before it byte for byte (the prompt-cache prefix).
+    fn observe(&self, request: &Request, answer: &ScriptedStep) {
+        *lock(&self.n_requests) += 1;
+        let session = request.session_id.clone().unwrap_or_default();
+        let message_hashes: Vec<u64> = request
+            .messages
+            .iter()
+            .map(|message| message_hash(message))
+            .collect();
+        let frame_hash = hash_of((
+            &request.system_prompt,
+            serde_json::to_string(&*request.tools).unwrap_or_default(),
+        ));
+        let answer_message = match answer {
+            ScriptedStep::Respond(message) => Some(message),
+            _ => None,
+        };
+        let answer_hash =
+            answer_message.map(|message| message_hash(&Message::Assistant(message.clone())));
+        self.note(("request", &session, &message_hashes, frame_hash));
+
+        // No committed response asked for again: every assistant message the session's store
+        // holds in its context is in the request.
+        let store = lock(&self.store).clone();
+        if let (Some(store), Ok(id)) = (store, session.parse::<SessionId>()) {
+            let files = store.session_files(id);
+            let read = |file| futures::executor::block_on(files.read(file));
+            if let (Ok(entries), Ok(documents), Ok(tasks)) = (
+                read(FileName::Entries),
+                read(FileName::Documents),
+                read(FileName::Tasks),
+            ) && let Ok(state) = StoreState::fold(&entries, &documents, &tasks)
+            {
+                let assistants = |messages: &mut dyn Iterator<Item = &Message>| {
+                    messages
+                        .filter(|message| matches!(message, Message::Assistant(_)))
+                        .count()
+                };
+                let committed = seed_durable::context::conversation(&state.entries);
+                let n_committed = assistants(&mut committed.iter().map(|item| &*item.message));
+                let n_asked = assistants(&mut request.messages.iter().map(|message| &**message));
+                if n_committed > n_asked {
+                    self.violation(format!(
+                        "{session}: a request carries {n_asked} responses while {n_committed} \
+                         are committed: a committed response was asked for again"
+                    ));
+                }
+            }
+        }
+
+        // Within a turn, a request extends the previous request and its answer. A turn's
+        // requests carry its blocks right behind its input, `<current_time>` last; a new turn
+        // (or pass) places its blocks further on.
+        let turn_at = request.messages.iter().rposition(|message| {
+            matches!(&**message, Message::User(user) if user.text.starts_with("<current_time>"))
+        });
+        let depth = turn_at.map_or(0, |at| {
+            request.messages[at..]
+                .iter()
+                .filter(|message| matches!(&***message, Message::Assistant(_)))
+                .count()
+        });
+        let epoch_idx = *lock(&self.epoch_idx);
+        let mut last_requests = lock(&self.last_requests);
+        if let Some(last) = last_requests.get(&session)
+            && last.epoch_idx == epoch_idx
+            && turn_at.is_some()
+            && last.turn_at == turn_at
+            && depth == last.depth + 1
+            && let Some(last_answer) = last.answer_hash
+        {
+            let mut expected = last.message_hashes.clone();
+            expected.push(last_answer);
+            if message_hashes.get(..expected.len()) != Some(&expected[..])
+                || frame_hash != last.frame_hash
+            {
+                let at = expected
+                    .iter()
+                    .zip(&message_hashes)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(expected.len().min(message_hashes.len()));
+                let shown = request
+                    .messages
+                    .get(at)
+                    .map(|message| serde_json::to_string(message).unwrap_or_default())
+                    .unwrap_or_default();
+                self.violation(format!(
+                    "{session}: request at depth {depth} of a turn does not extend the one \
+                     before it (the prompt-cache prefix changed at message {at} of {}, \
+                     expected {} messages; frame same: {}): {}",
+                    message_hashes.len(),
+                    expected.len(),
+                    frame_hash == last.frame_hash,
+                    shown.chars().take(300).collect::<String>()
+                ));
+                if std::env::var_os("SEED_SIM_VERBOSE").is_some() {
+                    for (idx, message) in request.messages.iter().enumerate() {
+                        let text = serde_json::to_string(message).unwrap_or_default();
+                        eprintln!("  [{idx}] {}", text.chars().take(160).collect::<String>());
+                    }
+                }
+            }
+        }
+        last_requests.insert(
+            session,
+            LastRequest {
+                epoch_idx,
+                turn_at,
+                depth,
+                message_hashes,
+                answer_hash: answer_message
+                    .filter(|message| {
+                        message.content.iter().any(|block| {
+                            matches!(block, seed_providers::AssistantBlock::ToolCall { .. })
+                        })
+                    })
+                    .and(answer_hash),
+                frame_hash,
+            },
+        );
+    }
 }
 
 /// Runs one seed and checks the invariants.
 pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
+    // Every id of the run comes from the seed.
+    let _ids = seed_events::ids::seed_ids(config.seed);
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("sim.db");
     let mut rng = fastrand::Rng::with_seed(config.seed);
     // Swarm testing: the seed scales the crash rate of this run.
-    let crash_rate = config.crash_rate * rng.f64() * 2.0;
+    let crash_rate = if config.crash_at.is_some() {
+        0.0
+    } else {
+        config.crash_rate * rng.f64() * 2.0
+    };
     let shared = Arc::new(Shared {
-        launches: Arc::default(),
+        crash_at: config.crash_at,
+        verbs: config.verbs.iter().map(RunVerb::make).collect(),
+        ..Shared::default()
     });
     let mut report = SimReport {
         seed: config.seed,
@@ -122,7 +350,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
     let n_sessions = config.sessions;
     in_process(move || {
         Box::pin(async move {
-            let store = Store::open(Config::new(&setup_path))?;
+            let store = Store::open(store_config(&setup_path))?;
             store.create_account(account(), vec![9], 0).await?;
             for idx in 0..n_sessions {
                 let id = SessionId::from_u128(0x51_7000_0000 + idx as u128);
@@ -136,20 +364,21 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
 
     let mut step = 0;
     let mut epoch_idx = 0;
+    // Virtual milliseconds at the start of each process: time goes on across crashes.
+    let clock_ms = Arc::new(std::sync::atomic::AtomicI64::new(1_700_000_000_000));
     while step < config.steps {
         epoch_idx += 1;
         let plan_seed = rng.u64(..);
-        let outcome = epoch(
-            &path,
-            config.seed,
+        let plan = Plan {
+            path: &path,
+            config,
             plan_seed,
             epoch_idx,
-            step,
-            config.steps,
+            first_step: step,
             crash_rate,
-            &shared,
-            &mut report,
-        )?;
+            clock_ms: Arc::clone(&clock_ms),
+        };
+        let outcome = epoch(&plan, &shared, &mut report)?;
         if std::env::var_os("SEED_SIM_VERBOSE").is_some() {
             let what = match &outcome {
                 Epoch::Crashed(point, at) => format!("crashed at {point} after step {at}"),
@@ -159,6 +388,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
         }
         match outcome {
             Epoch::Crashed(point, at) => {
+                shared.note(("crash", point, at));
                 report.crashes += 1;
                 *report.points_fired.entry(point).or_default() += 1;
                 step = at;
@@ -166,40 +396,75 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
             Epoch::Done => step = config.steps,
         }
     }
+    report.crash_point_hits = *lock(&shared.hits);
     // Liveness: no faults; every run must end.
     epoch_idx += 1;
-    liveness_and_invariants(&path, config.seed, epoch_idx, &shared, &mut report)?;
+    liveness_and_invariants(&path, config, epoch_idx, clock_ms, &shared, &mut report)?;
+    report.requests = *lock(&shared.n_requests);
+    report
+        .violations
+        .extend(std::mem::take(&mut *lock(&shared.violations)));
+    if !report.violations.is_empty() && report.violation_step.is_none() {
+        report.violation_step = Some(config.steps);
+    }
+    report.trace_hash = lock(&shared.trace).finish();
     Ok(report)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn epoch(
-    path: &Path,
-    seed: u64,
+/// The store of a simulated process: inline, on the simulation's one thread.
+fn store_config(path: &Path) -> Config {
+    Config {
+        inline: true,
+        ..Config::new(path)
+    }
+}
+
+/// What one process does.
+struct Plan<'a> {
+    path: &'a Path,
+    config: &'a SimConfig,
     plan_seed: u64,
     epoch_idx: usize,
     first_step: usize,
-    n_steps: usize,
     crash_rate: f64,
-    shared: &Arc<Shared>,
-    report: &mut SimReport,
-) -> anyhow::Result<Epoch> {
-    let path = path.to_owned();
-    let shared = Arc::clone(shared);
-    let (outcome, violations) = in_process(move || {
+    /// Virtual wall-clock milliseconds, read by the runtime for its timestamps.
+    clock_ms: Arc<std::sync::atomic::AtomicI64>,
+}
+
+fn epoch(plan: &Plan<'_>, outer: &Arc<Shared>, report: &mut SimReport) -> anyhow::Result<Epoch> {
+    let path = plan.path.to_owned();
+    let shared = Arc::clone(outer);
+    let config = plan.config.clone();
+    let (plan_seed, epoch_idx, first_step, crash_rate) = (
+        plan.plan_seed,
+        plan.epoch_idx,
+        plan.first_step,
+        plan.crash_rate,
+    );
+    let clock_ms = Arc::clone(&plan.clock_ms);
+    let n_steps = config.steps;
+    let (outcome, violations, n_checked, violation_step) = in_process(move || {
         Box::pin(async move {
             let mut rng = fastrand::Rng::with_seed(plan_seed);
-            let store = Store::open(Config::new(&path))?;
+            let store = Store::open(store_config(&path))?;
+            *lock(&shared.store) = Some(store.clone());
+            *lock(&shared.epoch_idx) = epoch_idx;
             let armed: Arc<Mutex<Option<&'static str>>> = Arc::default();
             let fired = Arc::new(AtomicBool::new(false));
             let (fired_sender, mut fired_receiver) = futures::channel::mpsc::unbounded();
             let crash_points = CrashPoints::new({
-                let (armed, fired, store) = (Arc::clone(&armed), Arc::clone(&fired), store.clone());
+                let (armed, fired, store, shared) = (
+                    Arc::clone(&armed),
+                    Arc::clone(&fired),
+                    store.clone(),
+                    Arc::clone(&shared),
+                );
                 move |point| {
-                    let hit = armed
-                        .lock()
-                        .map(|armed| *armed == Some(point))
-                        .unwrap_or(false);
+                    let hit = {
+                        let mut hits = lock(&shared.hits);
+                        *hits += 1;
+                        shared.crash_at == Some(*hits) || *lock(&armed) == Some(point)
+                    };
                     if hit && !fired.swap(true, Ordering::SeqCst) {
                         store.fence();
                         let _ = fired_sender.unbounded_send(point);
@@ -210,72 +475,109 @@ fn epoch(
             });
             // A crash inside the boot sweep itself, now and then.
             if rng.f64() < crash_rate {
-                *armed.lock().map_err(|_| anyhow::anyhow!("poisoned"))? =
-                    Some(points::BOOT_SWEEP_BETWEEN);
+                *lock(&armed) = Some(points::BOOT_SWEEP_BETWEEN);
             }
-            let starting = start(&store, seed, crash_points, epoch_idx, &shared).fuse();
+            let starting =
+                start(&store, &config, crash_points, epoch_idx, &clock_ms, &shared).fuse();
             futures::pin_mut!(starting);
-            let runtime = futures::select! {
-                started = starting => started?,
+            let runtime = futures::select_biased! {
                 point = futures::StreamExt::next(&mut fired_receiver) => {
                     let point = point.unwrap_or(points::BOOT_SWEEP_BETWEEN);
-                    return Ok((Epoch::Crashed(point, first_step), Vec::new()));
+                    return Ok((Epoch::Crashed(point, first_step), Vec::new(), 0, None));
                 }
+                started = starting => started?,
             };
-            *armed.lock().map_err(|_| anyhow::anyhow!("poisoned"))? = None;
-            let violations = leases_of_the_dead(&store, epoch_idx).await?;
+            *lock(&armed) = None;
+            let mut violations = leases_of_the_dead(&store, epoch_idx).await?;
+            let mut n_checked = 1;
+            let mut violation_step = None;
 
             for step in first_step..n_steps {
                 let sessions = live_sessions(&store).await?;
                 let roll = rng.f64();
                 if roll < crash_rate {
                     let point = points::ALL[rng.usize(..points::ALL.len())];
-                    *armed.lock().map_err(|_| anyhow::anyhow!("poisoned"))? = Some(point);
+                    *lock(&armed) = Some(point);
                 } else if roll < 0.65 && !sessions.is_empty() {
                     let session = sessions[rng.usize(..sessions.len())];
                     let text = format!("message {step} to {}", &session.to_string()[..8]);
+                    shared.note(("send", step, session));
                     // A refused send (the session was deleted meanwhile) is fine.
                     let _ = runtime.send_message(session, &text).await;
                 } else if roll < 0.72 && !sessions.is_empty() {
-                    runtime
-                        .stop_session(sessions[rng.usize(..sessions.len())])
-                        .await;
+                    let session = sessions[rng.usize(..sessions.len())];
+                    shared.note(("stop", step, session));
+                    runtime.stop_session(session).await;
                 } else if roll < 0.74 && sessions.len() > 1 {
-                    let _ = runtime
-                        .delete_session(sessions[rng.usize(..sessions.len())])
-                        .await;
+                    let session = sessions[rng.usize(..sessions.len())];
+                    shared.note(("delete", step, session));
+                    let _ = runtime.delete_session(session).await;
                 }
                 let pause = Duration::from_millis(rng.u64(0..8));
-                let fired_now = futures::select! {
+                let fired_now = futures::select_biased! {
                     point = futures::StreamExt::next(&mut fired_receiver) => point,
                     () = actix::clock::sleep(pause).fuse() => None,
                 };
                 if let Some(point) = fired_now {
-                    return Ok((Epoch::Crashed(point, step + 1), violations));
+                    return Ok((
+                        Epoch::Crashed(point, step + 1),
+                        violations,
+                        n_checked,
+                        violation_step,
+                    ));
+                }
+                if config.check_every_step {
+                    let before = violations.len();
+                    let launches = lock(&shared.launches).clone();
+                    n_checked += invariants::check_running_database(
+                        &store,
+                        account(),
+                        &launches,
+                        &mut violations,
+                    )
+                    .await?;
+                    n_checked += users_invariants(&shared, &mut violations);
+                    if violations.len() > before || !lock(&shared.violations).is_empty() {
+                        violation_step.get_or_insert(step + 1);
+                    }
                 }
             }
             // Give an armed point a last moment to fire, then end the process.
-            let last = futures::select! {
+            let last = futures::select_biased! {
                 point = futures::StreamExt::next(&mut fired_receiver) => point,
                 () = actix::clock::sleep(Duration::from_millis(20)).fuse() => None,
             };
             Ok(match last {
-                Some(point) => (Epoch::Crashed(point, n_steps), violations),
-                None => (Epoch::Done, violations),
+                Some(point) => (
+                    Epoch::Crashed(point, n_steps),
+                    violations,
+                    n_checked,
+                    violation_step,
+                ),
+                None => (Epoch::Done, violations, n_checked, violation_step),
             })
         })
     })?;
-    report.invariants_checked += 1;
+    *lock(&outer.store) = None;
+    report.invariants_checked += n_checked;
+    if report.violation_step.is_none() {
+        report.violation_step = violation_step.or(if violations.is_empty() {
+            None
+        } else {
+            Some(first_step)
+        });
+    }
     report.violations.extend(violations);
     Ok(outcome)
 }
 
 async fn start(
     store: &Store,
-    seed: u64,
+    config: &SimConfig,
     crash_points: CrashPoints,
     epoch_idx: usize,
-    shared: &Shared,
+    clock_ms: &Arc<std::sync::atomic::AtomicI64>,
+    shared: &Arc<Shared>,
 ) -> anyhow::Result<Runtime> {
     let settings = RuntimeSettings {
         crash_points,
@@ -286,16 +588,33 @@ async fn start(
     verbs.push(Arc::new(Launch {
         runs: Arc::clone(&shared.launches),
     }));
+    verbs.extend(shared.verbs.iter().map(|run_verb| {
+        Arc::new(Counted {
+            inner: Arc::clone(&run_verb.verb),
+            runs: Arc::clone(&shared.launches),
+        }) as Arc<dyn seed_actors::Verb>
+    }));
+    let observer = Arc::clone(shared);
+    let model = model(
+        config.seed,
+        Arc::clone(&shared.verbs),
+        Arc::new(move |request: &Request, answer: &ScriptedStep| observer.observe(request, answer)),
+    );
+    // Virtual time: the paused clock's progress since this process began, after the time of
+    // every earlier process.
+    let origin = actix::clock::Instant::now();
+    let base_ms = clock_ms.load(Ordering::SeqCst);
+    let clock = Arc::clone(clock_ms);
     let (runtime, _) = Runtime::start(
         store.clone(),
-        Arc::new(model(seed)),
+        Arc::new(model),
         verbs,
         settings,
         format!("boot-{epoch_idx}"),
-        Arc::new(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |elapsed| elapsed.as_millis() as i64)
+        Arc::new(move || {
+            let now = base_ms + origin.elapsed().as_millis() as i64;
+            clock.fetch_max(now, Ordering::SeqCst);
+            now
         }),
     )
     .await?;
@@ -333,17 +652,29 @@ async fn leases_of_the_dead(store: &Store, epoch_idx: usize) -> anyhow::Result<V
 /// The last process: no faults. Every run must end; then every invariant is checked.
 fn liveness_and_invariants(
     path: &Path,
-    seed: u64,
+    config: &SimConfig,
     epoch_idx: usize,
+    clock_ms: Arc<std::sync::atomic::AtomicI64>,
     shared: &Arc<Shared>,
     report: &mut SimReport,
 ) -> anyhow::Result<()> {
     let path = path.to_owned();
     let shared = Arc::clone(shared);
+    let config = config.clone();
     let (violations, n_checked) = in_process(move || {
         Box::pin(async move {
-            let store = Store::open(Config::new(&path))?;
-            let runtime = start(&store, seed, CrashPoints::default(), epoch_idx, &shared).await?;
+            let store = Store::open(store_config(&path))?;
+            *lock(&shared.store) = Some(store.clone());
+            *lock(&shared.epoch_idx) = epoch_idx;
+            let runtime = start(
+                &store,
+                &config,
+                CrashPoints::default(),
+                epoch_idx,
+                &clock_ms,
+                &shared,
+            )
+            .await?;
             let mut violations = leases_of_the_dead(&store, epoch_idx).await?;
             let mut quiet = false;
             for _ in 0..400 {
@@ -386,12 +717,106 @@ fn liveness_and_invariants(
             let n_checked =
                 invariants::check_quiet_database(&store, account(), &launches, &mut violations)
                     .await?;
+            let n_checked = n_checked + users_invariants(&shared, &mut violations);
+            shared.note(database_digest(&store).await?);
+            *lock(&shared.store) = None;
             Ok((violations, n_checked))
         })
     })?;
     report.invariants_checked += n_checked;
     report.violations.extend(violations);
     Ok(())
+}
+
+/// Checks the invariants of the user's verbs; returns how many ran.
+fn users_invariants(shared: &Shared, violations: &mut Vec<String>) -> usize {
+    let mut n_checked = 0;
+    for run_verb in shared.verbs.iter() {
+        if let Some(invariant) = &run_verb.invariant {
+            n_checked += 1;
+            violations.extend(
+                invariant()
+                    .into_iter()
+                    .map(|violation| format!("{}: {violation}", run_verb.verb.name())),
+            );
+        }
+    }
+    n_checked
+}
+
+/// The exhaustive mode: a dry run of `scenario` (no crashes) counts every crash-point
+/// occurrence; then one run crashes at each occurrence in turn. Returns the dry run's report
+/// and one report per crash.
+pub fn exhaustive(scenario: &SimConfig) -> anyhow::Result<(SimReport, Vec<SimReport>)> {
+    let dry = run(&SimConfig {
+        crash_rate: 0.0,
+        crash_at: None,
+        ..scenario.clone()
+    })?;
+    let mut reports = Vec::with_capacity(dry.crash_point_hits);
+    for crash_at in 1..=dry.crash_point_hits {
+        reports.push(run(&SimConfig {
+            crash_at: Some(crash_at),
+            ..scenario.clone()
+        })?);
+    }
+    Ok((dry, reports))
+}
+
+/// The shortest failing prefix of a failing run: the fewest steps with which the same seed
+/// still breaks an invariant (a seed's first steps do not depend on how many follow). Returns
+/// the shortened configuration and its report, or `None` when the run does not fail.
+pub fn shrink(failing: &SimConfig) -> anyhow::Result<Option<(SimConfig, SimReport)>> {
+    let report = run(failing)?;
+    if report.violations.is_empty() {
+        return Ok(None);
+    }
+    // The first violation was seen after `violation_step` steps: no shorter prefix than what
+    // led there can be needed, but a shorter one may fail too (at the end of the run).
+    let mut best = (failing.clone(), report);
+    let upper = best
+        .1
+        .violation_step
+        .unwrap_or(failing.steps)
+        .min(failing.steps);
+    for steps in 0..upper {
+        let candidate = SimConfig {
+            steps,
+            ..failing.clone()
+        };
+        let report = run(&candidate)?;
+        if !report.violations.is_empty() {
+            best = (candidate, report);
+            break;
+        }
+    }
+    Ok(Some(best))
+}
+
+/// What the database holds at the end, for the trace hash: every session's log and runs.
+async fn database_digest(store: &Store) -> anyhow::Result<u64> {
+    let mut hasher = DefaultHasher::new();
+    for session in store.list_sessions(account()).await? {
+        session.id.hash(&mut hasher);
+        for event in store
+            .read_events(session.id, 1, i64::MAX, usize::MAX)
+            .await?
+        {
+            (
+                event.seq,
+                &event.kind,
+                format!("{:?}", event.role),
+                &event.actor,
+                event.content.to_string(),
+                event.meta.to_string(),
+            )
+                .hash(&mut hasher);
+        }
+        for run in store.list_session_runs(session.id).await? {
+            (run.id, run.status.to_string(), run.pass).hash(&mut hasher);
+        }
+    }
+    Ok(hasher.finish())
 }
 
 /// A one-line summary of many runs.

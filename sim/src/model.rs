@@ -14,6 +14,113 @@ use seed_providers::{
 };
 use serde_json::{Value, json};
 
+/// A verb of the user's own for the simulated model to call. Each run makes its own instance
+/// (so that what the verb keeps starts afresh, and a replayed or shrunk run is the same run),
+/// with, optionally, the verb's own invariant over what that instance did, checked with the
+/// simulation's after every step and at the end. The model calls it with arguments made from
+/// a seeded number, so that a seed replays the same calls; arguments that break the verb's
+/// schema now and then are welcome: the verb must refuse them cleanly.
+#[derive(Clone)]
+pub struct SimVerb {
+    pub make: Arc<dyn Fn() -> VerbUnderTest + Send + Sync>,
+    pub arguments: Arc<dyn Fn(u64) -> Value + Send + Sync>,
+}
+
+/// A user verb's own invariant: what it returns are violations.
+pub type Invariant = Box<dyn Fn() -> Vec<String> + Send + Sync>;
+
+/// What sees each model request with its answer.
+pub(crate) type Observer = Arc<dyn Fn(&Request, &ScriptedStep) + Send + Sync>;
+
+/// One run's instance of a user's verb, and its invariant.
+pub struct VerbUnderTest {
+    pub verb: Arc<dyn Verb>,
+    pub invariant: Option<Invariant>,
+}
+
+impl std::fmt::Debug for VerbUnderTest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbUnderTest")
+            .field("verb", &self.verb.name())
+            .field("invariant", &self.invariant.is_some())
+            .finish()
+    }
+}
+
+impl SimVerb {
+    pub fn new(
+        make: impl Fn() -> VerbUnderTest + Send + Sync + 'static,
+        arguments: impl Fn(u64) -> Value + Send + Sync + 'static,
+    ) -> Self {
+        SimVerb {
+            make: Arc::new(make),
+            arguments: Arc::new(arguments),
+        }
+    }
+}
+
+/// A run's user verbs: each instance with its arguments.
+pub(crate) struct RunVerb {
+    pub(crate) verb: Arc<dyn Verb>,
+    pub(crate) invariant: Option<Invariant>,
+    pub(crate) arguments: Arc<dyn Fn(u64) -> Value + Send + Sync>,
+}
+
+impl RunVerb {
+    pub(crate) fn make(sim_verb: &SimVerb) -> RunVerb {
+        let VerbUnderTest { verb, invariant } = (sim_verb.make)();
+        RunVerb {
+            verb,
+            invariant,
+            arguments: Arc::clone(&sim_verb.arguments),
+        }
+    }
+}
+
+impl std::fmt::Debug for SimVerb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimVerb").finish_non_exhaustive()
+    }
+}
+
+/// A user's verb as the simulation registers it: when it is not safe to repeat, every
+/// execution is counted per call, and the invariants check that none ran twice.
+pub(crate) struct Counted {
+    pub(crate) inner: Arc<dyn Verb>,
+    pub(crate) runs: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
+}
+
+impl Verb for Counted {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn description(&self) -> &'static str {
+        self.inner.description()
+    }
+    fn parameters(&self) -> Value {
+        self.inner.parameters()
+    }
+    fn safe_to_repeat(&self) -> bool {
+        self.inner.safe_to_repeat()
+    }
+    fn ends_turn(&self) -> bool {
+        self.inner.ends_turn()
+    }
+    fn availability(&self) -> seed_actors::Availability {
+        self.inner.availability()
+    }
+    fn call(&self, context: VerbContext, arguments: Value) -> BoxFuture<'static, VerbOutput> {
+        if !self.inner.safe_to_repeat()
+            && let Ok(mut runs) = self.runs.lock()
+        {
+            *runs
+                .entry((context.session_id, context.tool_call_id.clone()))
+                .or_default() += 1;
+        }
+        self.inner.call(context, arguments)
+    }
+}
+
 /// A verb that must never run twice for one call: it records every execution.
 pub(crate) struct Launch {
     pub(crate) runs: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
@@ -47,7 +154,7 @@ pub(crate) fn account() -> AccountId {
 }
 
 /// A stable hash of the seed and some parts of a request.
-fn mix(seed: u64, parts: &[&str]) -> u64 {
+pub(crate) fn mix(seed: u64, parts: &[&str]) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     seed.hash(&mut hasher);
     for part in parts {
@@ -76,9 +183,22 @@ fn input_and_depth(request: &Request) -> (String, usize) {
     (input.text.clone(), depth)
 }
 
-/// The model: its answer is a function of the seed and of the request.
-pub(crate) fn model(seed: u64) -> ScriptedProvider {
+/// The model: its answer is a function of the seed and of the request. `extra` are verbs of the
+/// user's own that it calls too; `observe` sees every request with its answer.
+pub(crate) fn model(
+    seed: u64,
+    extra: Arc<[RunVerb]>,
+    observe: Observer,
+) -> ScriptedProvider {
     ScriptedProvider::from_fn(move |request: &Request, _| {
+        let answer = answer(seed, &extra, request);
+        observe(request, &answer);
+        answer
+    })
+}
+
+fn answer(seed: u64, extra: &[RunVerb], request: &Request) -> ScriptedStep {
+    {
         let (input, depth) = input_and_depth(request);
         let session = request.session_id.clone().unwrap_or_default();
         let h = mix(seed, &[&session, &input, &depth.to_string()]);
@@ -106,7 +226,7 @@ pub(crate) fn model(seed: u64) -> ScriptedProvider {
             40..62 => {
                 let n = 1 + (h >> 8) % 4;
                 let calls = (0..n)
-                    .map(|idx| match (h >> (12 + idx * 3)) % 6 {
+                    .map(|idx| match (h >> (12 + idx * 3)) % (6 + extra.len() as u64) {
                         0 => call(
                             idx,
                             "read",
@@ -128,7 +248,15 @@ pub(crate) fn model(seed: u64) -> ScriptedProvider {
                             json!({"action": "append", "path": "~/memory/sim.md", "content": "x"}),
                         ),
                         4 => call(idx, "launch", json!({"what": "probe"})),
-                        _ => call(idx, "read", json!({"target": "~/memory/sim.md"})),
+                        5 => call(idx, "read", json!({"target": "~/memory/sim.md"})),
+                        user => {
+                            let verb = &extra[(user - 6) as usize];
+                            call(
+                                idx,
+                                verb.verb.name(),
+                                (verb.arguments)(mix(h, &[&idx.to_string()])),
+                            )
+                        }
                     })
                     .collect();
                 ScriptedStep::Respond(tool_response("", calls))
@@ -172,5 +300,5 @@ pub(crate) fn model(seed: u64) -> ScriptedProvider {
             },
             _ => text("answer"),
         }
-    })
+    }
 }

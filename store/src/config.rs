@@ -60,6 +60,11 @@ pub struct Config {
     pub spin: Duration,
     /// Caps the database size in pages (`PRAGMA max_page_count`); for tests of a full disk.
     pub max_page_count: Option<u32>,
+    /// No threads: every write commits alone and every read runs on the caller's thread, when
+    /// it is asked for. For deterministic simulation, where one thread runs everything and
+    /// the order of its tasks alone decides what happens; a service keeps this off, since it
+    /// blocks the caller's executor on SQLite.
+    pub inline: bool,
 }
 
 impl Config {
@@ -76,6 +81,7 @@ impl Config {
             gather_max: Duration::from_micros(200),
             spin: Duration::from_micros(100),
             max_page_count: None,
+            inline: false,
         }
     }
 }

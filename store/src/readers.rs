@@ -15,6 +15,8 @@ type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
 
 pub(crate) struct Readers {
     sender: Option<Sender<ReadJob>>,
+    /// Inline mode ([`Config::inline`]): one connection, read on the caller's thread.
+    inline: Option<std::sync::Mutex<Connection>>,
     threads: Vec<JoinHandle<()>>,
     /// How long a caller polls for its rows before parking.
     spin: std::time::Duration,
@@ -22,6 +24,14 @@ pub(crate) struct Readers {
 
 impl Readers {
     pub(crate) fn start(config: &Config) -> Result<Readers> {
+        if config.inline {
+            return Ok(Readers {
+                sender: None,
+                inline: Some(std::sync::Mutex::new(crate::schema::open_reader(config)?)),
+                threads: Vec::new(),
+                spin: config.spin,
+            });
+        }
         let (sender, receiver) = crossbeam_channel::unbounded::<ReadJob>();
         let mut threads = Vec::new();
         for reader_idx in 0..config.n_readers.max(1) {
@@ -38,6 +48,7 @@ impl Readers {
         }
         Ok(Readers {
             sender: Some(sender),
+            inline: None,
             threads,
             spin: config.spin,
         })
@@ -49,6 +60,10 @@ impl Readers {
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
+        if let Some(inline) = &self.inline {
+            let connection = inline.lock().map_err(|_| Error::Closed)?;
+            return read(&connection);
+        }
         let (reply, outcome) = oneshot::channel();
         let job: ReadJob = Box::new(move |connection| {
             let _ = reply.send(read(connection));

@@ -150,6 +150,9 @@ impl LatencyHistogram {
 pub(crate) struct Writer {
     sender: Option<Sender<Message>>,
     thread: Option<JoinHandle<()>>,
+    /// Inline mode ([`Config::inline`]): no thread; each job commits on the caller's thread,
+    /// alone, when it is asked for.
+    inline: Option<std::sync::Mutex<WriterThread>>,
     /// How long a caller polls for its outcome before parking.
     spin: Duration,
     pub(crate) stats: Arc<WriterStats>,
@@ -173,12 +176,23 @@ impl Writer {
             spin: config.spin,
             stats: Arc::clone(&stats),
         };
+        if config.inline {
+            return Ok(Writer {
+                sender: None,
+                thread: None,
+                inline: Some(std::sync::Mutex::new(thread)),
+                spin: config.spin,
+                stats,
+                fenced,
+            });
+        }
         let thread = std::thread::Builder::new()
             .name("seed-store-writer".to_owned())
             .spawn(move || thread.run())?;
         Ok(Writer {
             sender: Some(sender),
             thread: Some(thread),
+            inline: None,
             spin: config.spin,
             stats,
             fenced,
@@ -198,7 +212,17 @@ impl Writer {
             output: None,
             reply,
         };
-        self.send(Message::Job(Box::new(job)))?;
+        if let Some(inline) = &self.inline {
+            if self.fenced.load(Ordering::SeqCst) {
+                return Err(Error::Closed);
+            }
+            inline
+                .lock()
+                .map_err(|_| Error::Closed)?
+                .commit_group(vec![Box::new(job)]);
+        } else {
+            self.send(Message::Job(Box::new(job)))?;
+        }
         SpinThenPark::new(outcome, self.spin)
             .await
             .map_err(|_| Error::Closed)?
@@ -206,9 +230,13 @@ impl Writer {
 
     /// Stops the writer between two groups until the returned hold is dropped. Jobs sent
     /// meanwhile wait and then commit together: tests use it to put chosen jobs in one group.
+    /// Inline, there is no group to hold jobs for: the hold does nothing.
     pub(crate) fn hold(&self) -> Result<WriterHold> {
         let (started_sender, started) = crossbeam_channel::bounded(1);
         let (release, release_receiver) = crossbeam_channel::bounded(0);
+        if self.inline.is_some() {
+            return Ok(WriterHold { _release: release });
+        }
         self.send(Message::Hold {
             started: started_sender,
             release: release_receiver,
@@ -241,6 +269,12 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
+        if let Some(inline) = self.inline.take()
+            && self.fenced.load(Ordering::SeqCst)
+            && let Ok(core) = inline.into_inner()
+        {
+            core.skip_close_checkpoint();
+        }
         self.sender = None;
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()

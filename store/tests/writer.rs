@@ -306,8 +306,15 @@ fn sixty_four_concurrent_committers_all_land_in_order() -> anyhow::Result<()> {
 /// WAL as it was (no close-time checkpoint). Reopened, it holds exactly what committed before.
 #[test]
 fn a_fence_stops_every_commit_and_skips_the_close_time_checkpoint() -> anyhow::Result<()> {
+    for inline in [false, true] {
+        fence_and_reopen(inline)?;
+    }
+    Ok(())
+}
+
+fn fence_and_reopen(inline: bool) -> anyhow::Result<()> {
     let wal_after_close = |fence: bool| -> anyhow::Result<(u64, Vec<String>)> {
-        let fixture = Fixture::new()?;
+        let fixture = Fixture::with(|config| config.inline = inline)?;
         let sessions = fixture.create_sessions(1)?;
         let files = fixture.store.session_files(sessions[0]);
         block_on(files.commit(batch(FileName::Entries, &["before"])))?;
@@ -333,11 +340,46 @@ fn a_fence_stops_every_commit_and_skips_the_close_time_checkpoint() -> anyhow::R
     assert_eq!(clean_wal, 0, "a clean close checkpoints the WAL away");
     assert_eq!(clean_lines, ["before"]);
     let (fenced_wal, fenced_lines) = wal_after_close(true)?;
-    assert!(fenced_wal > 0, "a fenced close leaves the WAL for recovery");
+    assert!(
+        fenced_wal > 0,
+        "inline {inline}: a fenced close leaves the WAL for recovery"
+    );
     assert_eq!(
         fenced_lines,
         ["before"],
         "nothing after the fence committed"
     );
+    Ok(())
+}
+
+/// Inline, the store runs every write and read on the caller's thread when asked: each future
+/// is ready at its first poll, and the results are those of the threaded store.
+#[test]
+fn an_inline_store_answers_at_the_first_poll() -> anyhow::Result<()> {
+    use futures::FutureExt;
+    let fixture = Fixture::with(|config| config.inline = true)?;
+    let [session] = fixture.create_sessions(1)?[..] else {
+        unreachable!()
+    };
+    let files = fixture.store.session_files(session);
+    for texts in [&["a", "b"][..], &["c"]] {
+        files
+            .commit(batch(FileName::Entries, texts))
+            .now_or_never()
+            .expect("an inline commit is ready at once")?;
+    }
+    let read = files
+        .read(FileName::Entries)
+        .now_or_never()
+        .expect("an inline read is ready at once")?;
+    assert_eq!(read, ["a", "b", "c"]);
+    // A refused write fails alone, typed, as in the threaded store.
+    block_on(fixture.store.delete_session(session))?;
+    let refused = files
+        .commit(batch(FileName::Entries, &["late"]))
+        .now_or_never()
+        .expect("ready at once");
+    let error = refused.expect_err("an append to a deleted session is refused");
+    assert_eq!(error.refusal(), Some(&Refusal::SessionDeleted));
     Ok(())
 }

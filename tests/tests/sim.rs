@@ -1,42 +1,278 @@
-//! The actor simulation over many seeds, crashes enabled: every invariant must hold.
+//! The actor simulation (seed-sim) over many seeds, crashes enabled: every invariant must hold,
+//! the same seed must give the same trace, the exhaustive mode crashes at every crash-point
+//! occurrence of three scenarios, and a shrinking pass finds a short failing prefix.
 //!
-//! `SIM_SEEDS=N` runs seeds 0..N (default 60); `SIM_SEED=S` replays one seed; `SIM_ITERS=N`
-//! runs N seeds from a random start, for a soak.
+//! `SIM_SEEDS=N` runs seeds 0..N (default 1,000, split over four tests so they run side by
+//! side); `SIM_SEED=S` replays one seed; `SIM_ITERS=N` runs N seeds from a random start, for a
+//! soak.
 
-use seed_sim::{self as sim, SimConfig};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-#[test]
-fn simulated_sessions_with_crashes_keep_every_invariant() -> anyhow::Result<()> {
-    let env = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .and_then(|value| value.parse::<u64>().ok())
-    };
+use futures::future::BoxFuture;
+use seed_actors::{Verb, VerbContext, VerbOutput};
+use seed_events::SessionId;
+use seed_sim::{self as sim, SimConfig, SimReport, SimVerb, VerbUnderTest};
+use serde_json::{Value, json};
+
+/// Seeds run by default, over the four `seeds_*` tests.
+const SEEDS_DEFAULT: u64 = 1_000;
+const SHARDS: u64 = 4;
+
+fn env(name: &str) -> Option<u64> {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse::<u64>().ok())
+}
+
+fn config(seed: u64) -> SimConfig {
+    SimConfig {
+        seed,
+        crash_rate: 0.08,
+        ..SimConfig::default()
+    }
+}
+
+fn assert_clean(report: &SimReport) {
+    let seed = report.seed;
+    assert!(
+        report.violations.is_empty(),
+        "seed {seed} (replay with SIM_SEED={seed}), first violation after step {:?}: {:#?}",
+        report.violation_step,
+        report.violations
+    );
+}
+
+/// Runs this shard's seeds and checks every invariant of each.
+fn run_shard(shard: u64) -> anyhow::Result<()> {
     let seeds: Vec<u64> = match (env("SIM_SEED"), env("SIM_ITERS")) {
-        (Some(seed), _) => vec![seed],
+        (Some(seed), _) if shard == 0 => vec![seed],
+        (Some(_), _) => Vec::new(),
         (None, Some(iters)) => {
-            let start = fastrand::u64(..u64::MAX / 2);
-            (start..start + iters).collect()
+            let start = fastrand::u64(..u64::MAX / 2) + shard * iters;
+            (start..start + iters / SHARDS).collect()
         }
-        (None, None) => (0..env("SIM_SEEDS").unwrap_or(60)).collect(),
+        (None, None) => (0..env("SIM_SEEDS").unwrap_or(SEEDS_DEFAULT))
+            .filter(|seed| seed % SHARDS == shard)
+            .collect(),
     };
+    let started = std::time::Instant::now();
     let mut reports = Vec::new();
     for seed in seeds {
-        let config = SimConfig {
-            seed,
-            crash_rate: 0.08,
-            ..SimConfig::default()
-        };
-        let report = sim::run(&config)?;
-        assert!(
-            report.violations.is_empty(),
-            "seed {seed} (replay with SIM_SEED={seed}): {:#?}",
-            report.violations
-        );
+        let report = sim::run(&config(seed))?;
+        assert_clean(&report);
         reports.push(report);
     }
-    eprintln!("{}", sim::summary(&reports));
+    let elapsed = started.elapsed().as_secs_f64();
+    let steps: usize = reports.iter().map(|report| report.steps).sum();
+    eprintln!(
+        "{} ({:.1} seeds/s, {:.0} steps/s)",
+        sim::summary(&reports),
+        reports.len() as f64 / elapsed,
+        steps as f64 / elapsed
+    );
     let crashes: usize = reports.iter().map(|report| report.crashes).sum();
     assert!(reports.len() < 8 || crashes > 0, "no crash was injected");
+    // Over the default seed set, every crash point fires somewhere.
+    if env("SIM_SEED").is_none() && reports.len() >= 200 {
+        let fired: std::collections::BTreeSet<&str> = reports
+            .iter()
+            .flat_map(|report| report.points_fired.keys().copied())
+            .collect();
+        let missing: Vec<&str> = seed_actors::crash::points::ALL
+            .iter()
+            .copied()
+            .filter(|point| !fired.contains(point))
+            .collect();
+        assert!(missing.is_empty(), "crash points never fired: {missing:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn seeds_0_keep_every_invariant() -> anyhow::Result<()> {
+    run_shard(0)
+}
+
+#[test]
+fn seeds_1_keep_every_invariant() -> anyhow::Result<()> {
+    run_shard(1)
+}
+
+#[test]
+fn seeds_2_keep_every_invariant() -> anyhow::Result<()> {
+    run_shard(2)
+}
+
+#[test]
+fn seeds_3_keep_every_invariant() -> anyhow::Result<()> {
+    run_shard(3)
+}
+
+/// The same seed gives the same trace hash: 50 seeds, each run twice.
+#[test]
+fn the_same_seed_gives_the_same_trace() -> anyhow::Result<()> {
+    let mut hashes = std::collections::BTreeSet::new();
+    for seed in 0..env("SIM_DETERMINISM_SEEDS").unwrap_or(50) {
+        let first = sim::run(&config(seed))?;
+        let second = sim::run(&config(seed))?;
+        assert_eq!(
+            (first.trace_hash, first.crashes, first.requests),
+            (second.trace_hash, second.crashes, second.requests),
+            "seed {seed} ran differently twice"
+        );
+        hashes.insert(first.trace_hash);
+    }
+    assert!(
+        hashes.len() > 1,
+        "every seed gave the same trace: the hash sees nothing"
+    );
+    Ok(())
+}
+
+/// The exhaustive mode over three small scenarios: every crash-point occurrence is crashed at
+/// once, and every invariant holds after each.
+#[test]
+fn exhaustive_crashes_at_every_point_of_three_scenarios() -> anyhow::Result<()> {
+    for (seed, sessions, steps) in [(11, 1, 4), (12, 2, 4), (13, 1, 6)] {
+        let scenario = SimConfig {
+            seed,
+            sessions,
+            steps,
+            ..SimConfig::default()
+        };
+        let (dry, reports) = sim::exhaustive(&scenario)?;
+        assert_clean(&dry);
+        assert!(
+            dry.crash_point_hits >= 5,
+            "scenario {seed}: only {} crash-point occurrences",
+            dry.crash_point_hits
+        );
+        assert_eq!(reports.len(), dry.crash_point_hits);
+        for report in &reports {
+            assert_clean(report);
+            assert_eq!(report.crashes, 1, "seed {seed}: exactly the one crash");
+        }
+        eprintln!(
+            "scenario {seed}: {} crash points, {}",
+            dry.crash_point_hits,
+            sim::summary(&reports)
+        );
+    }
+    Ok(())
+}
+
+/// A user's verb with a bug: it charges an order, and says it is safe to repeat, which it is
+/// not. A call cut off by a crash runs again after recovery and charges twice; the verb's own
+/// invariant ("no order charged twice") catches it.
+struct Charge {
+    charges: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
+    claims_safe_to_repeat: bool,
+}
+
+impl Verb for Charge {
+    fn name(&self) -> &'static str {
+        "charge"
+    }
+    fn description(&self) -> &'static str {
+        "Charges an order. (A verb of a user's own, for the simulation's tests.)"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"cents": {"type": "integer"}}, "required": ["cents"]})
+    }
+    fn safe_to_repeat(&self) -> bool {
+        self.claims_safe_to_repeat
+    }
+    fn call(&self, context: VerbContext, arguments: Value) -> BoxFuture<'static, VerbOutput> {
+        let Some(cents) = arguments["cents"].as_u64() else {
+            return Box::pin(async { VerbOutput::error("charge: `cents` must be an integer") });
+        };
+        let charges = Arc::clone(&self.charges);
+        Box::pin(async move {
+            if let Ok(mut charges) = charges.lock() {
+                *charges
+                    .entry((context.session_id, context.tool_call_id.clone()))
+                    .or_default() += 1;
+            }
+            // The payment service takes a moment (virtual time).
+            actix::clock::sleep(std::time::Duration::from_millis(3)).await;
+            VerbOutput::ok(format!("charged {cents} cents"))
+        })
+    }
+}
+
+fn charge_verb(claims_safe_to_repeat: bool) -> SimVerb {
+    let make = move || {
+        let charges: Arc<Mutex<HashMap<(SessionId, String), usize>>> = Arc::default();
+        let verb = Arc::new(Charge {
+            charges: Arc::clone(&charges),
+            claims_safe_to_repeat,
+        });
+        let invariant = move || {
+            let charges = charges
+                .lock()
+                .map(|charges| charges.clone())
+                .unwrap_or_default();
+            charges
+                .into_iter()
+                .filter(|(_, n)| *n > 1)
+                .map(|((session, call), n)| format!("{session}: call {call} charged {n} times"))
+                .collect()
+        };
+        VerbUnderTest {
+            verb,
+            invariant: Some(Box::new(invariant)),
+        }
+    };
+    SimVerb::new(make, |n| {
+        if n % 7 == 0 {
+            json!({"cents": "twelve"})
+        } else {
+            json!({"cents": n % 1000})
+        }
+    })
+}
+
+/// A user's own verb runs under the simulation with every invariant (its own too) checked; a
+/// verb that wrongly claims to be safe to repeat is caught, named with its seed and step, and
+/// the failure shrinks to a shorter prefix.
+#[test]
+fn a_users_verb_runs_under_the_simulation_and_a_failure_shrinks() -> anyhow::Result<()> {
+    for seed in 0..20 {
+        let report = sim::run(&SimConfig {
+            verbs: vec![charge_verb(false)],
+            crash_rate: 0.2,
+            ..config(seed)
+        })?;
+        assert_clean(&report);
+    }
+
+    let failing = (0..200)
+        .map(|seed| SimConfig {
+            verbs: vec![charge_verb(true)],
+            crash_rate: 0.2,
+            ..config(seed)
+        })
+        .find(|config| sim::run(config).is_ok_and(|report| !report.violations.is_empty()))
+        .expect("some seed charges twice");
+    let (shrunk, report) = sim::shrink(&failing)?.expect("the failing run fails again");
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|violation| violation.contains("charged")),
+        "{:#?}",
+        report.violations
+    );
+    assert!(
+        shrunk.steps <= report.violation_step.unwrap_or(failing.steps),
+        "the shrunk run ({} steps) fails no later than it was seen to",
+        shrunk.steps
+    );
+    assert!(shrunk.steps > 0, "no charge happens without a message");
+    eprintln!(
+        "seed {} fails within {} steps (first seen after step {:?}); shrunk to {} steps",
+        failing.seed, failing.steps, report.violation_step, shrunk.steps
+    );
     Ok(())
 }
