@@ -185,11 +185,7 @@ fn input_and_depth(request: &Request) -> (String, usize) {
 
 /// The model: its answer is a function of the seed and of the request. `extra` are verbs of the
 /// user's own that it calls too; `observe` sees every request with its answer.
-pub(crate) fn model(
-    seed: u64,
-    extra: Arc<[RunVerb]>,
-    observe: Observer,
-) -> ScriptedProvider {
+pub(crate) fn model(seed: u64, extra: Arc<[RunVerb]>, observe: Observer) -> ScriptedProvider {
     ScriptedProvider::from_fn(move |request: &Request, _| {
         let answer = answer(seed, &extra, request);
         observe(request, &answer);

@@ -65,6 +65,19 @@ pub struct Config {
     /// the order of its tasks alone decides what happens; a service keeps this off, since it
     /// blocks the caller's executor on SQLite.
     pub inline: bool,
+    /// Injects faults (simulation): asked before each commit, and when it says so, the commit
+    /// fails as on a full disk, and the transaction is rolled back.
+    pub faults: Option<FaultInjector>,
+}
+
+/// Decides, commit by commit, whether the disk is full now. See [`Config::faults`].
+#[derive(Clone)]
+pub struct FaultInjector(pub std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for FaultInjector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FaultInjector(..)")
+    }
 }
 
 impl Config {
@@ -82,6 +95,7 @@ impl Config {
             spin: Duration::from_micros(100),
             max_page_count: None,
             inline: false,
+            faults: None,
         }
     }
 }

@@ -35,7 +35,7 @@ mod store;
 mod writer;
 
 pub use attachments::{AttachmentRow, NewAttachment};
-pub use config::{BatchMode, Config, Synchronous};
+pub use config::{BatchMode, Config, FaultInjector, Synchronous};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use error::{Error, Refusal, Result};
 pub use files::SessionFiles;

@@ -175,6 +175,7 @@ impl Writer {
             gather_max: config.gather_max,
             spin: config.spin,
             stats: Arc::clone(&stats),
+            faults: config.faults.clone(),
         };
         if config.inline {
             return Ok(Writer {
@@ -300,6 +301,7 @@ struct WriterThread {
     gather_max: Duration,
     spin: Duration,
     stats: Arc<WriterStats>,
+    faults: Option<crate::config::FaultInjector>,
 }
 
 impl WriterThread {
@@ -521,6 +523,14 @@ impl WriterThread {
     }
 
     fn commit(&self) -> Result<()> {
+        if let Some(faults) = &self.faults
+            && (faults.0)()
+        {
+            return Err(Error::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                Some("an injected fault: the disk is full".to_owned()),
+            )));
+        }
         let started = Instant::now();
         self.connection.prepare_cached("COMMIT")?.execute([])?;
         self.stats.commit_latency.observe(started.elapsed());
