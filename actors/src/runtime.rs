@@ -297,8 +297,8 @@ async fn boot_sweep_with(
         .reach(crate::crash::points::BOOT_SWEEP_BETWEEN)
         .await;
     let requeued = store.requeue_running_runs(now_ms).await?;
-    // A successor whose run a crash lost before it was queued gets it now.
-    for successor in store.successors_without_runs().await? {
+    // A successor whose run a crash (or a full disk) kept from being queued gets it now.
+    for successor in store.successors_without_their_run().await? {
         if let Some(copied) = crate::continuation::copied_message(store, successor).await? {
             crate::continuation::queue_successor_run(store, successor, copied.id, now_ms).await?;
         }

@@ -93,6 +93,9 @@ impl std::fmt::Debug for StartRun {
     }
 }
 
+/// How long a run the disk refused waits before its next attempt.
+const DISK_FULL_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Cuts off the turn in flight, if any.
 #[derive(Message)]
 #[rtype(result = "bool")]
@@ -135,6 +138,24 @@ impl Handler<StartRun> for SessionActor {
             let requeue = match outcome {
                 Ok(Ok(RunEnd { .. })) => false,
                 Ok(Err(NotNow::LeaseHeld)) => true,
+                Ok(Err(NotNow::DiskFull)) => {
+                    tracing::warn!(
+                        run_id = %run.id,
+                        attempts = run.attempts,
+                        "the disk is full: the run waits, then tries again"
+                    );
+                    // The queue counts the run in flight until then, so the session's later
+                    // runs wait behind it.
+                    ctx.run_later(DISK_FULL_PAUSE, move |actor, ctx| {
+                        actor.queue.do_send(RunDone {
+                            queue,
+                            run_id,
+                            requeue: true,
+                        });
+                        actor.schedule_idle_check(ctx);
+                    });
+                    return;
+                }
                 Err(_) => {
                     tracing::error!(run_id = %run.id, attempts = run.attempts, "a run panicked");
                     let give_up = run.attempts >= env.settings.run_attempts_max;

@@ -153,6 +153,10 @@ impl RunEnd {
 pub enum NotNow {
     /// Another holder has the session's store lease.
     LeaseHeld,
+    /// The disk was full: the turn stopped where the store refused it, and the run goes back
+    /// to the queue, after a pause, for its next attempt, which reopens the store and
+    /// projects whatever had committed but not reached the log.
+    DiskFull,
 }
 
 /// A session's harness, kept open by its actor between runs so a run does not read and fold the
@@ -177,10 +181,18 @@ pub async fn execute_run(
     {
         Ok(LeaseOutcome::Acquired(_)) => {}
         Ok(LeaseOutcome::HeldBy(_)) => return Err(NotNow::LeaseHeld),
+        Err(error) if error.is_disk_full() => return Err(NotNow::DiskFull),
         Err(error) => return Ok(finish(env, run, RunEnd::failed(error)).await),
     }
     let end = match turn(env, run, stop, harness).await {
         Ok(end) => end,
+        // A full disk is no fault of the turn: it waits for space however long that takes
+        // (the queue retries it after a pause), so nothing it committed is left unshown.
+        Err(error) if is_disk_full(&error) => {
+            *harness = None;
+            let _ = env.store.release_lease(session_id, &env.boot_id).await;
+            return Err(NotNow::DiskFull);
+        }
         Err(error) => RunEnd::failed(error),
     };
     env.settings
@@ -190,6 +202,26 @@ pub async fn execute_run(
     // The lease goes with the session when it was deleted; nothing to release then.
     let _ = env.store.release_lease(session_id, &env.boot_id).await;
     Ok(finish(env, run, end).await)
+}
+
+/// Whether a turn stopped because the store found the disk full (a refusal that may pass).
+fn is_disk_full(error: &TurnError) -> bool {
+    // `TurnError`'s variants are transparent: their `source` skips the wrapped error itself.
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = match error {
+        TurnError::SessionGone => None,
+        TurnError::Store(error) => Some(error),
+        TurnError::Harness(error) => Some(error),
+    };
+    while let Some(error) = cause {
+        if error
+            .downcast_ref::<seed_store::Error>()
+            .is_some_and(seed_store::Error::is_disk_full)
+        {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// Records a run's end: closes it (a child's with its delivery to the parent, in one

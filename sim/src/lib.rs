@@ -83,7 +83,10 @@ impl Default for SimConfig {
             // Off by default: with faults on, some seeds (124 at 0.01) leave entries committed
             // to the store that never reach the log after a refused log write; see the
             // simulation issue's notes.
-            disk_full_rate: 0.0,
+            disk_full_rate: std::env::var("SIM_DISK_FULL_RATE")
+                .ok()
+                .and_then(|rate| rate.parse().ok())
+                .unwrap_or(0.0),
             crash_at: None,
             verbs: Vec::new(),
             check_every_step: true,
@@ -163,7 +166,8 @@ enum Epoch {
 
 /// The previous request of a session, for the prefix check.
 struct LastRequest {
-    epoch_idx: usize,
+    /// The process, and the faults injected before the request.
+    epoch_idx: (usize, usize),
     /// Where the turn's `<current_time>` block sits.
     turn_at: Option<usize>,
     depth: usize,
@@ -283,7 +287,9 @@ impl Shared {
                 .filter(|message| matches!(&***message, Message::Assistant(_)))
                 .count()
         });
-        let epoch_idx = *lock(&self.epoch_idx);
+        // A turn recovered, after a crash (a new process) or after a fault (its next attempt),
+        // renders its blocks afresh: requests are compared only within one stretch of neither.
+        let epoch_idx = (*lock(&self.epoch_idx), *lock(&self.n_faults));
         let mut last_requests = lock(&self.last_requests);
         if let Some(last) = last_requests.get(&session)
             && last.epoch_idx == epoch_idx
@@ -437,6 +443,14 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
         report.violation_step = Some(config.steps);
     }
     report.trace_hash = lock(&shared.trace).finish();
+    if std::env::var_os("SEED_SIM_KEEP").is_some() {
+        eprintln!(
+            "seed {}: the database is kept at {}",
+            config.seed,
+            path.display()
+        );
+        let _ = dir.keep();
+    }
     Ok(report)
 }
 

@@ -179,18 +179,25 @@ pub(crate) fn edge_from_message(
         .transpose()
 }
 
-/// Successors that have no run at all: a crash came between their creation and the queueing
-/// of their run, and their call was not replayed. Oldest first.
-pub(crate) fn successors_without_runs(connection: &Connection) -> Result<Vec<SessionId>> {
+/// Successors whose copied message (their seq 2, marked `continued_from`) is in no run: a crash
+/// or a full disk came between their creation and the queueing of their run, and their call
+/// was not replayed. Found by the copy, not by the edge, since deleting the predecessor takes
+/// the edge with it; and a person may have written to the successor meanwhile, so it may have
+/// other runs. One indexed lookup per session. Oldest first.
+pub(crate) fn successors_without_their_run(connection: &Connection) -> Result<Vec<SessionId>> {
     let mut statement = connection.prepare_cached(
-        "SELECT c.successor_session_id FROM session_continuations c
-         WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_id = c.successor_session_id)
-         ORDER BY c.created_at, c.rowid",
+        "SELECT s.id FROM sessions s
+         JOIN session_events e ON e.session_key = s.key AND e.seq = 2
+         WHERE json_extract(e.meta, '$.continued_from') IS NOT NULL
+           AND NOT EXISTS (
+               SELECT 1 FROM runs r, json_each(r.user_event_ids) j
+               WHERE r.session_id = s.id AND j.value = e.id)
+         ORDER BY s.key",
     )?;
     let ids = statement.query_map([], |row| row.get::<_, String>(0))?;
     let mut successors = Vec::new();
     for id in ids {
-        successors.push(Error::parse_column("session_continuations", &id?)?);
+        successors.push(Error::parse_column("sessions", &id?)?);
     }
     Ok(successors)
 }

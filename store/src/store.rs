@@ -617,10 +617,11 @@ impl Store {
         .await
     }
 
-    /// Successors that never got their run (a crash came between their creation and the
-    /// queueing of the run), oldest first: the boot sweep queues it.
-    pub async fn successors_without_runs(&self) -> Result<Vec<SessionId>> {
-        self.read(continuations::successors_without_runs).await
+    /// Successors that never got the run for their copied message (a crash or a full disk
+    /// came between their creation and the queueing of the run), oldest first: the boot sweep
+    /// queues it.
+    pub async fn successors_without_their_run(&self) -> Result<Vec<SessionId>> {
+        self.read(continuations::successors_without_their_run).await
     }
 
     /// How many successors the session has.
