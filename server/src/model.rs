@@ -81,28 +81,45 @@ pub fn parse_directives(text: &str) -> (Directives, String) {
 }
 
 /// The newest message a person wrote (the per-turn blocks behind it start with `<`), whether
-/// the model has answered anything since, and whether an earlier exchange (an assistant message
-/// before it) exists.
-fn newest_input(request: &Request) -> (String, bool, bool) {
-    let position = request.messages.iter().rposition(
-        |message| matches!(message.as_ref(), Message::User(user) if !user.text.starts_with('<')),
-    );
+/// the model has answered anything since, and how many log events came before it (a message
+/// each, plus an event per tool call; the per-turn blocks are not in the log).
+fn newest_input(request: &Request) -> (String, bool, i64) {
+    let is_input =
+        |message: &Message| matches!(message, Message::User(user) if !user.text.starts_with('<'));
+    let position = request
+        .messages
+        .iter()
+        .rposition(|message| is_input(message));
     let Some(position) = position else {
-        return (String::new(), false, false);
+        return (String::new(), false, 0);
     };
     let Message::User(user) = request.messages[position].as_ref() else {
-        return (String::new(), false, false);
+        return (String::new(), false, 0);
     };
-    let is_assistant = |message: &Arc<Message>| matches!(message.as_ref(), Message::Assistant(_));
-    let answered = request.messages[position..].iter().any(is_assistant);
-    let earlier = request.messages[..position].iter().any(is_assistant);
-    (user.text.clone(), answered, earlier)
+    let answered = request.messages[position..]
+        .iter()
+        .any(|message| matches!(message.as_ref(), Message::Assistant(_)));
+    let events_before = request.messages[..position]
+        .iter()
+        .map(|message| match message.as_ref() {
+            Message::Assistant(assistant) => 1 + assistant.tool_calls().len() as i64,
+            Message::ToolResult(_) => 1,
+            user => i64::from(is_input(user)),
+        })
+        .sum();
+    (user.text.clone(), answered, events_before)
 }
 
 /// The continue_session call the scripted model makes for `continue: topic`: a handoff with
-/// several sections, a resource, and (when there was an earlier exchange) the first two events
-/// of this thread as an excerpt. With `refuse` it cites a range past the log's end.
-fn continue_call(call_id: String, topic: &str, input: &str, earlier: bool, refuse: bool) -> ToolCall {
+/// several sections, a resource, and (when events came before the message) the last four of
+/// them as an excerpt. With `refuse` it cites a range past the log's end.
+fn continue_call(
+    call_id: String,
+    topic: &str,
+    input: &str,
+    events_before: i64,
+    refuse: bool,
+) -> ToolCall {
     let title = if topic.is_empty() { "Continued" } else { topic };
     let slug: String = title
         .chars()
@@ -114,8 +131,12 @@ fn continue_call(call_id: String, topic: &str, input: &str, earlier: bool, refus
     })];
     if refuse {
         sources.push(serde_json::json!({"type": "session_events", "fromSeq": 1, "toSeq": 1_000_000}));
-    } else if earlier {
-        sources.push(serde_json::json!({"type": "session_events", "fromSeq": 1, "toSeq": 2}));
+    } else if events_before > 0 {
+        sources.push(serde_json::json!({
+            "type": "session_events",
+            "fromSeq": (events_before - 3).max(1),
+            "toSeq": events_before,
+        }));
     }
     ToolCall {
         id: call_id,
@@ -143,7 +164,7 @@ pub fn scripted(
     context_window: impl Fn(&str) -> Option<u64> + Send + Sync + 'static,
 ) -> Scripted {
     let provider = ScriptedProvider::from_fn(move |request: &Request, _| {
-        let (raw_input, answered, earlier) = newest_input(request);
+        let (raw_input, answered, events_before) = newest_input(request);
         let (directives, input) = parse_directives(&raw_input);
         let prompt_chars: usize = request
             .messages
@@ -167,7 +188,7 @@ pub fn scripted(
                     call_id,
                     continue_topic.unwrap_or_default(),
                     &input,
-                    earlier,
+                    events_before,
                     directives.refuse,
                 )],
             ),
@@ -343,18 +364,34 @@ mod tests {
         assert_eq!(first["title"], "Lisbon hotels");
         assert_eq!(first["sources"].as_array().map(Vec::len), Some(1));
         let earlier = vec![
-            user("hello"),
-            Message::Assistant(text_response("You said: hello")),
+            user("title: Trip"),
+            Message::Assistant(tool_response(
+                "",
+                vec![ToolCall {
+                    id: "c".to_owned(),
+                    name: "status".to_owned(),
+                    arguments: serde_json::json!({}),
+                }],
+            )),
+            Message::ToolResult(seed_providers::ToolResultMessage {
+                tool_call_id: "c".to_owned(),
+                tool_name: "status".to_owned(),
+                content: "ok".to_owned(),
+                is_error: false,
+            }),
+            Message::Assistant(text_response("You said: title: Trip")),
+            user("<context_usage tokens=\"1\"/>"),
             user("continue: Lisbon hotels"),
         ];
+        // user, assistant, tool_call, tool_result, assistant: the last four are cited.
         let cited = continue_arguments(&provider, earlier.clone());
         assert_eq!(
             cited["sources"][1],
-            serde_json::json!({"type": "session_events", "fromSeq": 1, "toSeq": 2})
+            serde_json::json!({"type": "session_events", "fromSeq": 2, "toSeq": 5})
         );
         assert!(cited["handoff"]["nextActions"].is_array());
         let mut refused = earlier;
-        refused[2] = user("continue: Lisbon hotels [refuse]");
+        refused[5] = user("continue: Lisbon hotels [refuse]");
         let refused = continue_arguments(&provider, refused);
         assert_eq!(refused["title"], "Lisbon hotels");
         assert_eq!(refused["sources"][1]["toSeq"], 1_000_000);
