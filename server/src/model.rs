@@ -123,14 +123,21 @@ fn continue_call(
     let title = if topic.is_empty() { "Continued" } else { topic };
     let slug: String = title
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
     let mut sources = vec![serde_json::json!({
         "type": "resource",
         "uri": format!("https://example.org/notes/{slug}"),
     })];
     if refuse {
-        sources.push(serde_json::json!({"type": "session_events", "fromSeq": 1, "toSeq": 1_000_000}));
+        sources
+            .push(serde_json::json!({"type": "session_events", "fromSeq": 1, "toSeq": 1_000_000}));
     } else if events_before > 0 {
         sources.push(serde_json::json!({
             "type": "session_events",

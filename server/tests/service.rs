@@ -793,7 +793,11 @@ async fn a_continuation_is_reported_to_the_sender_and_to_subscribers_of_both_ses
         "Carry on with: Lisbon hotels"
     );
     let none = client
-        .request("GET", &format!("/v1/sessions/{}/continuation", session.id), None)
+        .request(
+            "GET",
+            &format!("/v1/sessions/{}/continuation", session.id),
+            None,
+        )
         .await
         .expect("answer");
     assert_eq!(none.status, 404);

@@ -447,7 +447,7 @@ class SessionView {
         return h("div", { class: "notice-line" }, eventLine(event));
       case "tool_call": {
         const result = this.results.get(event.content.id);
-        const row = event.content.name === "continue_session" ? transitionRow(event, result, open) : toolRow(event, result);
+        const row = event.content.name === "continue_session" ? transitionRow(event, result, open, this.sessionId) : toolRow(event, result);
         this.calls.set(event.content.id, row);
         return row;
       }

@@ -80,7 +80,7 @@ function pre(text, className = "") {
 }
 
 /** What a handoff call says, in full: the hover bubble of a transition row. */
-function handoffDetails(args) {
+function handoffDetails(args, thisThread) {
   const rows = [];
   const field = (name, value) =>
     value !== undefined && value !== null && value !== "" ? rows.push(h("div", { class: "detail" }, h("b", {}, `${name}: `), String(value))) : null;
@@ -93,7 +93,7 @@ function handoffDetails(args) {
   const sources = Array.isArray(args.sources) ? args.sources : [];
   if (sources.length) {
     body.append(h("div", { class: "detail" }, h("b", {}, "Sources")));
-    body.append(h("ul", { class: "sources" }, sources.map((s) => h("li", {}, describeSource(s).label))));
+    body.append(h("ul", { class: "sources" }, sources.map((s) => h("li", {}, describeSource(s, thisThread).label))));
   }
   if (args.transfer) field("Transfer", JSON.stringify(args.transfer));
   return body;
@@ -104,12 +104,12 @@ function handoffDetails(args) {
  * (reason)", Open session on the right, a hover bubble with every detail. A refused call keeps
  * error styling. `result` is its tool_result event, when it has one.
  */
-export function transitionRow(call, result, navigate) {
+export function transitionRow(call, result, navigate, sessionId) {
   const args = call.content.arguments || {};
   const row = h("div", { class: "transition", dataset: { callId: call.content.id, seq: call.seq } });
   const update = (result) => {
     row.replaceChildren();
-    const bubble = h("div", { class: "bubble", role: "tooltip" }, handoffDetails(args));
+    const bubble = h("div", { class: "bubble", role: "tooltip" }, handoffDetails(args, sessionId));
     const chevron = h("span", { class: "chevron", "aria-hidden": "true" }, "›");
     if (!result) {
       row.className = "transition pending";
