@@ -36,8 +36,8 @@ pub struct Directives {
     pub refuse: bool,
 }
 
-/// The directives in `text`, and the text without them (trimmed). A bracket that is not a
-/// directive stays in the text.
+/// The directives in `text`, and the text without them (its spaces collapsed where directives
+/// were taken out; unchanged when there were none). A bracket that is not a directive stays.
 pub fn parse_directives(text: &str) -> (Directives, String) {
     let mut directives = Directives::default();
     let mut rest = String::with_capacity(text.len());
@@ -76,6 +76,10 @@ pub fn parse_directives(text: &str) -> (Directives, String) {
         remaining = &after[close + 1..];
     }
     rest.push_str(remaining);
+    if directives == Directives::default() {
+        // No directive: the text as it was, to the last space.
+        return (directives, text.to_owned());
+    }
     let rest = rest.split_whitespace().collect::<Vec<_>>().join(" ");
     (directives, rest)
 }
@@ -312,7 +316,7 @@ mod tests {
             }
         );
         assert_eq!(rest, "a [link] and [usage much] b [");
-        assert_eq!(parse_directives("continue: Lisbon").1, "continue: Lisbon");
+        assert_eq!(parse_directives(" as  typed ").1, " as  typed ");
     }
 
     fn request(messages: Vec<Message>) -> Request {
