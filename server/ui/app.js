@@ -186,7 +186,7 @@ function ensureSubscription() {
 }
 
 function onUpdate(update) {
-  if (update.type === "account-change" || update.type === "session-change") scheduleListRefresh();
+  if (update.type !== "text-delta") scheduleListRefresh();
   if (view) view.onUpdate(update);
 }
 
@@ -495,6 +495,8 @@ class SessionView {
     }
     this.meterSlot.replaceChildren(meter(this.usage));
     this.renderNotice(false);
+    // The list shows what this view knows, until its own refresh comes.
+    sessions = sessions.map((listed) => (listed.id === session.id ? session : listed));
     renderSessionList();
   }
 

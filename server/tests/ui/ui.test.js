@@ -160,6 +160,28 @@ test("a message streams in as it is written, rendered as markdown", async () => 
   await shot(page, "02-answered");
 });
 
+test("Stop cuts the streaming answer off and keeps what was written", async () => {
+  await newSession();
+  const words = Array.from({ length: 60 }, (_, i) => `w${i}`).join(" ");
+  await page.locator("#composer-input").fill(`[slow 150] ${words}`);
+  await page.locator("#send").click();
+  const streaming = page.locator(".msg.assistant.streaming");
+  await streaming.waitFor();
+  await page.locator("#stop").click();
+  await streaming.waitFor({ state: "detached" });
+  await page.waitForFunction(() => document.querySelector("#stop").disabled);
+  const answers = await page.locator(".msg.assistant").allInnerTexts();
+  assert.ok(!answers.some((text) => text.includes("w59")), `the answer was cut off: ${answers}`);
+  assert.ok(answers.some((text) => text.startsWith("You said")), `what was written stays: ${answers}`);
+  const id = sessionIdOf(page);
+  const title = await page.locator("#session-title").innerText();
+  await page.waitForFunction(
+    ([sessionId, want]) => document.querySelector(`#sessions .session-item[data-session-id="${sessionId}"] .session-item-title`)?.textContent === want,
+    [id, title],
+  );
+  await shot(page, "02b-stopped");
+});
+
 test("the context meter is muted at 50%, amber at 75% and red at 90%", async () => {
   const id = await newSession();
   const expected = [
