@@ -493,7 +493,11 @@ class SessionView {
         ),
       );
     }
-    this.meterSlot.replaceChildren(meter(this.usage));
+    const drawn = meter(this.usage);
+    const current = this.meterSlot.firstElementChild;
+    if (!current || current.title !== drawn.title || current.dataset.level !== drawn.dataset.level) {
+      this.meterSlot.replaceChildren(drawn);
+    }
     this.renderNotice(false);
     // The list shows what this view knows, until its own refresh comes.
     sessions = sessions.map((listed) => (listed.id === session.id ? session : listed));

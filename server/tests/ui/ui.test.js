@@ -195,7 +195,7 @@ test("the context meter is muted at 50%, amber at 75% and red at 90%", async () 
     await page.waitForFunction((want) => document.querySelector("#header-meter .meter")?.dataset.level === want, level);
     assert.ok((await header.getAttribute("class")).includes(`level-${level}`));
     assert.match(await header.getAttribute("title"), new RegExp(numbers.replace(/[()]/g, "\\$&")));
-    const color = await header.evaluate((element) => getComputedStyle(element).color);
+    const color = await page.evaluate(() => getComputedStyle(document.querySelector("#header-meter .meter")).color);
     const sidebar = page.locator(`#sessions .session-item[data-session-id="${id}"] .meter`);
     await page.waitForFunction(
       ([sessionId, want]) => document.querySelector(`#sessions .session-item[data-session-id="${sessionId}"] .meter`)?.dataset.level === want,
