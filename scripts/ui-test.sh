@@ -46,13 +46,20 @@ url=$(sed -n 's/^seed: listening on //p' "$work/serve.out")
 login=$(sed -n 's/^sign in a browser (one time): //p' "$work/serve.out")
 [[ -n "$url" && -n "$login" ]] || { cat "$work/serve.err"; echo "seed serve did not start"; exit 1; }
 
+# A second account, signed in with a token minted by a signed request (`seed token`).
+seed=("$target_dir/debug/seed" --data-dir "$work/data")
+public_key=$("${seed[@]}" key --new "$work/other.key" | sed -n 's/^public key: //p')
+"${seed[@]}" account add "$public_key" >/dev/null
+other_token=$("${seed[@]}" --key "$work/other.key" token 2>/dev/null)
+
 screenshots=$target_dir/ui-screenshots
 rm -rf "$screenshots"
 mkdir -p "$screenshots"
 echo "UI tests against $url (screenshots in $screenshots)"
 started=$SECONDS
 status=0
-(cd "$suite" && SEED_URL="$url" SEED_LOGIN_URL="$login" SEED_UI_SCREENSHOTS="$screenshots" \
+(cd "$suite" && SEED_URL="$url" SEED_LOGIN_URL="$login" SEED_OTHER_TOKEN="$other_token" \
+    SEED_UI_SCREENSHOTS="$screenshots" \
     node --test --test-concurrency=1 --test-reporter=spec unit.test.js ui.test.js) || status=$?
 echo "UI suite took $((SECONDS - started)) s"
 if [[ $status -ne 0 ]]; then

@@ -863,4 +863,24 @@ async fn the_command_line_chats_lists_shows_and_adds_accounts() {
         "",
     );
     assert!(bob_sessions.contains("no sessions yet"), "{bob_sessions}");
+
+    // A token for a browser, minted by a signed request: it lists Bob's sessions only.
+    let token = common::seed_cli(
+        dir.path(),
+        &["--key", bob_key.to_str().expect("path"), "token"],
+        "",
+    );
+    let client = server.client();
+    let listed = client
+        .send_raw(
+            "GET",
+            "/v1/sessions",
+            Vec::new(),
+            &[("Authorization", format!("Bearer {}", token.trim()))],
+        )
+        .await
+        .expect("answer");
+    assert_eq!(listed.status, 200);
+    let listed: ListSessionsResponse = listed.json().expect("sessions");
+    assert!(listed.sessions.is_empty(), "{:?}", listed.sessions);
 }

@@ -51,7 +51,8 @@ function route() {
   if (sessionId) {
     view = new SessionView(sessionId);
     shell.main.replaceChildren(view.element);
-    view.load().catch(handleError);
+    const opened = view;
+    view.load().catch((error) => opened.failed(error));
   } else {
     shell.main.replaceChildren(homeView());
   }
@@ -332,6 +333,23 @@ class SessionView {
 
   close() {
     this.closed = true;
+  }
+
+  /** The session could not be opened: not found (or another account's), or an error. */
+  failed(error) {
+    if (!(error instanceof api.ApiError) || error.status !== 404) {
+      handleError(error);
+      return;
+    }
+    document.title = "Not found · Seed";
+    this.element.replaceChildren(
+      h(
+        "div",
+        { class: "home not-found" },
+        h("h2", {}, "No such session"),
+        h("p", { class: "muted" }, "It was deleted, or it belongs to another account."),
+      ),
+    );
   }
 
   async load() {

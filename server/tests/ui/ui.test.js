@@ -1,6 +1,7 @@
 // End-to-end tests of Seed's web UI: headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core) against a real `seed serve` with the scripted model, started by
-// scripts/ui-test.sh, which passes SEED_URL, SEED_LOGIN_URL and SEED_UI_SCREENSHOTS.
+// scripts/ui-test.sh, which passes SEED_URL, SEED_LOGIN_URL, SEED_OTHER_TOKEN (a token of a
+// second account, minted by `seed token`) and SEED_UI_SCREENSHOTS.
 //
 // The scripted model's directives (server/src/model.rs) script the scenarios: `[slow N]` paces
 // the streaming, `[usage N%]` sets the reported prompt size, `title:` names a session,
@@ -16,6 +17,7 @@ import { chromium } from "playwright-core";
 
 const SEED_URL = process.env.SEED_URL;
 const LOGIN_URL = process.env.SEED_LOGIN_URL;
+const OTHER_TOKEN = process.env.SEED_OTHER_TOKEN;
 const SHOTS = process.env.SEED_UI_SCREENSHOTS || join(process.cwd(), "ui-screenshots");
 const TIMEOUT_MS = 15000;
 
@@ -104,12 +106,12 @@ async function say(text, answer, p = page) {
 }
 
 /** A second browser, signed in with a pasted token (the form a minted token goes into). */
-async function secondClient() {
+async function secondClient(withToken = token, { expectErrors = false } = {}) {
   const other = await newContext();
   const p = await other.newPage();
-  watch(p);
+  if (!expectErrors) watch(p);
   await p.goto(`${SEED_URL}/`);
-  await p.locator("#token-input").fill(token);
+  await p.locator("#token-input").fill(withToken);
   await p.locator("#token-submit").click();
   await p.locator("#new-session").waitFor();
   return { other, p };
@@ -133,6 +135,20 @@ test("the login link works once; the UI is served with a strict policy and lists
   await p.locator("#token-submit").click();
   await p.locator(".signin-error", { hasText: "unknown or expired" }).waitFor();
   assert.equal(await p.locator("#sessions").count(), 0);
+  await other.close();
+});
+
+test("another account, signed in with a minted token, sees none of these sessions", async () => {
+  assert.ok(OTHER_TOKEN, "scripts/ui-test.sh minted a token for a second account");
+  const mine = await newSession();
+  // Its browser logs the 404 of the session it may not see.
+  const { other, p } = await secondClient(OTHER_TOKEN, { expectErrors: true });
+  await p.locator("#sessions .empty").waitFor();
+  assert.equal(await p.locator("#sessions .session-item").count(), 0);
+  await p.goto(`${SEED_URL}/s/${mine}`);
+  await p.locator(".not-found").waitFor();
+  assert.equal(await p.locator("#transcript").count(), 0);
+  await shot(p, "00-other-account-not-found");
   await other.close();
 });
 
