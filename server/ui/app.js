@@ -2,7 +2,7 @@
 // context meter), continuation cards and follow-continuation. Plain ES modules, no build step.
 
 import * as api from "./api.js";
-import { Follower, contextUsage, isUuid, relativeTime } from "./logic.js";
+import { Follower, contextUsage, eventLine, isUuid, relativeTime } from "./logic.js";
 import {
   actionRow,
   bubble,
@@ -14,7 +14,6 @@ import {
   toolRow,
   transitionRow,
 } from "./transcript.js";
-import { eventLine } from "./logic.js";
 
 const root = document.getElementById("app");
 const follower = new Follower(sessionStorage);
@@ -24,6 +23,9 @@ let subscription = null;
 let shell = null;
 let listTimer = null;
 let automaticFollows = 0;
+// The text each session's turn in flight has streamed so far, so that a view opened mid-turn
+// (a followed successor, say) shows the answer from its start.
+const live = new Map(); // session id -> { runId, text }
 
 // Routing: `/` is the list, `/s/<id>` a session; history entries are real, so Back works.
 
@@ -62,6 +64,8 @@ function route() {
 
 function handleError(error) {
   if (error instanceof api.SignedOut) {
+    if (view) view.close();
+    view = null;
     if (subscription) subscription.close();
     subscription = null;
     shell = null;
@@ -187,7 +191,14 @@ function ensureSubscription() {
 }
 
 function onUpdate(update) {
-  if (update.type !== "text-delta") scheduleListRefresh();
+  if (update.type === "text-delta") {
+    const entry = live.get(update.session_id);
+    if (entry && entry.runId === update.run_id) entry.text += update.text;
+    else live.set(update.session_id, { runId: update.run_id, text: update.text });
+  } else {
+    if (update.type === "run-finished") live.delete(update.session_id);
+    scheduleListRefresh();
+  }
   if (view) view.onUpdate(update);
 }
 
@@ -329,6 +340,14 @@ class SessionView {
       this.scroller,
       composer,
     );
+    const streaming = live.get(sessionId);
+    if (streaming) {
+      // Seeing the session stream counts as following its turn.
+      follower.follow(sessionId);
+      this.stream = { runId: streaming.runId, text: streaming.text, element: streamingBubble() };
+      this.stream.element.setText(streaming.text);
+      this.setBusy(true);
+    }
   }
 
   close() {

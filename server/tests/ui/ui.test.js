@@ -240,11 +240,16 @@ test("a continuation: the row appears, the client follows once, the pill leads b
   await otherPage.goto(`${SEED_URL}/s/${predecessor}`);
   await otherPage.locator(".session-view[data-ready='1']").waitFor();
 
-  await say("continue: Lisbon hotels", null);
+  // Slow, so that the successor is still answering when this client arrives there.
+  await say("[slow 250] continue: Lisbon hotels", null);
   await page.waitForURL(new RegExp(`/s/(?!${predecessor})[0-9a-f-]{36}$`));
   const successor = sessionIdOf(page);
   await page.locator(".session-view[data-ready='1']").waitFor();
   assert.equal(await page.evaluate(() => document.documentElement.dataset.follows), "1");
+  // The answer in flight shows from its start, whenever this client arrived.
+  const streaming = page.locator(".msg.assistant.streaming");
+  await streaming.waitFor();
+  assert.match(await streaming.innerText(), /^You said/);
 
   // The successor: the pill, the handoff card (never a bubble), the replayed message's chip.
   const pill = page.locator(".pill.continued-from");
@@ -301,6 +306,14 @@ test("a continuation: the row appears, the client follows once, the pill leads b
   await chip.waitFor();
   assert.equal(await chip.innerText(), "Continued in “Lisbon hotels”");
   await shot(page, "06-predecessor-after-branching");
+  // The list on its own.
+  await page.locator(".brand a").click();
+  await page.waitForURL(`${SEED_URL}/`);
+  await page.locator(".home").waitFor();
+  const item = page.locator(`#sessions .session-item[data-session-id="${successor}"]`);
+  assert.match(await item.locator(".session-item-description").innerText(), /continued at the user's request/);
+  assert.match(await item.locator("time").innerText(), /just now|min ago/);
+  await shot(page, "09-session-list");
 });
 
 test("the handoff card loads an excerpt on demand through the events API", async () => {
