@@ -251,7 +251,7 @@ function renderSessionList() {
           { class: "session-item-meta" },
           h("time", { datetime: new Date(session.updated_at_ms).toISOString(), title: new Date(session.updated_at_ms).toLocaleString() }, relativeTime(session.updated_at_ms, now)),
           session.continued_to ? h("span", { class: "chip continued-in", title: session.continued_to.reason }, `Continued in “${session.continued_to.title}”`) : null,
-          session.continued_from ? h("span", { class: "chip continued-from-chip" }, "Continuation") : null,
+          session.continued_from ? h("span", { class: "chip continued-from-chip" }, `Continued from “${session.continued_from.title}”`) : null,
         ),
       );
       return item;
