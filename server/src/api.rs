@@ -209,10 +209,32 @@ pub struct SessionInfo {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct GetSessionResponse {
     pub session: SessionInfo,
+    /// The model the session's turns ask: its own, else the service's default.
+    pub model: String,
     /// The model's context window in tokens, for the context meter; null when unknown.
     pub context_window: Option<u64>,
     /// The highest seq in the session's log (0 for an empty log).
     pub last_seq: i64,
+}
+
+/// The edge that made a successor, with the manifest of what its projection was built from.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ContinuationInfo {
+    pub continuation_id: Uuid,
+    pub predecessor_session_id: Uuid,
+    pub successor_session_id: Uuid,
+    /// The first session of the chain.
+    pub origin_session_id: Uuid,
+    /// The predecessor's continue_session call.
+    pub tool_call_id: String,
+    /// The predecessor's message the successor answers.
+    pub initiating_event_id: i64,
+    pub reason: String,
+    pub created_at_ms: i64,
+    /// The manifest: title, description, handoff sections, sources, the ranges loaded as
+    /// excerpts and recent exchanges, and what was left out (ranges to read on demand).
+    #[schema(value_type = Object)]
+    pub manifest: serde_json::Value,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -521,8 +543,50 @@ async fn get_session(
     state.take_nonce(&caller).await?;
     Ok(HttpResponse::Ok().json(GetSessionResponse {
         session: state.session_info(session).await?,
+        model,
         context_window,
         last_seq,
+    }))
+}
+
+/// The continuation that made this session, with its manifest (404 when it continues none).
+#[utoipa::path(
+    params(("session_id" = Uuid, Path, description = "The successor session")),
+    responses(
+        (status = 200, body = ContinuationInfo),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    tag = "sessions"
+)]
+#[get("/v1/sessions/{session_id}/continuation")]
+async fn get_continuation(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<Uuid>,
+    body: Body,
+) -> Result<HttpResponse, ApiError> {
+    let caller = state.caller(&request, &body).await?;
+    let session = state.own_session(&caller, session_path(&path)).await?;
+    let edge = state
+        .store
+        .edge_to(session.id)
+        .await?
+        .ok_or(ApiError::NotFound("continuation"))?;
+    let manifest = seed_events::SessionContinuationManifest::from_cbor(&edge.manifest_cbor)
+        .map_err(|error| ApiError::Internal(error.into()))?;
+    state.take_nonce(&caller).await?;
+    Ok(HttpResponse::Ok().json(ContinuationInfo {
+        continuation_id: edge.id.0,
+        predecessor_session_id: edge.predecessor_session_id.0,
+        successor_session_id: edge.successor_session_id.0,
+        origin_session_id: edge.origin_session_id.0,
+        tool_call_id: edge.tool_call_id,
+        initiating_event_id: edge.initiating_event_id.0,
+        reason: edge.reason,
+        created_at_ms: edge.created_at_ms,
+        manifest: serde_json::to_value(&manifest)
+            .map_err(|error| ApiError::Internal(error.into()))?,
     }))
 }
 
@@ -944,13 +1008,18 @@ async fn login(
         ApiError::Unauthorized("the login link was used or is unknown".to_owned())
     })?;
     let (token, expires_at_ms) = state.tokens.mint(account_id, state.now_ms())?;
+    // The token travels in meta tags that `/ui/login.js` moves to localStorage (as `seed.token`)
+    // before it opens the UI: the page runs no inline script, so the UI's CSP holds here too.
     let page = format!(
         "<!doctype html><meta charset=utf-8><title>Seed</title>\
-         <p>Signed in as account {account_id}. This browser's token lasts an hour.</p>\
-         <script>localStorage.setItem('seed.token', {token:?});\
-         localStorage.setItem('seed.token_expires_at_ms', '{expires_at_ms}');</script>"
+         <meta name=seed.token content=\"{token}\">\
+         <meta name=seed.token_expires_at_ms content=\"{expires_at_ms}\">\
+         <meta name=seed.account content=\"{account_id}\">\
+         <p>Signed in as account {account_id}. This browser's token lasts an hour. \
+         <a href=/>Open Seed</a></p>\
+         <script type=module src=/ui/login.js></script>"
     );
-    Ok(HttpResponse::Ok()
+    Ok(crate::ui::with_security_headers(HttpResponse::Ok())
         .content_type("text/html; charset=utf-8")
         .insert_header(("Cache-Control", "no-store"))
         .body(page))
@@ -1019,6 +1088,7 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(create_session)
         .service(list_sessions)
         .service(get_session)
+        .service(get_continuation)
         .service(delete_session)
         .service(send_message)
         .service(list_events)

@@ -1,5 +1,5 @@
 //! The `seed` command line: `serve`, and the clients that talk to a running service with the
-//! local key — `chat`, `sessions`, `show` — and the key and account commands that work on the
+//! local key — `chat`, `sessions`, `show`, `token` — and the key and account commands that work on the
 //! data dir directly.
 
 use std::io::Write;
@@ -72,6 +72,9 @@ pub enum Command {
     },
     /// Prints a session's transcript, with its continuation links.
     Show { session: String },
+    /// Mints a bearer token for a browser (a signed `POST /v1/tokens`): paste it into the web
+    /// UI's sign-in form. Prints the token alone, so scripts can take it.
+    Token,
     /// Shows the local key (creating it if there is none), or writes a new key to a file.
     Key {
         /// Writes a new key here instead, for another account.
@@ -124,6 +127,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Chat { session } => with_client(&cli, |client| chat(client, session.clone())),
         Command::Sessions { limit } => with_client(&cli, |client| sessions(client, *limit)),
         Command::Show { session } => with_client(&cli, |client| show(client, session.clone())),
+        Command::Token => with_client(&cli, token),
     }
 }
 
@@ -223,6 +227,16 @@ fn account_add(cli: &Cli, public_key: &str) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+async fn token(client: Client) -> anyhow::Result<()> {
+    let minted: crate::api::TokenResponse =
+        client.post("/v1/tokens", &serde_json::json!({})).await?;
+    println!("{}", minted.token);
+    eprintln!(
+        "a bearer token for this account, good for an hour: paste it into the web UI's sign-in form"
+    );
+    Ok(())
 }
 
 async fn sessions(client: Client, limit: u64) -> anyhow::Result<()> {

@@ -9,6 +9,7 @@
 //! - `api`: the REST routes under `/v1` and the OpenAPI document; `ws`: `/v1/subscribe`.
 //! - `error`: the API's errors as statuses and JSON bodies.
 //! - `metrics`, `model`: `/metrics`; the scripted model and the provider meter.
+//! - `ui`: the web UI's files (`server/ui/`), embedded and served at `/` with a strict CSP.
 //! - `serve`: `seed serve` — data dir, store, runtime, HTTP, drain on SIGTERM.
 //! - `client`, `cli`: the signing client and the `seed` command line.
 //!
@@ -26,4 +27,5 @@ pub mod metrics;
 pub mod model;
 pub mod serve;
 pub mod signing;
+pub mod ui;
 pub mod ws;

@@ -1,7 +1,16 @@
-//! The model `seed serve` runs with: the scripted model until a provider is configured (it
-//! answers "You said: …", names the session with the status verb when a message starts with
-//! `title:`, and continues into a successor session when one starts with `continue:`), and a
+//! The model `seed serve` runs with: the scripted model until a provider is configured, and a
 //! wrapper that measures any provider for `/metrics`.
+//!
+//! The scripted model answers "You said: …". A message starting with `title:` makes it name the
+//! session with the status verb; one starting with `continue:` makes it continue into a
+//! successor session (the rest of the line is the successor's title). Directives anywhere in a
+//! message shape the answer, for demos and the UI tests, and are left out of what it echoes:
+//!
+//! - `[usage N%]` — the answer reports a prompt of N% of the session model's context window
+//!   (the figure the context meter draws);
+//! - `[slow N]` — the answer streams with N milliseconds between deltas (at most 2000);
+//! - `[refuse]` — with `continue:`, the call cites a seq range past the end of the log, so the
+//!   runtime refuses it and nothing is created.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,29 +22,161 @@ use seed_providers::{
     text_response, tool_response,
 };
 
-/// The newest message a person wrote (the per-turn blocks behind it start with `<`), and
-/// whether the model has answered anything since.
-fn newest_input(request: &Request) -> (String, bool) {
-    let position = request.messages.iter().rposition(
-        |message| matches!(message.as_ref(), Message::User(user) if !user.text.starts_with('<')),
-    );
+/// The longest `[slow N]` pause between two deltas.
+const SLOW_DELAY_MS_MAX: u64 = 2000;
+
+/// What a message's directives ask of the scripted model.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Directives {
+    /// `[usage N%]`: the prompt to report, in percent of the context window.
+    pub usage_percent: Option<u64>,
+    /// `[slow N]`: milliseconds between deltas.
+    pub slow_ms: Option<u64>,
+    /// `[refuse]`: a continuation the runtime refuses.
+    pub refuse: bool,
+}
+
+/// The directives in `text`, and the text without them (its spaces collapsed where directives
+/// were taken out; unchanged when there were none). A bracket that is not a directive stays.
+pub fn parse_directives(text: &str) -> (Directives, String) {
+    let mut directives = Directives::default();
+    let mut rest = String::with_capacity(text.len());
+    let mut remaining = text;
+    while let Some(open) = remaining.find('[') {
+        rest.push_str(&remaining[..open]);
+        let after = &remaining[open + 1..];
+        let Some(close) = after.find(']') else {
+            rest.push_str(&remaining[open..]);
+            remaining = "";
+            break;
+        };
+        let inner = after[..close].trim();
+        let mut words = inner.split_whitespace();
+        let known = match (words.next(), words.next(), words.next()) {
+            (Some("usage"), Some(value), None) => value
+                .strip_suffix('%')
+                .and_then(|percent| percent.parse::<u64>().ok())
+                .map(|percent| directives.usage_percent = Some(percent.min(1000)))
+                .is_some(),
+            (Some("slow"), Some(value), None) => value
+                .trim_end_matches("ms")
+                .parse::<u64>()
+                .ok()
+                .map(|ms| directives.slow_ms = Some(ms.min(SLOW_DELAY_MS_MAX)))
+                .is_some(),
+            (Some("refuse"), None, None) => {
+                directives.refuse = true;
+                true
+            }
+            _ => false,
+        };
+        if !known {
+            rest.push_str(&remaining[open..open + 1 + close + 1]);
+        }
+        remaining = &after[close + 1..];
+    }
+    rest.push_str(remaining);
+    if directives == Directives::default() {
+        // No directive: the text as it was, to the last space.
+        return (directives, text.to_owned());
+    }
+    let rest = rest.split_whitespace().collect::<Vec<_>>().join(" ");
+    (directives, rest)
+}
+
+/// The newest message a person wrote (the per-turn blocks behind it start with `<`), whether
+/// the model has answered anything since, and how many log events came before it (a message
+/// each, plus an event per tool call; the per-turn blocks are not in the log).
+fn newest_input(request: &Request) -> (String, bool, i64) {
+    let is_input =
+        |message: &Message| matches!(message, Message::User(user) if !user.text.starts_with('<'));
+    let position = request
+        .messages
+        .iter()
+        .rposition(|message| is_input(message));
     let Some(position) = position else {
-        return (String::new(), false);
+        return (String::new(), false, 0);
     };
     let Message::User(user) = request.messages[position].as_ref() else {
-        return (String::new(), false);
+        return (String::new(), false, 0);
     };
     let answered = request.messages[position..]
         .iter()
         .any(|message| matches!(message.as_ref(), Message::Assistant(_)));
-    (user.text.clone(), answered)
+    let events_before = request.messages[..position]
+        .iter()
+        .map(|message| match message.as_ref() {
+            Message::Assistant(assistant) => 1 + assistant.tool_calls().len() as i64,
+            Message::ToolResult(_) => 1,
+            user => i64::from(is_input(user)),
+        })
+        .sum();
+    (user.text.clone(), answered, events_before)
 }
 
-/// The scripted model of a service with no provider configured. `delta_delay` slows its
-/// streaming (for tests that cut a turn off mid-way).
-pub fn scripted(delta_delay: Option<Duration>) -> ScriptedProvider {
-    let provider = ScriptedProvider::from_fn(|request: &Request, _| {
-        let (input, answered) = newest_input(request);
+/// The continue_session call the scripted model makes for `continue: topic`: a handoff with
+/// several sections, a resource, and (when events came before the message) the last four of
+/// them as an excerpt. With `refuse` it cites a range past the log's end.
+fn continue_call(
+    call_id: String,
+    topic: &str,
+    input: &str,
+    events_before: i64,
+    refuse: bool,
+) -> ToolCall {
+    let title = if topic.is_empty() { "Continued" } else { topic };
+    let slug: String = title
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let mut sources = vec![serde_json::json!({
+        "type": "resource",
+        "uri": format!("https://example.org/notes/{slug}"),
+    })];
+    if refuse {
+        sources
+            .push(serde_json::json!({"type": "session_events", "fromSeq": 1, "toSeq": 1_000_000}));
+    } else if events_before > 0 {
+        sources.push(serde_json::json!({
+            "type": "session_events",
+            "fromSeq": (events_before - 3).max(1),
+            "toSeq": events_before,
+        }));
+    }
+    ToolCall {
+        id: call_id,
+        name: "continue_session".to_owned(),
+        arguments: serde_json::json!({
+            "reason": "user request",
+            "title": title,
+            "description": "continued at the user's request",
+            "handoff": {
+                "purpose": format!("Carry on with: {title}"),
+                "currentRequest": input,
+                "establishedFacts": ["The earlier conversation stays in the predecessor, word for word."],
+                "nextActions": ["Answer the user's message.", "Cite the predecessor with read thread:<id> when exact wording matters."],
+            },
+            "sources": sources,
+        }),
+    }
+}
+
+/// The scripted model of a service with no provider configured. `delta_delay` slows all its
+/// streaming (for tests that cut a turn off mid-way); `context_window` gives a model's window,
+/// for `[usage N%]`.
+pub fn scripted(
+    delta_delay: Option<Duration>,
+    context_window: impl Fn(&str) -> Option<u64> + Send + Sync + 'static,
+) -> Scripted {
+    let provider = ScriptedProvider::from_fn(move |request: &Request, _| {
+        let (raw_input, answered, events_before) = newest_input(request);
+        let (directives, input) = parse_directives(&raw_input);
         let prompt_chars: usize = request
             .messages
             .iter()
@@ -49,31 +190,23 @@ pub fn scripted(delta_delay: Option<Duration>) -> ScriptedProvider {
         let in_successor = request.messages.iter().any(|message| {
             matches!(message.as_ref(), Message::User(user) if user.text.starts_with("<continuation"))
         });
+        let call_id = format!("call-{}", request.messages.len());
         let continue_topic = input.strip_prefix("continue:").map(str::trim);
         let mut message = match input.strip_prefix("title:") {
-            _ if !answered && !in_successor && continue_topic.is_some() => {
-                let topic = continue_topic.unwrap_or_default();
-                tool_response(
-                    "",
-                    vec![ToolCall {
-                        id: format!("call-{}", request.messages.len()),
-                        name: "continue_session".to_owned(),
-                        arguments: serde_json::json!({
-                            "reason": "user request",
-                            "title": if topic.is_empty() { "Continued" } else { topic },
-                            "description": "continued at the user's request",
-                            "handoff": {
-                                "purpose": format!("Carry on with: {topic}"),
-                                "currentRequest": input,
-                            },
-                        }),
-                    }],
-                )
-            }
+            _ if !answered && !in_successor && continue_topic.is_some() => tool_response(
+                "",
+                vec![continue_call(
+                    call_id,
+                    continue_topic.unwrap_or_default(),
+                    &input,
+                    events_before,
+                    directives.refuse,
+                )],
+            ),
             Some(title) if !answered => tool_response(
                 "",
                 vec![ToolCall {
-                    id: format!("call-{}", request.messages.len()),
+                    id: call_id,
                     name: "status".to_owned(),
                     arguments: serde_json::json!({
                         "title": title.trim(),
@@ -83,15 +216,46 @@ pub fn scripted(delta_delay: Option<Duration>) -> ScriptedProvider {
             ),
             _ => text_response(&format!("You said: {input}")),
         };
-        // About four characters a token, for the context meter.
-        message.usage.input = (prompt_chars / 4) as u64;
+        // About four characters a token, for the context meter, unless a directive says.
+        message.usage.input = match (directives.usage_percent, context_window(&request.model)) {
+            (Some(percent), Some(window)) => window * percent / 100,
+            _ => (prompt_chars / 4) as u64,
+        };
         message.usage.output = (message.text().len() / 4) as u64;
         ScriptedStep::Respond(message)
     })
     .without_recording();
-    match delta_delay {
+    let inner = match delta_delay {
         Some(delay) => provider.with_delta_delay(delay),
         None => provider,
+    };
+    Scripted { inner }
+}
+
+/// The scripted model, paced by `[slow N]`.
+#[derive(Debug, Clone)]
+pub struct Scripted {
+    inner: ScriptedProvider,
+}
+
+impl Provider for Scripted {
+    fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
+        let (input, _, _) = newest_input(&request);
+        let slow_ms = parse_directives(&input).0.slow_ms.unwrap_or(0);
+        let events = self.inner.stream(request);
+        if slow_ms == 0 {
+            return events;
+        }
+        let delay = Duration::from_millis(slow_ms);
+        events
+            .enumerate()
+            .then(move |(event_idx, event)| async move {
+                if event_idx > 0 {
+                    tokio::time::sleep(delay).await;
+                }
+                event
+            })
+            .boxed()
     }
 }
 
@@ -123,5 +287,140 @@ impl Provider for Metered {
                 _ => {}
             })
             .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seed_providers::{AssistantMessage, UserMessage};
+
+    #[test]
+    fn directives_are_read_and_left_out_of_the_text() {
+        let (directives, rest) = parse_directives("[usage 75%] hello [slow 40] there [refuse]");
+        assert_eq!(
+            directives,
+            Directives {
+                usage_percent: Some(75),
+                slow_ms: Some(40),
+                refuse: true
+            }
+        );
+        assert_eq!(rest, "hello there");
+        let (directives, rest) = parse_directives("a [link] and [usage much] [slow 99999ms] b [");
+        assert_eq!(
+            directives,
+            Directives {
+                slow_ms: Some(SLOW_DELAY_MS_MAX),
+                ..Directives::default()
+            }
+        );
+        assert_eq!(rest, "a [link] and [usage much] b [");
+        assert_eq!(parse_directives(" as  typed ").1, " as  typed ");
+    }
+
+    fn request(messages: Vec<Message>) -> Request {
+        Request {
+            model: "m".to_owned(),
+            system_prompt: String::new(),
+            messages: messages.into_iter().map(Arc::new).collect(),
+            tools: Arc::from(Vec::new()),
+            session_id: None,
+        }
+    }
+
+    fn user(text: &str) -> Message {
+        Message::User(UserMessage {
+            text: text.to_owned(),
+        })
+    }
+
+    fn answer(provider: &Scripted, request: Request) -> AssistantMessage {
+        futures::executor::block_on(async {
+            let mut events = provider.stream(request);
+            while let Some(event) = events.next().await {
+                if let StreamEvent::Done(message) = event {
+                    return message;
+                }
+            }
+            panic!("the stream ended without Done")
+        })
+    }
+
+    #[test]
+    fn usage_follows_the_directive_and_the_window() {
+        let provider = scripted(None, |model| (model == "m").then_some(200_000));
+        for (percent, tokens) in [(50, 100_000), (75, 150_000), (90, 180_000)] {
+            let message = answer(
+                &provider,
+                request(vec![user(&format!("[usage {percent}%] hi"))]),
+            );
+            assert_eq!(message.usage.prompt_tokens(), tokens);
+            assert_eq!(message.text(), "You said: hi");
+        }
+    }
+
+    fn continue_arguments(provider: &Scripted, messages: Vec<Message>) -> serde_json::Value {
+        let message = answer(provider, request(messages));
+        let calls: Vec<ToolCall> = message.tool_calls().into_iter().cloned().collect();
+        assert_eq!(calls.len(), 1, "{message:?}");
+        assert_eq!(calls[0].name, "continue_session");
+        calls[0].arguments.clone()
+    }
+
+    #[test]
+    fn continue_cites_the_earlier_exchange_and_refuse_cites_past_the_end() {
+        let provider = scripted(None, |_| None);
+        let first = continue_arguments(&provider, vec![user("continue: Lisbon hotels")]);
+        assert_eq!(first["title"], "Lisbon hotels");
+        assert_eq!(first["sources"].as_array().map(Vec::len), Some(1));
+        let earlier = vec![
+            user("title: Trip"),
+            Message::Assistant(tool_response(
+                "",
+                vec![ToolCall {
+                    id: "c".to_owned(),
+                    name: "status".to_owned(),
+                    arguments: serde_json::json!({}),
+                }],
+            )),
+            Message::ToolResult(seed_providers::ToolResultMessage {
+                tool_call_id: "c".to_owned(),
+                tool_name: "status".to_owned(),
+                content: "ok".to_owned(),
+                is_error: false,
+            }),
+            Message::Assistant(text_response("You said: title: Trip")),
+            user("<context_usage tokens=\"1\"/>"),
+            user("continue: Lisbon hotels"),
+        ];
+        // user, assistant, tool_call, tool_result, assistant: the last four are cited.
+        let cited = continue_arguments(&provider, earlier.clone());
+        assert_eq!(
+            cited["sources"][1],
+            serde_json::json!({"type": "session_events", "fromSeq": 2, "toSeq": 5})
+        );
+        assert!(cited["handoff"]["nextActions"].is_array());
+        let mut refused = earlier;
+        refused[5] = user("continue: Lisbon hotels [refuse]");
+        let refused = continue_arguments(&provider, refused);
+        assert_eq!(refused["title"], "Lisbon hotels");
+        assert_eq!(refused["sources"][1]["toSeq"], 1_000_000);
+    }
+
+    #[actix_web::test]
+    async fn slow_paces_the_deltas() {
+        let provider = scripted(None, |_| None);
+        let started = Instant::now();
+        let events: Vec<StreamEvent> = provider
+            .stream(request(vec![user("[slow 20] twenty-four characters")]))
+            .collect()
+            .await;
+        let n_deltas = events
+            .iter()
+            .filter(|event| matches!(event, StreamEvent::TextDelta(_)))
+            .count();
+        assert!(n_deltas >= 4, "{events:?}");
+        assert!(started.elapsed() >= Duration::from_millis(20 * n_deltas as u64));
     }
 }

@@ -117,10 +117,16 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     let mut settings = RuntimeSettings::default();
     let (inner, model_line): (Arc<dyn seed_providers::Provider>, String) =
         match provider_config.provider {
-            seed_providers::ProviderKind::Scripted => (
-                Arc::new(crate::model::scripted(options.scripted_delta_delay)),
-                "model: scripted (no provider configured)".to_owned(),
-            ),
+            seed_providers::ProviderKind::Scripted => {
+                let windows = settings.clone();
+                (
+                    Arc::new(crate::model::scripted(
+                        options.scripted_delta_delay,
+                        move |model| windows.context_window(model),
+                    )),
+                    "model: scripted (no provider configured)".to_owned(),
+                )
+            }
             _ => {
                 settings.provider_name = provider_config.provider.name().to_owned();
                 settings.model = provider_config.model().to_owned();
@@ -185,6 +191,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
                     .error_handler(|_, _| ApiError::NotFound("resource").into()),
             )
             .route("/v1/openapi.json", web::get().to(api::openapi_json))
+            .configure(crate::ui::configure)
             .default_service(web::to(api::no_route))
             .wrap_fn(|request, service| {
                 use actix_web::dev::Service as _;

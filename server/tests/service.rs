@@ -557,6 +557,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /v1/runs/{run_id}",
         "GET /v1/sessions",
         "GET /v1/sessions/{session_id}",
+        "GET /v1/sessions/{session_id}/continuation",
         "GET /v1/sessions/{session_id}/events",
         "GET /v1/subscribe",
         "POST /v1/sessions",
@@ -776,6 +777,31 @@ async fn a_continuation_is_reported_to_the_sender_and_to_subscribers_of_both_ses
     );
     let list: ListSessionsResponse = client.get("/v1/sessions").await.expect("list");
     assert_eq!(list.sessions.len(), 2);
+
+    // The edge with its manifest, for the successor's handoff card; a session that continues
+    // nothing has none.
+    let edge: seed_server::api::ContinuationInfo = client
+        .get(&format!("/v1/sessions/{successor}/continuation"))
+        .await
+        .expect("continuation");
+    assert_eq!(edge.predecessor_session_id, session.id);
+    assert_eq!(edge.successor_session_id, successor);
+    assert_eq!(edge.reason, "user request");
+    assert_eq!(edge.manifest["title"], "Lisbon hotels");
+    assert_eq!(
+        edge.manifest["handoff"]["purpose"][0],
+        "Carry on with: Lisbon hotels"
+    );
+    let none = client
+        .request(
+            "GET",
+            &format!("/v1/sessions/{}/continuation", session.id),
+            None,
+        )
+        .await
+        .expect("answer");
+    assert_eq!(none.status, 404);
+    assert_eq!(next.model, "scripted");
 }
 
 #[actix_web::test]
@@ -837,4 +863,24 @@ async fn the_command_line_chats_lists_shows_and_adds_accounts() {
         "",
     );
     assert!(bob_sessions.contains("no sessions yet"), "{bob_sessions}");
+
+    // A token for a browser, minted by a signed request: it lists Bob's sessions only.
+    let token = common::seed_cli(
+        dir.path(),
+        &["--key", bob_key.to_str().expect("path"), "token"],
+        "",
+    );
+    let client = server.client();
+    let listed = client
+        .send_raw(
+            "GET",
+            "/v1/sessions",
+            Vec::new(),
+            &[("Authorization", format!("Bearer {}", token.trim()))],
+        )
+        .await
+        .expect("answer");
+    assert_eq!(listed.status, 200);
+    let listed: ListSessionsResponse = listed.json().expect("sessions");
+    assert!(listed.sessions.is_empty(), "{:?}", listed.sessions);
 }

@@ -1,0 +1,358 @@
+// End-to-end tests of Seed's web UI: headless Chromium (Debian's /usr/bin/chromium, driven by
+// playwright-core) against a real `seed serve` with the scripted model, started by
+// scripts/ui-test.sh, which passes SEED_URL, SEED_LOGIN_URL, SEED_OTHER_TOKEN (a token of a
+// second account, minted by `seed token`) and SEED_UI_SCREENSHOTS.
+//
+// The scripted model's directives (server/src/model.rs) script the scenarios: `[slow N]` paces
+// the streaming, `[usage N%]` sets the reported prompt size, `title:` names a session,
+// `continue: X` continues into a successor titled X, and `[refuse]` makes that call one the
+// runtime refuses.
+
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+
+import { chromium } from "playwright-core";
+
+const SEED_URL = process.env.SEED_URL;
+const LOGIN_URL = process.env.SEED_LOGIN_URL;
+const OTHER_TOKEN = process.env.SEED_OTHER_TOKEN;
+const SHOTS = process.env.SEED_UI_SCREENSHOTS || join(process.cwd(), "ui-screenshots");
+const TIMEOUT_MS = 15000;
+
+if (!SEED_URL || !LOGIN_URL) {
+  throw new Error("run through scripts/ui-test.sh: SEED_URL and SEED_LOGIN_URL are not set");
+}
+
+let browser;
+let context;
+let page;
+let token;
+const consoleErrors = [];
+
+async function newContext() {
+  const created = await browser.newContext({ viewport: { width: 1280, height: 820 } });
+  created.setDefaultTimeout(TIMEOUT_MS);
+  return created;
+}
+
+function watch(p) {
+  p.on("console", (message) => {
+    if (message.type() === "error") consoleErrors.push(message.text());
+  });
+  p.on("pageerror", (error) => consoleErrors.push(String(error)));
+}
+
+async function shot(p, name) {
+  await p.screenshot({ path: join(SHOTS, `${name}.png`) });
+}
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: process.env.SEED_CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+    // Each launch gets a fresh user-data-dir of its own (playwright makes a temporary one).
+  });
+  context = await newContext();
+  page = await context.newPage();
+  watch(page);
+  // The one-time login link: it stores a token and opens the UI.
+  await page.goto(LOGIN_URL);
+  await page.waitForURL(`${SEED_URL}/`);
+  await page.locator("#new-session").waitFor();
+  token = await page.evaluate(() => localStorage.getItem("seed.token"));
+  assert.ok(token, "the login link left a token");
+});
+
+after(async () => {
+  if (browser) await browser.close();
+});
+
+/** A new session through the UI; returns its id once its view is ready. */
+async function newSession(p = page) {
+  const before = p.url();
+  await p.locator("#new-session").click();
+  await p.waitForURL((url) => /\/s\/[0-9a-f-]{36}$/.test(url.pathname) && url.href !== before);
+  const id = sessionIdOf(p);
+  await p.locator(`.session-view[data-session-id="${id}"][data-ready='1']`).waitFor();
+  return id;
+}
+
+function sessionIdOf(p) {
+  return new URL(p.url()).pathname.split("/").pop();
+}
+
+/** Sends through the composer and waits for the reply that contains `answer`. */
+async function say(text, answer, p = page) {
+  const before = await p.locator(".msg.assistant:not(.streaming)").count();
+  await p.locator("#composer-input").fill(text);
+  await p.locator("#composer-input").press("Enter");
+  if (answer) {
+    await p.locator(".msg.assistant:not(.streaming)").nth(before).waitFor();
+    await p.locator(".msg.assistant:not(.streaming)", { hasText: answer }).last().waitFor();
+  }
+}
+
+/** A second browser, signed in with a pasted token (the form a minted token goes into). */
+async function secondClient(withToken = token, { expectErrors = false } = {}) {
+  const other = await newContext();
+  const p = await other.newPage();
+  if (!expectErrors) watch(p);
+  await p.goto(`${SEED_URL}/`);
+  await p.locator("#token-input").fill(withToken);
+  await p.locator("#token-submit").click();
+  await p.locator("#new-session").waitFor();
+  return { other, p };
+}
+
+test("the login link works once; the UI is served with a strict policy and lists the account's sessions", async () => {
+  const response = await page.request.get(`${SEED_URL}/`);
+  assert.equal(response.status(), 200);
+  const csp = response.headers()["content-security-policy"];
+  assert.match(csp, /default-src 'none'/);
+  assert.match(csp, /script-src 'self'/);
+  const again = await page.request.get(LOGIN_URL);
+  assert.equal(again.status(), 401, "a login link is good once");
+  const id = await newSession();
+  await page.locator(`#sessions .session-item[data-session-id="${id}"]`).waitFor();
+  // A forged token signs nobody in.
+  const other = await newContext();
+  const p = await other.newPage();
+  await p.goto(`${SEED_URL}/`);
+  await p.locator("#token-input").fill("forged");
+  await p.locator("#token-submit").click();
+  await p.locator(".signin-error", { hasText: "unknown or expired" }).waitFor();
+  assert.equal(await p.locator("#sessions").count(), 0);
+  await other.close();
+});
+
+test("another account, signed in with a minted token, sees none of these sessions", async () => {
+  assert.ok(OTHER_TOKEN, "scripts/ui-test.sh minted a token for a second account");
+  const mine = await newSession();
+  // Its browser logs the 404 of the session it may not see.
+  const { other, p } = await secondClient(OTHER_TOKEN, { expectErrors: true });
+  await p.locator("#sessions .empty").waitFor();
+  assert.equal(await p.locator("#sessions .session-item").count(), 0);
+  await p.goto(`${SEED_URL}/s/${mine}`);
+  await p.locator(".not-found").waitFor();
+  assert.equal(await p.locator("#transcript").count(), 0);
+  await shot(p, "00-other-account-not-found");
+  await other.close();
+});
+
+test("a message streams in as it is written, rendered as markdown", async () => {
+  await newSession();
+  const words = Array.from({ length: 24 }, (_, i) => `word${i}`).join(" ");
+  await page.locator("#composer-input").fill(`[slow 40] Stream **this**: ${words}`);
+  await page.locator("#send").click();
+  const streaming = page.locator(".msg.assistant.streaming");
+  await streaming.waitFor();
+  assert.equal(await page.locator("#stop").isDisabled(), false, "Stop is offered while the turn runs");
+  const partial = await streaming.innerText();
+  await shot(page, "01-streaming");
+  const final = page.locator(".msg.assistant:not(.streaming)", { hasText: "word23" });
+  await final.waitFor();
+  const finalText = await final.innerText();
+  assert.ok(partial.length > 0 && partial.length < finalText.length, `saw a part (${partial.length} of ${finalText.length} chars)`);
+  assert.ok(finalText.startsWith(partial.replace(/\s+$/, "").slice(0, 8)), "the part is the answer's start");
+  assert.equal(await final.locator("strong").innerText(), "this", "markdown, not raw stars");
+  await streaming.waitFor({ state: "detached" });
+  await page.waitForFunction(() => document.querySelector("#stop").disabled);
+  const user = page.locator(".msg.user").last();
+  assert.match(await user.innerText(), /Stream this:/);
+  assert.equal(await page.locator("#session-model").innerText(), "scripted");
+  await shot(page, "02-answered");
+});
+
+test("Stop cuts the streaming answer off and keeps what was written", async () => {
+  await newSession();
+  const words = Array.from({ length: 60 }, (_, i) => `w${i}`).join(" ");
+  await page.locator("#composer-input").fill(`[slow 150] ${words}`);
+  await page.locator("#send").click();
+  const streaming = page.locator(".msg.assistant.streaming");
+  await streaming.waitFor();
+  await page.locator("#stop").click();
+  await streaming.waitFor({ state: "detached" });
+  await page.waitForFunction(() => document.querySelector("#stop").disabled);
+  const answers = await page.locator(".msg.assistant").allInnerTexts();
+  assert.ok(!answers.some((text) => text.includes("w59")), `the answer was cut off: ${answers}`);
+  assert.ok(answers.some((text) => text.startsWith("You said")), `what was written stays: ${answers}`);
+  const id = sessionIdOf(page);
+  const title = await page.locator("#session-title").innerText();
+  await page.waitForFunction(
+    ([sessionId, want]) => document.querySelector(`#sessions .session-item[data-session-id="${sessionId}"] .session-item-title`)?.textContent === want,
+    [id, title],
+  );
+  await shot(page, "02b-stopped");
+});
+
+test("the context meter is muted at 50%, amber at 75% and red at 90%", async () => {
+  const id = await newSession();
+  const expected = [
+    [50, "muted", "100,000 of 200,000 tokens (50%)"],
+    [75, "amber", "150,000 of 200,000 tokens (75%)"],
+    [90, "red", "180,000 of 200,000 tokens (90%)"],
+  ];
+  for (const [percent, level, numbers] of expected) {
+    await say(`[usage ${percent}%] at ${percent} percent`, `You said: at ${percent} percent`);
+    const header = page.locator("#header-meter .meter");
+    await page.waitForFunction((want) => document.querySelector("#header-meter .meter")?.dataset.level === want, level);
+    assert.ok((await header.getAttribute("class")).includes(`level-${level}`));
+    assert.match(await header.getAttribute("title"), new RegExp(numbers.replace(/[()]/g, "\\$&")));
+    const color = await page.evaluate(() => getComputedStyle(document.querySelector("#header-meter .meter")).color);
+    const sidebar = page.locator(`#sessions .session-item[data-session-id="${id}"] .meter`);
+    await page.waitForFunction(
+      ([sessionId, want]) => document.querySelector(`#sessions .session-item[data-session-id="${sessionId}"] .meter`)?.dataset.level === want,
+      [id, level],
+    );
+    assert.equal(await sidebar.getAttribute("data-level"), level);
+    const expectedColor = { muted: "rgb(140, 144, 152)", amber: "rgb(217, 138, 4)", red: "rgb(210, 59, 59)" }[level];
+    assert.equal(color, expectedColor, `${level} is drawn in its colour`);
+    await header.hover();
+    await shot(page, `03-meter-${percent}`);
+  }
+});
+
+/** Names a session, then asks it to continue; returns the predecessor's id. */
+async function predecessorWithHistory(title) {
+  const id = await newSession();
+  await say(`title: ${title}`, `You said: title: ${title}`);
+  await page.locator("#session-title", { hasText: title }).waitFor();
+  return id;
+}
+
+test("a continuation: the row appears, the client follows once, the pill leads back, Back stays, another client stays and sees the card", async () => {
+  const predecessor = await predecessorWithHistory("Trip planning");
+  // A second client on the same session, which does not follow the turn.
+  const { other, p: otherPage } = await secondClient();
+  await otherPage.goto(`${SEED_URL}/s/${predecessor}`);
+  await otherPage.locator(".session-view[data-ready='1']").waitFor();
+
+  // Slow, so that the successor is still answering when this client arrives there.
+  await say("[slow 250] continue: Lisbon hotels", null);
+  await page.waitForURL(new RegExp(`/s/(?!${predecessor})[0-9a-f-]{36}$`));
+  const successor = sessionIdOf(page);
+  await page.locator(".session-view[data-ready='1']").waitFor();
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.follows), "1");
+  // The answer in flight shows from its start, whenever this client arrived.
+  const streaming = page.locator(".msg.assistant.streaming");
+  await streaming.waitFor();
+  assert.match(await streaming.innerText(), /^You said/);
+
+  // The successor: the pill, the handoff card (never a bubble), the replayed message's chip.
+  const pill = page.locator(".pill.continued-from");
+  assert.equal(await pill.innerText(), "‹ Continued from “Trip planning”");
+  const card = page.locator(".handoff-card");
+  await card.locator(".handoff-md").waitFor();
+  assert.match(await card.innerText(), /Carry on with: Lisbon hotels/);
+  assert.equal(await page.locator(".msg", { hasText: "<continuation" }).count(), 0, "the projection is no bubble");
+  const replayed = page.locator(".msg.user", { hasText: "continue: Lisbon hotels" });
+  assert.equal(await replayed.locator(".chip.from-previous").innerText(), "From previous session");
+  await page.locator(".msg.assistant", { hasText: "You said: continue: Lisbon hotels" }).waitFor();
+  assert.equal(await page.locator("#session-title").innerText(), "Lisbon hotels");
+  await shot(page, "04-successor-handoff-card");
+
+  // The other client stayed, and sees the transition row and the notice.
+  const row = otherPage.locator(".transition.done");
+  await row.waitFor();
+  assert.match(await row.locator(".transition-text").innerText(), /^Continued in “Lisbon hotels” \(user request\)$/);
+  await otherPage.locator(".notice.continued").waitFor();
+  assert.equal(sessionIdOf(otherPage), predecessor, "a client that did not follow the turn stays");
+  assert.equal(await otherPage.evaluate(() => document.documentElement.dataset.follows ?? "0"), "0");
+  await row.hover();
+  const bubble = row.locator(".bubble");
+  await bubble.waitFor({ state: "visible" });
+  const details = await bubble.innerText();
+  for (const part of ["Lisbon hotels", "user request", "continued at the user's request", "Carry on with: Lisbon hotels", "Next actions", "example.org/notes/lisbon-hotels"]) {
+    assert.ok(details.includes(part), `the bubble shows ${part}: ${details}`);
+  }
+  await shot(otherPage, "05-predecessor-transition-row-hover");
+  await other.close();
+
+  // Back returns to the predecessor and stays there.
+  await page.goBack();
+  await page.waitForURL(`${SEED_URL}/s/${predecessor}`);
+  await page.locator(`.session-view[data-session-id="${predecessor}"][data-ready='1']`).waitFor();
+  await page.locator(".transition.done").waitFor();
+  await page.waitForTimeout(1000); // Nothing to wait on: this checks that nothing happens.
+  assert.equal(sessionIdOf(page), predecessor, "Back does not bounce forward");
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.follows), "1");
+
+  // Open session goes forward by hand; the pill leads back.
+  await page.locator(".transition.done .open-session").click();
+  await page.waitForURL(`${SEED_URL}/s/${successor}`);
+  await page.locator(".pill.continued-from").click();
+  await page.waitForURL(`${SEED_URL}/s/${predecessor}`);
+  await page.locator(`.session-view[data-session-id="${predecessor}"][data-ready='1']`).waitFor();
+
+  // Typing in a continued session branches: a new run on the predecessor, which stays.
+  await say("one more thing", "You said: one more thing");
+  assert.equal(sessionIdOf(page), predecessor);
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.follows), "1");
+  // The list shows where the predecessor went.
+  const chip = page.locator(`#sessions .session-item[data-session-id="${predecessor}"] .chip.continued-in`);
+  await chip.waitFor();
+  assert.equal(await chip.innerText(), "Continued in “Lisbon hotels”");
+  await shot(page, "06-predecessor-after-branching");
+  // The list on its own.
+  await page.locator(".brand a").click();
+  await page.waitForURL(`${SEED_URL}/`);
+  await page.locator(".home").waitFor();
+  const item = page.locator(`#sessions .session-item[data-session-id="${successor}"]`);
+  assert.match(await item.locator(".session-item-description").innerText(), /continued at the user's request/);
+  assert.match(await item.locator("time").innerText(), /just now|min ago/);
+  await shot(page, "09-session-list");
+});
+
+test("the handoff card loads an excerpt on demand through the events API", async () => {
+  const predecessor = await predecessorWithHistory("Reading list");
+  await say("continue: Poetry", null);
+  await page.waitForURL(new RegExp(`/s/(?!${predecessor})[0-9a-f-]{36}$`));
+  const card = page.locator(".handoff-card");
+  const threadSource = card.locator(".source-thread").first();
+  await threadSource.waitFor();
+  assert.match(await threadSource.innerText(), /seqs 2–5/);
+  assert.equal(await card.locator(".excerpt").count(), 0, "nothing loaded before it is asked for");
+  const loaded = page.waitForResponse((response) => response.url().includes(`/v1/sessions/${predecessor}/events`) && response.status() === 200);
+  await threadSource.locator(".load-excerpt").click();
+  await loaded;
+  const excerpt = threadSource.locator(".excerpt");
+  await excerpt.waitFor();
+  const text = await excerpt.innerText();
+  assert.match(text, /^\[2\] agent: /m);
+  assert.match(text, /^\[5\] agent: You said: title: Reading list$/m);
+  assert.equal(text.split("\n").length, 4, text);
+  await shot(page, "07-handoff-excerpt-loaded");
+});
+
+test("a refused continuation keeps error styling and creates nothing", async () => {
+  const id = await newSession();
+  await say("hello", "You said: hello");
+  await say("continue: Nowhere [refuse]", "You said: continue: Nowhere");
+  const row = page.locator(".transition");
+  await row.waitFor();
+  assert.ok((await row.getAttribute("class")).includes("refused"), "refused styling");
+  assert.ok((await row.getAttribute("class")).includes("error"), "error styling");
+  assert.match(await row.innerText(), /Continuation refused: .*toSeq/);
+  assert.equal(await row.evaluate((element) => getComputedStyle(element).color), "rgb(210, 59, 59)");
+  assert.equal(await page.locator(".transition .open-session").count(), 0);
+  assert.equal(sessionIdOf(page), id, "nothing to follow");
+  assert.equal(await page.locator(".notice.continued").count(), 0);
+  await shot(page, "08-refused-continuation");
+});
+
+test("no page logged an error", () => {
+  assert.deepEqual(consoleErrors, []);
+});

@@ -1,0 +1,90 @@
+// Unit tests of the UI's pure modules (markdown, the meter, following a continuation), run by
+// `node --test` with the end-to-end suite.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { renderMarkdown } from "../../ui/markdown.js";
+import {
+  Follower,
+  contextUsage,
+  describeSource,
+  handoffMarkdown,
+  meterLevel,
+  meterTitle,
+  successorFromResult,
+} from "../../ui/logic.js";
+
+test("markdown escapes every tag and attribute, and keeps only safe links", () => {
+  const html = renderMarkdown('<img src=x onerror="alert(1)"> **bold** `<b>` [x](javascript:alert(1)) [ok](https://example.org/?a=1&b=2)');
+  assert.ok(!html.includes("<img"), html);
+  assert.ok(html.includes("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;"), html);
+  assert.ok(html.includes("<strong>bold</strong>"), html);
+  assert.ok(html.includes("<code>&lt;b&gt;</code>"), html);
+  assert.ok(!html.includes('href="javascript'), html);
+  assert.ok(html.includes('<a href="https://example.org/?a=1&amp;b=2" rel="noopener noreferrer" target="_blank">ok</a>'), html);
+});
+
+test("markdown renders blocks: headings, lists, code fences, quotes", () => {
+  const html = renderMarkdown("## Plan\n\n- one\n- *two*\n\n1. first\n\n```js\nlet x = '<a>';\n```\n> quoted");
+  assert.equal(
+    html,
+    "<h4>Plan</h4><ul><li>one</li><li><em>two</em></li></ul><ol><li>first</li></ol>" +
+      '<pre><code class="language-js">let x = &#39;&lt;a&gt;&#39;;</code></pre><blockquote><p>quoted</p></blockquote>',
+  );
+});
+
+test("the meter is muted below 70%, amber from 70%, red from 85%", () => {
+  assert.deepEqual([0, 69.9, 70, 84.9, 85, 120].map(meterLevel), ["muted", "muted", "amber", "amber", "red", "red"]);
+  const events = [
+    { kind: "message", role: "assistant", meta: { usage: { input: 10, cache_read: 0, cache_write: 0 } } },
+    { kind: "message", role: "user", meta: {} },
+    { kind: "message", role: "assistant", meta: { usage: { input: 100000, cache_read: 40000, cache_write: 10000 } } },
+    { kind: "tool_call", role: "assistant", meta: {} },
+  ];
+  const usage = contextUsage(events, 200000);
+  assert.deepEqual(usage, { tokens: 150000, window: 200000, percent: 75, level: "amber" });
+  assert.equal(meterTitle(usage), "Context: 150,000 of 200,000 tokens (75%)");
+  assert.equal(contextUsage(events, null), null);
+  assert.equal(contextUsage([], 1000), null);
+});
+
+test("a client follows a continuation once, and only when it followed the turn", () => {
+  const storage = new Map();
+  const store = { getItem: (k) => storage.get(k) ?? null, setItem: (k, v) => storage.set(k, v) };
+  const follower = new Follower(store);
+  follower.view("a");
+  assert.equal(follower.shouldMove("a", "b"), false, "not following: stays");
+  follower.follow("a");
+  assert.equal(follower.shouldMove("a", "b"), true, "following: moves");
+  assert.equal(follower.shouldMove("a", "b"), false, "once per successor");
+  assert.equal(follower.shouldMove("a", "b", { sentHere: true }), false, "once, even for the sender");
+  // Back to the predecessor: a new view that follows nothing; the memory survives a reload.
+  const reloaded = new Follower(store);
+  reloaded.view("a");
+  reloaded.follow("a");
+  assert.equal(reloaded.shouldMove("a", "b"), false);
+  assert.equal(reloaded.shouldMove("a", "c", { sentHere: true }), true, "a new branch's successor");
+  reloaded.view("c");
+  assert.equal(reloaded.isFollowing("a"), false);
+});
+
+test("the handoff renders as markdown sections, sources as labels", () => {
+  const md = handoffMarkdown({
+    purpose: ["Plan the trip"],
+    currentRequest: "Book it",
+    next_actions: ["Call", "Pay"],
+    extra: { budget: ["€900"] },
+  });
+  assert.equal(md, "## Purpose\n\nPlan the trip\n\n## Current request\n\nBook it\n\n## Next actions\n\n- Call\n- Pay\n\n## budget\n\n€900");
+  const thread = "0190f0e0-0000-7000-8000-000000000001";
+  assert.deepEqual(describeSource({ type: "session_events", thread, from_seq: 1, to_seq: 4 }), {
+    label: "thread:0190f0e0… seqs 1–4",
+    kind: "thread",
+    thread,
+    from: 1,
+    to: 4,
+  });
+  assert.equal(successorFromResult(`Continued in session ${thread} (“x”). This turn ends here`), thread);
+  assert.equal(successorFromResult("error: nope"), null);
+});

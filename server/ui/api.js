@@ -1,0 +1,117 @@
+// Talking to the service: the bearer token the login link left (or one pasted in), the REST
+// API under /v1, and the /v1/subscribe WebSocket with reconnection.
+
+const TOKEN_KEY = "seed.token";
+const EXPIRES_KEY = "seed.token_expires_at_ms";
+
+export class SignedOut extends Error {}
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+export function token() {
+  const value = localStorage.getItem(TOKEN_KEY);
+  const expires = Number(localStorage.getItem(EXPIRES_KEY) || 0);
+  if (!value || (expires && expires <= Date.now())) return null;
+  return value;
+}
+
+export function setToken(value, expiresAtMs) {
+  localStorage.setItem(TOKEN_KEY, value);
+  if (expiresAtMs) localStorage.setItem(EXPIRES_KEY, String(expiresAtMs));
+  else localStorage.removeItem(EXPIRES_KEY);
+}
+
+export function signOut() {
+  localStorage.removeItem(TOKEN_KEY);
+  localStorage.removeItem(EXPIRES_KEY);
+}
+
+export async function request(method, path, body) {
+  const bearer = token();
+  if (!bearer) throw new SignedOut("not signed in");
+  const headers = { Authorization: `Bearer ${bearer}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (response.status === 401) {
+    signOut();
+    throw new SignedOut("the token is unknown or expired");
+  }
+  const text = await response.text();
+  let value = null;
+  try {
+    value = text ? JSON.parse(text) : null;
+  } catch {
+    value = null;
+  }
+  if (!response.ok) throw new ApiError(response.status, (value && value.error) || `HTTP ${response.status}`);
+  return value;
+}
+
+export const get = (path) => request("GET", path);
+export const post = (path, body) => request("POST", path, body ?? {});
+
+/** Every event of a session from `fromSeq` on (or the range up to `toSeq`), page by page. */
+export async function events(sessionId, fromSeq = 1, toSeq = null) {
+  const all = [];
+  let next = fromSeq;
+  while (next !== null && next !== undefined) {
+    const range = toSeq ? `&to_seq=${toSeq}` : "";
+    const page = await get(`/v1/sessions/${sessionId}/events?from_seq=${next}&limit=500${range}`);
+    all.push(...page.events);
+    next = page.next_seq;
+  }
+  return all;
+}
+
+/**
+ * The subscription: calls `onUpdate(update)` for every message and `onOpen(reconnected)` each
+ * time it (re)connects, so the caller can catch up on what it missed.
+ */
+export function subscribe(onUpdate, onOpen) {
+  let socket = null;
+  let attempts = 0;
+  let closed = false;
+  let opened = false;
+  const connect = () => {
+    const bearer = token();
+    if (!bearer || closed) return;
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    socket = new WebSocket(`${scheme}://${location.host}/v1/subscribe?token=${encodeURIComponent(bearer)}`);
+    socket.addEventListener("open", () => {
+      attempts = 0;
+      onOpen(opened);
+      opened = true;
+    });
+    socket.addEventListener("message", (message) => {
+      try {
+        onUpdate(JSON.parse(message.data));
+      } catch (error) {
+        console.warn("a subscription message did not parse", error);
+      }
+    });
+    socket.addEventListener("close", () => {
+      if (closed) return;
+      attempts += 1;
+      setTimeout(connect, Math.min(500 * 2 ** attempts, 10000));
+    });
+  };
+  connect();
+  return {
+    close() {
+      closed = true;
+      if (socket) socket.close();
+    },
+    get connected() {
+      return socket !== null && socket.readyState === WebSocket.OPEN;
+    },
+  };
+}

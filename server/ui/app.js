@@ -1,0 +1,618 @@
+// The Seed web UI: the session list, the session view (transcript, composer, stop, model,
+// context meter), continuation cards and follow-continuation. Plain ES modules, no build step.
+
+import * as api from "./api.js";
+import { Follower, contextUsage, eventLine, isUuid, relativeTime } from "./logic.js";
+import {
+  actionRow,
+  bubble,
+  h,
+  handoffCard,
+  meter,
+  orphanResult,
+  streamingBubble,
+  toolRow,
+  transitionRow,
+} from "./transcript.js";
+
+const root = document.getElementById("app");
+const follower = new Follower(sessionStorage);
+let sessions = [];
+let view = null;
+let subscription = null;
+let shell = null;
+let listTimer = null;
+let automaticFollows = 0;
+// The text each session's turn in flight has streamed so far, so that a view opened mid-turn
+// (a followed successor, say) shows the answer from its start.
+const live = new Map(); // session id -> { runId, text }
+
+// Routing: `/` is the list, `/s/<id>` a session; history entries are real, so Back works.
+
+export function navigate(path, { replace = false } = {}) {
+  if (location.pathname === path) return;
+  history[replace ? "replaceState" : "pushState"]({}, "", path);
+  route();
+}
+
+window.addEventListener("popstate", () => route());
+
+function route() {
+  if (!api.token()) {
+    showSignIn();
+    return;
+  }
+  ensureShell();
+  ensureSubscription();
+  const match = /^\/s\/([0-9a-f-]{36})$/i.exec(location.pathname);
+  const sessionId = match && isUuid(match[1]) ? match[1].toLowerCase() : null;
+  if (view && view.sessionId === sessionId) return;
+  if (view) view.close();
+  view = null;
+  follower.view(sessionId);
+  if (sessionId) {
+    view = new SessionView(sessionId);
+    shell.main.replaceChildren(view.element);
+    const opened = view;
+    view.load().catch((error) => opened.failed(error));
+  } else {
+    shell.main.replaceChildren(homeView());
+  }
+  renderSessionList();
+  refreshSessions();
+}
+
+function handleError(error) {
+  if (error instanceof api.SignedOut) {
+    if (view) view.close();
+    view = null;
+    if (subscription) subscription.close();
+    subscription = null;
+    shell = null;
+    showSignIn("Your sign-in ended. Open a new login link, or paste a token.");
+    return;
+  }
+  console.error(error);
+  toast(error.message || String(error), "error");
+}
+
+function toast(text, kind = "info") {
+  if (!shell) return;
+  const item = h("div", { class: `toast ${kind}`, role: "status" }, text);
+  shell.toasts.append(item);
+  setTimeout(() => item.remove(), 6000);
+}
+
+// Signing in: the one-time login link `seed serve` prints leaves a token in localStorage; a
+// token minted by a signed POST /v1/tokens can be pasted here instead.
+
+function showSignIn(message) {
+  document.title = "Seed · sign in";
+  const input = h("input", {
+    id: "token-input",
+    type: "password",
+    autocomplete: "off",
+    placeholder: "Bearer token",
+    "aria-label": "Token",
+  });
+  const error = h("div", { class: "signin-error", role: "alert" }, message || "");
+  const form = h(
+    "form",
+    {
+      id: "token-form",
+      onsubmit: async (event) => {
+        event.preventDefault();
+        const value = input.value.trim();
+        if (!value) return;
+        api.setToken(value, null);
+        try {
+          await api.get("/v1/sessions?limit=1");
+          route();
+        } catch (failure) {
+          api.signOut();
+          error.textContent = failure instanceof api.SignedOut ? "That token is unknown or expired." : failure.message;
+        }
+      },
+    },
+    input,
+    h("button", { id: "token-submit", type: "submit" }, "Sign in"),
+  );
+  root.replaceChildren(
+    h(
+      "div",
+      { class: "signin" },
+      h("h1", {}, h("span", { class: "logo", "aria-hidden": "true" }, "◆"), " Seed"),
+      h(
+        "p",
+        {},
+        "Open the one-time login link that ",
+        h("code", {}, "seed serve"),
+        " printed, or paste a token minted by a signed ",
+        h("code", {}, "POST /v1/tokens"),
+        ".",
+      ),
+      form,
+      error,
+    ),
+  );
+}
+
+// The shell: the sidebar with the session list, and the main pane.
+
+function ensureShell() {
+  if (shell) return;
+  const list = h("nav", { id: "sessions", "aria-label": "Sessions" });
+  const main = h("main", { id: "main" });
+  const toasts = h("div", { class: "toasts", "aria-live": "polite" });
+  const newButton = h("button", { id: "new-session", type: "button", onclick: () => newSession().catch(handleError) }, "+ New session");
+  const signOutButton = h(
+    "button",
+    {
+      type: "button",
+      class: "link",
+      onclick: () => {
+        api.signOut();
+        if (subscription) subscription.close();
+        subscription = null;
+        shell = null;
+        showSignIn();
+      },
+    },
+    "Sign out",
+  );
+  root.replaceChildren(
+    h(
+      "div",
+      { class: "layout" },
+      h(
+        "aside",
+        { class: "sidebar" },
+        h("div", { class: "brand" }, h("a", { href: "/", onclick: (e) => (e.preventDefault(), navigate("/")) }, h("span", { class: "logo" }, "◆"), " Seed")),
+        newButton,
+        list,
+        h("footer", { class: "sidebar-footer" }, signOutButton),
+      ),
+      main,
+      toasts,
+    ),
+  );
+  shell = { list, main, toasts };
+}
+
+function ensureSubscription() {
+  if (subscription) return;
+  subscription = api.subscribe(onUpdate, (reconnected) => {
+    document.documentElement.dataset.live = "1";
+    if (reconnected) {
+      refreshSessions();
+      if (view) view.refresh().catch(handleError);
+    }
+  });
+}
+
+function onUpdate(update) {
+  if (update.type === "text-delta") {
+    const entry = live.get(update.session_id);
+    if (entry && entry.runId === update.run_id) entry.text += update.text;
+    else live.set(update.session_id, { runId: update.run_id, text: update.text });
+  } else {
+    if (update.type === "run-finished") live.delete(update.session_id);
+    scheduleListRefresh();
+  }
+  if (view) view.onUpdate(update);
+}
+
+function scheduleListRefresh() {
+  clearTimeout(listTimer);
+  listTimer = setTimeout(refreshSessions, 150);
+}
+
+async function refreshSessions() {
+  try {
+    const page = await api.get("/v1/sessions?limit=200");
+    sessions = page.sessions;
+    renderSessionList();
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+function renderSessionList() {
+  if (!shell) return;
+  const current = view ? view.sessionId : null;
+  if (!sessions.length) {
+    shell.list.replaceChildren(h("div", { class: "empty muted" }, "No sessions yet."));
+    return;
+  }
+  const now = Date.now();
+  shell.list.replaceChildren(
+    ...sessions.map((session) => {
+      const active = session.id === current;
+      const item = h(
+        "a",
+        {
+          class: `session-item${active ? " active" : ""}`,
+          href: `/s/${session.id}`,
+          dataset: { sessionId: session.id },
+          onclick: (event) => {
+            event.preventDefault();
+            navigate(`/s/${session.id}`);
+          },
+        },
+        h(
+          "div",
+          { class: "session-item-top" },
+          h("span", { class: "session-item-title" }, session.title || "Untitled session"),
+          active && view ? meter(view.usage, { label: false }) : null,
+        ),
+        session.description ? h("div", { class: "session-item-description" }, session.description) : null,
+        h(
+          "div",
+          { class: "session-item-meta" },
+          h("time", { datetime: new Date(session.updated_at_ms).toISOString(), title: new Date(session.updated_at_ms).toLocaleString() }, relativeTime(session.updated_at_ms, now)),
+          session.continued_to ? h("span", { class: "chip continued-in", title: session.continued_to.reason }, `Continued in “${session.continued_to.title}”`) : null,
+          session.continued_from ? h("span", { class: "chip continued-from-chip" }, `Continued from “${session.continued_from.title}”`) : null,
+        ),
+      );
+      return item;
+    }),
+  );
+}
+
+async function newSession() {
+  const session = await api.post("/v1/sessions", {});
+  sessions = [session, ...sessions.filter((s) => s.id !== session.id)];
+  navigate(`/s/${session.id}`);
+}
+
+function homeView() {
+  document.title = "Seed";
+  return h(
+    "div",
+    { class: "home" },
+    h("h2", {}, "Talk to an agent"),
+    h("p", { class: "muted" }, "Pick a session on the left, or start a new one. Every step is kept; when a conversation moves on, it continues into a new session you can follow."),
+    h("button", { type: "button", class: "primary", onclick: () => newSession().catch(handleError) }, "Start a new session"),
+  );
+}
+
+/** One session on screen, live. */
+class SessionView {
+  constructor(sessionId) {
+    this.sessionId = sessionId;
+    this.info = null;
+    this.events = [];
+    this.lastSeq = 0;
+    this.calls = new Map(); // tool call id -> row with setResult
+    this.results = new Map(); // tool call id -> result event, for calls rendered later
+    this.stream = null; // { runId, text, element }
+    this.busy = false;
+    this.knownSuccessor = null;
+    this.closed = false;
+    this.queue = Promise.resolve();
+    this.usage = null;
+
+    this.titleEl = h("h1", { class: "session-title", id: "session-title" });
+    this.descriptionEl = h("div", { class: "session-description" });
+    this.pillSlot = h("div", { class: "pill-slot" });
+    this.modelEl = h("span", { class: "model", id: "session-model", title: "The model this session's turns ask" });
+    this.meterSlot = h("span", { class: "meter-slot", id: "header-meter" });
+    this.noticeSlot = h("div", { class: "notice-slot" });
+    this.transcript = h("div", { class: "transcript", id: "transcript", "aria-live": "polite" });
+    this.scroller = h("div", { class: "scroller" }, this.transcript);
+    this.input = h("textarea", {
+      id: "composer-input",
+      rows: "2",
+      placeholder: "Message the agent — Enter to send, Shift+Enter for a new line",
+      "aria-label": "Message",
+    });
+    this.input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        this.send();
+      }
+    });
+    this.sendButton = h("button", { id: "send", type: "submit", class: "primary" }, "Send");
+    this.stopButton = h("button", { id: "stop", type: "button", disabled: true, onclick: () => this.stop() }, "Stop");
+    const composer = h(
+      "form",
+      {
+        id: "composer",
+        class: "composer",
+        onsubmit: (event) => {
+          event.preventDefault();
+          this.send();
+        },
+      },
+      this.input,
+      h("div", { class: "composer-buttons" }, this.stopButton, this.sendButton),
+    );
+    this.element = h(
+      "div",
+      { class: "session-view", dataset: { sessionId } },
+      h(
+        "header",
+        { class: "session-header" },
+        h("div", { class: "session-heading" }, this.pillSlot, this.titleEl, this.descriptionEl),
+        h("div", { class: "session-facts" }, this.modelEl, this.meterSlot),
+      ),
+      this.noticeSlot,
+      this.scroller,
+      composer,
+    );
+    const streaming = live.get(sessionId);
+    if (streaming) {
+      // Seeing the session stream counts as following its turn.
+      follower.follow(sessionId);
+      this.stream = { runId: streaming.runId, text: streaming.text, element: streamingBubble() };
+      this.stream.element.setText(streaming.text);
+      this.setBusy(true);
+    }
+  }
+
+  close() {
+    this.closed = true;
+  }
+
+  /** The session could not be opened: not found (or another account's), or an error. */
+  failed(error) {
+    if (!(error instanceof api.ApiError) || error.status !== 404) {
+      handleError(error);
+      return;
+    }
+    document.title = "Not found · Seed";
+    this.element.replaceChildren(
+      h(
+        "div",
+        { class: "home not-found" },
+        h("h2", {}, "No such session"),
+        h("p", { class: "muted" }, "It was deleted, or it belongs to another account."),
+      ),
+    );
+  }
+
+  async load() {
+    const [info, events] = await Promise.all([api.get(`/v1/sessions/${this.sessionId}`), api.events(this.sessionId, 1)]);
+    if (this.closed) return;
+    this.info = info;
+    this.knownSuccessor = info.session.continued_to ? info.session.continued_to.session_id : null;
+    this.append(events);
+    this.renderHeader();
+    this.element.dataset.ready = "1";
+    this.scrollToEnd(true);
+    this.input.focus();
+  }
+
+  /** Catches up: the session's info and the events after the last one shown. Serialized. */
+  refresh() {
+    this.queue = this.queue.then(async () => {
+      if (this.closed) return;
+      const [info, events] = await Promise.all([
+        api.get(`/v1/sessions/${this.sessionId}`),
+        api.events(this.sessionId, this.lastSeq + 1),
+      ]);
+      if (this.closed) return;
+      this.info = info;
+      this.append(events);
+      this.renderHeader();
+      const successor = info.session.continued_to ? info.session.continued_to.session_id : null;
+      if (successor && successor !== this.knownSuccessor) {
+        this.knownSuccessor = successor;
+        this.continued(successor, {});
+      }
+    });
+    return this.queue;
+  }
+
+  /** This session continued into `successor`: move there if this client followed the turn. */
+  continued(successor, options) {
+    if (this.closed) return;
+    if (follower.shouldMove(this.sessionId, successor, options)) {
+      automaticFollows += 1;
+      document.documentElement.dataset.follows = String(automaticFollows);
+      navigate(`/s/${successor}`);
+      return;
+    }
+    this.renderNotice(true);
+  }
+
+  onUpdate(update) {
+    if (update.session_id !== this.sessionId) return;
+    if (update.type === "text-delta") {
+      follower.follow(this.sessionId);
+      this.setBusy(true);
+      if (!this.stream || this.stream.runId !== update.run_id) {
+        if (this.stream) this.stream.element.remove();
+        this.stream = { runId: update.run_id, text: "", element: streamingBubble() };
+      }
+      this.stream.text += update.text;
+      this.stream.element.setText(this.stream.text);
+      const stick = this.nearEnd();
+      this.transcript.append(this.stream.element);
+      if (stick) this.scrollToEnd();
+    } else if (update.type === "session-change") {
+      if (update.reason === "deleted") {
+        this.noticeSlot.replaceChildren(h("div", { class: "notice error" }, "This session was deleted."));
+        return;
+      }
+      this.refresh().catch(handleError);
+    } else if (update.type === "run-finished") {
+      this.refresh()
+        .then(() => {
+          if (this.stream && this.stream.runId === update.run_id) {
+            this.stream.element.remove();
+            this.stream = null;
+          }
+          follower.unfollow(this.sessionId);
+          this.setBusy(false);
+        })
+        .catch(handleError);
+    }
+  }
+
+  append(events) {
+    if (!events.length) return;
+    const stick = this.nearEnd();
+    for (const event of events) {
+      if (event.seq <= this.lastSeq) continue;
+      this.lastSeq = event.seq;
+      this.events.push(event);
+      const node = this.render(event);
+      if (node) this.transcript.append(node);
+      // The streamed text that this message now holds is no longer streaming.
+      if (this.stream && event.kind === "message" && event.role === "assistant" && event.run_id === this.stream.runId) {
+        const text = event.content?.text || "";
+        this.stream.text = this.stream.text.startsWith(text) ? this.stream.text.slice(text.length) : "";
+        if (this.stream.text) this.stream.element.setText(this.stream.text);
+        else this.stream.element.remove();
+      }
+    }
+    if (this.stream && this.stream.text) this.transcript.append(this.stream.element);
+    this.usage = contextUsage(this.events, this.info ? this.info.context_window : null);
+    if (stick) this.scrollToEnd();
+  }
+
+  render(event) {
+    const open = (path) => navigate(path);
+    switch (event.kind) {
+      case "message":
+        if (event.meta && event.meta.continuation) {
+          return handoffCard(event, this.sessionId, this.info?.session?.continued_from, open);
+        }
+        if (event.role === "assistant" && !event.content?.text && !event.content?.thinking && !event.meta?.error_message) return null;
+        if (event.role === "user" || event.role === "assistant") return bubble(event, { onOpenPredecessor: (id) => open(`/s/${id}`) });
+        return h("div", { class: "notice-line" }, eventLine(event));
+      case "tool_call": {
+        const result = this.results.get(event.content.id);
+        const row = event.content.name === "continue_session" ? transitionRow(event, result, open, this.sessionId) : toolRow(event, result);
+        this.calls.set(event.content.id, row);
+        return row;
+      }
+      case "tool_result": {
+        const row = this.calls.get(event.content.tool_call_id);
+        this.results.set(event.content.tool_call_id, event);
+        if (row) {
+          row.setResult(event);
+          return null;
+        }
+        return orphanResult(event);
+      }
+      case "action":
+        return actionRow(event);
+      default:
+        return h("div", { class: "notice-line" }, eventLine(event));
+    }
+  }
+
+  renderHeader() {
+    const session = this.info.session;
+    document.title = `${session.title || "Untitled session"} · Seed`;
+    this.titleEl.textContent = session.title || "Untitled session";
+    this.descriptionEl.textContent = session.description || "";
+    this.modelEl.textContent = this.info.model || "";
+    this.pillSlot.replaceChildren();
+    const from = session.continued_from;
+    if (from) {
+      this.pillSlot.append(
+        h(
+          "a",
+          {
+            class: "pill continued-from",
+            href: `/s/${from.session_id}`,
+            title: `Continued from “${from.title}” (${from.reason}); go back to it`,
+            onclick: (event) => {
+              event.preventDefault();
+              navigate(`/s/${from.session_id}`);
+            },
+          },
+          "‹ ",
+          `Continued from “${from.title}”`,
+        ),
+      );
+    }
+    const drawn = meter(this.usage);
+    const current = this.meterSlot.firstElementChild;
+    if (!current || current.title !== drawn.title || current.dataset.level !== drawn.dataset.level) {
+      this.meterSlot.replaceChildren(drawn);
+    }
+    this.renderNotice(false);
+    // The list shows what this view knows, until its own refresh comes.
+    sessions = sessions.map((listed) => (listed.id === session.id ? session : listed));
+    renderSessionList();
+  }
+
+  /** The notice on a continued session: where it went, and that typing here branches. */
+  renderNotice(live) {
+    const to = this.info && this.info.session.continued_to;
+    if (!to) {
+      this.noticeSlot.replaceChildren();
+      return;
+    }
+    const existing = this.noticeSlot.querySelector(".notice.continued");
+    if (existing && existing.dataset.successor === to.session_id && !live) return;
+    this.noticeSlot.replaceChildren(
+      h(
+        "div",
+        { class: `notice continued${live ? " live" : ""}`, dataset: { successor: to.session_id }, role: "status" },
+        h("span", {}, `This conversation continued in “${to.title}” (${to.reason}). Writing here starts a new branch.`),
+        h(
+          "a",
+          {
+            class: "open-session",
+            href: `/s/${to.session_id}`,
+            onclick: (event) => {
+              event.preventDefault();
+              navigate(`/s/${to.session_id}`);
+            },
+          },
+          "Open session",
+        ),
+      ),
+    );
+  }
+
+  setBusy(busy) {
+    this.busy = busy;
+    this.stopButton.disabled = !busy;
+    this.element.classList.toggle("busy", busy);
+  }
+
+  async send() {
+    const text = this.input.value.trim();
+    if (!text) return;
+    this.input.value = "";
+    follower.follow(this.sessionId);
+    this.setBusy(true);
+    try {
+      const sent = await api.post(`/v1/sessions/${this.sessionId}/messages`, { text, wait: true });
+      if (sent.continued_to_session_id && !this.closed) {
+        this.knownSuccessor = sent.continued_to_session_id;
+        this.continued(sent.continued_to_session_id, { sentHere: true });
+      }
+    } catch (error) {
+      if (!this.input.value) this.input.value = text;
+      this.setBusy(false);
+      handleError(error);
+    }
+  }
+
+  async stop() {
+    try {
+      await api.post(`/v1/sessions/${this.sessionId}/stop`, {});
+      this.setBusy(false);
+    } catch (error) {
+      handleError(error);
+    }
+  }
+
+  nearEnd() {
+    const s = this.scroller;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < 80;
+  }
+
+  scrollToEnd() {
+    this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+}
+
+route();

@@ -1,0 +1,203 @@
+// The UI's pure logic (no DOM, no network): the context meter, following a continuation,
+// reading tool results, formatting. Unit-tested with `node --test` (server/tests/ui/unit.test.js).
+
+/** The meter's level for a percentage: muted below 70, amber from 70, red from 85. */
+export function meterLevel(percent) {
+  if (percent >= 85) return "red";
+  if (percent >= 70) return "amber";
+  return "muted";
+}
+
+/** The prompt size of an assistant message's `meta.usage`: input + cache_read + cache_write. */
+export function promptTokens(usage) {
+  if (!usage || typeof usage !== "object") return null;
+  const n = (value) => (Number.isFinite(value) ? value : 0);
+  return n(usage.input) + n(usage.cache_read) + n(usage.cache_write);
+}
+
+/**
+ * The context meter from a session's events and its model's window: the newest assistant
+ * message carrying usage. Null when either is unknown.
+ */
+export function contextUsage(events, contextWindow) {
+  if (!contextWindow || contextWindow <= 0) return null;
+  for (let i = events.length - 1; i >= 0; i--) {
+    const event = events[i];
+    if (event.kind === "message" && event.role === "assistant" && event.meta && event.meta.usage) {
+      const tokens = promptTokens(event.meta.usage);
+      if (tokens === null) continue;
+      const percent = (tokens * 100) / contextWindow;
+      return { tokens, window: contextWindow, percent, level: meterLevel(percent) };
+    }
+  }
+  return null;
+}
+
+/** "150,000 of 200,000 tokens (75%)". */
+export function meterTitle(usage) {
+  if (!usage) return "Context: no usage reported yet";
+  const pct = usage.percent >= 10 ? Math.round(usage.percent) : Math.round(usage.percent * 10) / 10;
+  return `Context: ${formatNumber(usage.tokens)} of ${formatNumber(usage.window)} tokens (${pct}%)`;
+}
+
+export function formatNumber(n) {
+  return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+/** "just now", "5 min ago", "3 h ago", else a date. */
+export function relativeTime(ms, nowMs) {
+  const seconds = Math.max(0, Math.round((nowMs - ms) / 1000));
+  if (seconds < 45) return "just now";
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} min ago`;
+  const hours = Math.round(minutes / 60);
+  if (hours < 24) return `${hours} h ago`;
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
+
+/** The successor a continue_session result names ("Continued in session <id> …"). */
+export function successorFromResult(text) {
+  if (typeof text !== "string") return null;
+  const match = /Continued in session ([0-9a-f-]{36})/i.exec(text);
+  return match && UUID.test(match[1]) ? match[1].toLowerCase() : null;
+}
+
+export function isUuid(text) {
+  return typeof text === "string" && text.length === 36 && UUID.test(text);
+}
+
+/**
+ * Following a continuation. A client moves to the successor only if it was following the turn
+ * (it sent the message, or saw the session streaming); it moves once per successor, ever (the
+ * successors it followed are remembered in `storage`, so Back to the predecessor never
+ * redirects again); other clients only get a notice.
+ */
+export class Follower {
+  constructor(storage) {
+    this.storage = storage;
+    this.followingSession = null;
+    try {
+      this.followed = new Set(JSON.parse(storage.getItem("seed.followed") || "[]"));
+    } catch {
+      this.followed = new Set();
+    }
+  }
+
+  /** A new view: whatever was followed before belongs to another session. */
+  view(sessionId) {
+    if (this.followingSession !== sessionId) this.followingSession = null;
+  }
+
+  /** This client sent a message in the session, or saw it streaming. */
+  follow(sessionId) {
+    this.followingSession = sessionId;
+  }
+
+  /** The turn this client followed ended (and what it led to was handled). */
+  unfollow(sessionId) {
+    if (this.followingSession === sessionId) this.followingSession = null;
+  }
+
+  isFollowing(sessionId) {
+    return this.followingSession === sessionId;
+  }
+
+  /**
+   * `sessionId` continued into `successorId`: whether this client moves there now. True at most
+   * once per successor.
+   */
+  shouldMove(sessionId, successorId, { sentHere = false } = {}) {
+    if (!successorId || this.followed.has(successorId)) return false;
+    if (!sentHere && !this.isFollowing(sessionId)) return false;
+    this.followed.add(successorId);
+    try {
+      this.storage.setItem("seed.followed", JSON.stringify([...this.followed].slice(-200)));
+    } catch {
+      // A full or missing storage only loses the memory across reloads.
+    }
+    return true;
+  }
+}
+
+/** The handoff's sections in the order the spec names them, then the extra ones. */
+export const HANDOFF_SECTIONS = [
+  ["purpose", "Purpose"],
+  ["current_request", "Current request"],
+  ["established_facts", "Established facts"],
+  ["decisions", "Decisions"],
+  ["open_questions", "Open questions"],
+  ["next_actions", "Next actions"],
+  ["cautions", "Cautions"],
+];
+
+const CAMEL = {
+  currentRequest: "current_request",
+  establishedFacts: "established_facts",
+  openQuestions: "open_questions",
+  nextActions: "next_actions",
+};
+
+function paragraphs(value) {
+  if (value === null || value === undefined) return [];
+  if (Array.isArray(value)) return value.flatMap(paragraphs);
+  if (typeof value === "string") return value.trim() ? [value] : [];
+  return [JSON.stringify(value)];
+}
+
+/**
+ * A handoff (as the manifest stores it, or as a continue_session call wrote it) as markdown:
+ * one `## Section` per non-empty section, a list when it has several paragraphs.
+ */
+export function handoffMarkdown(handoff) {
+  if (!handoff || typeof handoff !== "object") return "";
+  const sections = new Map();
+  const extra = [];
+  for (const [key, value] of Object.entries(handoff)) {
+    if (key === "extra" && value && typeof value === "object" && !Array.isArray(value)) {
+      for (const [name, inner] of Object.entries(value)) extra.push([name, paragraphs(inner)]);
+      continue;
+    }
+    const name = CAMEL[key] || key;
+    if (HANDOFF_SECTIONS.some(([known]) => known === name)) sections.set(name, paragraphs(value));
+    else extra.push([key, paragraphs(value)]);
+  }
+  const out = [];
+  const emit = (heading, items) => {
+    if (!items.length) return;
+    out.push(`## ${heading}`, "");
+    if (items.length === 1) out.push(items[0], "");
+    else out.push(...items.map((item) => `- ${item.replace(/\n/g, " ")}`), "");
+  };
+  for (const [key, heading] of HANDOFF_SECTIONS) emit(heading, sections.get(key) || []);
+  for (const [name, items] of extra) emit(name, items);
+  return out.join("\n").trim();
+}
+
+/** A source (manifest or call form) as a short label and, for thread ranges, the range. */
+export function describeSource(source, thisThread) {
+  if (typeof source === "string") return { label: source, kind: "resource" };
+  const type = source.type || source.kind;
+  if (type === "resource") return { label: source.uri || source.url || source.address, kind: "resource" };
+  if (type === "memory") return { label: source.path, kind: "memory" };
+  if (type === "session_events" || type === "session_event") {
+    const thread = String(source.thread || source.session_id || thisThread || "").replace(/^thread:/, "");
+    const from = source.from_seq ?? source.fromSeq ?? source.seq;
+    const to = source.to_seq ?? source.toSeq ?? source.seq;
+    const seqs = from === to ? `seq ${from}` : `seqs ${from}–${to}`;
+    return { label: `thread:${thread.slice(0, 8)}… ${seqs}`, kind: "thread", thread, from, to };
+  }
+  return { label: JSON.stringify(source), kind: "other" };
+}
+
+/** One log event as a transcript line, as `read thread:` prints it: `[seq] who: text`. */
+export function eventLine(event) {
+  const who = event.actor || event.role || "?";
+  const content = event.content || {};
+  let text;
+  if (event.kind === "tool_call") text = `${content.name}(${JSON.stringify(content.arguments)})`;
+  else if (event.kind === "tool_result") text = `${content.is_error ? "error: " : ""}${content.content}`;
+  else text = typeof content.text === "string" ? content.text : JSON.stringify(content);
+  return `[${event.seq}] ${who}: ${text}`;
+}
