@@ -733,7 +733,19 @@ async fn project(
         .into_iter()
         .flat_map(|entry| entry_events(entry, Some(run.id), now))
         .collect();
-    env.store.append_events(session_id, events).await?;
+    // A delegated child's end writes its result to the parent's log itself; the store's own
+    // result for that call (a recovered call's, a restart's) then goes to the log as a notice.
+    let delivered_calls: Vec<String> = events
+        .iter()
+        .filter(|event| {
+            event.kind == "tool_result"
+                && event.content["tool_name"].as_str() == Some(crate::verbs::delegate::DELEGATE)
+        })
+        .filter_map(|event| event.content["tool_call_id"].as_str().map(str::to_owned))
+        .collect();
+    env.store
+        .append_projection(session_id, events, delivered_calls)
+        .await?;
     *log_max = Some(newest);
     env.publisher.publish(Notification::SessionChanged {
         session_id,

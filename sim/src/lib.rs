@@ -61,7 +61,8 @@ pub struct SimConfig {
     pub crash_rate: f64,
     /// The chance that a commit fails as on a full disk; the seed scales it, and turns it off
     /// for half the seeds (swarm testing). Faults are off in the liveness phase.
-    /// `SEED_SIM_FAULT_TRACE=1` prints where each injected fault landed.
+    /// Defaults to 0.01, or `SIM_DISK_FULL_RATE`; `SEED_SIM_FAULT_TRACE=1` prints where each
+    /// injected fault landed.
     pub disk_full_rate: f64,
     /// Exhaustive mode: crash at exactly the n-th crash-point occurrence of the run (counted
     /// from 1 over every process) and nowhere else.
@@ -80,13 +81,10 @@ impl Default for SimConfig {
             sessions: 3,
             steps: 30,
             crash_rate: 0.05,
-            // Off by default: with faults on, some seeds (124 at 0.01) leave entries committed
-            // to the store that never reach the log after a refused log write; see the
-            // simulation issue's notes.
             disk_full_rate: std::env::var("SIM_DISK_FULL_RATE")
                 .ok()
                 .and_then(|rate| rate.parse().ok())
-                .unwrap_or(0.0),
+                .unwrap_or(0.01),
             crash_at: None,
             verbs: Vec::new(),
             check_every_step: true,

@@ -248,6 +248,37 @@ impl Store {
         .await
     }
 
+    /// Appends a projection of store entries, as [`Store::append_events`], except that a
+    /// `tool_result` for one of `delivered_calls` (calls whose result the runtime may already
+    /// have written to the log: a delegated child's) is written as a `notice` when the log
+    /// already holds a result for that call. Checked in the appending transaction, so a
+    /// delivery racing the projection still leaves exactly one result per call in the log.
+    pub async fn append_projection(
+        &self,
+        session_id: SessionId,
+        events: Vec<NewEvent>,
+        delivered_calls: Vec<String>,
+    ) -> Result<Vec<SessionEvent>> {
+        self.write(Some(session_id), move |connection| {
+            // A job may run again after a rollback: it rewrites a copy.
+            let mut batch = events.clone();
+            for event in batch.iter_mut().filter(|event| event.kind == "tool_result") {
+                let Some(call_id) = event.content["tool_call_id"].as_str().map(str::to_owned)
+                else {
+                    continue;
+                };
+                if delivered_calls.contains(&call_id)
+                    && log::has_tool_result(connection, session_id, &call_id)?
+                {
+                    event.kind = "notice".to_owned();
+                    event.meta = serde_json::json!({ "answered_earlier": call_id });
+                }
+            }
+            log::append_events(connection, session_id, &batch)
+        })
+        .await
+    }
+
     /// Events with `from_seq <= seq <= to_seq`, in order, at most `limit` of them.
     pub async fn read_events(
         &self,

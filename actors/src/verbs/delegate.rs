@@ -17,6 +17,8 @@ pub const DELEGATION_BUDGET_PER_RUN: u32 = 4;
 
 /// Where a child's first message says its result goes.
 pub const DELEGATED_BY: &str = "delegated_by";
+/// The verb's name.
+pub const DELEGATE: &str = "delegate";
 
 #[derive(Debug)]
 pub struct Delegate;
@@ -33,7 +35,7 @@ struct DelegateArgs {
 
 impl Verb for Delegate {
     fn name(&self) -> &'static str {
-        "delegate"
+        DELEGATE
     }
 
     fn description(&self) -> &'static str {
