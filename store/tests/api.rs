@@ -371,3 +371,52 @@ fn plans_are_set_and_cleared_and_children_listed_by_parent() -> anyhow::Result<(
     assert!(block_on(store.list_child_sessions(sessions[1]))?.is_empty());
     Ok(())
 }
+
+/// A result the runtime already wrote for a call (a child's delivery) is not written twice:
+/// the projection's own result for that call lands as a notice, keeping its entry id; a call
+/// not yet answered, or not named as delivered, gets its `tool_result`.
+#[test]
+fn a_projected_result_for_a_delivered_call_becomes_a_notice() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let [session] = fixture.create_sessions(1)?[..] else {
+        unreachable!()
+    };
+    let result = |call: &str, pi_entry_id: Option<i64>| NewEvent {
+        kind: "tool_result".to_owned(),
+        role: Some(EventRole::Tool),
+        actor: Some("runtime".to_owned()),
+        content: serde_json::json!({ "tool_call_id": call, "tool_name": "delegate", "content": "x" }),
+        meta: serde_json::json!({}),
+        run_id: None,
+        pi_entry_id,
+        created_at_ms: 0,
+    };
+    block_on(
+        fixture
+            .store
+            .append_events(session, vec![result("c1", None)]),
+    )?;
+    let written = block_on(fixture.store.append_projection(
+        session,
+        vec![
+            result("c1", Some(7)),
+            result("c2", Some(8)),
+            result("c3", Some(9)),
+        ],
+        vec!["c1".to_owned(), "c2".to_owned()],
+    ))?;
+    let kinds: Vec<(&str, Option<i64>)> = written
+        .iter()
+        .map(|event| (event.kind.as_str(), event.pi_entry_id))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("notice", Some(7)),
+            ("tool_result", Some(8)),
+            ("tool_result", Some(9))
+        ]
+    );
+    assert_eq!(written[0].meta["answered_earlier"], "c1");
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! A full disk mid-turn loses nothing and repeats nothing: the run whose commit (or log write)
+//! the store refused waits a moment and tries again, and its next attempt projects what had
+//! committed, so the log and the store agree and the answer is there once.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use common::{
+    Echo, account, assert_log_agrees_with_store, echo_then_answer, log, session, test_clock,
+};
+use seed_actors::{Runtime, RuntimeSettings};
+use seed_events::RunStatus;
+use seed_store::{Config, FaultInjector, NewSession, Store};
+
+/// Fails the `skip`-th and following commits, `n_failures` of them, once armed.
+fn injector(
+    armed: Arc<AtomicBool>,
+    skip: usize,
+    n_failures: usize,
+) -> (FaultInjector, Arc<AtomicUsize>) {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let (seen_by, failed_by) = (Arc::clone(&seen), Arc::clone(&failed));
+    let injector = FaultInjector(Arc::new(move || {
+        if !armed.load(Ordering::SeqCst) {
+            return false;
+        }
+        let idx = seen_by.fetch_add(1, Ordering::SeqCst);
+        let fail = idx >= skip && idx < skip + n_failures;
+        if fail {
+            failed_by.fetch_add(1, Ordering::SeqCst);
+        }
+        fail
+    }));
+    (injector, failed)
+}
+
+#[actix::test]
+async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> anyhow::Result<()> {
+    // Each skip puts the refusal at a different commit of the turn: the run's claim, its
+    // lease, the input, the response, the verb's result, a log write, the run's end.
+    for skip in 0..8 {
+        let dir = tempfile::tempdir()?;
+        let armed = Arc::new(AtomicBool::new(false));
+        let (faults, failed) = injector(Arc::clone(&armed), skip, 2);
+        let store = Store::open(Config {
+            faults: Some(faults),
+            ..Config::new(dir.path().join("seed.db"))
+        })?;
+        store.create_account(account(), vec![1], 0).await?;
+        store
+            .create_session(NewSession::new(session(0), account(), 0))
+            .await?;
+        let (runtime, _) = Runtime::start(
+            store.clone(),
+            Arc::new(echo_then_answer()),
+            vec![Arc::new(Echo)],
+            RuntimeSettings::default(),
+            "boot-1".to_owned(),
+            test_clock(),
+        )
+        .await?;
+        let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
+        armed.store(true, Ordering::SeqCst);
+        let run = common::within("the run", runtime.wait_for_run(run_id)).await?;
+        assert_eq!(run.status, RunStatus::Succeeded, "skip {skip}: {run:?}");
+        assert!(
+            failed.load(Ordering::SeqCst) > 0,
+            "skip {skip}: no fault landed"
+        );
+        // Let the run's last projection land, then compare.
+        actix::clock::sleep(std::time::Duration::from_millis(50)).await;
+        assert_log_agrees_with_store(&store, session(0)).await?;
+        let log = log(&store, session(0)).await?;
+        let answers = log
+            .iter()
+            .filter(|event| event.content["text"] == "answer: hello there")
+            .count();
+        let results = log
+            .iter()
+            .filter(|event| event.kind == "tool_result")
+            .count();
+        assert_eq!((answers, results), (1, 1), "skip {skip}: {log:#?}");
+    }
+    Ok(())
+}
