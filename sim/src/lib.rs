@@ -64,6 +64,9 @@ pub struct SimConfig {
     /// Defaults to 0.01, or `SIM_DISK_FULL_RATE`; `SEED_SIM_FAULT_TRACE=1` prints where each
     /// injected fault landed.
     pub disk_full_rate: f64,
+    /// The store's second mode: an in-memory database (SQLite's memdb) that outlives each
+    /// simulated process, instead of a temp file.
+    pub memory: bool,
     /// Exhaustive mode: crash at exactly the n-th crash-point occurrence of the run (counted
     /// from 1 over every process) and nowhere else.
     pub crash_at: Option<usize>,
@@ -85,6 +88,7 @@ impl Default for SimConfig {
                 .ok()
                 .and_then(|rate| rate.parse().ok())
                 .unwrap_or(0.01),
+            memory: false,
             crash_at: None,
             verbs: Vec::new(),
             check_every_step: true,
@@ -353,7 +357,19 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
     // Every id of the run comes from the seed.
     let _ids = seed_events::ids::seed_ids(config.seed);
     let dir = tempfile::tempdir()?;
-    let path = dir.path().join("sim.db");
+    // The "disk": a temp file, or an in-memory database this handle keeps alive.
+    let memory_disk = if config.memory {
+        Some(seed_store::MemoryDisk::new(&format!(
+            "sim-{}",
+            config.seed
+        ))?)
+    } else {
+        None
+    };
+    let path = match &memory_disk {
+        Some(disk) => disk.config().path,
+        None => dir.path().join("sim.db"),
+    };
     let mut rng = fastrand::Rng::with_seed(config.seed);
     // Swarm testing: the seed scales the crash rate of this run.
     let crash_rate = if config.crash_at.is_some() {
@@ -441,6 +457,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
         report.violation_step = Some(config.steps);
     }
     report.trace_hash = lock(&shared.trace).finish();
+    drop(memory_disk);
     if std::env::var_os("SEED_SIM_KEEP").is_some() {
         eprintln!(
             "seed {}: the database is kept at {}",

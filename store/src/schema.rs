@@ -42,7 +42,7 @@ pub fn apply_pragmas(connection: &Connection, config: &Config) -> Result<()> {
     connection.busy_timeout(config.busy_timeout)?;
     let mode: String =
         connection.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
-    if !mode.eq_ignore_ascii_case("wal") {
+    if !mode.eq_ignore_ascii_case("wal") && !crate::memory_disk::is_memory(config) {
         return Err(Error::NoWal {
             path: config.path.display().to_string(),
             mode,

@@ -383,3 +383,38 @@ fn an_inline_store_answers_at_the_first_poll() -> anyhow::Result<()> {
     assert_eq!(error.refusal(), Some(&Refusal::SessionDeleted));
     Ok(())
 }
+
+/// The in-memory "disk" outlives the stores opened on it: what one store committed, the next
+/// reads, even after a fence; a second disk is another database.
+#[test]
+fn a_memory_disk_keeps_what_committed_across_stores() -> anyhow::Result<()> {
+    use seed_store::{Config, MemoryDisk, NewSession};
+    let disk = MemoryDisk::new("test")?;
+    let session = common::session(0);
+    {
+        let store = Store::open(Config {
+            inline: true,
+            ..disk.config()
+        })?;
+        block_on(store.create_account(common::account(), vec![1], 0))?;
+        block_on(store.create_session(NewSession::new(session, common::account(), 0)))?;
+        block_on(
+            store
+                .session_files(session)
+                .commit(batch(FileName::Entries, &["kept"])),
+        )?;
+        store.fence();
+        let refused = block_on(
+            store
+                .session_files(session)
+                .commit(batch(FileName::Entries, &["lost"])),
+        );
+        assert!(matches!(refused, Err(Error::Closed)), "{refused:?}");
+    }
+    let store = Store::open(disk.config())?;
+    assert_eq!(lines(&store, session, FileName::Entries)?, ["kept"]);
+    assert!(block_on(store.check_integrity())?.is_empty());
+    let other = Store::open(MemoryDisk::new("test")?.config())?;
+    assert!(block_on(other.get_session(session))?.is_none());
+    Ok(())
+}

@@ -109,6 +109,24 @@ fn seeds_3_keep_every_invariant() -> anyhow::Result<()> {
     run_shard(3)
 }
 
+/// The store's second mode: an in-memory database that outlives each simulated process, with
+/// crashes and disk-full faults as in the first.
+#[test]
+fn seeds_over_the_in_memory_store_keep_every_invariant() -> anyhow::Result<()> {
+    let mut reports = Vec::new();
+    for seed in 0..env("SIM_MEMORY_SEEDS").unwrap_or(100) {
+        let report = sim::run(&SimConfig {
+            memory: true,
+            ..config(seed)
+        })?;
+        assert_clean(&report);
+        reports.push(report);
+    }
+    eprintln!("in memory: {}", sim::summary(&reports));
+    assert!(reports.iter().map(|report| report.crashes).sum::<usize>() > 0);
+    Ok(())
+}
+
 /// The same seed gives the same trace hash: 50 seeds, each run twice.
 #[test]
 fn the_same_seed_gives_the_same_trace() -> anyhow::Result<()> {
