@@ -1,6 +1,10 @@
-"""A signing proxy for API fuzzing: forwards each request to a Seed service, signed with an
-account key (RFC 9421 over @method @authority @path @query content-digest, with created, nonce
-and keyid), and passes the answer back. Usage: signing_proxy.py KEY_FILE UPSTREAM_URL PORT_FILE
+"""A signing proxy for API fuzzing: forwards each request to a Seed service and passes the answer
+back. A request whose `Signature` header is exactly MARKER (the fuzzer sends it as the document's
+`signature` apiKey credential) goes out signed with an account key (RFC 9421 over @method
+@authority @path @query content-digest, with created, nonce and keyid), the marker replaced by the
+real signature. Any other request goes out as it came (unsigned, or with whatever made-up
+Signature/Authorization the fuzzer put on it), so the server has to refuse it: that is what the
+fuzzer's ignored_auth check probes. Usage: signing_proxy.py KEY_FILE UPSTREAM_URL PORT_FILE MARKER
 """
 
 import base64
@@ -53,7 +57,7 @@ class Signer:
         }
 
 
-def handler(signer):
+def handler(signer, marker):
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -63,12 +67,13 @@ def handler(signer):
         def forward(self):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            headers = {
-                name: value
-                for name, value in self.headers.items()
-                if name.lower() not in ("host", "content-length", "connection", "signature", "signature-input", "content-digest")
-            }
-            headers.update(signer.headers(self.command, self.path, body))
+            sign = self.headers.get_all("Signature") == [marker]
+            dropped = ("host", "content-length", "connection")
+            if sign:
+                dropped += ("signature", "signature-input", "content-digest")
+            headers = {name: value for name, value in self.headers.items() if name.lower() not in dropped}
+            if sign:
+                headers.update(signer.headers(self.command, self.path, body))
             connection = http.client.HTTPConnection(signer.upstream.hostname, signer.upstream.port, timeout=60)
             connection.request(self.command, self.path, body=body, headers=headers)
             response = connection.getresponse()
@@ -88,8 +93,8 @@ def handler(signer):
 
 
 def main():
-    key_file, upstream, port_file = sys.argv[1:4]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler(Signer(key_file, upstream)))
+    key_file, upstream, port_file, marker = sys.argv[1:5]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler(Signer(key_file, upstream), marker))
     with open(port_file, "w") as handle:
         handle.write(str(server.server_address[1]))
     server.serve_forever()

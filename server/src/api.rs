@@ -759,6 +759,9 @@ async fn list_events(
     }
     // A range that ends before it starts is empty.
     let to_seq = query.to_seq.unwrap_or(i64::MAX);
+    if to_seq < 1 {
+        return Err(ApiError::bad("to_seq", "must be at least 1"));
+    }
     let limit = input::page_limit(query.limit, 200)?;
     let session = state.own_session(&caller, session_path(&path)).await?;
     let events = state
@@ -1026,7 +1029,11 @@ async fn login(
 }
 
 /// Liveness: 200 while the service answers.
-#[utoipa::path(responses((status = 200, description = "ok", content_type = "text/plain")), tag = "operations")]
+#[utoipa::path(
+    responses((status = 200, description = "ok", content_type = "text/plain")),
+    security(()),
+    tag = "operations"
+)]
 #[get("/healthz")]
 async fn healthz(state: web::Data<AppState>) -> HttpResponse {
     if *state.draining.borrow() {
@@ -1036,7 +1043,11 @@ async fn healthz(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// Prometheus metrics.
-#[utoipa::path(responses((status = 200, description = "Prometheus text format", content_type = "text/plain")), tag = "operations")]
+#[utoipa::path(
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")),
+    security(()),
+    tag = "operations"
+)]
 #[get("/metrics")]
 async fn metrics_route(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let text = crate::metrics::render(&state).await?;

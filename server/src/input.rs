@@ -35,6 +35,14 @@ impl Invalid {
 
 /// Parses a JSON body into `T`, naming the field that does not fit.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Invalid> {
+    // Every request body is a JSON object. (serde would also take a struct's fields in order
+    // as an array, which the API does not offer.)
+    if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(Invalid {
+            field: None,
+            message: "the body must be a JSON object".to_owned(),
+        });
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut deserializer);
     let value = parsed.map_err(|error| {
@@ -197,6 +205,10 @@ mod tests {
         assert_eq!(field(r#"{"text": "a""#), Err(None));
         assert_eq!(field(r#"{"text": "a"} x"#), Err(None));
         assert_eq!(field(""), Err(None));
+        // A struct's fields given in order as an array are not a body the API takes.
+        assert_eq!(field(r#"["hi"]"#), Err(None));
+        assert_eq!(field(r#"  [null, null]"#), Err(None));
+        assert!(field(" \n {\"text\": \"hi\"}").is_ok());
     }
 
     #[test]

@@ -371,6 +371,21 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
         (bad_verb.status, bad_verb.value()["field"].clone()),
         (400, json!("verb"))
     );
+    // A struct's fields in order as an array: serde would take it; the API does not.
+    let array_body = raw(messages.clone(), "[\"hi\"]").await;
+    assert_eq!(array_body.status, 400);
+    let bad_to_seq = client
+        .request(
+            "GET",
+            &format!("/v1/sessions/{}/events?to_seq=0", session.id),
+            None,
+        )
+        .await
+        .expect("answer");
+    assert_eq!(
+        (bad_to_seq.status, bad_to_seq.value()["field"].clone()),
+        (400, json!("to_seq"))
+    );
     let bad_limit = client
         .request("GET", "/v1/sessions?limit=0", None)
         .await
