@@ -77,6 +77,7 @@ impl SimArgs {
             sessions: self.sessions as usize,
             steps: self.steps as usize,
             crash_rate: self.crash_rate,
+            ..SimConfig::default()
         }
     }
 

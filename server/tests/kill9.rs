@@ -425,9 +425,27 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
             _ => false,
         };
         if !answered {
+            let successor_head: Vec<String> = result
+                .get("continued_to_session_id")
+                .and_then(|id| id.as_str())
+                .and_then(|id| id.parse::<Uuid>().ok())
+                .and_then(|successor| logs.get(&successor))
+                .map(|log| {
+                    log.iter()
+                        .take(3)
+                        .map(|event| format!("{} {:?} {}", text_of(event), event.actor, event.meta))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let own: Vec<String> = log
+                .iter()
+                .filter(|event| event.kind == "message")
+                .map(|event| format!("[{}] {:?}: {}", event.seq, event.actor, text_of(event)))
+                .collect();
             problems.push(format!(
-                "{:?} (run {}): {} with {result}, unanswered",
-                acked.text, acked.run_id, run.status
+                "{:?} (run {}, seq {}): {} with {result}, unanswered; successor starts \
+                 {successor_head:#?}; log {own:#?}",
+                acked.text, acked.run_id, acked.seq, run.status
             ));
         }
     }
