@@ -37,14 +37,17 @@ pub struct SimArgs {
     pub sessions: u64,
     /// User actions (messages, stops, deletes, pauses, crashes) of each simulation.
     #[arg(long, default_value_t = SimConfig::default().steps as u64,
-          value_parser = clap::value_parser!(u64).range(1..=STEPS_MAX))]
+          value_parser = clap::value_parser!(u64).range(0..=STEPS_MAX))]
     pub steps: u64,
     /// The chance of a crash at each step, from 0 to 1 (each seed scales it by 0 to 2).
     #[arg(long, default_value_t = SimConfig::default().crash_rate, value_parser = parse_crash_rate)]
     pub crash_rate: f64,
-    /// Simulations run at once (each runs its own threads and SQLite file).
+    /// Simulations run at once, each on a thread of its own with its own SQLite file.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=JOBS_MAX))]
     pub jobs: u64,
+    /// On a violation, shrinks the first failing seed to the fewest steps that still fail.
+    #[arg(long)]
+    pub shrink: bool,
 }
 
 fn parse_crash_rate(text: &str) -> Result<f64, String> {
@@ -110,6 +113,32 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
     progress.finish_and_clear();
     let (text, n_failed) = describe(args, &outcomes, started.elapsed());
     print!("{text}");
+    let first_failing = outcomes.iter().find_map(|(seed, outcome)| {
+        outcome
+            .as_ref()
+            .is_ok_and(|report| !report.violations.is_empty())
+            .then_some(*seed)
+    });
+    if args.shrink
+        && let Some(seed) = first_failing
+    {
+        println!("shrinking seed {seed} …");
+        match seed_sim::shrink(&args.config(seed))? {
+            Some((smallest, report)) => {
+                let shrunk = SimArgs {
+                    steps: smallest.steps as u64,
+                    ..args.clone()
+                };
+                println!(
+                    "seed {seed} fails within {} steps ({} violations): {}",
+                    smallest.steps,
+                    report.violations.len(),
+                    shrunk.replay_command(seed)
+                );
+            }
+            None => println!("seed {seed} passed when run again: no schedule to shrink"),
+        }
+    }
     if n_failed > 0 {
         anyhow::bail!("{n_failed} of {n} seeds failed");
     }
@@ -234,6 +263,13 @@ fn describe(args: &SimArgs, outcomes: &[SeedOutcome], elapsed: Duration) -> (Str
         outcomes.len() as f64 / seconds,
         steps as f64 / seconds
     ));
+    if let [(seed, Ok(report))] = outcomes {
+        // A replay's fingerprint: the same on every run of the seed.
+        text.push_str(&format!(
+            "seed {seed}: trace hash {:016x}\n",
+            report.trace_hash
+        ));
+    }
     if n_failed > 0 {
         text.push_str(&format!(
             "FAILED: {n_failed} of {} seeds\n",
@@ -331,8 +367,13 @@ mod tests {
         assert!(text.contains("1.50 seeds/s, 30 steps/s"), "{text}");
         assert!(text.contains("FAILED: 2 of 3 seeds"));
 
+        let clean = SimReport {
+            trace_hash: 0xabc,
+            ..clean
+        };
         let (text, n_failed) = describe(&args, &[(3, Ok(clean))], Duration::from_secs(1));
         assert_eq!(n_failed, 0);
         assert!(!text.contains("replay"), "{text}");
+        assert!(text.contains("seed 3: trace hash 0000000000000abc"), "{text}");
     }
 }

@@ -43,6 +43,22 @@ fn a_small_simulation_passes_and_prints_its_summary() {
 }
 
 #[test]
+fn a_replayed_seed_runs_the_same_way_again() {
+    let trace_hash = || {
+        let output = seed_sim(&["--seed", "11", "--steps", "12", "--crash-rate", "0.3"]);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{stdout}");
+        assert!(stdout.contains("seeds 1, steps 12,"), "{stdout}");
+        stdout
+            .lines()
+            .find_map(|line| line.strip_prefix("seed 11: trace hash "))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no trace hash in {stdout}"))
+    };
+    assert_eq!(trace_hash(), trace_hash());
+}
+
+#[test]
 fn bad_flags_exit_2_with_the_reason() {
     let cases: [(&[&str], &[&str]); 5] = [
         (&["--crash-rate", "1.5"], &["--crash-rate", "from 0 to 1"]),
