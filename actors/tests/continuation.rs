@@ -421,11 +421,11 @@ async fn a_second_continuation_of_a_freshly_continued_session_is_refused_as_a_lo
     );
     assert_eq!(setup.store.count_successors(session(0)).await?, 1);
 
-    // Once somebody says something new there, continuing is possible again.
-    say(&setup, successor, "now about restaurants").await?;
+    // Once somebody says something new there, the run that answers it may continue again.
+    let new_run = say(&setup, successor, "now about restaurants").await?;
     let context = setup
         .runtime
-        .verb_context(successor, successor_run.id, "again-2")
+        .verb_context(successor, new_run.id, "again-2")
         .await?;
     let output = ContinueSession.call(context, good_arguments()).await;
     assert!(!output.is_error, "{}", output.content);
