@@ -375,9 +375,7 @@ async fn a_message_that_arrived_after_the_continuing_one_stays_with_its_own_run(
     let predecessor_log = log(&setup.store, session(0)).await?;
     let answers = predecessor_log
         .iter()
-        .filter(|event| {
-            event.content.get("text") == Some(&json!(format!("answer: {later_text}")))
-        })
+        .filter(|event| event.content.get("text") == Some(&json!(format!("answer: {later_text}"))))
         .count();
     assert_eq!(answers, 1, "the later message is answered once, in place");
     Ok(())

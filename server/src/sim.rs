@@ -271,10 +271,7 @@ fn describe(args: &SimArgs, outcomes: &[SeedOutcome], elapsed: Duration) -> (Str
         ));
     }
     if n_failed > 0 {
-        text.push_str(&format!(
-            "FAILED: {n_failed} of {} seeds\n",
-            outcomes.len()
-        ));
+        text.push_str(&format!("FAILED: {n_failed} of {} seeds\n", outcomes.len()));
     }
     (text, n_failed)
 }
@@ -334,7 +331,10 @@ mod tests {
         assert!(parse(&["--sessions", "0"]).is_err());
         let args = parse(&["--first-seed", &u64::MAX.to_string(), "--seeds", "2"]).expect("parses");
         let error = args.seed_range().expect_err("refused");
-        assert!(error.to_string().contains("past the largest seed"), "{error}");
+        assert!(
+            error.to_string().contains("past the largest seed"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -374,6 +374,9 @@ mod tests {
         let (text, n_failed) = describe(&args, &[(3, Ok(clean))], Duration::from_secs(1));
         assert_eq!(n_failed, 0);
         assert!(!text.contains("replay"), "{text}");
-        assert!(text.contains("seed 3: trace hash 0000000000000abc"), "{text}");
+        assert!(
+            text.contains("seed 3: trace hash 0000000000000abc"),
+            "{text}"
+        );
     }
 }

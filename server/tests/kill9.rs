@@ -95,7 +95,10 @@ async fn drive(client: Client, ledger: Rc<RefCell<Ledger>>, mut rng: fastrand::R
         let sessions = ledger.borrow().sessions.clone();
         let roll = rng.f64();
         if sessions.len() < 2 || roll < 0.08 {
-            let Ok(answer) = client.request("POST", "/v1/sessions", Some(&json!({}))).await else {
+            let Ok(answer) = client
+                .request("POST", "/v1/sessions", Some(&json!({})))
+                .await
+            else {
                 return;
             };
             match answer.status {
@@ -356,14 +359,19 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
         }
         for (text, n) in answers {
             if n > 1 && !text.is_empty() {
-                problems.push(format!("{session_id}: the answer {text:?} is written {n} times"));
+                problems.push(format!(
+                    "{session_id}: the answer {text:?} is written {n} times"
+                ));
             }
         }
     }
     let mut runs_by_status: BTreeMap<String, usize> = BTreeMap::new();
     let mut n_retried = 0;
     for acked in &ledger.acked {
-        let places = written.get(acked.text.as_str()).cloned().unwrap_or_default();
+        let places = written
+            .get(acked.text.as_str())
+            .cloned()
+            .unwrap_or_default();
         match places.as_slice() {
             [(session_id, event)] => {
                 if *session_id != acked.session_id
@@ -373,7 +381,12 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
                     problems.push(format!(
                         "{:?}: acknowledged as {}#{} (event {}), found in {session_id}#{} \
                          (event {})",
-                        acked.text, acked.session_id, acked.seq, acked.event_id, event.seq, event.id
+                        acked.text,
+                        acked.session_id,
+                        acked.seq,
+                        acked.event_id,
+                        event.seq,
+                        event.id
                     ));
                 }
             }
@@ -458,7 +471,9 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
     for (text, status) in &ledger.refused {
         let n = written.get(text.as_str()).map_or(0, Vec::len);
         if n > 0 {
-            problems.push(format!("{text:?}: refused with {status}, in the log {n} times"));
+            problems.push(format!(
+                "{text:?}: refused with {status}, in the log {n} times"
+            ));
         }
     }
     let sent: std::collections::HashSet<&str> = ledger

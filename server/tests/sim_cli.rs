@@ -62,10 +62,16 @@ fn a_replayed_seed_runs_the_same_way_again() {
 fn bad_flags_exit_2_with_the_reason() {
     let cases: [(&[&str], &[&str]); 5] = [
         (&["--crash-rate", "1.5"], &["--crash-rate", "from 0 to 1"]),
-        (&["--crash-rate", "often"], &["--crash-rate", "not a number"]),
+        (
+            &["--crash-rate", "often"],
+            &["--crash-rate", "not a number"],
+        ),
         (&["--seeds", "0"], &["--seeds", "0 is not in 1..="]),
         (&["--sessions", "0"], &["--sessions"]),
-        (&["--seed", "4", "--seeds", "2"], &["--seed", "cannot be used with"]),
+        (
+            &["--seed", "4", "--seeds", "2"],
+            &["--seed", "cannot be used with"],
+        ),
     ];
     for (args, expected) in cases {
         let output = seed_sim(args);

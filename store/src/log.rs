@@ -177,10 +177,9 @@ pub(crate) fn newest_person_message(
                  AND actor IN ('user', 'trigger') AND (?2 IS NULL OR id <= ?2)
              ORDER BY seq DESC LIMIT 1"
         ))?
-        .query_row(
-            params![session_key, at_or_before.map(|id| id.0)],
-            |row| event_from_row(session_id, row),
-        )
+        .query_row(params![session_key, at_or_before.map(|id| id.0)], |row| {
+            event_from_row(session_id, row)
+        })
         .optional()?
         .transpose()
 }
