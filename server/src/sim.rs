@@ -154,7 +154,7 @@ fn progress_bar(n: u64) -> ProgressBar {
     };
     let progress = ProgressBar::with_draw_target(Some(n), target);
     let style = ProgressStyle::with_template(
-        "{bar:40} {pos}/{len} seeds, {msg} [{elapsed_precise}, eta {eta}]",
+        "{pos}/{len} seeds, {msg} [{elapsed_precise}, eta {eta}] {wide_bar}",
     )
     .unwrap_or_else(|_| ProgressStyle::default_bar());
     progress.set_style(style);
