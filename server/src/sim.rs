@@ -42,12 +42,19 @@ pub struct SimArgs {
     /// The chance of a crash at each step, from 0 to 1 (each seed scales it by 0 to 2).
     #[arg(long, default_value_t = SimConfig::default().crash_rate, value_parser = parse_crash_rate)]
     pub crash_rate: f64,
-    /// Simulations run at once, each on a thread of its own with its own SQLite file.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=JOBS_MAX))]
+    /// Simulations run at once, each on a thread of its own with its own SQLite file (default:
+    /// the number of cores).
+    #[arg(long, default_value_t = default_jobs(),
+          value_parser = clap::value_parser!(u64).range(1..=JOBS_MAX))]
     pub jobs: u64,
     /// On a violation, shrinks the first failing seed to the fewest steps that still fail.
     #[arg(long)]
     pub shrink: bool,
+}
+
+/// One simulation per core: a simulation is one thread, and waits on its SQLite file often.
+fn default_jobs() -> u64 {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() as u64).min(JOBS_MAX))
 }
 
 fn parse_crash_rate(text: &str) -> Result<f64, String> {
