@@ -166,6 +166,14 @@ fn service_url(cli: &Cli) -> anyhow::Result<String> {
         return Ok(url.clone());
     }
     let path = cli.data_dir.join(SERVER_FILE);
+    if !serve::is_serving(&cli.data_dir) {
+        // A service that was killed leaves its server.json behind: say so, not "connection
+        // refused" at an old port.
+        anyhow::bail!(
+            "no service is running on {} (start `seed serve`, or pass --url)",
+            cli.data_dir.display()
+        );
+    }
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!(
             "no service is running on {} (start `seed serve`, or pass --url)",

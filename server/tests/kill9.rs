@@ -309,6 +309,20 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
     }
     let traffic_elapsed = started.elapsed();
 
+    // The last service was killed: its server.json is left, but the command line sees that
+    // nothing serves the data dir.
+    let output = Command::new(SEED)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("sessions")
+        .output()
+        .expect("seed sessions runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("no service is running"),
+        "seed {seed}: {output:?}"
+    );
+
     // Undisturbed: every run ends.
     let server = Server::start(dir.path(), &[]);
     let client = server.client();
