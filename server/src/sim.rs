@@ -40,8 +40,16 @@ pub struct SimArgs {
           value_parser = clap::value_parser!(u64).range(0..=STEPS_MAX))]
     pub steps: u64,
     /// The chance of a crash at each step, from 0 to 1 (each seed scales it by 0 to 2).
-    #[arg(long, default_value_t = SimConfig::default().crash_rate, value_parser = parse_crash_rate)]
+    #[arg(long, default_value_t = SimConfig::default().crash_rate, value_parser = parse_chance)]
     pub crash_rate: f64,
+    /// The chance that a commit fails as on a full disk, from 0 to 1 (each seed scales it, and
+    /// turns it off for half the seeds).
+    #[arg(long, default_value_t = SimConfig::default().disk_full_rate, value_parser = parse_chance)]
+    pub disk_full_rate: f64,
+    /// Runs the store on an in-memory database that outlives each simulated process, instead of
+    /// a file.
+    #[arg(long)]
+    pub memory: bool,
     /// Simulations run at once, each on a thread of its own with its own SQLite file (default:
     /// the number of cores).
     #[arg(long, default_value_t = default_jobs(),
@@ -57,7 +65,7 @@ fn default_jobs() -> u64 {
     std::thread::available_parallelism().map_or(1, |n| (n.get() as u64).min(JOBS_MAX))
 }
 
-fn parse_crash_rate(text: &str) -> Result<f64, String> {
+fn parse_chance(text: &str) -> Result<f64, String> {
     let rate: f64 = text
         .trim()
         .parse()
@@ -87,6 +95,8 @@ impl SimArgs {
             sessions: self.sessions as usize,
             steps: self.steps as usize,
             crash_rate: self.crash_rate,
+            disk_full_rate: self.disk_full_rate,
+            memory: self.memory,
             ..SimConfig::default()
         }
     }
@@ -103,6 +113,12 @@ impl SimArgs {
         }
         if self.crash_rate != defaults.crash_rate {
             command.push_str(&format!(" --crash-rate {}", self.crash_rate));
+        }
+        if self.disk_full_rate != defaults.disk_full_rate {
+            command.push_str(&format!(" --disk-full-rate {}", self.disk_full_rate));
+        }
+        if self.memory {
+            command.push_str(" --memory");
         }
         command
     }
@@ -325,6 +341,13 @@ mod tests {
         let args = parse(&["--seed", "42", "--steps", "7"]).expect("parses");
         assert_eq!(args.seed_range().expect("a range"), (42, 1));
         assert_eq!(args.replay_command(42), "seed sim --seed 42 --steps 7");
+        let args = parse(&["--seed", "42", "--disk-full-rate", "0.5", "--memory"]).expect("parses");
+        assert_eq!(
+            args.replay_command(42),
+            "seed sim --seed 42 --disk-full-rate 0.5 --memory"
+        );
+        let config = args.config(42);
+        assert!(config.memory && config.disk_full_rate == 0.5);
         assert!(parse(&["--seed", "42", "--seeds", "3"]).is_err());
     }
 
@@ -332,6 +355,7 @@ mod tests {
     fn bad_flags_are_refused_with_the_reason() {
         let error = parse(&["--crash-rate", "1.5"]).expect_err("refused");
         assert!(error.to_string().contains("from 0 to 1"), "{error}");
+        assert!(parse(&["--disk-full-rate", "-0.1"]).is_err());
         let error = parse(&["--crash-rate", "often"]).expect_err("refused");
         assert!(error.to_string().contains("not a number"), "{error}");
         assert!(parse(&["--seeds", "0"]).is_err());
