@@ -131,7 +131,17 @@ async fn attempt(
             "this session has already been continued {n_successors} times, the most allowed"
         ));
     }
-    let Some(initiating) = store.newest_person_message(predecessor_id).await? else {
+    // The message this turn answers: the newest a person wrote up to the run's own. One that
+    // arrived after it is not in this turn's context (the import left it out) and belongs to
+    // a run still waiting its turn, which answers it here; copying it instead would leave the
+    // run's own message behind and have the later one answered twice.
+    let own_newest = run
+        .as_ref()
+        .and_then(|run| run.user_event_ids.iter().max().copied());
+    let Some(initiating) = store
+        .newest_person_message(predecessor_id, own_newest)
+        .await?
+    else {
         return refuse("there is no user message to carry into a successor");
     };
     if initiating.meta.get(CONTINUED_FROM_META).is_some() {

@@ -335,6 +335,53 @@ async fn the_successor_starts_from_the_projection_and_the_copied_message() -> an
 }
 
 #[actix::test]
+async fn a_message_that_arrived_after_the_continuing_one_stays_with_its_own_run()
+-> anyhow::Result<()> {
+    let setup = setup().await?;
+    say(&setup, session(0), "hello").await?;
+    // Both messages are in before the first of their runs starts: the later one waits its
+    // turn, and the continuing turn does not see it.
+    let (continuing, later) = (RunId::new_v7(), RunId::new_v7());
+    let later_text = "and one more thing";
+    for (text, run_id) in [(CONTINUE, continuing), (later_text, later)] {
+        let event = NewEvent::message(EventRole::User, "user", json!({ "text": text }), 5);
+        setup
+            .store
+            .send_user_message(session(0), event, run_id, Queue::Interactive, 5)
+            .await?;
+    }
+    setup.runtime.wake();
+    let run = within("the continuing run", setup.runtime.wait_for_run(continuing)).await?;
+    let successor = run
+        .continued_to_session_id()
+        .expect("continued_to_session_id");
+    let later_run = within("the later run", setup.runtime.wait_for_run(later)).await?;
+    assert_eq!(later_run.status, RunStatus::Succeeded);
+    successor_run(&setup, successor).await?;
+
+    // The successor carries the message that asked to continue, word for word; not the later
+    // one, which its own run answers where it was written, once.
+    let copied = seed_actors::continuation::copied_message(&setup.store, successor)
+        .await?
+        .expect("the copied message");
+    assert_eq!(copied.content["text"], json!(CONTINUE));
+    let successor_log = log(&setup.store, successor).await?;
+    assert!(
+        !successor_log
+            .iter()
+            .any(|event| event.content.get("text") == Some(&json!(later_text))),
+        "the later message is not carried over"
+    );
+    let predecessor_log = log(&setup.store, session(0)).await?;
+    let answers = predecessor_log
+        .iter()
+        .filter(|event| event.content.get("text") == Some(&json!(format!("answer: {later_text}"))))
+        .count();
+    assert_eq!(answers, 1, "the later message is answered once, in place");
+    Ok(())
+}
+
+#[actix::test]
 async fn a_second_continuation_of_a_freshly_continued_session_is_refused_as_a_loop()
 -> anyhow::Result<()> {
     let setup = setup().await?;
@@ -372,11 +419,11 @@ async fn a_second_continuation_of_a_freshly_continued_session_is_refused_as_a_lo
     );
     assert_eq!(setup.store.count_successors(session(0)).await?, 1);
 
-    // Once somebody says something new there, continuing is possible again.
-    say(&setup, successor, "now about restaurants").await?;
+    // Once somebody says something new there, the run that answers it may continue again.
+    let new_run = say(&setup, successor, "now about restaurants").await?;
     let context = setup
         .runtime
-        .verb_context(successor, successor_run.id, "again-2")
+        .verb_context(successor, new_run.id, "again-2")
         .await?;
     let output = ContinueSession.call(context, good_arguments()).await;
     assert!(!output.is_error, "{}", output.content);

@@ -1,6 +1,6 @@
 //! The `seed` command line: `serve`, and the clients that talk to a running service with the
-//! local key — `chat`, `sessions`, `show`, `token` — and the key and account commands that work on the
-//! data dir directly.
+//! local key — `chat`, `sessions`, `show`, `token` — the key and account commands that work on
+//! the data dir directly, and `sim`, the actor simulation.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -86,6 +86,9 @@ pub enum Command {
         #[command(subcommand)]
         command: AccountCommand,
     },
+    /// Runs the actor simulation over many seeds (crashes injected) and checks the invariants;
+    /// exits 1 when one is broken.
+    Sim(crate::sim::SimArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,6 +131,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Sessions { limit } => with_client(&cli, |client| sessions(client, *limit)),
         Command::Show { session } => with_client(&cli, |client| show(client, session.clone())),
         Command::Token => with_client(&cli, token),
+        Command::Sim(args) => crate::sim::run(args),
     }
 }
 
@@ -162,6 +166,14 @@ fn service_url(cli: &Cli) -> anyhow::Result<String> {
         return Ok(url.clone());
     }
     let path = cli.data_dir.join(SERVER_FILE);
+    if !serve::is_serving(&cli.data_dir) {
+        // A service that was killed leaves its server.json behind: say so, not "connection
+        // refused" at an old port.
+        anyhow::bail!(
+            "no service is running on {} (start `seed serve`, or pass --url)",
+            cli.data_dir.display()
+        );
+    }
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!(
             "no service is running on {} (start `seed serve`, or pass --url)",

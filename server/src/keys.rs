@@ -106,6 +106,10 @@ impl AccountKey {
     }
 
     /// Writes a new key file, readable by its owner only; an existing file is not replaced.
+    /// The file appears whole or not at all: it is written and synced under a temporary name
+    /// beside it, then linked into place (a link, unlike a rename, fails when the name is
+    /// taken), so a process killed midway never leaves a torn key that the next start of
+    /// `seed serve` would refuse.
     pub fn save(&self, path: &Path) -> Result<(), Error> {
         let io = |source| Error::Io {
             path: path.display().to_string(),
@@ -120,14 +124,34 @@ impl AccountKey {
             path: path.display().to_string(),
             detail: e.to_string(),
         })?;
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(io)?;
-        out.write_all(text.as_bytes()).map_err(io)?;
-        out.sync_all().map_err(io)
+        if path.exists() {
+            return Err(io(std::io::Error::from(std::io::ErrorKind::AlreadyExists)));
+        }
+        let file_name = path
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let staging = path.with_file_name(format!(".{file_name}.{}.tmp", std::process::id()));
+        let written = (|| {
+            let mut out = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&staging)?;
+            out.write_all(text.as_bytes())?;
+            out.sync_all()?;
+            std::fs::hard_link(&staging, path)
+        })();
+        let _ = std::fs::remove_file(&staging);
+        written.map_err(io)?;
+        // The new name is durable once its directory is.
+        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            std::fs::File::open(dir)
+                .and_then(|dir| dir.sync_all())
+                .map_err(io)?;
+        }
+        Ok(())
     }
 }
 
@@ -174,6 +198,23 @@ mod tests {
             key.save(&path).is_err(),
             "an existing key is never replaced"
         );
+        let other = AccountKey::generate().expect("key");
+        assert!(other.save(&path).is_err());
+        assert_eq!(
+            AccountKey::load(&path).expect("loads").account_id,
+            key.account_id
+        );
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("lists")
+            .map(|entry| {
+                entry
+                    .expect("entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(names, [LOCAL_KEY_FILE], "nothing is left beside the key");
         assert!(!format!("{key:?}").contains(&BASE64.encode(key.signing_key.to_bytes())));
         assert_eq!(
             parse_public_key(&key.public_key_base64()),

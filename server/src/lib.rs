@@ -12,6 +12,7 @@
 //! - `ui`: the web UI's files (`server/ui/`), embedded and served at `/` with a strict CSP.
 //! - `serve`: `seed serve` — data dir, store, runtime, HTTP, drain on SIGTERM.
 //! - `client`, `cli`: the signing client and the `seed` command line.
+//! - `sim`: `seed sim`, the actor simulation of `seed_sim` over many seeds.
 //!
 //! Invariant: a signed request's nonce is taken in the same transaction as its writes, and a
 //! refused request writes nothing.
@@ -27,5 +28,6 @@ pub mod metrics;
 pub mod model;
 pub mod serve;
 pub mod signing;
+pub mod sim;
 pub mod ui;
 pub mod ws;

@@ -108,6 +108,15 @@ fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
     }
 }
 
+/// Whether a `seed serve` holds the data dir now: its lock is an OS file lock, so a service
+/// that was killed holds nothing, whatever files it left.
+pub fn is_serving(data_dir: &Path) -> bool {
+    let Ok(lock) = std::fs::File::open(data_dir.join(LOCK_FILE)) else {
+        return false;
+    };
+    matches!(lock.try_lock(), Err(std::fs::TryLockError::WouldBlock))
+}
+
 async fn run(options: ServeOptions) -> anyhow::Result<()> {
     // Held until the process exits.
     let _lock = lock_data_dir(&options.data_dir)?;

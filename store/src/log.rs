@@ -161,20 +161,25 @@ pub(crate) fn clear_pi_entry_ids_above(
 }
 
 /// The session's newest message written by a user or a trigger (the message a continuation
-/// answers), if any. Walks back from the newest seq by the (session, seq) index.
+/// answers), if any; with `at_or_before`, the newest whose id is at most that (a message that
+/// arrived later is not the one a turn answers). Walks back from the newest seq by the
+/// (session, seq) index.
 pub(crate) fn newest_person_message(
     connection: &Connection,
     session_id: SessionId,
+    at_or_before: Option<EventId>,
 ) -> Result<Option<SessionEvent>> {
     let session_key = key_for_read(connection, session_id)?;
     connection
         .prepare_cached(&format!(
             "SELECT {EVENT_COLUMNS} FROM session_events
              WHERE session_key = ?1 AND type = 'message' AND role = 'user'
-                 AND actor IN ('user', 'trigger')
+                 AND actor IN ('user', 'trigger') AND (?2 IS NULL OR id <= ?2)
              ORDER BY seq DESC LIMIT 1"
         ))?
-        .query_row(params![session_key], |row| event_from_row(session_id, row))
+        .query_row(params![session_key, at_or_before.map(|id| id.0)], |row| {
+            event_from_row(session_id, row)
+        })
         .optional()?
         .transpose()
 }

@@ -676,13 +676,17 @@ impl Store {
             .await
     }
 
-    /// The session's newest message written by a user or a trigger.
+    /// The session's newest message written by a user or a trigger; with `at_or_before`, the
+    /// newest whose event id is at most that.
     pub async fn newest_person_message(
         &self,
         session_id: SessionId,
+        at_or_before: Option<EventId>,
     ) -> Result<Option<SessionEvent>> {
-        self.read(move |connection| log::newest_person_message(connection, session_id))
-            .await
+        self.read(move |connection| {
+            log::newest_person_message(connection, session_id, at_or_before)
+        })
+        .await
     }
 
     // Attachments.

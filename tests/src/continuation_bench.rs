@@ -148,7 +148,7 @@ pub fn suite(scratch: &Path, filter: &str) -> anyhow::Result<Vec<Row>> {
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("the session"))?;
             let initiating = store
-                .newest_person_message(session_id)
+                .newest_person_message(session_id, None)
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("a user message"))?;
             let input = parse_input(&normalize_input(arguments()), session_id)
