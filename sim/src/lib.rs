@@ -147,6 +147,9 @@ fn in_process<T>(
     })?
 }
 
+/// The random mode's most crashes in one seed.
+const CRASHES_PER_SEED_MAX: usize = 3;
+
 /// Where a process ends when its boot was refused by a full disk.
 const BOOT_REFUSED: &str = "boot.refused_by_full_disk";
 
@@ -198,6 +201,8 @@ struct Shared {
     crash_at: Option<usize>,
     /// This run's instances of the user's verbs.
     verbs: Arc<[RunVerb]>,
+    /// How far apart the model's deltas come.
+    delta_delay: Duration,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -372,18 +377,24 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
     };
     let mut rng = fastrand::Rng::with_seed(config.seed);
     // Swarm testing: the seed scales the crash rate of this run.
+    // The same draws in every mode, so that an exhaustive run follows its dry run's schedule.
+    let (crash_draw, faults_off, fault_draw) = (rng.f64(), rng.bool(), rng.f64());
     let crash_rate = if config.crash_at.is_some() {
         0.0
     } else {
-        config.crash_rate * rng.f64() * 2.0
+        config.crash_rate * crash_draw * 2.0
     };
-    let disk_full_rate = if config.crash_at.is_some() || rng.bool() {
+    let disk_full_rate = if config.crash_at.is_some() || faults_off {
         0.0
     } else {
-        config.disk_full_rate * rng.f64() * 2.0
+        config.disk_full_rate * fault_draw * 2.0
     };
+    // Slow streams for some seeds: the model's deltas come this far apart (virtual time), so
+    // users write, stop and crash while an answer streams.
+    let delta_delay = Duration::from_millis(rng.u64(0..4));
     let shared = Arc::new(Shared {
         crash_at: config.crash_at,
+        delta_delay,
         verbs: config.verbs.iter().map(RunVerb::make).collect(),
         ..Shared::default()
     });
@@ -422,7 +433,12 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
             plan_seed,
             epoch_idx,
             first_step: step,
-            crash_rate,
+            // Random mode: at most this many crashes a seed.
+            crash_rate: if report.crashes >= CRASHES_PER_SEED_MAX {
+                0.0
+            } else {
+                crash_rate
+            },
             disk_full_rate,
             clock_ms: Arc::clone(&clock_ms),
         };
@@ -684,7 +700,8 @@ async fn start(
         config.seed,
         Arc::clone(&shared.verbs),
         Arc::new(move |request: &Request, answer: &ScriptedStep| observer.observe(request, answer)),
-    );
+    )
+    .with_delta_delay(shared.delta_delay);
     // Virtual time: the paused clock's progress since this process began, after the time of
     // every earlier process.
     let origin = actix::clock::Instant::now();
@@ -835,12 +852,14 @@ fn users_invariants(shared: &Shared, violations: &mut Vec<String>) -> usize {
 pub fn exhaustive(scenario: &SimConfig) -> anyhow::Result<(SimReport, Vec<SimReport>)> {
     let dry = run(&SimConfig {
         crash_rate: 0.0,
+        disk_full_rate: 0.0,
         crash_at: None,
         ..scenario.clone()
     })?;
     let mut reports = Vec::with_capacity(dry.crash_point_hits);
     for crash_at in 1..=dry.crash_point_hits {
         reports.push(run(&SimConfig {
+            disk_full_rate: 0.0,
             crash_at: Some(crash_at),
             ..scenario.clone()
         })?);
