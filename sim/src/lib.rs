@@ -111,6 +111,9 @@ pub struct SimReport {
     pub requests: usize,
     /// Commits failed on purpose (a full disk).
     pub faults_injected: usize,
+    /// How often the model's calls of each of the user's verbs ran (runs again after a crash
+    /// included).
+    pub verb_calls: BTreeMap<&'static str, usize>,
     pub invariants_checked: usize,
     pub violations: Vec<String>,
     /// The step after which the first violation was seen (the end of the run counts as
@@ -188,6 +191,8 @@ struct LastRequest {
 #[derive(Default)]
 struct Shared {
     launches: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
+    /// Calls of the user's verbs, by name.
+    verb_calls: Arc<Mutex<BTreeMap<&'static str, usize>>>,
     trace: Mutex<DefaultHasher>,
     /// The running process's store, for the observer's check.
     store: Mutex<Option<Store>>,
@@ -466,6 +471,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
     liveness_and_invariants(&path, config, epoch_idx, clock_ms, &shared, &mut report)?;
     report.requests = *lock(&shared.n_requests);
     report.faults_injected = *lock(&shared.n_faults);
+    report.verb_calls = lock(&shared.verb_calls).clone();
     report
         .violations
         .extend(std::mem::take(&mut *lock(&shared.violations)));
@@ -693,6 +699,7 @@ async fn start(
         Arc::new(Counted {
             inner: Arc::clone(&run_verb.verb),
             runs: Arc::clone(&shared.launches),
+            calls: Arc::clone(&shared.verb_calls),
         }) as Arc<dyn seed_actors::Verb>
     }));
     let observer = Arc::clone(shared);
@@ -936,9 +943,20 @@ pub fn summary(reports: &[SimReport]) -> String {
             *fired.entry(point).or_default() += n;
         }
     }
+    let mut verb_calls: BTreeMap<&str, usize> = BTreeMap::new();
+    for report in reports {
+        for (verb, n) in &report.verb_calls {
+            *verb_calls.entry(verb).or_default() += n;
+        }
+    }
+    let verbs = if verb_calls.is_empty() {
+        String::new()
+    } else {
+        format!("; your verbs called: {verb_calls:?}")
+    };
     format!(
         "seeds {}, steps {steps}, crashes {crashes}, disk-full faults {faults}, invariants \
-         checked {checked}, violations {violations}; crash points fired: {fired:?}",
+         checked {checked}, violations {violations}; crash points fired: {fired:?}{verbs}",
         reports.len()
     )
 }

@@ -83,11 +83,13 @@ impl std::fmt::Debug for SimVerb {
     }
 }
 
-/// A user's verb as the simulation registers it: when it is not safe to repeat, every
-/// execution is counted per call, and the invariants check that none ran twice.
+/// A user's verb as the simulation registers it: its calls are counted (for the report), and
+/// when it is not safe to repeat, every execution is counted per call, so that the invariants
+/// check none ran twice.
 pub(crate) struct Counted {
     pub(crate) inner: Arc<dyn Verb>,
     pub(crate) runs: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
+    pub(crate) calls: Arc<Mutex<std::collections::BTreeMap<&'static str, usize>>>,
 }
 
 impl Verb for Counted {
@@ -110,6 +112,9 @@ impl Verb for Counted {
         self.inner.availability()
     }
     fn call(&self, context: VerbContext, arguments: Value) -> BoxFuture<'static, VerbOutput> {
+        if let Ok(mut calls) = self.calls.lock() {
+            *calls.entry(self.inner.name()).or_default() += 1;
+        }
         if !self.inner.safe_to_repeat()
             && let Ok(mut runs) = self.runs.lock()
         {
