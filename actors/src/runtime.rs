@@ -39,6 +39,13 @@ pub enum Error {
     RunGone(RunId),
 }
 
+impl Error {
+    /// Whether the store refused the work because the disk is full (a refusal that may pass).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Error::Store(error) if error.is_disk_full())
+    }
+}
+
 /// A session as the API shows it: its row, where it was continued from and to (the newest
 /// successor), and the context window of the model it uses, for a client's context meter.
 #[derive(Debug, Clone, PartialEq)]

@@ -135,26 +135,17 @@ impl Handler<StartRun> for SessionActor {
             actor.current = None;
             actor.harness = harness;
             actor.last_active_at = Instant::now();
-            let requeue = match outcome {
-                Ok(Ok(RunEnd { .. })) => false,
-                Ok(Err(NotNow::LeaseHeld)) => true,
+            // Whether the run goes back to the queue, and after what pause.
+            let (requeue, pause) = match outcome {
+                Ok(Ok(RunEnd { .. })) => (false, None),
+                Ok(Err(NotNow::LeaseHeld)) => (true, None),
                 Ok(Err(NotNow::DiskFull)) => {
                     tracing::warn!(
                         run_id = %run.id,
                         attempts = run.attempts,
                         "the disk is full: the run waits, then tries again"
                     );
-                    // The queue counts the run in flight until then, so the session's later
-                    // runs wait behind it.
-                    ctx.run_later(DISK_FULL_PAUSE, move |actor, ctx| {
-                        actor.queue.do_send(RunDone {
-                            queue,
-                            run_id,
-                            requeue: true,
-                        });
-                        actor.schedule_idle_check(ctx);
-                    });
-                    return;
+                    (true, Some(DISK_FULL_PAUSE))
                 }
                 Err(_) => {
                     tracing::error!(run_id = %run.id, attempts = run.attempts, "a run panicked");
@@ -178,15 +169,28 @@ impl Handler<StartRun> for SessionActor {
                             let _ = store.release_lease(session_id, &boot_id).await;
                         });
                     }
-                    !give_up
+                    (!give_up, None)
                 }
             };
-            actor.queue.do_send(RunDone {
+            let done = RunDone {
                 queue,
                 run_id,
                 requeue,
-            });
-            actor.schedule_idle_check(ctx);
+            };
+            match pause {
+                // The queue counts the run in flight until then, so the session's later runs
+                // wait behind it.
+                Some(pause) => {
+                    ctx.run_later(pause, move |actor, ctx| {
+                        actor.queue.do_send(done);
+                        actor.schedule_idle_check(ctx);
+                    });
+                }
+                None => {
+                    actor.queue.do_send(done);
+                    actor.schedule_idle_check(ctx);
+                }
+            }
         }));
     }
 }

@@ -207,21 +207,11 @@ pub async fn execute_run(
 /// Whether a turn stopped because the store found the disk full (a refusal that may pass).
 fn is_disk_full(error: &TurnError) -> bool {
     // `TurnError`'s variants are transparent: their `source` skips the wrapped error itself.
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = match error {
-        TurnError::SessionGone => None,
-        TurnError::Store(error) => Some(error),
-        TurnError::Harness(error) => Some(error),
-    };
-    while let Some(error) = cause {
-        if error
-            .downcast_ref::<seed_store::Error>()
-            .is_some_and(seed_store::Error::is_disk_full)
-        {
-            return true;
-        }
-        cause = error.source();
+    match error {
+        TurnError::SessionGone => false,
+        TurnError::Store(error) => error.is_disk_full(),
+        TurnError::Harness(error) => seed_store::Error::is_disk_full_cause(error),
     }
-    false
 }
 
 /// Records a run's end: closes it (a child's with its delivery to the parent, in one

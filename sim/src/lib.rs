@@ -158,10 +158,11 @@ const BOOT_REFUSED: &str = "boot.refused_by_full_disk";
 
 fn is_disk_full(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
-        cause
-            .downcast_ref::<seed_store::Error>()
-            .is_some_and(seed_store::Error::is_disk_full)
-    }) || error.to_string().contains("disk is full")
+        seed_store::Error::is_disk_full_cause(cause)
+            || cause
+                .downcast_ref::<seed_actors::runtime::Error>()
+                .is_some_and(seed_actors::runtime::Error::is_disk_full)
+    })
 }
 
 /// How a process ended.
@@ -174,8 +175,8 @@ enum Epoch {
 
 /// The previous request of a session, for the prefix check.
 struct LastRequest {
-    /// The process, and the faults injected before the request.
-    epoch_idx: (usize, usize),
+    /// The stretch the request was asked in: its process, and the faults injected before it.
+    stretch: (usize, usize),
     /// Where the turn's `<current_time>` block sits.
     turn_at: Option<usize>,
     depth: usize,
@@ -262,27 +263,32 @@ impl Shared {
         // holds in its context is in the request.
         let store = lock(&self.store).clone();
         if let (Some(store), Ok(id)) = (store, session.parse::<SessionId>()) {
-            let files = store.session_files(id);
-            let read = |file| futures::executor::block_on(files.read(file));
-            if let (Ok(entries), Ok(documents), Ok(tasks)) = (
-                read(FileName::Entries),
-                read(FileName::Documents),
-                read(FileName::Tasks),
-            ) && let Ok(state) = StoreState::fold(&entries, &documents, &tasks)
+            // Inline, the read is done by the time it is polled. Only the entries matter here.
+            let entries =
+                futures::executor::block_on(store.session_files(id).read(FileName::Entries));
+            match entries
+                .map_err(anyhow::Error::from)
+                .and_then(|entries| Ok(StoreState::fold(&entries, &[], &[])?))
             {
-                let assistants = |messages: &mut dyn Iterator<Item = &Message>| {
-                    messages
-                        .filter(|message| matches!(message, Message::Assistant(_)))
-                        .count()
-                };
-                let committed = seed_durable::context::conversation(&state.entries);
-                let n_committed = assistants(&mut committed.iter().map(|item| &*item.message));
-                let n_asked = assistants(&mut request.messages.iter().map(|message| &**message));
-                if n_committed > n_asked {
-                    self.violation(format!(
-                        "{session}: a request carries {n_asked} responses while {n_committed} \
+                Err(error) => self.violation(format!(
+                    "{session}: the store cannot be read at a model request: {error}"
+                )),
+                Ok(state) => {
+                    let assistants = |messages: &mut dyn Iterator<Item = &Message>| {
+                        messages
+                            .filter(|message| matches!(message, Message::Assistant(_)))
+                            .count()
+                    };
+                    let committed = seed_durable::context::conversation(&state.entries);
+                    let n_committed = assistants(&mut committed.iter().map(|item| &*item.message));
+                    let n_asked =
+                        assistants(&mut request.messages.iter().map(|message| &**message));
+                    if n_committed > n_asked {
+                        self.violation(format!(
+                            "{session}: a request carries {n_asked} responses while {n_committed} \
                          are committed: a committed response was asked for again"
-                    ));
+                        ));
+                    }
                 }
             }
         }
@@ -301,10 +307,10 @@ impl Shared {
         });
         // A turn recovered, after a crash (a new process) or after a fault (its next attempt),
         // renders its blocks afresh: requests are compared only within one stretch of neither.
-        let epoch_idx = (*lock(&self.epoch_idx), *lock(&self.n_faults));
+        let stretch = (*lock(&self.epoch_idx), *lock(&self.n_faults));
         let mut last_requests = lock(&self.last_requests);
         if let Some(last) = last_requests.get(&session)
-            && last.epoch_idx == epoch_idx
+            && last.stretch == stretch
             && turn_at.is_some()
             && last.turn_at == turn_at
             && depth == last.depth + 1
@@ -345,7 +351,7 @@ impl Shared {
         last_requests.insert(
             session,
             LastRequest {
-                epoch_idx,
+                stretch,
                 turn_at,
                 depth,
                 message_hashes,

@@ -104,6 +104,23 @@ impl Error {
     pub fn is_disk_full(&self) -> bool {
         matches!(self.refusal(), Some(Refusal::DiskFull))
     }
+
+    /// Whether `error`, or any error it was caused by, is the store finding the disk full:
+    /// for callers that hold the store's error wrapped in their own (a refused commit of the
+    /// durable harness, say).
+    pub fn is_disk_full_cause(error: &(dyn std::error::Error + 'static)) -> bool {
+        let mut cause = Some(error);
+        while let Some(error) = cause {
+            if error
+                .downcast_ref::<Error>()
+                .is_some_and(Error::is_disk_full)
+            {
+                return true;
+            }
+            cause = error.source();
+        }
+        false
+    }
 }
 
 /// Collects rows that each parse on their own: the first SQLite or parse error wins.

@@ -230,6 +230,66 @@ fn the_example_verb_runs_under_the_simulation() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The OS threads of this process now.
+fn n_threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |tasks| tasks.count())
+}
+
+/// A verb that notes the most OS threads the process had while the simulation called it.
+struct CountsThreads {
+    most: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Verb for CountsThreads {
+    fn name(&self) -> &'static str {
+        "threads"
+    }
+    fn description(&self) -> &'static str {
+        "Notes how many threads the process runs. (For the simulation's tests.)"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn safe_to_repeat(&self) -> bool {
+        true
+    }
+    fn call(&self, _: VerbContext, _: Value) -> BoxFuture<'static, VerbOutput> {
+        self.most
+            .fetch_max(n_threads(), std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async { VerbOutput::ok("counted") })
+    }
+}
+
+/// A simulated process runs on the caller's thread alone: no store writer or readers, no
+/// runtime workers, no timer threads, while turns run and verbs are called.
+#[test]
+fn a_simulated_process_runs_on_the_callers_thread_alone() -> anyhow::Result<()> {
+    let before = n_threads();
+    assert!(before > 0, "/proc/self/task is readable");
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&most);
+    let verb = SimVerb::new(
+        move || VerbUnderTest {
+            verb: Arc::new(CountsThreads {
+                most: Arc::clone(&counted),
+            }),
+            invariant: None,
+        },
+        |_| json!({}),
+    );
+    for seed in 0..10 {
+        let report = sim::run(&SimConfig {
+            verbs: vec![verb.clone()],
+            ..config(seed)
+        })?;
+        assert_clean(&report);
+    }
+    let most = most.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(most > 0, "the model never called the verb");
+    assert_eq!(most, before, "threads while simulating, against before");
+    Ok(())
+}
+
 /// A user's verb with a bug: it charges an order, and says it is safe to repeat, which it is
 /// not. A call cut off by a crash runs again after recovery and charges twice; the verb's own
 /// invariant ("no order charged twice") catches it.
