@@ -1,4 +1,6 @@
--- Seed's agents database, version 1. Applied by the migration list in src/schema.rs.
+-- Seed's agents database: the current schema, applied as migration 1 by the list in
+-- src/schema.rs. A later change goes here and into a migration of its own (`IF NOT EXISTS`, so
+-- that it is a no-op on a database this file created).
 -- Times are unix milliseconds (INTEGER columns ending in _at). Ids are uuid text, except log
 -- events, whose id is the row id. Every table that belongs to a session cascades from `sessions`,
 -- so deleting a session deletes its log, store, runs, lease, edges and attachments with it.
@@ -102,6 +104,9 @@ CREATE TABLE runs (
 CREATE INDEX runs_by_queue ON runs (queue, status);
 CREATE INDEX runs_by_session ON runs (session_id, status);
 CREATE INDEX runs_by_status ON runs (status);
+-- A run's children (delegation): read at every turn, so never a scan of every run. Added by
+-- migration 2 to databases made before it.
+CREATE INDEX runs_by_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 
 -- Which harness owns a session's store now: one row per held lease.
 CREATE TABLE session_leases (

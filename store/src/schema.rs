@@ -7,10 +7,15 @@ use rusqlite_migration::{M, Migrations};
 
 use crate::{Config, Error, Result};
 
-/// The migrations, in order. Version 1 is `sqlite-schema.sql`; a later schema change is a new
-/// entry here (and the same change made to that file's description of the current schema).
-static MIGRATIONS: LazyLock<Migrations<'static>> =
-    LazyLock::new(|| Migrations::new(vec![M::up(include_str!("../sqlite-schema.sql"))]));
+/// The migrations, in order. Version 1 is `sqlite-schema.sql`, the current schema; a later
+/// change is made there and added here as a migration of its own that does nothing where it is
+/// already in place, so a new database and an upgraded one end up the same.
+static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
+    Migrations::new(vec![
+        M::up(include_str!("../sqlite-schema.sql")),
+        M::up(include_str!("../migrations/0002-runs-by-parent.sql")),
+    ])
+});
 
 /// Opens the writer's connection: creates the file if needed, switches it to WAL, applies the
 /// pragmas and brings the schema up to date.
@@ -63,5 +68,41 @@ mod tests {
     #[test]
     fn migrations_are_valid() {
         assert!(MIGRATIONS.validate().is_ok());
+    }
+
+    fn index_of_children_read(connection: &Connection) -> String {
+        let plan: Vec<String> = connection
+            .prepare("EXPLAIN QUERY PLAN SELECT id FROM runs WHERE parent_run_id = ?1")
+            .and_then(|mut statement| {
+                statement
+                    .query_map(["a-run"], |row| row.get::<_, String>(3))?
+                    .collect()
+            })
+            .unwrap_or_default();
+        plan.join("; ")
+    }
+
+    #[test]
+    fn a_runs_children_are_found_by_index_in_a_new_database_and_an_upgraded_one() {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let config = Config::new(dir.path().join("agents.db"));
+        let connection = open_writer(&config).expect("a new database");
+        assert!(
+            index_of_children_read(&connection).contains("runs_by_parent"),
+            "{}",
+            index_of_children_read(&connection)
+        );
+        // A database made before migration 2: version 1, without the index.
+        connection
+            .execute_batch("DROP INDEX runs_by_parent; PRAGMA user_version = 1;")
+            .expect("an old database");
+        assert!(!index_of_children_read(&connection).contains("runs_by_parent"));
+        drop(connection);
+        let connection = open_writer(&config).expect("the old database, upgraded");
+        assert!(index_of_children_read(&connection).contains("runs_by_parent"));
+        let version: i64 = connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .expect("the version");
+        assert_eq!(version, 2);
     }
 }
