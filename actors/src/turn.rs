@@ -22,7 +22,7 @@ use seed_store::{LeaseOutcome, RunRow, Store};
 use seed_projections::continuation::SESSION_CONTINUATION_PROMPT;
 
 use crate::bus::{Notification, Publisher};
-use crate::verb::VerbContext;
+use crate::verb::{RunBinding, VerbContext};
 use crate::verbs::VerbSet;
 use crate::verbs::continue_session::CONTINUE_SESSION;
 
@@ -160,8 +160,21 @@ pub enum NotNow {
 }
 
 /// A session's harness, kept open by its actor between runs so a run does not read and fold the
-/// whole store again.
-pub type SessionHarness = Harness<crate::crash::CrashFs<seed_store::SessionFiles>, TappedProvider>;
+/// whole store again, with its tools: built once, and bound to each run in turn.
+pub struct SessionHarness {
+    harness: Harness<crate::crash::CrashFs<seed_store::SessionFiles>, TappedProvider>,
+    binding: RunBinding,
+    /// Whom the tools were chosen for: (a delegated child's session, a typed run).
+    tools_for: (bool, bool),
+}
+
+impl std::fmt::Debug for SessionHarness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHarness")
+            .field("harness", &self.harness)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Runs `run` to its end and records it. `Err(NotNow)` leaves the run for later. `harness` is
 /// the session's open harness, if its actor kept one; it is left there after a run that ended
@@ -385,23 +398,33 @@ async fn turn(
         && session.parent_session_id.is_none()
         && run.parent_run_id.is_none()
         && !run.typed;
-    let tools = env.verbs.tools(
-        context,
-        session.parent_session_id.is_some(),
-        run.typed,
-        &env.settings.crash_points,
-    );
-    let mut harness = match kept.take() {
+    let tools_for = (session.parent_session_id.is_some(), run.typed);
+    let tools = |binding: &RunBinding| {
+        env.verbs.tools(
+            binding,
+            tools_for.0,
+            tools_for.1,
+            &env.settings.crash_points,
+        )
+    };
+    let (mut harness, binding) = match kept.take() {
         // A harness kept from an earlier run serves only while the session's model is the
         // one it was opened with (a person may have changed it in between).
-        Some(mut harness)
-            if !harness.is_closed()
-                && harness.config().model == env.settings.session_model(&session) =>
+        Some(SessionHarness {
+            mut harness,
+            binding,
+            tools_for: kept_for,
+        }) if !harness.is_closed()
+            && harness.config().model == env.settings.session_model(&session) =>
         {
-            harness.set_tools(tools);
-            harness
+            binding.set(context);
+            if kept_for != tools_for {
+                harness.set_tools(tools(&binding));
+            }
+            (harness, binding)
         }
         _ => {
+            let binding = RunBinding::new(context);
             let provider = TappedProvider {
                 crash_points: env.settings.crash_points.clone(),
                 inner: Arc::clone(&env.provider),
@@ -425,9 +448,10 @@ async fn turn(
                 store.session_files(session_id),
                 env.settings.crash_points.clone(),
             );
-            Harness::open(files, provider, tools, config)
+            let harness = Harness::open(files, provider, tools(&binding), config)
                 .await?
-                .with_clock(Arc::new(RuntimeClock::default()))
+                .with_clock(Arc::new(RuntimeClock::default()));
+            (harness, binding)
         }
     };
     harness.provider().set_run(run.id);
@@ -516,7 +540,11 @@ async fn turn(
     project(env, session_id, run, harness.state(), &mut log_max).await?;
     let continued = continued_by(env, session_id, harness.state(), &request_id).await?;
     if outcome.is_ok() && !harness.is_closed() {
-        *kept = Some(harness);
+        *kept = Some(SessionHarness {
+            harness,
+            binding,
+            tools_for,
+        });
     }
     if session.title_source == seed_store::TitleSource::None {
         name_if_untitled(env, session_id).await;

@@ -151,8 +151,34 @@ pub struct VerbTool {
     ends_turn: bool,
     actor: Addr<VerbActor>,
     /// The run the calls belong to; the call id is filled in per call.
-    context: VerbContext,
+    binding: RunBinding,
     crash_points: crate::crash::CrashPoints,
+}
+
+/// The run a session's tools serve now. A harness kept open across runs keeps its tools (their
+/// specs built once), and each run rebinds them to itself here.
+#[derive(Clone)]
+pub struct RunBinding(Arc<std::sync::Mutex<VerbContext>>);
+
+impl RunBinding {
+    pub fn new(context: VerbContext) -> RunBinding {
+        RunBinding(Arc::new(std::sync::Mutex::new(context)))
+    }
+
+    /// Binds the tools to `context`'s run from their next call on.
+    pub fn set(&self, context: VerbContext) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = context;
+    }
+
+    fn get(&self) -> VerbContext {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl std::fmt::Debug for RunBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunBinding").finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for VerbTool {
@@ -162,13 +188,13 @@ impl std::fmt::Debug for VerbTool {
 }
 
 impl VerbTool {
-    pub fn new(verb: &dyn Verb, actor: Addr<VerbActor>, context: VerbContext) -> VerbTool {
+    pub fn new(verb: &dyn Verb, actor: Addr<VerbActor>, binding: RunBinding) -> VerbTool {
         VerbTool {
             spec: spec_of(verb),
             safe_to_repeat: verb.safe_to_repeat(),
             ends_turn: verb.ends_turn(),
             actor,
-            context,
+            binding,
             crash_points: crate::crash::CrashPoints::default(),
         }
     }
@@ -199,7 +225,7 @@ impl Tool for VerbTool {
     }
 
     fn call<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, ToolOutput> {
-        let mut context = self.context.clone();
+        let mut context = self.binding.get();
         context.tool_call_id = call.id.clone();
         let invoke = Invoke {
             context,

@@ -188,6 +188,9 @@ pub struct Harness<F, P> {
     tools: ToolSet,
     /// The tools' specs, built once: every request offers the same.
     tool_specs: Arc<[ToolSpec]>,
+    /// `tool_specs` as found equal to the newest system entry's (at this index), so that the
+    /// next turn need not compare them again.
+    system_checked: Option<(usize, Arc<[ToolSpec]>)>,
     /// The messages of the entries in the context, shared by every request.
     message_cache: MessageCache,
     config: HarnessConfig,
@@ -220,6 +223,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             fs,
             provider,
             tool_specs: Arc::from(tools.specs()),
+            system_checked: None,
             message_cache: MessageCache::default(),
             tools,
             config,
@@ -390,9 +394,18 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             batch.document(name, Some(value));
         }
         let tools = &self.tool_specs;
-        let system_changed = self.state.system().is_none_or(|(prompt, known)| {
-            prompt != self.config.system_prompt || known != &tools[..]
-        });
+        let newest_system = self.state.newest_system_index();
+        let checked = self
+            .system_checked
+            .as_ref()
+            .is_some_and(|(idx, specs)| Some(*idx) == newest_system && Arc::ptr_eq(specs, tools));
+        let system_changed = !checked
+            && self.state.system().is_none_or(|(prompt, known)| {
+                prompt != self.config.system_prompt || known != &tools[..]
+            });
+        if !system_changed {
+            self.system_checked = newest_system.map(|idx| (idx, Arc::clone(tools)));
+        }
         if system_changed {
             batch.entry(EntryBody::System {
                 system_prompt: self.config.system_prompt.clone(),

@@ -110,6 +110,12 @@ impl StoreState {
         }
     }
 
+    /// Where the newest system entry is among the entries: it changes only when a new one is
+    /// committed.
+    pub fn newest_system_index(&self) -> Option<usize> {
+        self.newest_system_idx
+    }
+
     fn push_entry(&mut self, entry: Entry) {
         if matches!(entry.body, EntryBody::System { .. }) {
             self.newest_system_idx = Some(self.entries.len());

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use crate::verb::{Availability, Verb, VerbActor, VerbContext, VerbTool};
+use crate::verb::{Availability, RunBinding, Verb, VerbActor, VerbTool};
 
 /// The registered verbs, each with its running actor.
 #[derive(Clone, Default)]
@@ -44,10 +44,10 @@ impl VerbSet {
         self.verbs.iter().map(|(verb, _)| verb.name()).collect()
     }
 
-    /// The verbs a run may call, as tools bound to the run.
+    /// The verbs a run may call, as tools bound to the run `binding` names.
     pub fn tools(
         &self,
-        context: VerbContext,
+        binding: &RunBinding,
         in_child: bool,
         typed: bool,
         crash_points: &crate::crash::CrashPoints,
@@ -60,7 +60,7 @@ impl VerbSet {
                 Availability::TypedChildrenOnly => typed,
             })
             .map(|(verb, actor)| {
-                VerbTool::new(verb.as_ref(), actor.clone(), context.clone())
+                VerbTool::new(verb.as_ref(), actor.clone(), binding.clone())
                     .with_crash_points(crash_points.clone())
             })
             .fold(seed_durable::ToolSet::new(), |set, tool| {
