@@ -133,20 +133,25 @@ impl Handler<Wake> for RunQueue {
         self.claiming = true;
         let env = Arc::clone(&self.env);
         let claim = async move {
-            let mut claimed = Vec::new();
-            for (queue, free) in slots {
-                let now = (env.clock)();
-                match env.store.claim_runs(queue, &env.boot_id, free, now).await {
-                    Ok(runs) => claimed.extend(runs),
-                    Err(error) => tracing::error!(%error, "claiming runs failed"),
-                }
-            }
-            claimed
+            let now = (env.clock)();
+            env.store
+                .claim_runs_of_queues(slots, &env.boot_id, now)
+                .await
         };
         ctx.spawn(claim.into_actor(self).map(|claimed, queue, ctx| {
             queue.claiming = false;
-            for run in claimed {
-                queue.start(run, ctx);
+            match claimed {
+                Ok(claimed) => {
+                    for run in claimed {
+                        queue.start(run, ctx);
+                    }
+                }
+                // The runs stay queued; the queue looks again after a pause (a full disk
+                // passes).
+                Err(error) => {
+                    tracing::error!(%error, "claiming runs failed; trying again shortly");
+                    ctx.notify_later(Wake, crate::session::DISK_FULL_PAUSE);
+                }
             }
             if std::mem::take(&mut queue.wake_again) {
                 ctx.notify(Wake);
@@ -183,14 +188,26 @@ impl Handler<RunDone> for RunQueue {
             let now = (self.env.clock)();
             let run_id = done.run_id;
             let requeue = async move {
-                if let Err(error) = store
+                store
                     .set_run_status(run_id, RunStatus::Queued, None, now)
                     .await
-                {
-                    tracing::error!(%run_id, %error, "could not requeue a run");
-                }
             };
-            ctx.spawn(requeue.into_actor(self).map(|(), _, ctx| ctx.notify(Wake)));
+            ctx.spawn(requeue.into_actor(self).map(move |requeued, queue, ctx| {
+                match requeued {
+                    // The run would be left `running` with no one running it: try again
+                    // after a pause (a full disk passes), counting it in flight meanwhile.
+                    Err(error) if error.is_disk_full() => {
+                        tracing::warn!(%run_id, "the disk is full: requeueing the run shortly");
+                        *queue.in_flight(done.queue) += 1;
+                        ctx.notify_later(done, crate::session::DISK_FULL_PAUSE);
+                    }
+                    Err(error) => {
+                        tracing::error!(%run_id, %error, "could not requeue a run");
+                        ctx.notify(Wake);
+                    }
+                    Ok(_) => ctx.notify(Wake),
+                }
+            }));
         } else {
             ctx.notify(Wake);
         }

@@ -94,7 +94,7 @@ impl std::fmt::Debug for StartRun {
 }
 
 /// How long a run the disk refused waits before its next attempt.
-const DISK_FULL_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const DISK_FULL_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Cuts off the turn in flight, if any.
 #[derive(Message)]
@@ -154,11 +154,11 @@ impl Handler<StartRun> for SessionActor {
                         // It kept failing: it ends here, failed, and waiters hear of it.
                         // A child's parent hears of it as of any other end.
                         actix::spawn(async move {
-                            let _ = env.store.release_lease(run.session_id, &env.boot_id).await;
                             let end = RunEnd::failed(
                                 "the session failed while running this turn, every attempt",
                             );
-                            crate::turn::finish(&env, &run, end).await;
+                            crate::turn::finish(&env, &run, end, crate::turn::Release::Lease)
+                                .await;
                         });
                     } else {
                         // Its lease goes too, so the next attempt can take it.

@@ -195,7 +195,7 @@ pub async fn execute_run(
         Ok(LeaseOutcome::Acquired(_)) => {}
         Ok(LeaseOutcome::HeldBy(_)) => return Err(NotNow::LeaseHeld),
         Err(error) if error.is_disk_full() => return Err(NotNow::DiskFull),
-        Err(error) => return Ok(finish(env, run, RunEnd::failed(error)).await),
+        Err(error) => return Ok(finish(env, run, RunEnd::failed(error), Release::Nothing).await),
     }
     let end = match turn(env, run, stop, harness).await {
         Ok(end) => end,
@@ -212,9 +212,20 @@ pub async fn execute_run(
         .crash_points
         .reach(crate::crash::points::RUN_BEFORE_FINISH)
         .await;
-    // The lease goes with the session when it was deleted; nothing to release then.
-    let _ = env.store.release_lease(session_id, &env.boot_id).await;
-    Ok(finish(env, run, end).await)
+    match record_end(env, run, end, Release::Lease).await {
+        (_, Err(not_now)) => {
+            *harness = None;
+            Err(not_now)
+        }
+        (end, Ok(())) => Ok(end),
+    }
+}
+
+/// Whether a run's end also releases its session's store lease (which the run holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Release {
+    Lease,
+    Nothing,
 }
 
 /// Whether a turn stopped because the store found the disk full (a refusal that may pass).
@@ -227,10 +238,27 @@ fn is_disk_full(error: &TurnError) -> bool {
     }
 }
 
-/// Records a run's end: closes it (a child's with its delivery to the parent, in one
-/// transaction) and tells subscribers.
-pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
+/// Records a run's end: closes it (a child's with its delivery to the parent, and the release
+/// of the session's lease, in one transaction) and tells subscribers.
+pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd, release: Release) -> RunEnd {
+    record_end(env, run, end, release).await.0
+}
+
+/// [`finish`], saying whether the store refused the end because the disk was full: the run
+/// then goes back to the queue like a turn the disk cut off, and tells no one it finished.
+async fn record_end(
+    env: &RunEnv,
+    run: &RunRow,
+    end: RunEnd,
+    release: Release,
+) -> (RunEnd, Result<(), NotNow>) {
     let now = (env.clock)();
+    let recorded = Ok(());
+    // The lease goes with the session when it was deleted; nothing to release then.
+    let lease = (release == Release::Lease).then(|| (run.session_id, env.boot_id.clone()));
+    let release_alone = || async {
+        let _ = env.store.release_lease(run.session_id, &env.boot_id).await;
+    };
     if end.status.is_terminal() {
         // A child's end and its delivery to the parent are one transaction: a crash between
         // them would leave the parent parked on a child that had ended.
@@ -239,12 +267,27 @@ pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
             None => None,
         };
         let parent_session = delivery.as_ref().map(|delivery| delivery.parent_session_id);
+        let releases = lease.is_some();
         if let Err(error) = env
             .store
-            .finish_run_delivering(run.id, end.status, Some(end.result.clone()), now, delivery)
+            .finish_run_releasing(
+                run.id,
+                end.status,
+                Some(end.result.clone()),
+                now,
+                delivery,
+                lease,
+            )
             .await
         {
             tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
+            // The lease is let go of all the same.
+            if releases {
+                release_alone().await;
+            }
+            if error.is_disk_full() {
+                return (end, Err(NotNow::DiskFull));
+            }
         }
         if let Some(parent_session) = parent_session {
             env.publisher.publish(Notification::SessionChanged {
@@ -257,12 +300,15 @@ pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
             run_id: run.id,
             status: end.status,
         });
+    } else if lease.is_some() {
+        // Parked, or queued again for a later pass: the turn set that itself.
+        release_alone().await;
     }
     env.publisher.publish(Notification::SessionChanged {
         session_id: run.session_id,
         reason: "run-finished",
     });
-    end
+    (end, recorded)
 }
 
 /// What a child's end delivers to its parent: its result as the result of the parent's
@@ -376,14 +422,26 @@ async fn turn(
 ) -> Result<RunEnd, TurnError> {
     let store = &env.store;
     let session_id = run.session_id;
-    let session = store
-        .get_session(session_id)
+    // Everything the turn reads before it starts, in one read; with a kept harness, the log's
+    // pending events past its mark too.
+    let kept_mark = kept
+        .as_ref()
+        .filter(|kept| !kept.harness.is_closed())
+        .map(|kept| sync_document(kept.harness.state()).mark);
+    let seed_store::TurnView {
+        session,
+        n_children: n_children_before,
+        max_pi_entry_id: view_max_pi_entry_id,
+        queued_event_ids,
+        memory,
+        pending: view_pending,
+    } = store
+        .turn_view(session_id, run.id, kept_mark)
         .await?
         .ok_or(TurnError::SessionGone)?;
     // Each pass of a run (a later pass for a child's result) is a turn of its own; a pass cut
     // off by a crash comes back with the same id and is adopted.
     let request_id = format!("{}#{}", run.id, run.pass);
-    let n_children_before = store.child_runs(run.id).await?.len();
     let context = VerbContext {
         store: store.clone(),
         account_id: session.account_id,
@@ -460,12 +518,15 @@ async fn turn(
     // projected again, so a crash between the store's commit and the log's write loses
     // nothing and repeats nothing.
     let store_last = harness.state().entries.last().map(|entry| entry.id);
-    let mut log_max = max_pi_entry_id(store, session_id).await?;
+    let mut log_max = view_max_pi_entry_id.map(|id| id.max(0) as u64);
+    let mut view_pending = view_pending;
     if let Some(above) = stale_marks_above(store_last, log_max) {
         store
             .clear_pi_entry_ids_above(session_id, above as i64)
             .await?;
         log_max = max_pi_entry_id(store, session_id).await?;
+        // The events whose marks were cleared are pending now.
+        view_pending = None;
     }
     project(env, session_id, run, harness.state(), &mut log_max).await?;
 
@@ -473,11 +534,9 @@ async fn turn(
     let rebuild = harness.abort_unsettled(&request_id).await?;
     project(env, session_id, run, harness.state(), &mut log_max).await?;
 
-    let sync: SyncDocument = harness.state().document(SYNC_DOCUMENT).unwrap_or_default();
+    let sync = sync_document(harness.state());
     let own: BTreeSet<_> = run.user_event_ids.iter().copied().collect();
-    let waiting: BTreeSet<_> = store
-        .queued_event_ids(session_id)
-        .await?
+    let waiting: BTreeSet<_> = queued_event_ids
         .into_iter()
         .filter(|id| !own.contains(id))
         .collect();
@@ -485,11 +544,15 @@ async fn turn(
         own_event_ids: &run.user_event_ids,
         waiting_event_ids: &waiting,
     };
-    // An append or an edit needs only the events past the mark, those left out before, and
-    // the run's own messages: read just those. A rebuild needs the whole log.
-    let mut pending = store
-        .read_events(session_id, sync.mark + 1, i64::MAX, usize::MAX)
-        .await?;
+    // An append or an edit needs only the events past the mark that came from no store entry,
+    // those left out before, and the run's own messages: read just those. A rebuild needs the
+    // whole log.
+    let pending = match view_pending {
+        Some(pending) if kept_mark == Some(sync.mark) => pending,
+        _ => store.pending_events(session_id, sync.mark).await?,
+    };
+    let read_through = pending.through_seq;
+    let mut pending = pending.events;
     // Most turns need no more: their own message is past the mark and nothing was left out.
     let own_missing: Vec<_> = run
         .user_event_ids
@@ -518,15 +581,18 @@ async fn turn(
             .await?;
         plan = plan_import(&log, harness.state(), &sync, view, rebuild);
     }
+    // The log was read through this seq: what it held up to there and is not pending came from
+    // the store, so the next turn need not look at it again.
+    plan.sync.mark = plan.sync.mark.max(read_through);
 
     let blocks = turn_blocks(
         env,
         &session,
+        memory,
         harness.state(),
         n_children_before,
         can_continue,
-    )
-    .await?;
+    );
     let sync_value = serde_json::to_value(&plan.sync).unwrap_or(serde_json::Value::Null);
     let turn = TurnRequest {
         request_id: request_id.clone(),
@@ -724,6 +790,11 @@ async fn continued_by(
     Ok(None)
 }
 
+/// The session's import mark and what it left out, as the store holds them.
+fn sync_document(state: &StoreState) -> SyncDocument {
+    state.document(SYNC_DOCUMENT).unwrap_or_default()
+}
+
 /// The highest store entry the session's log names.
 async fn max_pi_entry_id(store: &Store, session_id: SessionId) -> Result<Option<u64>, TurnError> {
     Ok(store
@@ -773,17 +844,15 @@ async fn project(
 }
 
 /// This turn's state blocks: rendered once, sent with every request of the turn, never stored.
-async fn turn_blocks(
+fn turn_blocks(
     env: &RunEnv,
     session: &seed_store::SessionRow,
+    memory: Vec<seed_store::MemoryFileRow>,
     state: &StoreState,
     n_children: usize,
     can_continue: bool,
-) -> Result<Vec<seed_providers::UserMessage>, TurnError> {
-    let memory_index = env
-        .store
-        .list_memory(session.account_id)
-        .await?
+) -> Vec<seed_providers::UserMessage> {
+    let memory_index = memory
         .into_iter()
         .map(|file| MemoryIndexEntry {
             path: file.path,
@@ -820,7 +889,7 @@ async fn turn_blocks(
         now_ms: (env.clock)(),
         utc_offset_minutes: env.settings.utc_offset_minutes,
     };
-    Ok(render_turn_blocks(&blocks))
+    render_turn_blocks(&blocks)
 }
 
 /// The fallback namer: an untitled session is named from its first message. It never

@@ -40,8 +40,10 @@ fn injector(
 #[actix::test]
 async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> anyhow::Result<()> {
     // Each skip puts the refusal at a different commit of the turn: the run's claim, its
-    // lease, the input, the response, the verb's result, a log write, the run's end.
-    for skip in 0..8 {
+    // lease, the input, the response, the verb's result, the answer, the log write, the run's
+    // end (with the lease's release; the second refusal lands on the run's requeueing), and
+    // the fallback namer's title.
+    for skip in 0..9 {
         let dir = tempfile::tempdir()?;
         let armed = Arc::new(AtomicBool::new(false));
         let (faults, failed) = injector(Arc::clone(&armed), skip, 2);

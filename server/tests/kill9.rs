@@ -366,18 +366,35 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
                 .push((*session_id, event));
         }
         // One answer per message: no complete answer is written twice.
-        let mut answers: HashMap<&str, usize> = HashMap::new();
+        let mut answers: HashMap<&str, Vec<&EventInfo>> = HashMap::new();
         for event in log.iter().filter(|event| {
             event.kind == "message"
                 && event.role.as_deref() == Some("assistant")
                 && event.meta.get("stopped").is_none()
         }) {
-            *answers.entry(text_of(event)).or_default() += 1;
+            answers.entry(text_of(event)).or_default().push(event);
         }
-        for (text, n) in answers {
-            if n > 1 && !text.is_empty() {
+        for (text, events) in answers {
+            if events.len() > 1 && !text.is_empty() {
+                // The whole log, to tell a second answer from a second copy of one.
+                let shown: Vec<String> = log
+                    .iter()
+                    .map(|event| {
+                        format!(
+                            "[{}] {} {:?} run {:?}: {:?}",
+                            event.seq,
+                            event.kind,
+                            event.role,
+                            event.run_id,
+                            text_of(event)
+                        )
+                    })
+                    .collect();
                 problems.push(format!(
-                    "{session_id}: the answer {text:?} is written {n} times"
+                    "{session_id}: the answer {text:?} is written {} times (seqs {:?}); the log:\n{}",
+                    events.len(),
+                    events.iter().map(|event| event.seq).collect::<Vec<_>>(),
+                    shown.join("\n")
                 ));
             }
         }

@@ -33,6 +33,7 @@ mod schema;
 mod sessions;
 mod spin;
 mod store;
+mod turn_view;
 mod writer;
 
 pub use attachments::{AttachmentRow, NewAttachment};
@@ -47,4 +48,5 @@ pub use nonces::{NonceOutcome, RequestNonce, SendOutcome};
 pub use runs::{ChildDelivery, NewRun, ParkOutcome, RunRow};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
 pub use store::Store;
+pub use turn_view::{PendingEvents, TurnView};
 pub use writer::{LatencyHistogram, WriterHold, WriterStats};

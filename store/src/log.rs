@@ -52,10 +52,13 @@ pub(crate) fn append_events(
     Ok(stored)
 }
 
-const EVENT_COLUMNS: &str =
+pub(crate) const EVENT_COLUMNS: &str =
     "id, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at";
 
-fn event_from_row(session_id: SessionId, row: &Row<'_>) -> rusqlite::Result<Result<SessionEvent>> {
+pub(crate) fn event_from_row(
+    session_id: SessionId,
+    row: &Row<'_>,
+) -> rusqlite::Result<Result<SessionEvent>> {
     let role: Option<String> = row.get(3)?;
     let content: String = row.get(5)?;
     let meta: String = row.get(6)?;

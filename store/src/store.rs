@@ -368,6 +368,25 @@ impl Store {
         .await
     }
 
+    /// [`Store::claim_runs`] for several queues in one transaction: up to `max` runs of each
+    /// `(queue, max)`, in that order.
+    pub async fn claim_runs_of_queues(
+        &self,
+        queues: Vec<(Queue, usize)>,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<Vec<RunRow>> {
+        let owner = owner.to_owned();
+        self.write(None, move |connection| {
+            let mut claimed = Vec::new();
+            for &(queue, max) in &queues {
+                claimed.extend(runs::claim_runs(connection, queue, &owner, max, now_ms)?);
+            }
+            Ok(claimed)
+        })
+        .await
+    }
+
     /// Moves a run to `status` (keeping its result unless a new one is given). Returns whether
     /// the run exists.
     pub async fn set_run_status(
@@ -533,7 +552,25 @@ impl Store {
         now_ms: i64,
         delivery: Option<ChildDelivery>,
     ) -> Result<bool> {
+        self.finish_run_releasing(run_id, status, result, now_ms, delivery, None)
+            .await
+    }
+
+    /// [`Store::finish_run_delivering`], releasing the lease `lease` names (a session and its
+    /// holder) in the same transaction: a run's end and its session's release are one commit.
+    pub async fn finish_run_releasing(
+        &self,
+        run_id: RunId,
+        status: RunStatus,
+        result: Option<serde_json::Value>,
+        now_ms: i64,
+        delivery: Option<ChildDelivery>,
+        lease: Option<(SessionId, String)>,
+    ) -> Result<bool> {
         self.write(None, move |connection| {
+            if let Some((session_id, owner)) = &lease {
+                leases::release_lease(connection, *session_id, owner)?;
+            }
             runs::finish_run_delivering(
                 connection,
                 run_id,
