@@ -40,13 +40,15 @@ fn injector(
 #[actix::test]
 async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> anyhow::Result<()> {
     // Each skip puts the refusal at a different commit of the turn: the run's claim, its
-    // lease, the input, the response, the verb's result, the answer, the log write, the run's
-    // end (with the lease's release; the second refusal lands on the run's requeueing), and
-    // the fallback namer's title.
-    for skip in 0..9 {
+    // lease, the input, the response, the verb's result, the answer, the log write, and what
+    // comes after (how many commits a turn takes varies a little: an empty claim may share a
+    // commit with the lease). The run's end has a test of its own, below.
+    for skip in 0..8 {
         let dir = tempfile::tempdir()?;
         let armed = Arc::new(AtomicBool::new(false));
-        let (faults, failed) = injector(Arc::clone(&armed), skip, 2);
+        // Armed before the message, whose own commit comes first and is never refused: the
+        // turn's commits then come in a fixed order.
+        let (faults, failed) = injector(Arc::clone(&armed), skip + 1, 2);
         let store = Store::open(Config {
             faults: Some(faults),
             ..Config::new(dir.path().join("seed.db"))
@@ -64,8 +66,8 @@ async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> a
             test_clock(),
         )
         .await?;
-        let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
         armed.store(true, Ordering::SeqCst);
+        let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
         let run = common::within("the run", runtime.wait_for_run(run_id)).await?;
         assert_eq!(run.status, RunStatus::Succeeded, "skip {skip}: {run:?}");
         assert!(
@@ -86,5 +88,65 @@ async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> a
             .count();
         assert_eq!((answers, results), (1, 1), "skip {skip}: {log:#?}");
     }
+    Ok(())
+}
+
+#[actix::test]
+async fn a_runs_end_refused_by_a_full_disk_is_recorded_after_a_pause() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    // Armed once the turn is over and projected: the next commit is the run's end (with its
+    // lease's release), and the one after it the run's requeueing.
+    let armed = Arc::new(AtomicBool::new(false));
+    let (faults, failed) = injector(Arc::clone(&armed), 0, 2);
+    let store = Store::open(Config {
+        faults: Some(faults),
+        ..Config::new(dir.path().join("seed.db"))
+    })?;
+    store.create_account(account(), vec![1], 0).await?;
+    store
+        .create_session(NewSession::new(session(0), account(), 0))
+        .await?;
+    let n_finishing = Arc::new(AtomicUsize::new(0));
+    let settings = RuntimeSettings {
+        crash_points: seed_actors::CrashPoints::new({
+            let (armed, n_finishing) = (Arc::clone(&armed), Arc::clone(&n_finishing));
+            move |point| {
+                if point == seed_actors::crash::points::RUN_BEFORE_FINISH
+                    && n_finishing.fetch_add(1, Ordering::SeqCst) == 0
+                {
+                    armed.store(true, Ordering::SeqCst);
+                }
+                false
+            }
+        }),
+        ..RuntimeSettings::default()
+    };
+    let (runtime, _) = Runtime::start(
+        store.clone(),
+        Arc::new(echo_then_answer()),
+        vec![Arc::new(Echo)],
+        settings,
+        "boot-1".to_owned(),
+        test_clock(),
+    )
+    .await?;
+    let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
+    let run = common::within("the run", runtime.wait_for_run(run_id)).await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    assert_eq!(failed.load(Ordering::SeqCst), 2);
+    // The first attempt reached its end and was refused; the second adopted the answered turn.
+    assert_eq!(n_finishing.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        run.result,
+        Some(serde_json::json!({ "answer": "answer: hello there" }))
+    );
+    assert!(store.get_lease(session(0)).await?.is_none());
+    assert_log_agrees_with_store(&store, session(0)).await?;
+    let log = log(&store, session(0)).await?;
+    let answers = log
+        .iter()
+        .filter(|event| event.content["text"] == "answer: hello there")
+        .count();
+    assert_eq!(answers, 1, "{log:#?}");
     Ok(())
 }

@@ -13,6 +13,50 @@ pub(crate) fn append_events(
     session_id: SessionId,
     events: &[NewEvent],
 ) -> Result<Vec<SessionEvent>> {
+    let rows: Vec<EventRow> = events.iter().map(EventRow::of).collect();
+    let placed = insert_rows(connection, session_id, &rows)?;
+    Ok(stored_events(session_id, events.to_vec(), &placed))
+}
+
+/// An event as its row holds it: its JSON serialized, so that a job can serialize before it
+/// reaches the writer and insert (again, after a rollback) without serializing there.
+#[derive(Debug, Clone)]
+pub(crate) struct EventRow {
+    pub(crate) kind: String,
+    role: Option<&'static str>,
+    actor: Option<String>,
+    content: String,
+    pub(crate) meta: String,
+    run_id: Option<String>,
+    pi_entry_id: Option<i64>,
+    created_at_ms: i64,
+}
+
+impl EventRow {
+    pub(crate) fn of(event: &NewEvent) -> EventRow {
+        EventRow {
+            kind: event.kind.clone(),
+            role: event.role.map(|role| role.as_str()),
+            actor: event.actor.clone(),
+            content: event.content.to_string(),
+            meta: event.meta.to_string(),
+            run_id: event.run_id.map(|id| id.to_string()),
+            pi_entry_id: event.pi_entry_id,
+            created_at_ms: event.created_at_ms,
+        }
+    }
+}
+
+/// Where an inserted event went: its id and seq.
+pub(crate) type Placed = (EventId, i64);
+
+/// Inserts `rows` after the session's last seq, in order. Runs inside the caller's
+/// transaction, so the seqs have no gaps.
+pub(crate) fn insert_rows(
+    connection: &Connection,
+    session_id: SessionId,
+    rows: &[EventRow],
+) -> Result<Vec<Placed>> {
     let session_key = key_for_write(connection, session_id)?;
     let last_seq = last_seq_of_key(connection, session_key)?;
     let mut insert = connection.prepare_cached(
@@ -20,36 +64,49 @@ pub(crate) fn append_events(
              (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?;
-    let mut stored = Vec::with_capacity(events.len());
-    for (event_idx, event) in events.iter().enumerate() {
-        let seq = last_seq + 1 + event_idx as i64;
+    let mut placed = Vec::with_capacity(rows.len());
+    for (row_idx, row) in rows.iter().enumerate() {
+        let seq = last_seq + 1 + row_idx as i64;
         insert.execute(params![
             session_key,
             seq,
-            event.kind,
-            event.role.map(|role| role.as_str()),
-            event.actor,
-            event.content.to_string(),
-            event.meta.to_string(),
-            event.run_id.map(|id| id.to_string()),
-            event.pi_entry_id,
-            event.created_at_ms,
+            row.kind,
+            row.role,
+            row.actor,
+            row.content,
+            row.meta,
+            row.run_id,
+            row.pi_entry_id,
+            row.created_at_ms,
         ])?;
-        stored.push(SessionEvent {
-            id: EventId(connection.last_insert_rowid()),
+        placed.push((EventId(connection.last_insert_rowid()), seq));
+    }
+    Ok(placed)
+}
+
+/// `events` as stored, once [`insert_rows`] placed them.
+pub(crate) fn stored_events(
+    session_id: SessionId,
+    events: Vec<NewEvent>,
+    placed: &[Placed],
+) -> Vec<SessionEvent> {
+    events
+        .into_iter()
+        .zip(placed)
+        .map(|(event, &(id, seq))| SessionEvent {
+            id,
             session_id,
             seq,
-            kind: event.kind.clone(),
+            kind: event.kind,
             role: event.role,
-            actor: event.actor.clone(),
-            content: event.content.clone(),
-            meta: event.meta.clone(),
+            actor: event.actor,
+            content: event.content,
+            meta: event.meta,
             run_id: event.run_id,
             pi_entry_id: event.pi_entry_id,
             created_at_ms: event.created_at_ms,
-        });
-    }
-    Ok(stored)
+        })
+        .collect()
 }
 
 pub(crate) const EVENT_COLUMNS: &str =

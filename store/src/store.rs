@@ -242,10 +242,14 @@ impl Store {
         session_id: SessionId,
         events: Vec<NewEvent>,
     ) -> Result<Vec<SessionEvent>> {
-        self.write(Some(session_id), move |connection| {
-            log::append_events(connection, session_id, &events)
-        })
-        .await
+        // Serialized here, on the caller's thread: the writer only inserts.
+        let rows: Vec<log::EventRow> = events.iter().map(log::EventRow::of).collect();
+        let placed = self
+            .write(Some(session_id), move |connection| {
+                log::insert_rows(connection, session_id, &rows)
+            })
+            .await?;
+        Ok(log::stored_events(session_id, events, &placed))
     }
 
     /// Appends a projection of store entries, as [`Store::append_events`], except that a
@@ -259,24 +263,52 @@ impl Store {
         events: Vec<NewEvent>,
         delivered_calls: Vec<String>,
     ) -> Result<Vec<SessionEvent>> {
-        self.write(Some(session_id), move |connection| {
-            // A job may run again after a rollback: it rewrites a copy.
-            let mut batch = events.clone();
-            for event in batch.iter_mut().filter(|event| event.kind == "tool_result") {
-                let Some(call_id) = event.content["tool_call_id"].as_str().map(str::to_owned)
-                else {
-                    continue;
-                };
-                if delivered_calls.contains(&call_id)
-                    && log::has_tool_result(connection, session_id, &call_id)?
-                {
-                    event.kind = "notice".to_owned();
-                    event.meta = serde_json::json!({ "answered_earlier": call_id });
+        let rows: Vec<log::EventRow> = events.iter().map(log::EventRow::of).collect();
+        // The results that may have been delivered: (their place in the batch, their call).
+        let delivered: Vec<(usize, String)> = events
+            .iter()
+            .enumerate()
+            .filter(|(_, event)| event.kind == "tool_result")
+            .filter_map(|(idx, event)| {
+                let call_id = event.content["tool_call_id"].as_str()?;
+                delivered_calls
+                    .iter()
+                    .any(|delivered| delivered == call_id)
+                    .then(|| (idx, call_id.to_owned()))
+            })
+            .collect();
+        let (placed, answered_earlier) = self
+            .write(Some(session_id), move |connection| {
+                let mut answered_earlier = Vec::new();
+                for (idx, call_id) in &delivered {
+                    if log::has_tool_result(connection, session_id, call_id)? {
+                        answered_earlier.push((*idx, call_id.clone()));
+                    }
                 }
-            }
-            log::append_events(connection, session_id, &batch)
-        })
-        .await
+                if answered_earlier.is_empty() {
+                    return Ok((
+                        log::insert_rows(connection, session_id, &rows)?,
+                        answered_earlier,
+                    ));
+                }
+                // A job may run again after a rollback: it rewrites a copy.
+                let mut rows = rows.clone();
+                for (idx, call_id) in &answered_earlier {
+                    rows[*idx].kind = "notice".to_owned();
+                    rows[*idx].meta = answered_earlier_meta(call_id).to_string();
+                }
+                Ok((
+                    log::insert_rows(connection, session_id, &rows)?,
+                    answered_earlier,
+                ))
+            })
+            .await?;
+        let mut events = events;
+        for (idx, call_id) in answered_earlier {
+            events[idx].kind = "notice".to_owned();
+            events[idx].meta = answered_earlier_meta(&call_id);
+        }
+        Ok(log::stored_events(session_id, events, &placed))
     }
 
     /// Events with `from_seq <= seq <= to_seq`, in order, at most `limit` of them.
@@ -819,4 +851,9 @@ impl Store {
         self.read(move |connection| memory::list_memory(connection, account_id))
             .await
     }
+}
+
+/// The meta of a delegated call's result written as a notice: the call had its result already.
+fn answered_earlier_meta(call_id: &str) -> serde_json::Value {
+    serde_json::json!({ "answered_earlier": call_id })
 }

@@ -45,20 +45,24 @@ impl Store {
         after_mark: Option<i64>,
     ) -> Result<Option<TurnView>> {
         self.read(move |connection| {
+            // One snapshot for all of it.
+            let snapshot = connection.unchecked_transaction()?;
             let Some(session) = get_session(connection, session_id)? else {
                 return Ok(None);
             };
             let pending = after_mark
                 .map(|mark| pending_events(connection, session_id, mark))
                 .transpose()?;
-            Ok(Some(TurnView {
+            let view = TurnView {
                 n_children: count_children(connection, run_id)?,
                 max_pi_entry_id: max_pi_entry_id(connection, session_id)?,
                 queued_event_ids: crate::runs::queued_event_ids(connection, session_id)?,
                 memory: list_memory(connection, session.account_id)?,
                 pending,
                 session,
-            }))
+            };
+            snapshot.finish()?;
+            Ok(Some(view))
         })
         .await
     }
@@ -83,11 +87,15 @@ pub(crate) fn pending_events(
     mark: i64,
 ) -> Result<PendingEvents> {
     let session_key = key_for_read(connection, session_id)?;
+    // The newest seq first, and no event past it: an event committed between the two reads is
+    // left for the next turn rather than passed over by the mark.
+    let through_seq = last_seq(connection, session_id)?.max(mark);
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {EVENT_COLUMNS} FROM session_events
-         WHERE session_key = ?1 AND seq > ?2 AND pi_entry_id IS NULL ORDER BY seq"
+         WHERE session_key = ?1 AND seq > ?2 AND seq <= ?3 AND pi_entry_id IS NULL
+         ORDER BY seq"
     ))?;
-    let rows = statement.query_map(params![session_key, mark], |row| {
+    let rows = statement.query_map(params![session_key, mark, through_seq], |row| {
         event_from_row(session_id, row)
     })?;
     let mut events: Vec<SessionEvent> = Vec::new();
@@ -100,6 +108,6 @@ pub(crate) fn pending_events(
     }
     Ok(PendingEvents {
         events,
-        through_seq: last_seq(connection, session_id)?.max(mark),
+        through_seq,
     })
 }

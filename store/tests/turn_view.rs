@@ -1,0 +1,60 @@
+//! What a turn reads before it starts: one read, one snapshot, and pending events that never
+//! let the import mark pass over an event it did not see.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::{Fixture, session};
+use futures::executor::block_on;
+use seed_events::{EventRole, NewEvent, RunId};
+
+fn user_message(text: &str) -> NewEvent {
+    NewEvent::message(
+        EventRole::User,
+        "user",
+        serde_json::json!({ "text": text }),
+        3,
+    )
+}
+
+#[test]
+fn pending_events_hold_every_event_up_to_where_they_were_read_while_messages_keep_arriving()
+-> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    fixture.create_sessions(1)?;
+    let store = fixture.store.clone();
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (store, done) = (store.clone(), Arc::clone(&done));
+        std::thread::spawn(move || {
+            for idx in 0..2_000 {
+                block_on(store.append_events(session(0), vec![user_message(&format!("{idx}"))]))?;
+            }
+            done.store(true, Ordering::SeqCst);
+            anyhow::Ok(())
+        })
+    };
+    let mut n_reads = 0;
+    while !done.load(Ordering::SeqCst) {
+        // Every event is a person's message (no store entry made it), so each seq up to
+        // `through_seq` must be listed: one past it skipped would never be imported.
+        let pending = block_on(store.pending_events(session(0), 0))?;
+        let seqs: Vec<i64> = pending.events.iter().map(|event| event.seq).collect();
+        assert_eq!(seqs, (1..=pending.through_seq).collect::<Vec<_>>());
+        n_reads += 1;
+    }
+    writer.join().expect("the writer thread")?;
+    assert!(n_reads > 10, "{n_reads} reads");
+
+    let view = block_on(store.turn_view(session(0), RunId::from_u128(1), Some(1_990)))?
+        .expect("the session");
+    let pending = view.pending.expect("asked for with a mark");
+    assert_eq!(pending.through_seq, 2_000);
+    assert_eq!(pending.events.len(), 10);
+    assert_eq!(view.max_pi_entry_id, None);
+    assert_eq!(view.n_children, 0);
+    assert!(block_on(store.turn_view(session(7), RunId::from_u128(1), None))?.is_none());
+    Ok(())
+}
