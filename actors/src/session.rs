@@ -138,7 +138,6 @@ impl Handler<StartRun> for SessionActor {
             // Whether the run goes back to the queue, and after what pause.
             let (requeue, pause) = match outcome {
                 Ok(Ok(RunEnd { .. })) => (false, None),
-                Ok(Err(NotNow::LeaseHeld)) => (true, None),
                 Ok(Err(NotNow::DiskFull)) => {
                     tracing::warn!(
                         run_id = %run.id,
@@ -157,8 +156,7 @@ impl Handler<StartRun> for SessionActor {
                             let end = RunEnd::failed(
                                 "the session failed while running this turn, every attempt",
                             );
-                            crate::turn::finish(&env, &run, end, crate::turn::Release::Lease)
-                                .await;
+                            crate::turn::finish(&env, &run, end).await;
                         });
                     } else {
                         // Its lease goes too, so the next attempt can take it.

@@ -1,10 +1,12 @@
 //! One run, start to end: the steps Seed takes around the durable harness.
 //!
-//! Take the store lease; open the harness; clear `pi_entry_id` marks the store cannot back and
-//! project every entry the log lacks; give up on a turn another run left unsettled; import what
-//! is pending from the log; run the turn with this turn's blocks; project its entries; close
-//! the run and release the lease. Everything here awaits the store's async API, so no SQLite
-//! work runs on an actix arbiter thread.
+//! The run arrives holding its session's store lease (the queue's claim took it). Read what the
+//! turn needs in one read; open the harness (or take the one kept from the session's last
+//! run); clear `pi_entry_id` marks the store cannot back and project every entry the log lacks;
+//! give up on a turn another run left unsettled; import what is pending from the log; run the
+//! turn with this turn's blocks; project its entries; close the run and release the lease in
+//! one commit. Everything here awaits the store's async API, so no SQLite work runs on an
+//! actix arbiter thread.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks}
 use seed_projections::import::{ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, plan_import};
 use seed_projections::store_to_log::{entry_events, stale_marks_above, unprojected};
 use seed_providers::{Provider, Request, StreamEvent, model_context_window};
-use seed_store::{LeaseOutcome, RunRow, Store};
+use seed_store::{RunRow, Store};
 
 use seed_projections::continuation::SESSION_CONTINUATION_PROMPT;
 
@@ -151,8 +153,6 @@ impl RunEnd {
 /// Why a run could not run now.
 #[derive(Debug)]
 pub enum NotNow {
-    /// Another holder has the session's store lease.
-    LeaseHeld,
     /// The disk was full: the turn stopped where the store refused it, and the run goes back
     /// to the queue, after a pause, for its next attempt, which reopens the store and
     /// projects whatever had committed but not reached the log.
@@ -176,9 +176,11 @@ impl std::fmt::Debug for SessionHarness {
     }
 }
 
-/// Runs `run` to its end and records it. `Err(NotNow)` leaves the run for later. `harness` is
-/// the session's open harness, if its actor kept one; it is left there after a run that ended
-/// cleanly, and dropped after anything else (the next run opens the store afresh).
+/// Runs `run` to its end and records it. `Err(NotNow)` leaves the run for later. The run comes
+/// from the queue's claim, which took its session's store lease for it in the same
+/// transaction; the run's end releases it. `harness` is the session's open harness, if its
+/// actor kept one; it is left there after a run that ended cleanly, and dropped after anything
+/// else (the next run opens the store afresh).
 pub async fn execute_run(
     env: &RunEnv,
     run: &RunRow,
@@ -186,17 +188,6 @@ pub async fn execute_run(
     harness: &mut Option<SessionHarness>,
 ) -> Result<RunEnd, NotNow> {
     let session_id = run.session_id;
-    let now = (env.clock)();
-    match env
-        .store
-        .acquire_lease(session_id, &env.boot_id, Some(run.id), now)
-        .await
-    {
-        Ok(LeaseOutcome::Acquired(_)) => {}
-        Ok(LeaseOutcome::HeldBy(_)) => return Err(NotNow::LeaseHeld),
-        Err(error) if error.is_disk_full() => return Err(NotNow::DiskFull),
-        Err(error) => return Ok(finish(env, run, RunEnd::failed(error), Release::Nothing).await),
-    }
     let end = match turn(env, run, stop, harness).await {
         Ok(end) => end,
         // A full disk is no fault of the turn: it waits for space however long that takes
@@ -212,20 +203,13 @@ pub async fn execute_run(
         .crash_points
         .reach(crate::crash::points::RUN_BEFORE_FINISH)
         .await;
-    match record_end(env, run, end, Release::Lease).await {
+    match record_end(env, run, end).await {
         (_, Err(not_now)) => {
             *harness = None;
             Err(not_now)
         }
         (end, Ok(())) => Ok(end),
     }
-}
-
-/// Whether a run's end also releases its session's store lease (which the run holds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Release {
-    Lease,
-    Nothing,
 }
 
 /// Whether a turn stopped because the store found the disk full (a refusal that may pass).
@@ -240,22 +224,16 @@ fn is_disk_full(error: &TurnError) -> bool {
 
 /// Records a run's end: closes it (a child's with its delivery to the parent, and the release
 /// of the session's lease, in one transaction) and tells subscribers.
-pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd, release: Release) -> RunEnd {
-    record_end(env, run, end, release).await.0
+pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
+    record_end(env, run, end).await.0
 }
 
 /// [`finish`], saying whether the store refused the end because the disk was full: the run
 /// then goes back to the queue like a turn the disk cut off, and tells no one it finished.
-async fn record_end(
-    env: &RunEnv,
-    run: &RunRow,
-    end: RunEnd,
-    release: Release,
-) -> (RunEnd, Result<(), NotNow>) {
+async fn record_end(env: &RunEnv, run: &RunRow, end: RunEnd) -> (RunEnd, Result<(), NotNow>) {
     let now = (env.clock)();
-    let recorded = Ok(());
-    // The lease goes with the session when it was deleted; nothing to release then.
-    let lease = (release == Release::Lease).then(|| (run.session_id, env.boot_id.clone()));
+    // The run holds its session's lease (the queue's claim took it); its end lets it go. The
+    // lease goes with the session when it was deleted; nothing to release then.
     let release_alone = || async {
         let _ = env.store.release_lease(run.session_id, &env.boot_id).await;
     };
@@ -267,7 +245,6 @@ async fn record_end(
             None => None,
         };
         let parent_session = delivery.as_ref().map(|delivery| delivery.parent_session_id);
-        let releases = lease.is_some();
         if let Err(error) = env
             .store
             .finish_run_releasing(
@@ -276,15 +253,13 @@ async fn record_end(
                 Some(end.result.clone()),
                 now,
                 delivery,
-                lease,
+                Some((run.session_id, env.boot_id.clone())),
             )
             .await
         {
             tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
             // The lease is let go of all the same.
-            if releases {
-                release_alone().await;
-            }
+            release_alone().await;
             if error.is_disk_full() {
                 return (end, Err(NotNow::DiskFull));
             }
@@ -300,7 +275,7 @@ async fn record_end(
             run_id: run.id,
             status: end.status,
         });
-    } else if lease.is_some() {
+    } else {
         // Parked, or queued again for a later pass: the turn set that itself.
         release_alone().await;
     }
@@ -308,7 +283,7 @@ async fn record_end(
         session_id: run.session_id,
         reason: "run-finished",
     });
-    (end, recorded)
+    (end, Ok(()))
 }
 
 /// What a child's end delivers to its parent: its result as the result of the parent's

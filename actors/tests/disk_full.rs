@@ -39,10 +39,10 @@ fn injector(
 
 #[actix::test]
 async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> anyhow::Result<()> {
-    // Each skip puts the refusal at a different commit of the turn: the run's claim, its
-    // lease, the input, the response, the verb's result, the answer, the log write, and what
+    // Each skip puts the refusal at a different commit of the turn: the run's claim (with its
+    // lease), the input, the response, the verb's result, the answer, the log write, and what
     // comes after (how many commits a turn takes varies a little: an empty claim may share a
-    // commit with the lease). The run's end has a test of its own, below.
+    // commit with another). The run's end has a test of its own, below.
     for skip in 0..8 {
         let dir = tempfile::tempdir()?;
         let armed = Arc::new(AtomicBool::new(false));

@@ -154,6 +154,58 @@ pub(crate) fn claim_next_run(
     get_run(connection, id)
 }
 
+/// Claims the next run as [`claim_next_run`] does, and takes its session's store lease for it in
+/// the same transaction. A run whose session's lease someone else holds (another process, or
+/// another run) is passed over: it stays queued until the lease is free.
+pub(crate) fn claim_next_run_leased(
+    connection: &Connection,
+    queue: Queue,
+    owner: &str,
+    now_ms: i64,
+) -> Result<Option<RunRow>> {
+    let id: Option<String> = connection
+        .prepare_cached(
+            "SELECT id FROM runs AS queued
+             WHERE queue = ?1 AND status = 'queued'
+               AND NOT EXISTS (SELECT 1 FROM runs AS busy
+                               WHERE busy.session_id = queued.session_id
+                                 AND busy.status = 'running')
+               AND NOT EXISTS (SELECT 1 FROM session_leases AS lease
+                               WHERE lease.session_id = queued.session_id
+                                 AND NOT (lease.owner = ?2 AND lease.run_id IS queued.id))
+             ORDER BY rowid LIMIT 1",
+        )?
+        .query_row(params![queue.as_str(), owner], |row| row.get(0))
+        .optional()?;
+    let Some(id) = id else {
+        return Ok(None);
+    };
+    connection
+        .prepare_cached(
+            "UPDATE runs SET status = 'running', owner = ?2, attempts = attempts + 1,
+                 updated_at = ?3
+             WHERE id = ?1",
+        )?
+        .execute(params![id, owner, now_ms])?;
+    let id: RunId = id.parse().map_err(|e| Error::corrupt("runs", e))?;
+    let run = get_run(connection, id)?;
+    if let Some(run) = &run {
+        // Held already by this owner for this run (a claim redone), or taken now.
+        connection
+            .prepare_cached(
+                "INSERT OR IGNORE INTO session_leases (session_id, owner, run_id, acquired_at)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                run.session_id.to_string(),
+                owner,
+                run.id.to_string(),
+                now_ms
+            ])?;
+    }
+    Ok(run)
+}
+
 /// Moves a run to `status`, with its result when it has one. Returns whether the run exists.
 pub(crate) fn set_run_status(
     connection: &Connection,
@@ -492,6 +544,24 @@ pub(crate) fn claim_runs(
     let mut claimed = Vec::new();
     while claimed.len() < max {
         match claim_next_run(connection, queue, owner, now_ms)? {
+            Some(run) => claimed.push(run),
+            None => break,
+        }
+    }
+    Ok(claimed)
+}
+
+/// [`claim_runs`], each run with its session's lease ([`claim_next_run_leased`]).
+pub(crate) fn claim_runs_leased(
+    connection: &Connection,
+    queue: Queue,
+    owner: &str,
+    max: usize,
+    now_ms: i64,
+) -> Result<Vec<RunRow>> {
+    let mut claimed = Vec::new();
+    while claimed.len() < max {
+        match claim_next_run_leased(connection, queue, owner, now_ms)? {
             Some(run) => claimed.push(run),
             None => break,
         }

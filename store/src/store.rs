@@ -401,7 +401,8 @@ impl Store {
     }
 
     /// [`Store::claim_runs`] for several queues in one transaction: up to `max` runs of each
-    /// `(queue, max)`, in that order.
+    /// `(queue, max)`, in that order, each with its session's store lease taken for it (a run
+    /// whose session's lease is held by someone else stays queued).
     pub async fn claim_runs_of_queues(
         &self,
         queues: Vec<(Queue, usize)>,
@@ -412,7 +413,9 @@ impl Store {
         self.write(None, move |connection| {
             let mut claimed = Vec::new();
             for &(queue, max) in &queues {
-                claimed.extend(runs::claim_runs(connection, queue, &owner, max, now_ms)?);
+                claimed.extend(runs::claim_runs_leased(
+                    connection, queue, &owner, max, now_ms,
+                )?);
             }
             Ok(claimed)
         })

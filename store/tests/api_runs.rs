@@ -312,3 +312,55 @@ fn queued_event_ids_and_open_sessions_follow_run_states() -> anyhow::Result<()> 
     assert!(block_on(store.list_sessions_with_open_runs())?.is_empty());
     Ok(())
 }
+
+#[test]
+fn a_claim_of_both_queues_takes_each_runs_lease_and_passes_over_a_session_leased_elsewhere()
+-> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(3)?;
+    let store = &fixture.store;
+    block_on(store.enqueue_run(run(1, sessions[0], &[])))?;
+    block_on(store.enqueue_run(run(2, sessions[1], &[])))?;
+    block_on(store.enqueue_run(NewRun {
+        queue: Queue::Background,
+        ..run(3, sessions[2], &[])
+    }))?;
+    // Another process holds session 1's lease.
+    let held = block_on(store.acquire_lease(sessions[1], "boot-other", None, 5))?;
+    assert!(matches!(held, seed_store::LeaseOutcome::Acquired(_)));
+
+    let claimed = block_on(store.claim_runs_of_queues(
+        vec![(Queue::Interactive, 8), (Queue::Background, 8)],
+        "boot-a",
+        10,
+    ))?;
+    assert_eq!(
+        statuses(&claimed),
+        [
+            (RunId::from_u128(1), RunStatus::Running),
+            (RunId::from_u128(3), RunStatus::Running)
+        ]
+    );
+    for (session_id, run_idx) in [(sessions[0], 1), (sessions[2], 3)] {
+        let lease = block_on(store.get_lease(session_id))?.expect("a lease");
+        assert_eq!(lease.owner, "boot-a");
+        assert_eq!(lease.run_id, Some(RunId::from_u128(run_idx)));
+    }
+    let waiting = block_on(store.get_run(RunId::from_u128(2)))?.expect("run 2");
+    assert_eq!(waiting.status, RunStatus::Queued);
+
+    // Once that lease is let go, the run is claimed with it.
+    assert!(block_on(store.release_lease(sessions[1], "boot-other"))?);
+    let claimed =
+        block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 8)], "boot-a", 20))?;
+    assert_eq!(
+        statuses(&claimed),
+        [(RunId::from_u128(2), RunStatus::Running)]
+    );
+    let lease = block_on(store.get_lease(sessions[1]))?.expect("a lease");
+    assert_eq!(
+        (lease.owner.as_str(), lease.run_id),
+        ("boot-a", Some(RunId::from_u128(2)))
+    );
+    Ok(())
+}
