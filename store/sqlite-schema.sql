@@ -1,6 +1,7 @@
 -- Seed's agents database: the current schema, applied as migration 1 by the list in
--- src/schema.rs. A later change goes here and into a migration of its own (`IF NOT EXISTS`, so
--- that it is a no-op on a database this file created).
+-- src/schema.rs. A later change goes here and into a migration of its own that does nothing
+-- where it is in place already (`IF NOT EXISTS`, or a check of the table's columns), so that it
+-- is a no-op on a database this file created.
 -- Times are unix milliseconds (INTEGER columns ending in _at). Ids are uuid text, except log
 -- events, whose id is the row id. Every table that belongs to a session cascades from `sessions`,
 -- so deleting a session deletes its log, store, runs, lease, edges and attachments with it.
@@ -97,7 +98,10 @@ CREATE TABLE runs (
     pass            INTEGER NOT NULL DEFAULT 0,
     result          TEXT,             -- JSON
     created_at      INTEGER NOT NULL,
-    updated_at      INTEGER NOT NULL
+    updated_at      INTEGER NOT NULL,
+    -- the session's account, for the limit on its queued runs (added by migration 3: last, and
+    -- left NULL-able, so that a new database and an upgraded one are the same)
+    account_id      TEXT
 ) STRICT;
 
 -- rowid orders the queue: first queued, first claimed.
@@ -107,6 +111,9 @@ CREATE INDEX runs_by_status ON runs (status);
 -- A run's children (delegation): read at every turn, so never a scan of every run. Added by
 -- migration 2 to databases made before it.
 CREATE INDEX runs_by_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
+-- An account's queued runs, counted at every message (the limit on them): an index of just
+-- those, rather than a walk over every queued run of every account. Migration 3.
+CREATE INDEX runs_queued_by_account ON runs (account_id) WHERE status = 'queued';
 
 -- Which harness owns a session's store now: one row per held lease.
 CREATE TABLE session_leases (

@@ -84,10 +84,7 @@ pub(crate) fn queued_runs_of_account(
     account_id: AccountId,
 ) -> Result<i64> {
     Ok(connection
-        .prepare_cached(
-            "SELECT count(*) FROM runs JOIN sessions ON sessions.id = runs.session_id
-             WHERE sessions.account_id = ?1 AND runs.status = 'queued'",
-        )?
+        .prepare_cached("SELECT count(*) FROM runs WHERE account_id = ?1 AND status = 'queued'")?
         .query_row(params![account_id.to_string()], |row| row.get(0))?)
 }
 

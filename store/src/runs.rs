@@ -58,8 +58,9 @@ pub(crate) fn insert_run(connection: &Connection, run: &NewRun) -> Result<()> {
     connection
         .prepare_cached(
             "INSERT INTO runs (id, session_id, queue, status, user_event_ids, parent_run_id,
-                 typed, created_at, updated_at)
-             VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6, ?7, ?7)",
+                 typed, created_at, updated_at, account_id)
+             VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6, ?7, ?7,
+                 (SELECT account_id FROM sessions WHERE id = ?2))",
         )?
         .execute(params![
             run.id.to_string(),

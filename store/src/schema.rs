@@ -14,8 +14,34 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
     Migrations::new(vec![
         M::up(include_str!("../sqlite-schema.sql")),
         M::up(include_str!("../migrations/0002-runs-by-parent.sql")),
+        M::up_with_hook(
+            include_str!("../migrations/0003-runs-account.sql"),
+            add_runs_account,
+        ),
     ])
 });
+
+/// Migration 3: each run names its session's account, so an account's queued runs are counted
+/// from an index of their own. The column is added (and filled in) only where it is missing.
+fn add_runs_account(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
+    let has_column: bool = transaction.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('runs') WHERE name = 'account_id')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_column {
+        transaction.execute_batch(
+            "ALTER TABLE runs ADD COLUMN account_id TEXT;
+             UPDATE runs SET account_id =
+                 (SELECT account_id FROM sessions WHERE sessions.id = runs.session_id);",
+        )?;
+    }
+    transaction.execute_batch(
+        "CREATE INDEX IF NOT EXISTS runs_queued_by_account ON runs (account_id)
+             WHERE status = 'queued';",
+    )?;
+    Ok(())
+}
 
 /// Opens the writer's connection: creates the file if needed, switches it to WAL, applies the
 /// pragmas and brings the schema up to date.
@@ -103,6 +129,52 @@ mod tests {
         let version: i64 = connection
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .expect("the version");
-        assert_eq!(version, 2);
+        assert_eq!(version, 3);
+    }
+
+    #[test]
+    fn an_older_database_gets_each_runs_account_and_their_index() {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let config = Config::new(dir.path().join("agents.db"));
+        let connection = open_writer(&config).expect("a new database");
+        // A database of version 2: runs without their account.
+        connection
+            .execute_batch(
+                "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc-a', x'00', 0);
+                 INSERT INTO sessions (id, account_id, created_at, updated_at)
+                     VALUES ('ses-a', 'acc-a', 0, 0);
+                 DROP INDEX runs_queued_by_account;
+                 ALTER TABLE runs DROP COLUMN account_id;
+                 INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
+                     VALUES ('run-a', 'ses-a', 'interactive', 'queued', 0, 0);
+                 PRAGMA user_version = 2;",
+            )
+            .expect("an old database");
+        drop(connection);
+        let connection = open_writer(&config).expect("the old database, upgraded");
+        let account: Option<String> = connection
+            .query_row(
+                "SELECT account_id FROM runs WHERE id = 'run-a'",
+                [],
+                |row| row.get(0),
+            )
+            .expect("the run");
+        assert_eq!(account.as_deref(), Some("acc-a"));
+        let plan: String = connection
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT count(*) FROM runs
+                 WHERE account_id = 'acc-a' AND status = 'queued'",
+                [],
+                |row| row.get(3),
+            )
+            .expect("a plan");
+        assert!(plan.contains("runs_queued_by_account"), "{plan}");
+        // Opening it again changes nothing.
+        drop(connection);
+        let connection = open_writer(&config).expect("opened again");
+        let version: i64 = connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .expect("the version");
+        assert_eq!(version, 3);
     }
 }

@@ -1,0 +1,2 @@
+-- Each run names its session's account: see `add_runs_account` in src/schema.rs, which adds
+-- the column where it is missing, fills it in, and indexes an account's queued runs.
