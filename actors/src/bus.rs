@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use actix::prelude::*;
 use futures::channel::{mpsc, oneshot};
 use seed_events::{AccountId, RunId, RunStatus, SessionId};
+use seed_store::RunRow;
 
 /// Something a subscriber may want to know.
 #[derive(Debug, Clone, PartialEq, Message)]
@@ -116,7 +117,7 @@ impl Publisher {
 
     pub fn publish(&self, notification: Notification) {
         if let Notification::RunFinished { run_id, .. } = &notification {
-            self.waiters.wake(*run_id);
+            self.waiters.wake(*run_id, None);
         }
         // Text deltas are many: none are sent while nobody listens.
         if self.n_subscribers.load(Ordering::Relaxed) == 0 {
@@ -126,10 +127,22 @@ impl Publisher {
         self.bus.do_send(notification);
     }
 
-    /// Resolves when `run_id` is reported finished (or the runtime goes away). Register before
-    /// looking at the run, so a run that ends in between is not missed.
-    pub fn run_finished(&self, run_id: RunId) -> oneshot::Receiver<()> {
+    /// Resolves when `run_id` is reported finished (or the runtime goes away), with the run as
+    /// it was recorded when the one who ended it knows that. Register before looking at the
+    /// run, so a run that ends in between is not missed.
+    pub fn run_finished(&self, run_id: RunId) -> oneshot::Receiver<Option<RunRow>> {
         self.waiters.register(run_id)
+    }
+
+    /// Reports that `run` ended, recorded as it is: its waiters have it without reading it.
+    pub fn run_ended(&self, run: RunRow) {
+        let notification = Notification::RunFinished {
+            session_id: run.session_id,
+            run_id: run.id,
+            status: run.status,
+        };
+        self.waiters.wake(run.id, Some(run));
+        self.publish(notification);
     }
 
     pub async fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<Notification>> {
@@ -140,23 +153,26 @@ impl Publisher {
 /// Who waits for which run: woken directly when it finishes, without a bus subscription each.
 #[derive(Default)]
 struct RunWaiters {
-    waiting: Mutex<HashMap<RunId, Vec<oneshot::Sender<()>>>>,
+    waiting: Mutex<HashMap<RunId, Vec<oneshot::Sender<Option<RunRow>>>>>,
 }
 
 impl RunWaiters {
-    fn register(&self, run_id: RunId) -> oneshot::Receiver<()> {
+    fn register(&self, run_id: RunId) -> oneshot::Receiver<Option<RunRow>> {
         let (sender, receiver) = oneshot::channel();
         self.lock().entry(run_id).or_default().push(sender);
         receiver
     }
 
-    fn wake(&self, run_id: RunId) {
+    fn wake(&self, run_id: RunId, run: Option<RunRow>) {
         for waiter in self.lock().remove(&run_id).unwrap_or_default() {
-            let _ = waiter.send(());
+            let _ = waiter.send(run.clone());
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Vec<oneshot::Sender<()>>>> {
+    #[allow(clippy::type_complexity)]
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<RunId, Vec<oneshot::Sender<Option<RunRow>>>>> {
         self.waiting
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -275,7 +275,10 @@ impl Runtime {
                 Some(_) => {}
                 None => return Err(Error::RunGone(run_id)),
             }
-            finished.await.map_err(|_| Error::Closed)?;
+            // The run as its end recorded it; without it (a run another way ended), read.
+            if let Some(run) = finished.await.map_err(|_| Error::Closed)? {
+                return Ok(run);
+            }
         }
     }
 }

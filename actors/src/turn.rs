@@ -245,7 +245,7 @@ async fn record_end(env: &RunEnv, run: &RunRow, end: RunEnd) -> (RunEnd, Result<
             None => None,
         };
         let parent_session = delivery.as_ref().map(|delivery| delivery.parent_session_id);
-        if let Err(error) = env
+        let recorded = env
             .store
             .finish_run_releasing(
                 run.id,
@@ -255,26 +255,40 @@ async fn record_end(env: &RunEnv, run: &RunRow, end: RunEnd) -> (RunEnd, Result<
                 delivery,
                 Some((run.session_id, env.boot_id.clone())),
             )
-            .await
-        {
-            tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
-            // The lease is let go of all the same.
-            release_alone().await;
-            if error.is_disk_full() {
-                return (end, Err(NotNow::DiskFull));
+            .await;
+        let recorded = match recorded {
+            Ok(recorded) => recorded,
+            Err(error) => {
+                tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
+                // The lease is let go of all the same.
+                release_alone().await;
+                if error.is_disk_full() {
+                    return (end, Err(NotNow::DiskFull));
+                }
+                false
             }
-        }
+        };
         if let Some(parent_session) = parent_session {
             env.publisher.publish(Notification::SessionChanged {
                 session_id: parent_session,
                 reason: "child-result",
             });
         }
-        env.publisher.publish(Notification::RunFinished {
-            session_id: run.session_id,
-            run_id: run.id,
-            status: end.status,
-        });
+        if recorded {
+            // What the row holds now: the run as claimed, ended.
+            env.publisher.run_ended(RunRow {
+                status: end.status,
+                result: Some(end.result.clone()),
+                updated_at_ms: now,
+                ..run.clone()
+            });
+        } else {
+            env.publisher.publish(Notification::RunFinished {
+                session_id: run.session_id,
+                run_id: run.id,
+                status: end.status,
+            });
+        }
     } else {
         // Parked, or queued again for a later pass: the turn set that itself.
         release_alone().await;

@@ -1,5 +1,6 @@
 //! A session's actor keeps its harness, tools and all, between runs: each run's verb calls
-//! still act for that run, and the tools offered stay the same.
+//! still act for that run, and the tools offered stay the same. A waiter hears of each run's
+//! end with the run as recorded.
 
 mod common;
 
@@ -69,10 +70,10 @@ async fn each_run_of_a_kept_harness_calls_its_verbs_as_itself() -> anyhow::Resul
     let mut run_ids = Vec::new();
     for text in ["first", "second", "third"] {
         let (_, run_id) = runtime.send_message(session(0), text).await?;
-        assert_eq!(
-            runtime.wait_for_run(run_id).await?.status,
-            RunStatus::Succeeded
-        );
+        let ended = runtime.wait_for_run(run_id).await?;
+        assert_eq!(ended.status, RunStatus::Succeeded);
+        // The waiter has the run as its end recorded it, without reading it: the same row.
+        assert_eq!(Some(ended), fixture.store.get_run(run_id).await?);
         run_ids.push(run_id.to_string());
     }
     let results: Vec<String> = log(&fixture.store, session(0))
