@@ -37,6 +37,32 @@ fn injector(
     (injector, failed)
 }
 
+/// A store in `dir` whose commits `faults` may refuse, with one session, and a runtime over it.
+async fn start(
+    dir: &tempfile::TempDir,
+    faults: FaultInjector,
+    settings: RuntimeSettings,
+) -> anyhow::Result<(Store, Runtime)> {
+    let store = Store::open(Config {
+        faults: Some(faults),
+        ..Config::new(dir.path().join("seed.db"))
+    })?;
+    store.create_account(account(), vec![1], 0).await?;
+    store
+        .create_session(NewSession::new(session(0), account(), 0))
+        .await?;
+    let (runtime, _) = Runtime::start(
+        store.clone(),
+        Arc::new(echo_then_answer()),
+        vec![Arc::new(Echo)],
+        settings,
+        "boot-1".to_owned(),
+        test_clock(),
+    )
+    .await?;
+    Ok((store, runtime))
+}
+
 #[actix::test]
 async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> anyhow::Result<()> {
     // Each skip puts the refusal at a different commit of the turn: the run's claim (with its
@@ -49,23 +75,7 @@ async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> a
         // Armed before the message, whose own commit comes first and is never refused: the
         // turn's commits then come in a fixed order.
         let (faults, failed) = injector(Arc::clone(&armed), skip + 1, 2);
-        let store = Store::open(Config {
-            faults: Some(faults),
-            ..Config::new(dir.path().join("seed.db"))
-        })?;
-        store.create_account(account(), vec![1], 0).await?;
-        store
-            .create_session(NewSession::new(session(0), account(), 0))
-            .await?;
-        let (runtime, _) = Runtime::start(
-            store.clone(),
-            Arc::new(echo_then_answer()),
-            vec![Arc::new(Echo)],
-            RuntimeSettings::default(),
-            "boot-1".to_owned(),
-            test_clock(),
-        )
-        .await?;
+        let (store, runtime) = start(&dir, faults, RuntimeSettings::default()).await?;
         armed.store(true, Ordering::SeqCst);
         let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
         let run = common::within("the run", runtime.wait_for_run(run_id)).await?;
@@ -98,14 +108,6 @@ async fn a_runs_end_refused_by_a_full_disk_is_recorded_after_a_pause() -> anyhow
     // lease's release), and the one after it the run's requeueing.
     let armed = Arc::new(AtomicBool::new(false));
     let (faults, failed) = injector(Arc::clone(&armed), 0, 2);
-    let store = Store::open(Config {
-        faults: Some(faults),
-        ..Config::new(dir.path().join("seed.db"))
-    })?;
-    store.create_account(account(), vec![1], 0).await?;
-    store
-        .create_session(NewSession::new(session(0), account(), 0))
-        .await?;
     let n_finishing = Arc::new(AtomicUsize::new(0));
     let settings = RuntimeSettings {
         crash_points: seed_actors::CrashPoints::new({
@@ -121,15 +123,7 @@ async fn a_runs_end_refused_by_a_full_disk_is_recorded_after_a_pause() -> anyhow
         }),
         ..RuntimeSettings::default()
     };
-    let (runtime, _) = Runtime::start(
-        store.clone(),
-        Arc::new(echo_then_answer()),
-        vec![Arc::new(Echo)],
-        settings,
-        "boot-1".to_owned(),
-        test_clock(),
-    )
-    .await?;
+    let (store, runtime) = start(&dir, faults, settings).await?;
     let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
     let run = common::within("the run", runtime.wait_for_run(run_id)).await?;
     assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");

@@ -141,9 +141,19 @@ pub(crate) fn claim_next_run(
         )?
         .query_row(params![queue.as_str()], |row| row.get(0))
         .optional()?;
-    let Some(id) = id else {
-        return Ok(None);
-    };
+    match id {
+        Some(id) => start_claimed(connection, &id, owner, now_ms),
+        None => Ok(None),
+    }
+}
+
+/// Marks the run `id` running for `owner` (one more attempt) and returns it.
+fn start_claimed(
+    connection: &Connection,
+    id: &str,
+    owner: &str,
+    now_ms: i64,
+) -> Result<Option<RunRow>> {
     connection
         .prepare_cached(
             "UPDATE runs SET status = 'running', owner = ?2, attempts = attempts + 1,
@@ -181,15 +191,7 @@ pub(crate) fn claim_next_run_leased(
     let Some(id) = id else {
         return Ok(None);
     };
-    connection
-        .prepare_cached(
-            "UPDATE runs SET status = 'running', owner = ?2, attempts = attempts + 1,
-                 updated_at = ?3
-             WHERE id = ?1",
-        )?
-        .execute(params![id, owner, now_ms])?;
-    let id: RunId = id.parse().map_err(|e| Error::corrupt("runs", e))?;
-    let run = get_run(connection, id)?;
+    let run = start_claimed(connection, &id, owner, now_ms)?;
     if let Some(run) = &run {
         // Held already by this owner for this run (a claim redone), or taken now.
         connection
@@ -542,14 +544,7 @@ pub(crate) fn claim_runs(
     max: usize,
     now_ms: i64,
 ) -> Result<Vec<RunRow>> {
-    let mut claimed = Vec::new();
-    while claimed.len() < max {
-        match claim_next_run(connection, queue, owner, now_ms)? {
-            Some(run) => claimed.push(run),
-            None => break,
-        }
-    }
-    Ok(claimed)
+    claim_up_to(max, || claim_next_run(connection, queue, owner, now_ms))
 }
 
 /// [`claim_runs`], each run with its session's lease ([`claim_next_run_leased`]).
@@ -560,9 +555,19 @@ pub(crate) fn claim_runs_leased(
     max: usize,
     now_ms: i64,
 ) -> Result<Vec<RunRow>> {
+    claim_up_to(max, || {
+        claim_next_run_leased(connection, queue, owner, now_ms)
+    })
+}
+
+/// Up to `max` runs from `claim_next`, until it finds none.
+fn claim_up_to(
+    max: usize,
+    mut claim_next: impl FnMut() -> Result<Option<RunRow>>,
+) -> Result<Vec<RunRow>> {
     let mut claimed = Vec::new();
     while claimed.len() < max {
-        match claim_next_run_leased(connection, queue, owner, now_ms)? {
+        match claim_next()? {
             Some(run) => claimed.push(run),
             None => break,
         }

@@ -3,21 +3,12 @@
 
 mod common;
 
-use common::Fixture;
+use common::{Fixture, user_message};
 use futures::executor::block_on;
-use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, RunStatus, SessionId};
+use seed_events::{EventId, Queue, RunId, RunStatus, SessionId};
 use seed_store::{BatchMode, NewRun, Refusal, RunRow, Store};
 
 const MODES: [BatchMode; 2] = [BatchMode::Optimistic, BatchMode::Savepoint];
-
-fn user_message(text: &str) -> NewEvent {
-    NewEvent::message(
-        EventRole::User,
-        "user",
-        serde_json::json!({ "text": text }),
-        3,
-    )
-}
 
 fn run(idx: u128, session_id: SessionId, user_event_ids: &[i64]) -> NewRun {
     NewRun {

@@ -6,18 +6,9 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{Fixture, session};
+use common::{Fixture, session, user_message};
 use futures::executor::block_on;
-use seed_events::{EventRole, NewEvent, RunId};
-
-fn user_message(text: &str) -> NewEvent {
-    NewEvent::message(
-        EventRole::User,
-        "user",
-        serde_json::json!({ "text": text }),
-        3,
-    )
-}
+use seed_events::RunId;
 
 #[test]
 fn pending_events_hold_every_event_up_to_where_they_were_read_while_messages_keep_arriving()

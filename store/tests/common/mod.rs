@@ -60,3 +60,13 @@ impl Fixture {
         Ok(connection)
     }
 }
+
+/// A person's message, as the log takes it.
+pub fn user_message(text: &str) -> seed_events::NewEvent {
+    seed_events::NewEvent::message(
+        seed_events::EventRole::User,
+        "user",
+        serde_json::json!({ "text": text }),
+        3,
+    )
+}
