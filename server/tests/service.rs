@@ -414,8 +414,28 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
     assert_eq!(row_counts(&store).await, before, "bad input wrote nothing");
 
     // Too many runs queued: messages are taken until the account has two waiting, then 429.
+    // The first message's run starts first (and runs far longer than the test), so that no
+    // run leaves the queue while the limit is tried.
+    let first = raw(messages.clone(), "{\"text\": \"message 0\"}").await;
+    assert_eq!(first.status, 200);
+    let run_path = format!(
+        "/v1/runs/{}",
+        first.value()["run_id"].as_str().expect("a run id")
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let run = client
+            .request("GET", &run_path, None)
+            .await
+            .expect("answer");
+        if run.value()["status"] == "running" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{:?}", run.value());
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let mut statuses = Vec::new();
-    for idx in 0..5 {
+    for idx in 1..5 {
         let answer = raw(
             messages.clone(),
             &format!("{{\"text\": \"message {idx}\"}}"),
