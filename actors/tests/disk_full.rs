@@ -63,6 +63,24 @@ async fn start(
     Ok((store, runtime))
 }
 
+/// Once the log agrees with the store: how many times the answer and a verb's result are in
+/// the log, and the log.
+async fn answers_and_results(
+    store: &Store,
+) -> anyhow::Result<(usize, usize, Vec<seed_events::SessionEvent>)> {
+    assert_log_agrees_with_store(store, session(0)).await?;
+    let log = log(store, session(0)).await?;
+    let answers = log
+        .iter()
+        .filter(|event| event.content["text"] == "answer: hello there")
+        .count();
+    let results = log
+        .iter()
+        .filter(|event| event.kind == "tool_result")
+        .count();
+    Ok((answers, results, log))
+}
+
 #[actix::test]
 async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> anyhow::Result<()> {
     // Each skip puts the refusal at a different commit of the turn: the run's claim (with its
@@ -86,16 +104,7 @@ async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> a
         );
         // Let the run's last projection land, then compare.
         actix::clock::sleep(std::time::Duration::from_millis(50)).await;
-        assert_log_agrees_with_store(&store, session(0)).await?;
-        let log = log(&store, session(0)).await?;
-        let answers = log
-            .iter()
-            .filter(|event| event.content["text"] == "answer: hello there")
-            .count();
-        let results = log
-            .iter()
-            .filter(|event| event.kind == "tool_result")
-            .count();
+        let (answers, results, log) = answers_and_results(&store).await?;
         assert_eq!((answers, results), (1, 1), "skip {skip}: {log:#?}");
     }
     Ok(())
@@ -135,12 +144,7 @@ async fn a_runs_end_refused_by_a_full_disk_is_recorded_after_a_pause() -> anyhow
         Some(serde_json::json!({ "answer": "answer: hello there" }))
     );
     assert!(store.get_lease(session(0)).await?.is_none());
-    assert_log_agrees_with_store(&store, session(0)).await?;
-    let log = log(&store, session(0)).await?;
-    let answers = log
-        .iter()
-        .filter(|event| event.content["text"] == "answer: hello there")
-        .count();
-    assert_eq!(answers, 1, "{log:#?}");
+    let (answers, results, log) = answers_and_results(&store).await?;
+    assert_eq!((answers, results), (1, 1), "{log:#?}");
     Ok(())
 }

@@ -197,7 +197,7 @@ pub(crate) fn last_seq(connection: &Connection, session_id: SessionId) -> Result
     last_seq_of_key(connection, key_for_read(connection, session_id)?)
 }
 
-fn last_seq_of_key(connection: &Connection, session_key: i64) -> Result<i64> {
+pub(crate) fn last_seq_of_key(connection: &Connection, session_key: i64) -> Result<i64> {
     Ok(connection
         .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_key = ?1")?
         .query_row(params![session_key], |row| row.get(0))?)

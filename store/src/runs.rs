@@ -536,18 +536,8 @@ pub(crate) fn resume_if_children_done(
     Ok(n_updated == 1)
 }
 
-/// Claims up to `max` runs on `queue` in one transaction, as `claim_next_run` would one by one.
-pub(crate) fn claim_runs(
-    connection: &Connection,
-    queue: Queue,
-    owner: &str,
-    max: usize,
-    now_ms: i64,
-) -> Result<Vec<RunRow>> {
-    claim_up_to(max, || claim_next_run(connection, queue, owner, now_ms))
-}
-
-/// [`claim_runs`], each run with its session's lease ([`claim_next_run_leased`]).
+/// Claims up to `max` runs on `queue` in one transaction, each with its session's lease, as
+/// [`claim_next_run_leased`] would one by one.
 pub(crate) fn claim_runs_leased(
     connection: &Connection,
     queue: Queue,
@@ -555,19 +545,9 @@ pub(crate) fn claim_runs_leased(
     max: usize,
     now_ms: i64,
 ) -> Result<Vec<RunRow>> {
-    claim_up_to(max, || {
-        claim_next_run_leased(connection, queue, owner, now_ms)
-    })
-}
-
-/// Up to `max` runs from `claim_next`, until it finds none.
-fn claim_up_to(
-    max: usize,
-    mut claim_next: impl FnMut() -> Result<Option<RunRow>>,
-) -> Result<Vec<RunRow>> {
     let mut claimed = Vec::new();
     while claimed.len() < max {
-        match claim_next()? {
+        match claim_next_run_leased(connection, queue, owner, now_ms)? {
             Some(run) => claimed.push(run),
             None => break,
         }

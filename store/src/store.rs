@@ -385,23 +385,8 @@ impl Store {
         .await
     }
 
-    /// Claims up to `max` runs on `queue` in one transaction (oldest first, one per session).
-    pub async fn claim_runs(
-        &self,
-        queue: Queue,
-        owner: &str,
-        max: usize,
-        now_ms: i64,
-    ) -> Result<Vec<RunRow>> {
-        let owner = owner.to_owned();
-        self.write(None, move |connection| {
-            runs::claim_runs(connection, queue, &owner, max, now_ms)
-        })
-        .await
-    }
-
-    /// [`Store::claim_runs`] for several queues in one transaction: up to `max` runs of each
-    /// `(queue, max)`, in that order, each with its session's store lease taken for it (a run
+    /// Claims runs of several queues in one transaction: up to `max` runs of each `(queue,
+    /// max)`, in that order (oldest first, one per session), each with its session's store lease taken for it (a run
     /// whose session's lease is held by someone else stays queued).
     pub async fn claim_runs_of_queues(
         &self,
@@ -577,22 +562,10 @@ impl Store {
     }
 
     /// Ends a run and, for a delegated child, delivers its result to the parent and resumes the
-    /// parent once all its children have ended — in one transaction, so a crash cannot leave a
-    /// parent parked on a child that has ended. Returns whether this call ended the run.
-    pub async fn finish_run_delivering(
-        &self,
-        run_id: RunId,
-        status: RunStatus,
-        result: Option<serde_json::Value>,
-        now_ms: i64,
-        delivery: Option<ChildDelivery>,
-    ) -> Result<bool> {
-        self.finish_run_releasing(run_id, status, result, now_ms, delivery, None)
-            .await
-    }
-
-    /// [`Store::finish_run_delivering`], releasing the lease `lease` names (a session and its
-    /// holder) in the same transaction: a run's end and its session's release are one commit.
+    /// parent once all its children have ended; with `lease` (a session and its holder), lets
+    /// that lease go too. One transaction: a crash cannot leave a parent parked on a child that
+    /// has ended, nor a session leased to a run that has ended. Returns whether this call ended
+    /// the run.
     pub async fn finish_run_releasing(
         &self,
         run_id: RunId,

@@ -4,7 +4,7 @@
 use rusqlite::{Connection, params};
 use seed_events::{EventId, RunId, SessionEvent, SessionId};
 
-use crate::log::{EVENT_COLUMNS, event_from_row, last_seq, max_pi_entry_id};
+use crate::log::{EVENT_COLUMNS, event_from_row, last_seq_of_key, max_pi_entry_id};
 use crate::memory::{MemoryFileRow, list_memory};
 use crate::sessions::{SessionRow, get_session, key_for_read};
 use crate::{Error, Result, Store};
@@ -89,7 +89,7 @@ pub(crate) fn pending_events(
     let session_key = key_for_read(connection, session_id)?;
     // The newest seq first, and no event past it: an event committed between the two reads is
     // left for the next turn rather than passed over by the mark.
-    let through_seq = last_seq(connection, session_id)?.max(mark);
+    let through_seq = last_seq_of_key(connection, session_key)?.max(mark);
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {EVENT_COLUMNS} FROM session_events
          WHERE session_key = ?1 AND seq > ?2 AND seq <= ?3 AND pi_entry_id IS NULL

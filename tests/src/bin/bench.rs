@@ -681,12 +681,6 @@ fn config(scratch: &Path, synchronous: Synchronous, batch_mode: BatchMode) -> Co
     let mut config = Config::new(scratch.join("bench.db"));
     config.synchronous = synchronous;
     config.batch_mode = batch_mode;
-    if let Some(us) = std::env::var("SEED_SPIN_US")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        config.spin = std::time::Duration::from_micros(us);
-    }
     config
 }
 
