@@ -116,20 +116,9 @@ pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<C
         .filter_map(|entry| Some((entry.id, contribution(entry)?)))
         .collect();
 
-    // The results of each call id, in entry order. A call takes the first one recorded after
-    // it, so a call id used again by a later response gets its own result.
-    let mut results: BTreeMap<&str, VecDeque<(EntryId, &Arc<Message>)>> = BTreeMap::new();
-    for (entry_id, message) in &contributions {
-        if let Message::ToolResult(result) = message.as_ref() {
-            results
-                .entry(result.tool_call_id.as_str())
-                .or_default()
-                .push_back((*entry_id, message));
-        }
-    }
-
+    let mut results = Results::default();
     let mut context = Vec::with_capacity(contributions.len());
-    for (entry_id, message) in &contributions {
+    for (idx, (entry_id, message)) in contributions.iter().enumerate() {
         match message.as_ref() {
             Message::ToolResult(_) => {}
             Message::User(_) => context.push(ContextMessage {
@@ -144,21 +133,27 @@ pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<C
                     entry_id: *entry_id,
                     message: Arc::clone(message),
                 });
-                for call in assistant.tool_calls() {
-                    let queue = results.get_mut(call.id.as_str());
-                    let mut result = None;
-                    if let Some(queue) = queue {
-                        // Results recorded before this response belong to an earlier call.
-                        while queue.front().is_some_and(|(id, _)| id < entry_id) {
-                            queue.pop_front();
-                        }
-                        result = queue.pop_front();
-                    }
-                    let item = match result {
-                        Some((result_entry_id, result)) => ContextMessage {
-                            entry_id: result_entry_id,
+                let calls = assistant.tool_calls();
+                if results.follow_in_order(&contributions, idx, &calls) {
+                    // The common case: each call's result is recorded right behind it, in order.
+                    for (offset, _) in calls.iter().enumerate() {
+                        let (result_entry_id, result) = &contributions[idx + 1 + offset];
+                        context.push(ContextMessage {
+                            entry_id: *result_entry_id,
                             message: Arc::clone(result),
-                        },
+                        });
+                    }
+                    continue;
+                }
+                for call in calls {
+                    let item = match results.take_first_after(&contributions, idx, &call.id) {
+                        Some(result_idx) => {
+                            let (result_entry_id, result) = &contributions[result_idx];
+                            ContextMessage {
+                                entry_id: *result_entry_id,
+                                message: Arc::clone(result),
+                            }
+                        }
                         None => ContextMessage {
                             entry_id: *entry_id,
                             message: Arc::new(Message::ToolResult(ToolResultMessage {
@@ -175,6 +170,80 @@ pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<C
         }
     }
     context
+}
+
+/// Which tool result each call takes: the first one recorded after the call with the call's
+/// id that no earlier call took, so a call id used again by a later response gets its own
+/// result. Results are indexed by their position in the contributions, which are in entry
+/// order. The index by call id is built only when some response's results are not simply
+/// recorded right behind it in call order.
+#[derive(Default)]
+struct Results<'a> {
+    /// The positions of each call id's results, in order; those before the response being
+    /// placed, or taken, are popped as they are passed.
+    by_call_id: Option<BTreeMap<&'a str, VecDeque<usize>>>,
+    /// The results taken through `by_call_id`, by position.
+    taken: Vec<bool>,
+}
+
+impl<'a> Results<'a> {
+    /// Whether the calls of the response at `idx` have their results right behind it, in call
+    /// order, none of them taken already. Then the first untaken result after the response for
+    /// each call is exactly that one, and the placing below would pick the same.
+    fn follow_in_order(
+        &self,
+        contributions: &[(EntryId, Arc<Message>)],
+        idx: usize,
+        calls: &[&seed_providers::ToolCall],
+    ) -> bool {
+        let Some(following) = contributions.get(idx + 1..idx + 1 + calls.len()) else {
+            return false;
+        };
+        following
+            .iter()
+            .zip(calls)
+            .enumerate()
+            .all(|(offset, ((_, message), call))| {
+                !self.taken.get(idx + 1 + offset).copied().unwrap_or(false)
+                    && matches!(message.as_ref(),
+                        Message::ToolResult(result) if result.tool_call_id == call.id)
+            })
+    }
+
+    /// Takes the first untaken result for `call_id` recorded after the response at `idx`.
+    fn take_first_after(
+        &mut self,
+        contributions: &'a [(EntryId, Arc<Message>)],
+        idx: usize,
+        call_id: &str,
+    ) -> Option<usize> {
+        let by_call_id = self.by_call_id.get_or_insert_with(|| {
+            let mut by_call_id: BTreeMap<&str, VecDeque<usize>> = BTreeMap::new();
+            for (position, (_, message)) in contributions.iter().enumerate() {
+                if let Message::ToolResult(result) = message.as_ref() {
+                    by_call_id
+                        .entry(result.tool_call_id.as_str())
+                        .or_default()
+                        .push_back(position);
+                }
+            }
+            by_call_id
+        });
+        if self.taken.is_empty() {
+            self.taken = vec![false; contributions.len()];
+        }
+        let queue = by_call_id.get_mut(call_id)?;
+        // Results recorded before this response belong to an earlier call, as do those taken.
+        while queue
+            .front()
+            .is_some_and(|&position| position < idx || self.taken[position])
+        {
+            queue.pop_front();
+        }
+        let position = queue.pop_front()?;
+        self.taken[position] = true;
+        Some(position)
+    }
 }
 
 /// A request's messages: the conversation, with this turn's state blocks placed right behind
@@ -309,6 +378,144 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    /// The placing of results as it was before the in-order shortcut: every result indexed by
+    /// call id up front. The shortcut must place exactly the same.
+    fn conversation_reference(entries: &[Entry]) -> Vec<ContextMessage> {
+        let start = entries
+            .iter()
+            .rposition(|entry| matches!(entry.body, EntryBody::Reset {}))
+            .map_or(0, |reset_idx| reset_idx + 1);
+        let window = &entries[start..];
+        let mut edits: BTreeMap<EntryId, EntryId> = BTreeMap::new();
+        for entry in window {
+            if let EntryBody::Edit { target, .. } = &entry.body {
+                edits.insert(*target, entry.id);
+            }
+        }
+        let own = |entry: &Entry| -> Option<Arc<Message>> {
+            Some(Arc::new(match &entry.body {
+                EntryBody::User { message, .. } => Message::User(message.clone()),
+                EntryBody::Assistant { message, .. } => Message::Assistant(message.clone()),
+                EntryBody::ToolResult { message, .. } => Message::ToolResult(message.clone()),
+                EntryBody::Replay { message } | EntryBody::Edit { message, .. } => message.clone(),
+                EntryBody::System { .. } | EntryBody::Reset {} => return None,
+            }))
+        };
+        let contributions: Vec<(EntryId, Arc<Message>)> = window
+            .iter()
+            .filter(|entry| !matches!(entry.body, EntryBody::Edit { .. }))
+            .filter_map(|entry| {
+                let source = edits
+                    .get(&entry.id)
+                    .and_then(|edit_id| window.iter().find(|e| e.id == *edit_id))
+                    .unwrap_or(entry);
+                Some((entry.id, own(source)?))
+            })
+            .collect();
+        let mut results: BTreeMap<&str, VecDeque<(EntryId, &Arc<Message>)>> = BTreeMap::new();
+        for (entry_id, message) in &contributions {
+            if let Message::ToolResult(result) = message.as_ref() {
+                results
+                    .entry(result.tool_call_id.as_str())
+                    .or_default()
+                    .push_back((*entry_id, message));
+            }
+        }
+        let mut context = Vec::new();
+        for (entry_id, message) in &contributions {
+            match message.as_ref() {
+                Message::ToolResult(_) => {}
+                Message::User(_) => context.push(ContextMessage {
+                    entry_id: *entry_id,
+                    message: Arc::clone(message),
+                }),
+                Message::Assistant(assistant) => {
+                    if !assistant.is_complete() {
+                        continue;
+                    }
+                    context.push(ContextMessage {
+                        entry_id: *entry_id,
+                        message: Arc::clone(message),
+                    });
+                    for call in assistant.tool_calls() {
+                        let mut result = None;
+                        if let Some(queue) = results.get_mut(call.id.as_str()) {
+                            while queue.front().is_some_and(|(id, _)| id < entry_id) {
+                                queue.pop_front();
+                            }
+                            result = queue.pop_front();
+                        }
+                        context.push(match result {
+                            Some((result_entry_id, result)) => ContextMessage {
+                                entry_id: result_entry_id,
+                                message: Arc::clone(result),
+                            },
+                            None => ContextMessage {
+                                entry_id: *entry_id,
+                                message: Arc::new(Message::ToolResult(ToolResultMessage {
+                                    tool_call_id: call.id.clone(),
+                                    tool_name: call.name.clone(),
+                                    content: MISSING_RESULT.to_owned(),
+                                    is_error: true,
+                                })),
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        context
+    }
+
+    /// Entries drawn from a small set of call ids, so ids repeat, results stray, come out of
+    /// order or go missing, responses stop short, edits replace and resets cut.
+    fn arbitrary_entries() -> impl proptest::strategy::Strategy<Value = Vec<Entry>> {
+        use proptest::prelude::*;
+        let id = || proptest::sample::select(vec!["a", "b", "c"]);
+        let body = prop_oneof![
+            3 => Just(user("u")),
+            4 => (proptest::collection::vec(id(), 0..=3), any::<bool>()).prop_map(
+                |(ids, complete)| {
+                    let mut message = tool_response("", ids.into_iter().map(call).collect());
+                    if !complete {
+                        message.stop_reason = StopReason::Aborted;
+                    }
+                    assistant(message)
+                }
+            ),
+            6 => (id(), 0..3u8)
+                .prop_map(|(id, n)| tool_result(result(id, &format!("{id}{n}")))),
+            1 => (1..30u64, id()).prop_map(|(target, id)| EntryBody::Edit {
+                target,
+                message: Message::ToolResult(result(id, "edited")),
+            }),
+            1 => Just(EntryBody::Reset {}),
+        ];
+        proptest::collection::vec(body, 0..30).prop_map(entries)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_in_order_shortcut_places_results_as_the_full_index_does(
+            log in arbitrary_entries()
+        ) {
+            let mut cache = MessageCache::default();
+            // Twice through one cache, as a harness asks again with more entries.
+            let half = &log[..log.len() / 2];
+            proptest::prop_assert_eq!(
+                summary(&conversation_cached(half, &mut cache)),
+                summary(&conversation_reference(half))
+            );
+            let context = conversation_cached(&log, &mut cache);
+            let reference = conversation_reference(&log);
+            proptest::prop_assert_eq!(summary(&context), summary(&reference));
+            let ids = |context: &[ContextMessage]| {
+                context.iter().map(|item| item.entry_id).collect::<Vec<_>>()
+            };
+            proptest::prop_assert_eq!(ids(&context), ids(&reference));
+        }
     }
 
     #[test]
