@@ -18,6 +18,10 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
             include_str!("../migrations/0003-runs-account.sql"),
             add_runs_account,
         ),
+        M::up_with_hook(
+            include_str!("../migrations/0004-checks-without-lists.sql"),
+            rewrite_list_checks,
+        ),
     ])
 });
 
@@ -40,6 +44,90 @@ fn add_runs_account(transaction: &rusqlite::Transaction) -> rusqlite_migration::
         "CREATE INDEX IF NOT EXISTS runs_queued_by_account ON runs (account_id)
              WHERE status = 'queued';",
     )?;
+    Ok(())
+}
+
+/// Migration 4: each CHECK that databases before it name their values in with an IN list (table,
+/// old text, new text). The new text is sqlite-schema.sql's, so an upgraded table reads as a new
+/// one does.
+const LIST_CHECKS: [(&str, &str, &str); 6] = [
+    (
+        "sessions",
+        "CHECK (title_source IN ('none', 'agent', 'user', 'fallback'))",
+        "CHECK (title_source = 'none' OR title_source = 'agent' OR title_source = 'user'
+                              OR title_source = 'fallback')",
+    ),
+    (
+        "session_events",
+        "CHECK (role IN ('user', 'assistant', 'system', 'tool'))",
+        "CHECK (role = 'user' OR role = 'assistant' OR role = 'system' OR role = 'tool')",
+    ),
+    (
+        "session_durable_files",
+        "CHECK (file IN (0, 1, 2))",
+        "CHECK (file BETWEEN 0 AND 2)",
+    ),
+    (
+        "runs",
+        "CHECK (queue IN ('interactive', 'background'))",
+        "CHECK (queue = 'interactive' OR queue = 'background')",
+    ),
+    (
+        "runs",
+        "CHECK (status IN ('queued', 'running', 'parked', 'succeeded', 'failed', 'canceled'))",
+        "CHECK (status = 'queued' OR status = 'running' OR status = 'parked'
+                           OR status = 'succeeded' OR status = 'failed' OR status = 'canceled')",
+    ),
+    (
+        "runs",
+        "CHECK (typed IN (0, 1))",
+        "CHECK (typed BETWEEN 0 AND 1)",
+    ),
+];
+
+/// Migration 4: rewrites the IN-list checks of [`LIST_CHECKS`] where a table still has them.
+/// The checks allow the same values as before, so no row breaks them and only the schema's text
+/// changes: SQLite's documented procedure for such a change (edit `sqlite_schema` under
+/// `writable_schema`, then bump `schema_version`), inside the migration's transaction.
+fn rewrite_list_checks(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
+    let mut changed: Vec<(&str, String)> = Vec::new();
+    let mut tables: Vec<&str> = LIST_CHECKS.iter().map(|(table, _, _)| *table).collect();
+    tables.dedup();
+    for table in tables {
+        let sql: String = transaction.query_row(
+            "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            [table],
+            |row| row.get(0),
+        )?;
+        let new_sql = LIST_CHECKS
+            .iter()
+            .filter(|(name, _, _)| *name == table)
+            .fold(sql.clone(), |sql, (_, old, new)| sql.replace(old, new));
+        if new_sql != sql {
+            changed.push((table, new_sql));
+        }
+    }
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let version: i64 = transaction.query_row("PRAGMA schema_version", [], |row| row.get(0))?;
+    transaction.execute_batch("PRAGMA writable_schema = ON")?;
+    for (table, sql) in &changed {
+        transaction.execute(
+            "UPDATE sqlite_schema SET sql = ?1 WHERE type = 'table' AND name = ?2",
+            [sql.as_str(), table],
+        )?;
+    }
+    transaction.execute_batch(&format!(
+        "PRAGMA schema_version = {}; PRAGMA writable_schema = OFF;",
+        version + 1
+    ))?;
+    let check: String = transaction.query_row("PRAGMA quick_check", [], |row| row.get(0))?;
+    if check != "ok" {
+        return Err(rusqlite_migration::HookError::Hook(format!(
+            "the database failed its check after its constraints were rewritten: {check}"
+        )));
+    }
     Ok(())
 }
 
@@ -129,7 +217,7 @@ mod tests {
         let version: i64 = connection
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .expect("the version");
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
     }
 
     #[test]
@@ -175,6 +263,114 @@ mod tests {
         let version: i64 = connection
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .expect("the version");
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
+    }
+
+    /// The schema's text of each table [`LIST_CHECKS`] changes.
+    fn checked_tables(connection: &Connection) -> Vec<(String, String)> {
+        let mut statement = connection
+            .prepare(
+                "SELECT name, sql FROM sqlite_schema WHERE type = 'table'
+                 AND name IN ('sessions', 'session_events', 'session_durable_files', 'runs')
+                 ORDER BY name",
+            )
+            .expect("a query of the schema");
+        statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(Iterator::collect)
+            .expect("the schema")
+    }
+
+    /// The opcodes SQLite runs for an insert of a store line.
+    fn insert_program(connection: &Connection) -> Vec<String> {
+        let mut statement = connection
+            .prepare(
+                "EXPLAIN INSERT INTO session_durable_files (session_key, file, line)
+                 VALUES (1, 0, 'x')",
+            )
+            .expect("an explained insert");
+        statement
+            .query_map([], |row| row.get(1))
+            .and_then(Iterator::collect)
+            .expect("the program")
+    }
+
+    #[test]
+    fn checks_name_their_values_without_lists_in_a_new_database_and_an_upgraded_one() {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let config = Config::new(dir.path().join("agents.db"));
+        let connection = open_writer(&config).expect("a new database");
+        let new_tables = checked_tables(&connection);
+        for (table, sql) in &new_tables {
+            assert!(!sql.contains(" IN ("), "{table}: {sql}");
+        }
+        assert!(!insert_program(&connection).contains(&"OpenEphemeral".to_owned()));
+
+        // A database of version 3: the checks with their IN lists, and rows under them.
+        let version: i64 = connection
+            .query_row("PRAGMA schema_version", [], |row| row.get(0))
+            .expect("the schema version");
+        connection
+            .execute_batch("PRAGMA writable_schema = ON")
+            .expect("a writable schema");
+        for (table, old, new) in LIST_CHECKS {
+            connection
+                .execute(
+                    "UPDATE sqlite_schema SET sql = replace(sql, ?1, ?2)
+                     WHERE type = 'table' AND name = ?3",
+                    [new, old, table],
+                )
+                .expect("an old check");
+        }
+        connection
+            .execute_batch(&format!(
+                "PRAGMA schema_version = {}; PRAGMA writable_schema = OFF;
+                 PRAGMA user_version = 3;",
+                version + 1
+            ))
+            .expect("an old database");
+        drop(connection);
+        let connection = Connection::open(&config.path).expect("the old database");
+        assert!(insert_program(&connection).contains(&"OpenEphemeral".to_owned()));
+        connection
+            .execute_batch(
+                "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc-a', x'00', 0);
+                 INSERT INTO sessions (id, account_id, created_at, updated_at)
+                     VALUES ('ses-a', 'acc-a', 0, 0);
+                 INSERT INTO session_durable_files (session_key, file, line) VALUES (1, 2, 'kept');
+                 INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
+                     VALUES ('run-a', 'ses-a', 'background', 'parked', 0, 0);",
+            )
+            .expect("rows of the old database");
+        drop(connection);
+
+        let connection = open_writer(&config).expect("the old database, upgraded");
+        assert_eq!(checked_tables(&connection), new_tables);
+        assert!(!insert_program(&connection).contains(&"OpenEphemeral".to_owned()));
+        let kept: String = connection
+            .query_row(
+                "SELECT line FROM session_durable_files WHERE file = 2",
+                [],
+                |row| row.get(0),
+            )
+            .expect("the row from before");
+        assert_eq!(kept, "kept");
+        // The checks still refuse what they refused.
+        for refused in [
+            "INSERT INTO session_durable_files (session_key, file, line) VALUES (1, 3, 'x')",
+            "UPDATE runs SET status = 'lost' WHERE id = 'run-a'",
+            "UPDATE runs SET queue = 'urgent' WHERE id = 'run-a'",
+            "UPDATE runs SET typed = 2 WHERE id = 'run-a'",
+            "UPDATE sessions SET title_source = 'model' WHERE id = 'ses-a'",
+            "INSERT INTO session_events (session_key, seq, type, role, content, meta, created_at)
+                 VALUES (1, 1, 'message', 'narrator', '{}', '{}', 0)",
+        ] {
+            let error = connection.execute(refused, []).expect_err(refused);
+            assert!(error.to_string().contains("CHECK"), "{refused}: {error}");
+        }
+        let version: i64 = connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .expect("the version");
+        assert_eq!(version, 4);
     }
 }

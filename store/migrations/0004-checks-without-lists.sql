@@ -1,0 +1,4 @@
+-- Migration 4: the CHECK constraints name their values with OR or BETWEEN instead of IN lists,
+-- which SQLite builds into a temporary b-tree each time a check runs. The constraints mean the
+-- same, so only their text in the schema changes: `rewrite_list_checks` in src/schema.rs does
+-- it where the old text is found, the way SQLite documents for a constraint no row breaks.
