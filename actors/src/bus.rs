@@ -134,6 +134,17 @@ impl Publisher {
         self.waiters.register(run_id)
     }
 
+    /// Drops the waits for `run_id` whose waiter went away: one registered for a run that was
+    /// never queued would otherwise stay registered for good.
+    pub fn forget_run_waiters(&self, run_id: RunId) {
+        self.waiters.forget_canceled(run_id);
+    }
+
+    /// How many runs have someone registered to wait for them.
+    pub fn n_runs_waited_for(&self) -> usize {
+        self.waiters.lock().len()
+    }
+
     /// Reports that `run` ended, recorded as it is: its waiters have it without reading it.
     pub fn run_ended(&self, run: RunRow) {
         let notification = Notification::RunFinished {
@@ -166,6 +177,16 @@ impl RunWaiters {
     fn wake(&self, run_id: RunId, run: Option<RunRow>) {
         for waiter in self.lock().remove(&run_id).unwrap_or_default() {
             let _ = waiter.send(run.clone());
+        }
+    }
+
+    fn forget_canceled(&self, run_id: RunId) {
+        let mut waiting = self.lock();
+        if let Some(waiters) = waiting.get_mut(&run_id) {
+            waiters.retain(|waiter| !waiter.is_canceled());
+            if waiters.is_empty() {
+                waiting.remove(&run_id);
+            }
         }
     }
 

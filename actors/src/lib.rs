@@ -30,6 +30,6 @@ pub mod verbs;
 
 pub use bus::Notification;
 pub use crash::CrashPoints;
-pub use runtime::{BootReport, Runtime, SessionInfo};
+pub use runtime::{BootReport, RunWatch, Runtime, SessionInfo};
 pub use turn::RuntimeSettings;
 pub use verb::{Availability, Verb, VerbContext, VerbOutput, parse_arguments};

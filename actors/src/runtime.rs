@@ -135,6 +135,30 @@ impl Runtime {
         session_id: SessionId,
         text: &str,
     ) -> Result<(EventId, RunId), Error> {
+        self.send_message_as(session_id, text, RunId::new_v7())
+            .await
+    }
+
+    /// [`Runtime::send_message`], with a watch on its run registered before the run is queued:
+    /// the run's end then comes without a read of the run.
+    pub async fn send_message_watched(
+        &self,
+        session_id: SessionId,
+        text: &str,
+    ) -> Result<(EventId, RunWatch), Error> {
+        let watch = self.watch_run(RunId::new_v7());
+        let (event_id, _) = self
+            .send_message_as(session_id, text, watch.run_id())
+            .await?;
+        Ok((event_id, watch))
+    }
+
+    async fn send_message_as(
+        &self,
+        session_id: SessionId,
+        text: &str,
+        run_id: RunId,
+    ) -> Result<(EventId, RunId), Error> {
         let now = (self.env.clock)();
         let event = NewEvent::message(
             EventRole::User,
@@ -145,7 +169,7 @@ impl Runtime {
         let (event, run) = self
             .env
             .store
-            .send_user_message(session_id, event, RunId::new_v7(), Queue::Interactive, now)
+            .send_user_message(session_id, event, run_id, Queue::Interactive, now)
             .await?;
         self.env.publisher.publish(Notification::SessionChanged {
             session_id,
@@ -264,6 +288,22 @@ impl Runtime {
         Ok(deleted)
     }
 
+    /// Registers a wait for the run `run_id` before it exists: queue the run under this id, then
+    /// await [`RunWatch::ended`].
+    pub fn watch_run(&self, run_id: RunId) -> RunWatch {
+        RunWatch {
+            run_id,
+            ended: Some(self.env.publisher.run_finished(run_id)),
+            publisher: self.env.publisher.clone(),
+        }
+    }
+
+    /// How many runs have someone registered to wait for them (for tests: a wait dropped
+    /// unused leaves nothing behind).
+    pub fn n_runs_waited_for(&self) -> usize {
+        self.env.publisher.n_runs_waited_for()
+    }
+
     /// Waits until the run is terminal and returns it; a run whose session was deleted is
     /// [`Error::RunGone`].
     pub async fn wait_for_run(&self, run_id: RunId) -> Result<RunRow, Error> {
@@ -280,6 +320,41 @@ impl Runtime {
                 return Ok(run);
             }
         }
+    }
+}
+
+/// A wait for a run's end registered before the run was queued ([`Runtime::watch_run`]), so
+/// the run is had as its end recorded it, with no read of the run to see whether it ended
+/// already: it cannot have. Dropped, it leaves nothing registered.
+#[derive(Debug)]
+pub struct RunWatch {
+    run_id: RunId,
+    ended: Option<futures::channel::oneshot::Receiver<Option<RunRow>>>,
+    publisher: Publisher,
+}
+
+impl RunWatch {
+    pub fn run_id(&self) -> RunId {
+        self.run_id
+    }
+
+    /// Waits until the run is terminal and returns it, as [`Runtime::wait_for_run`] does. Call it
+    /// once the run is queued.
+    pub async fn ended(mut self, runtime: &Runtime) -> Result<RunRow, Error> {
+        if let Some(ended) = self.ended.take()
+            && let Ok(Some(run)) = ended.await
+        {
+            return Ok(run);
+        }
+        // Ended without its row (a run ended another way), or the runtime went away: read.
+        runtime.wait_for_run(self.run_id).await
+    }
+}
+
+impl Drop for RunWatch {
+    fn drop(&mut self) {
+        drop(self.ended.take());
+        self.publisher.forget_run_waiters(self.run_id);
     }
 }
 

@@ -78,3 +78,29 @@ async fn invalid_arguments_give_the_model_an_error_naming_the_field() -> anyhow:
     assert!(text.contains("text"), "the error names the field: {text}");
     Ok(())
 }
+
+#[actix::test]
+async fn a_watched_run_ends_as_recorded_and_a_watch_leaves_nothing_registered() -> anyhow::Result<()>
+{
+    let fixture = Fixture::new(1).await?;
+    let runtime = fixture.start(echo_then_answer(), "boot-1").await?;
+    let (_, watch) = runtime
+        .send_message_watched(session(0), "hello there")
+        .await?;
+    let run_id = watch.run_id();
+    assert_eq!(runtime.n_runs_waited_for(), 1);
+    let run = watch.ended(&runtime).await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    assert_eq!(fixture.store.get_run(run_id).await?, Some(run));
+    assert_eq!(runtime.n_runs_waited_for(), 0);
+
+    // A message the store refuses (no such session) queues no run: its watch goes with it.
+    let missing = seed_events::SessionId::new_v7();
+    let refused = runtime.send_message_watched(missing, "anyone?").await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(runtime.n_runs_waited_for(), 0);
+    // A watch given up before its run ends leaves nothing either.
+    drop(runtime.watch_run(seed_events::RunId::new_v7()));
+    assert_eq!(runtime.n_runs_waited_for(), 0);
+    Ok(())
+}

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, put, web};
-use seed_actors::Runtime;
 use seed_actors::bus::Notification;
+use seed_actors::{RunWatch, Runtime};
 use seed_events::{AccountId, EventRole, NewEvent, Queue, RunId, SessionEvent, SessionId};
 use seed_store::{NewSession, NonceOutcome, RunRow, SendOutcome, SessionRow, Store, TitleSource};
 use serde::{Deserialize, Serialize};
@@ -662,6 +662,10 @@ async fn send_message(
         serde_json::json!({ "text": input.text }),
         now_ms,
     );
+    // A waiting caller's watch is registered before the run is queued, so its end is had
+    // without reading the run; dropped on a refusal, it leaves nothing behind.
+    let run_id = RunId::new_v7();
+    let watch = input.wait.then(|| state.runtime.watch_run(run_id));
     let started = Instant::now();
     let outcome = state
         .store
@@ -670,7 +674,7 @@ async fn send_message(
             caller.account_id,
             session_id,
             event,
-            RunId::new_v7(),
+            run_id,
             Queue::Interactive,
             state.limits.queued_runs_per_account_max,
             now_ms,
@@ -691,18 +695,28 @@ async fn send_message(
         reason: "message",
     });
     state.runtime.wake();
-    let run = if input.wait {
-        wait_for_run(&state, run).await?
-    } else {
-        run
+    let run = match watch {
+        Some(watch) => wait_for_run(&state, run, Some(watch)).await?,
+        None => run,
     };
     Ok(HttpResponse::Ok().json(message_response(event, run)))
 }
 
 /// Waits for the run to end, at most the wait limit, and no longer than the service runs.
-async fn wait_for_run(state: &AppState, run: RunRow) -> Result<RunRow, ApiError> {
+/// `watch`, when given, was registered for the run before it was queued.
+async fn wait_for_run(
+    state: &AppState,
+    run: RunRow,
+    watch: Option<RunWatch>,
+) -> Result<RunRow, ApiError> {
     let mut draining = state.draining.clone();
-    let wait = state.runtime.wait_for_run(run.id);
+    let runtime = &state.runtime;
+    let wait = async move {
+        match watch {
+            Some(watch) => watch.ended(runtime).await,
+            None => runtime.wait_for_run(run.id).await,
+        }
+    };
     let drained = async move {
         let _ = draining.wait_for(|draining| *draining).await;
     };
@@ -816,7 +830,7 @@ async fn get_run(
     }
     state.take_nonce(&caller).await?;
     let run = if query.wait == Some(true) {
-        wait_for_run(&state, run).await?
+        wait_for_run(&state, run, None).await?
     } else {
         run
     };

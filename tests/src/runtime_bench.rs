@@ -7,8 +7,9 @@
 //! ([`provider`]) and the verb ([`Lookup`]) answer at once.
 //!
 //! What is measured (the rows are named in `src/bin/bench.rs`):
-//! - [`steps_rate`]: sessions each looping `send_message` → `wait_for_run`, all concurrently;
-//!   steps/s = 5 × turns answered / the time from the first message to the last answer.
+//! - [`steps_rate`]: sessions each looping `send_message_watched` → `RunWatch::ended`, all
+//!   concurrently; steps/s = 5 × turns answered / the time from the first message to the last
+//!   answer.
 //! - [`idle_memory`]: resident memory (VmRSS) grown by storing idle sessions (the session and
 //!   one user message each, no runs) and starting a runtime over them, per session.
 //! - [`active_memory`]: resident memory grown while sessions each have a turn in flight (the
@@ -285,12 +286,12 @@ pub fn steps_rate(
             async move {
                 for turn in 0..turns_per_lane {
                     let session_id = session(lane * sessions_per_lane + turn / TURNS_PER_SESSION);
-                    let (_, run_id) = runtime
-                        .send_message(session_id, &user_message(turn))
+                    let (_, watch) = runtime
+                        .send_message_watched(session_id, &user_message(turn))
                         .await?;
-                    let run = runtime.wait_for_run(run_id).await?;
+                    let run = watch.ended(&runtime).await?;
                     if run.status != RunStatus::Succeeded {
-                        bail!("run {run_id} of session {session_id} ended {run:?}");
+                        bail!("run {} of session {session_id} ended {run:?}", run.id);
                     }
                 }
                 anyhow::Ok(turns_per_lane)
