@@ -12,7 +12,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use seed_providers::{Message, ToolResultMessage, UserMessage};
+use seed_providers::{
+    AssistantBlock, AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage,
+};
 
 use crate::record::{Entry, EntryBody, EntryId};
 
@@ -38,30 +40,32 @@ pub struct MessageCache {
 }
 
 impl MessageCache {
-    /// The message an entry carries of its own (an edit's replacement for an edit), if any.
-    fn message(&mut self, entry: &Entry) -> Option<Arc<Message>> {
-        let slot_idx = entry
-            .id
-            .checked_sub(self.base_id)
-            .and_then(|offset| usize::try_from(offset).ok());
-        if let Some(Some(Some(message))) = slot_idx.map(|idx| self.slots.get(idx)) {
-            return Some(Arc::clone(message));
-        }
-        let message = match &entry.body {
-            EntryBody::User { message, .. } => Message::User(message.clone()),
-            EntryBody::Assistant { message, .. } => Message::Assistant(message.clone()),
-            EntryBody::ToolResult { message, .. } => Message::ToolResult(message.clone()),
-            EntryBody::Replay { message } | EntryBody::Edit { message, .. } => message.clone(),
-            EntryBody::System { .. } | EntryBody::Reset {} => return None,
+    /// The slot of entry `id`, when the cache can hold it (ids from `base_id` on).
+    fn slot_idx(&self, id: EntryId) -> Option<usize> {
+        usize::try_from(id.checked_sub(self.base_id)?).ok()
+    }
+
+    /// Makes sure the cache holds the message `entry` carries of its own (an edit's
+    /// replacement for an edit), if it has one and the cache can hold it.
+    fn fill(&mut self, entry: &Entry) {
+        let Some(idx) = self.slot_idx(entry.id) else {
+            return;
         };
-        let message = Arc::new(message);
-        if let Some(idx) = slot_idx {
-            if self.slots.len() <= idx {
-                self.slots.resize(idx + 1, None);
-            }
-            self.slots[idx] = Some(Arc::clone(&message));
+        if matches!(self.slots.get(idx), Some(Some(_))) {
+            return;
         }
-        Some(message)
+        let Some(message) = own_message(entry) else {
+            return;
+        };
+        if self.slots.len() <= idx {
+            self.slots.resize(idx + 1, None);
+        }
+        self.slots[idx] = Some(Arc::new(message));
+    }
+
+    /// The message of entry `id`, once [`MessageCache::fill`] put it there.
+    fn get(&self, id: EntryId) -> Option<&Arc<Message>> {
+        self.slots.get(self.slot_idx(id)?)?.as_ref()
     }
 
     /// Forgets the messages of entries before `first_id`: they left the context.
@@ -76,13 +80,35 @@ impl MessageCache {
     }
 }
 
+/// The message an entry carries of its own (an edit's replacement for an edit), if any.
+fn own_message(entry: &Entry) -> Option<Message> {
+    Some(match &entry.body {
+        EntryBody::User { message, .. } => Message::User(message.clone()),
+        EntryBody::Assistant { message, .. } => Message::Assistant(message.clone()),
+        EntryBody::ToolResult { message, .. } => Message::ToolResult(message.clone()),
+        EntryBody::Replay { message } | EntryBody::Edit { message, .. } => message.clone(),
+        EntryBody::System { .. } | EntryBody::Reset {} => return None,
+    })
+}
+
+/// An assistant message's tool calls, in order, without collecting them.
+fn calls_of(assistant: &AssistantMessage) -> impl Iterator<Item = &ToolCall> + Clone {
+    assistant.content.iter().filter_map(|block| match block {
+        AssistantBlock::ToolCall(call) => Some(call),
+        _ => None,
+    })
+}
+
 /// The conversation the model sees, derived from the store's entries, with a throwaway cache.
 pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage> {
     conversation_cached(entries, &mut MessageCache::default())
 }
 
 /// The conversation the model sees, sharing messages through `cache`.
-pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<ContextMessage> {
+pub fn conversation_cached<'e>(
+    entries: &'e [Entry],
+    cache: &mut MessageCache,
+) -> Vec<ContextMessage> {
     let start = entries
         .iter()
         .rposition(|entry| matches!(entry.body, EntryBody::Reset {}))
@@ -101,20 +127,45 @@ pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<C
     }
     let by_id =
         |id: EntryId| window.get(usize::try_from(id.checked_sub(window.first()?.id)?).ok()?);
-    let mut contribution = |entry: &Entry| -> Option<Arc<Message>> {
+    // Whose message each entry contributes: its own, or its newest edit's.
+    let source = |entry: &'e Entry| -> Option<&'e Entry> {
         if matches!(entry.body, EntryBody::Edit { .. }) {
             return None;
         }
-        match edits.get(&entry.id).and_then(|edit_id| by_id(*edit_id)) {
-            Some(edit) => cache.message(edit),
-            None => cache.message(entry),
-        }
+        Some(
+            edits
+                .get(&entry.id)
+                .and_then(|edit_id| by_id(*edit_id))
+                .unwrap_or(entry),
+        )
     };
-
-    let contributions: Vec<(EntryId, Arc<Message>)> = window
-        .iter()
-        .filter_map(|entry| Some((entry.id, contribution(entry)?)))
-        .collect();
+    // Messages the cache cannot hold (an entry id below the window's first, which a store
+    // never writes) are built here instead.
+    let mut strays: BTreeMap<EntryId, Arc<Message>> = BTreeMap::new();
+    for entry in window {
+        if let Some(source) = source(entry) {
+            cache.fill(source);
+            if cache.slot_idx(source.id).is_none()
+                && let Some(message) = own_message(source)
+            {
+                strays.insert(source.id, Arc::new(message));
+            }
+        }
+    }
+    let cache = &*cache;
+    let mut contributions: Vec<(EntryId, &Arc<Message>)> = Vec::with_capacity(window.len());
+    for entry in window {
+        let Some(source) = source(entry) else {
+            continue;
+        };
+        let message = match cache.slot_idx(source.id) {
+            Some(_) => cache.get(source.id),
+            None => strays.get(&source.id),
+        };
+        if let Some(message) = message {
+            contributions.push((entry.id, message));
+        }
+    }
 
     let mut results = Results::default();
     let mut context = Vec::with_capacity(contributions.len());
@@ -133,10 +184,10 @@ pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<C
                     entry_id: *entry_id,
                     message: Arc::clone(message),
                 });
-                let calls = assistant.tool_calls();
-                if results.follow_in_order(&contributions, idx, &calls) {
+                let calls = calls_of(assistant);
+                if results.follow_in_order(&contributions, idx, calls.clone()) {
                     // The common case: each call's result is recorded right behind it, in order.
-                    for (offset, _) in calls.iter().enumerate() {
+                    for (offset, _) in calls.enumerate() {
                         let (result_entry_id, result) = &contributions[idx + 1 + offset];
                         context.push(ContextMessage {
                             entry_id: *result_entry_id,
@@ -190,13 +241,14 @@ impl<'a> Results<'a> {
     /// Whether the calls of the response at `idx` have their results right behind it, in call
     /// order, none of them taken already. Then the first untaken result after the response for
     /// each call is exactly that one, and the placing below would pick the same.
-    fn follow_in_order(
+    fn follow_in_order<'c>(
         &self,
-        contributions: &[(EntryId, Arc<Message>)],
+        contributions: &[(EntryId, &Arc<Message>)],
         idx: usize,
-        calls: &[&seed_providers::ToolCall],
+        calls: impl Iterator<Item = &'c ToolCall> + Clone,
     ) -> bool {
-        let Some(following) = contributions.get(idx + 1..idx + 1 + calls.len()) else {
+        let n_calls = calls.clone().count();
+        let Some(following) = contributions.get(idx + 1..idx + 1 + n_calls) else {
             return false;
         };
         following
@@ -213,14 +265,15 @@ impl<'a> Results<'a> {
     /// Takes the first untaken result for `call_id` recorded after the response at `idx`.
     fn take_first_after(
         &mut self,
-        contributions: &'a [(EntryId, Arc<Message>)],
+        contributions: &[(EntryId, &'a Arc<Message>)],
         idx: usize,
         call_id: &str,
     ) -> Option<usize> {
         let by_call_id = self.by_call_id.get_or_insert_with(|| {
             let mut by_call_id: BTreeMap<&str, VecDeque<usize>> = BTreeMap::new();
-            for (position, (_, message)) in contributions.iter().enumerate() {
-                if let Message::ToolResult(result) = message.as_ref() {
+            for (position, &(_, message)) in contributions.iter().enumerate() {
+                let message: &'a Message = message;
+                if let Message::ToolResult(result) = message {
                     by_call_id
                         .entry(result.tool_call_id.as_str())
                         .or_default()
@@ -515,6 +568,33 @@ mod tests {
                 context.iter().map(|item| item.entry_id).collect::<Vec<_>>()
             };
             proptest::prop_assert_eq!(ids(&context), ids(&reference));
+
+            // Ids in reverse (which a store never writes) lose no entry: those the cache
+            // cannot hold are built on the side. (Which result a call takes then follows the
+            // entries' order, where the full placing went by id.)
+            // (Edits find their target by position, so the edits are left out here.)
+            let mut shuffled: Vec<Entry> = log
+                .iter()
+                .filter(|entry| !matches!(entry.body, EntryBody::Edit { .. }))
+                .cloned()
+                .collect();
+            let n = shuffled.len() as u64;
+            for (idx, entry) in shuffled.iter_mut().enumerate() {
+                entry.id = n - idx as u64;
+            }
+            let users = |context: &[ContextMessage]| {
+                context
+                    .iter()
+                    .filter(|item| matches!(item.message.as_ref(), Message::User(_)))
+                    .map(|item| item.entry_id)
+                    .collect::<Vec<_>>()
+            };
+            let context = conversation_cached(&shuffled, &mut MessageCache::default());
+            proptest::prop_assert_eq!(
+                users(&context),
+                users(&conversation_reference(&shuffled))
+            );
+            proptest::prop_assert!(!has_orphans(context.iter().map(|item| &item.message)));
         }
     }
 
