@@ -227,7 +227,10 @@ impl Batch {
 
 /// One record as a JSON line. Our records are plain data: failing to serialize one is a bug.
 fn line<T: serde::Serialize>(record: &T) -> String {
-    serde_json::to_string(record).expect("store records serialize")
+    // Most lines are a few hundred bytes: one allocation rather than a string grown by doubling.
+    let mut bytes = Vec::with_capacity(512);
+    serde_json::to_writer(&mut bytes, record).expect("store records serialize");
+    String::from_utf8(bytes).expect("serde_json writes UTF-8")
 }
 
 #[cfg(test)]
