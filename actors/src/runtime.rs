@@ -135,8 +135,9 @@ impl Runtime {
         session_id: SessionId,
         text: &str,
     ) -> Result<(EventId, RunId), Error> {
-        self.send_message_as(session_id, text, RunId::new_v7())
-            .await
+        let run_id = RunId::new_v7();
+        let event_id = self.send_message_as(session_id, text, run_id).await?;
+        Ok((event_id, run_id))
     }
 
     /// [`Runtime::send_message`], with a watch on its run registered before the run is queued:
@@ -147,7 +148,7 @@ impl Runtime {
         text: &str,
     ) -> Result<(EventId, RunWatch), Error> {
         let watch = self.watch_run(RunId::new_v7());
-        let (event_id, _) = self
+        let event_id = self
             .send_message_as(session_id, text, watch.run_id())
             .await?;
         Ok((event_id, watch))
@@ -158,7 +159,7 @@ impl Runtime {
         session_id: SessionId,
         text: &str,
         run_id: RunId,
-    ) -> Result<(EventId, RunId), Error> {
+    ) -> Result<EventId, Error> {
         let now = (self.env.clock)();
         let event = NewEvent::message(
             EventRole::User,
@@ -166,7 +167,7 @@ impl Runtime {
             serde_json::json!({ "text": text }),
             now,
         );
-        let (event, run) = self
+        let (event, _) = self
             .env
             .store
             .send_user_message(session_id, event, run_id, Queue::Interactive, now)
@@ -176,7 +177,7 @@ impl Runtime {
             reason: "message",
         });
         self.queue.do_send(Wake);
-        Ok((event.id, run.id))
+        Ok(event.id)
     }
 
     /// Queues a new run for a message already in the log (`event_id`): a retry, for example of
@@ -294,7 +295,7 @@ impl Runtime {
         RunWatch {
             run_id,
             ended: Some(self.env.publisher.run_finished(run_id)),
-            publisher: self.env.publisher.clone(),
+            runtime: self.clone(),
         }
     }
 
@@ -330,7 +331,7 @@ impl Runtime {
 pub struct RunWatch {
     run_id: RunId,
     ended: Option<futures::channel::oneshot::Receiver<Option<RunRow>>>,
-    publisher: Publisher,
+    runtime: Runtime,
 }
 
 impl RunWatch {
@@ -340,21 +341,21 @@ impl RunWatch {
 
     /// Waits until the run is terminal and returns it, as [`Runtime::wait_for_run`] does. Call it
     /// once the run is queued.
-    pub async fn ended(mut self, runtime: &Runtime) -> Result<RunRow, Error> {
+    pub async fn ended(mut self) -> Result<RunRow, Error> {
         if let Some(ended) = self.ended.take()
             && let Ok(Some(run)) = ended.await
         {
             return Ok(run);
         }
         // Ended without its row (a run ended another way), or the runtime went away: read.
-        runtime.wait_for_run(self.run_id).await
+        self.runtime.wait_for_run(self.run_id).await
     }
 }
 
 impl Drop for RunWatch {
     fn drop(&mut self) {
         drop(self.ended.take());
-        self.publisher.forget_run_waiters(self.run_id);
+        self.runtime.env.publisher.forget_run_waiters(self.run_id);
     }
 }
 

@@ -89,7 +89,7 @@ async fn a_watched_run_ends_as_recorded_and_a_watch_leaves_nothing_registered() 
         .await?;
     let run_id = watch.run_id();
     assert_eq!(runtime.n_runs_waited_for(), 1);
-    let run = watch.ended(&runtime).await?;
+    let run = watch.ended().await?;
     assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
     assert_eq!(fixture.store.get_run(run_id).await?, Some(run));
     assert_eq!(runtime.n_runs_waited_for(), 0);

@@ -40,15 +40,19 @@ pub struct MessageCache {
 }
 
 impl MessageCache {
-    /// The slot of entry `id`, when the cache can hold it (ids from `base_id` on).
-    fn slot_idx(&self, id: EntryId) -> Option<usize> {
-        usize::try_from(id.checked_sub(self.base_id)?).ok()
-    }
-
     /// Makes sure the cache holds the message `entry` carries of its own (an edit's
-    /// replacement for an edit), if it has one and the cache can hold it.
+    /// replacement for an edit), if it has one.
     fn fill(&mut self, entry: &Entry) {
-        let Some(idx) = self.slot_idx(entry.id) else {
+        if entry.id < self.base_id {
+            // An id below the window's first, which a store never writes: the slots reach down
+            // to it.
+            let n_below = usize::try_from(self.base_id - entry.id).unwrap_or(usize::MAX);
+            for _ in 0..n_below {
+                self.slots.push_front(None);
+            }
+            self.base_id = entry.id;
+        }
+        let Ok(idx) = usize::try_from(entry.id - self.base_id) else {
             return;
         };
         if matches!(self.slots.get(idx), Some(Some(_))) {
@@ -65,7 +69,8 @@ impl MessageCache {
 
     /// The message of entry `id`, once [`MessageCache::fill`] put it there.
     fn get(&self, id: EntryId) -> Option<&Arc<Message>> {
-        self.slots.get(self.slot_idx(id)?)?.as_ref()
+        let idx = usize::try_from(id.checked_sub(self.base_id)?).ok()?;
+        self.slots.get(idx)?.as_ref()
     }
 
     /// Forgets the messages of entries before `first_id`: they left the context.
@@ -139,30 +144,15 @@ pub fn conversation_cached<'e>(
                 .unwrap_or(entry),
         )
     };
-    // Messages the cache cannot hold (an entry id below the window's first, which a store
-    // never writes) are built here instead.
-    let mut strays: BTreeMap<EntryId, Arc<Message>> = BTreeMap::new();
     for entry in window {
         if let Some(source) = source(entry) {
             cache.fill(source);
-            if cache.slot_idx(source.id).is_none()
-                && let Some(message) = own_message(source)
-            {
-                strays.insert(source.id, Arc::new(message));
-            }
         }
     }
     let cache = &*cache;
     let mut contributions: Vec<(EntryId, &Arc<Message>)> = Vec::with_capacity(window.len());
     for entry in window {
-        let Some(source) = source(entry) else {
-            continue;
-        };
-        let message = match cache.slot_idx(source.id) {
-            Some(_) => cache.get(source.id),
-            None => strays.get(&source.id),
-        };
-        if let Some(message) = message {
+        if let Some(message) = source(entry).and_then(|source| cache.get(source.id)) {
             contributions.push((entry.id, message));
         }
     }
@@ -205,15 +195,7 @@ pub fn conversation_cached<'e>(
                                 message: Arc::clone(result),
                             }
                         }
-                        None => ContextMessage {
-                            entry_id: *entry_id,
-                            message: Arc::new(Message::ToolResult(ToolResultMessage {
-                                tool_call_id: call.id.clone(),
-                                tool_name: call.name.clone(),
-                                content: MISSING_RESULT.to_owned(),
-                                is_error: true,
-                            })),
-                        },
+                        None => missing_result(*entry_id, call),
                     };
                     context.push(item);
                 }
@@ -221,6 +203,19 @@ pub fn conversation_cached<'e>(
         }
     }
     context
+}
+
+/// The result given to `call` of the response `entry_id` when the context has none for it.
+fn missing_result(entry_id: EntryId, call: &ToolCall) -> ContextMessage {
+    ContextMessage {
+        entry_id,
+        message: Arc::new(Message::ToolResult(ToolResultMessage {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content: MISSING_RESULT.to_owned(),
+            is_error: true,
+        })),
+    }
 }
 
 /// Which tool result each call takes: the first one recorded after the call with the call's
@@ -447,15 +442,6 @@ mod tests {
                 edits.insert(*target, entry.id);
             }
         }
-        let own = |entry: &Entry| -> Option<Arc<Message>> {
-            Some(Arc::new(match &entry.body {
-                EntryBody::User { message, .. } => Message::User(message.clone()),
-                EntryBody::Assistant { message, .. } => Message::Assistant(message.clone()),
-                EntryBody::ToolResult { message, .. } => Message::ToolResult(message.clone()),
-                EntryBody::Replay { message } | EntryBody::Edit { message, .. } => message.clone(),
-                EntryBody::System { .. } | EntryBody::Reset {} => return None,
-            }))
-        };
         let contributions: Vec<(EntryId, Arc<Message>)> = window
             .iter()
             .filter(|entry| !matches!(entry.body, EntryBody::Edit { .. }))
@@ -464,7 +450,7 @@ mod tests {
                     .get(&entry.id)
                     .and_then(|edit_id| window.iter().find(|e| e.id == *edit_id))
                     .unwrap_or(entry);
-                Some((entry.id, own(source)?))
+                Some((entry.id, Arc::new(own_message(source)?)))
             })
             .collect();
         let mut results: BTreeMap<&str, VecDeque<(EntryId, &Arc<Message>)>> = BTreeMap::new();
@@ -505,15 +491,7 @@ mod tests {
                                 entry_id: result_entry_id,
                                 message: Arc::clone(result),
                             },
-                            None => ContextMessage {
-                                entry_id: *entry_id,
-                                message: Arc::new(Message::ToolResult(ToolResultMessage {
-                                    tool_call_id: call.id.clone(),
-                                    tool_name: call.name.clone(),
-                                    content: MISSING_RESULT.to_owned(),
-                                    is_error: true,
-                                })),
-                            },
+                            None => missing_result(*entry_id, call),
                         });
                     }
                 }
@@ -569,10 +547,10 @@ mod tests {
             };
             proptest::prop_assert_eq!(ids(&context), ids(&reference));
 
-            // Ids in reverse (which a store never writes) lose no entry: those the cache
-            // cannot hold are built on the side. (Which result a call takes then follows the
-            // entries' order, where the full placing went by id.)
-            // (Edits find their target by position, so the edits are left out here.)
+            // Ids in reverse (which a store never writes) lose no entry: the cache reaches
+            // down to them. (Which result a call takes then follows the entries' order, where
+            // the full placing went by id; and edits find their target by position, so the
+            // edits are left out here.)
             let mut shuffled: Vec<Entry> = log
                 .iter()
                 .filter(|entry| !matches!(entry.body, EntryBody::Edit { .. }))

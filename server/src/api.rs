@@ -713,7 +713,7 @@ async fn wait_for_run(
     let runtime = &state.runtime;
     let wait = async move {
         match watch {
-            Some(watch) => watch.ended(runtime).await,
+            Some(watch) => watch.ended().await,
             None => runtime.wait_for_run(run.id).await,
         }
     };

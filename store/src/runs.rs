@@ -130,21 +130,34 @@ pub(crate) fn claim_next_run(
     owner: &str,
     now_ms: i64,
 ) -> Result<Option<RunRow>> {
-    let id: Option<String> = connection
+    match next_claimable(connection, queue, None)? {
+        Some(id) => start_claimed(connection, &id, owner, now_ms),
+        None => Ok(None),
+    }
+}
+
+/// The oldest queued run on `queue` whose session has no run in flight; with `lease_owner`,
+/// also none whose session's lease another holds (anyone but that owner for that very run).
+fn next_claimable(
+    connection: &Connection,
+    queue: Queue,
+    lease_owner: Option<&str>,
+) -> Result<Option<String>> {
+    Ok(connection
         .prepare_cached(
             "SELECT id FROM runs AS queued
              WHERE queue = ?1 AND status = 'queued'
                AND NOT EXISTS (SELECT 1 FROM runs AS busy
                                WHERE busy.session_id = queued.session_id
                                  AND busy.status = 'running')
+               AND (?2 IS NULL
+                    OR NOT EXISTS (SELECT 1 FROM session_leases AS lease
+                                   WHERE lease.session_id = queued.session_id
+                                     AND NOT (lease.owner = ?2 AND lease.run_id IS queued.id)))
              ORDER BY rowid LIMIT 1",
         )?
-        .query_row(params![queue.as_str()], |row| row.get(0))
-        .optional()?;
-    match id {
-        Some(id) => start_claimed(connection, &id, owner, now_ms),
-        None => Ok(None),
-    }
+        .query_row(params![queue.as_str(), lease_owner], |row| row.get(0))
+        .optional()?)
 }
 
 /// Marks the run `id` running for `owner` (one more attempt) and returns it.
@@ -174,21 +187,7 @@ pub(crate) fn claim_next_run_leased(
     owner: &str,
     now_ms: i64,
 ) -> Result<Option<RunRow>> {
-    let id: Option<String> = connection
-        .prepare_cached(
-            "SELECT id FROM runs AS queued
-             WHERE queue = ?1 AND status = 'queued'
-               AND NOT EXISTS (SELECT 1 FROM runs AS busy
-                               WHERE busy.session_id = queued.session_id
-                                 AND busy.status = 'running')
-               AND NOT EXISTS (SELECT 1 FROM session_leases AS lease
-                               WHERE lease.session_id = queued.session_id
-                                 AND NOT (lease.owner = ?2 AND lease.run_id IS queued.id))
-             ORDER BY rowid LIMIT 1",
-        )?
-        .query_row(params![queue.as_str(), owner], |row| row.get(0))
-        .optional()?;
-    let Some(id) = id else {
+    let Some(id) = next_claimable(connection, queue, Some(owner))? else {
         return Ok(None);
     };
     let run = start_claimed(connection, &id, owner, now_ms)?;

@@ -285,22 +285,15 @@ impl Store {
                         answered_earlier.push((*idx, call_id.clone()));
                     }
                 }
-                if answered_earlier.is_empty() {
-                    return Ok((
-                        log::insert_rows(connection, session_id, &rows)?,
-                        answered_earlier,
-                    ));
-                }
-                // A job may run again after a rollback: it rewrites a copy.
-                let mut rows = rows.clone();
+                // A job may run again after a rollback: it rewrites a copy, when it rewrites.
+                let mut rows = std::borrow::Cow::Borrowed(&rows[..]);
                 for (idx, call_id) in &answered_earlier {
-                    rows[*idx].kind = "notice".to_owned();
-                    rows[*idx].meta = answered_earlier_meta(call_id).to_string();
+                    let row = &mut rows.to_mut()[*idx];
+                    row.kind = "notice".to_owned();
+                    row.meta = answered_earlier_meta(call_id).to_string();
                 }
-                Ok((
-                    log::insert_rows(connection, session_id, &rows)?,
-                    answered_earlier,
-                ))
+                let placed = log::insert_rows(connection, session_id, &rows)?;
+                Ok((placed, answered_earlier))
             })
             .await?;
         let mut events = events;
@@ -386,8 +379,8 @@ impl Store {
     }
 
     /// Claims runs of several queues in one transaction: up to `max` runs of each `(queue,
-    /// max)`, in that order (oldest first, one per session), each with its session's store lease taken for it (a run
-    /// whose session's lease is held by someone else stays queued).
+    /// max)`, in that order (oldest first, one per session), each with its session's store lease
+    /// taken for it (a run whose session's lease is held by someone else stays queued).
     pub async fn claim_runs_of_queues(
         &self,
         queues: Vec<(Queue, usize)>,

@@ -289,7 +289,7 @@ pub fn steps_rate(
                     let (_, watch) = runtime
                         .send_message_watched(session_id, &user_message(turn))
                         .await?;
-                    let run = watch.ended(&runtime).await?;
+                    let run = watch.ended().await?;
                     if run.status != RunStatus::Succeeded {
                         bail!("run {} of session {session_id} ended {run:?}", run.id);
                     }
