@@ -56,7 +56,9 @@ pub struct Config {
     /// How long the writer keeps polling for the next job before it parks its thread, and how
     /// long a caller's future polls for its outcome (yielding to its executor between polls)
     /// before it parks its task. Waking a parked thread costs tens of microseconds on a virtual
-    /// machine, more than a commit: see docs/design/group-commit.md.
+    /// machine, more than a commit: see docs/design/group-commit.md. A caller polls only while
+    /// no other caller of the store is waiting (with others waiting, its executor is not about
+    /// to park, and the polls would take its time from their replies).
     pub spin: Duration,
     /// Caps the database size in pages (`PRAGMA max_page_count`); for tests of a full disk.
     pub max_page_count: Option<u32>,

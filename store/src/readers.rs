@@ -2,13 +2,14 @@
 //! on SQLite. WAL lets them read while the writer writes; each read sees every commit that had
 //! finished when it started.
 
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
 use futures::channel::oneshot;
 use rusqlite::Connection;
 
-use crate::spin::SpinThenPark;
+use crate::spin::{SpinThenPark, Waiting};
 use crate::{Config, Error, Result};
 
 type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
@@ -18,18 +19,20 @@ pub(crate) struct Readers {
     /// Inline mode ([`Config::inline`]): one connection, read on the caller's thread.
     inline: Option<std::sync::Mutex<Connection>>,
     threads: Vec<JoinHandle<()>>,
-    /// How long a caller polls for its rows before parking.
+    /// How long a caller polls for its rows before parking, while it waits alone.
     spin: std::time::Duration,
+    waiting: Arc<Waiting>,
 }
 
 impl Readers {
-    pub(crate) fn start(config: &Config) -> Result<Readers> {
+    pub(crate) fn start(config: &Config, waiting: Arc<Waiting>) -> Result<Readers> {
         if config.inline {
             return Ok(Readers {
                 sender: None,
                 inline: Some(std::sync::Mutex::new(crate::schema::open_reader(config)?)),
                 threads: Vec::new(),
                 spin: config.spin,
+                waiting,
             });
         }
         let (sender, receiver) = crossbeam_channel::unbounded::<ReadJob>();
@@ -51,6 +54,7 @@ impl Readers {
             inline: None,
             threads,
             spin: config.spin,
+            waiting,
         })
     }
 
@@ -73,7 +77,7 @@ impl Readers {
             .ok_or(Error::Closed)?
             .send(job)
             .map_err(|_| Error::Closed)?;
-        SpinThenPark::new(outcome, self.spin)
+        SpinThenPark::new(outcome, self.spin, &self.waiting)
             .await
             .map_err(|_| Error::Closed)?
     }

@@ -4,34 +4,64 @@
 //! that costs tens of microseconds: more than a commit. [`SpinThenPark`] polls its channel for a
 //! short window first, waking its own task after each miss so the executor polls it again after
 //! the other ready tasks (it never blocks them), and only then registers to be woken.
+//!
+//! A caller spins only while it is the store's one waiting caller. With others waiting, its
+//! executor has their replies to run when they come, so it is not about to park; spinning would
+//! only poll the waiting task over and over (an actor's task polls its whole context each
+//! time), taking the executor's time from the replies that have come.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 
-/// A one-shot reply, polled without parking for `spin` after it was asked for.
-pub(crate) struct SpinThenPark<T> {
-    receiver: oneshot::Receiver<T>,
-    spin_until: Instant,
+/// How many callers of one store are waiting for a reply from its writer or readers now.
+#[derive(Debug, Default)]
+pub(crate) struct Waiting(AtomicUsize);
+
+impl Waiting {
+    fn alone(&self) -> bool {
+        self.0.load(Ordering::Relaxed) <= 1
+    }
 }
 
-impl<T> SpinThenPark<T> {
-    pub(crate) fn new(receiver: oneshot::Receiver<T>, spin: Duration) -> Self {
+/// A one-shot reply, polled without parking for `spin` after it was asked for, while no other
+/// caller of the store waits.
+pub(crate) struct SpinThenPark<'a, T> {
+    receiver: oneshot::Receiver<T>,
+    spin_until: Instant,
+    waiting: &'a Waiting,
+}
+
+impl<'a, T> SpinThenPark<'a, T> {
+    pub(crate) fn new(
+        receiver: oneshot::Receiver<T>,
+        spin: Duration,
+        waiting: &'a Waiting,
+    ) -> Self {
+        waiting.0.fetch_add(1, Ordering::Relaxed);
         SpinThenPark {
             receiver,
             spin_until: Instant::now() + spin,
+            waiting,
         }
     }
 }
 
-impl<T> Future for SpinThenPark<T> {
+impl<T> Drop for SpinThenPark<'_, T> {
+    fn drop(&mut self) {
+        self.waiting.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl<T> Future for SpinThenPark<'_, T> {
     type Output = Result<T, oneshot::Canceled>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if Instant::now() < self.spin_until {
+        if self.waiting.alone() && Instant::now() < self.spin_until {
             return match self.receiver.try_recv() {
                 Ok(Some(value)) => Poll::Ready(Ok(value)),
                 Ok(None) => {
@@ -57,14 +87,62 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(5));
                 sender.send(7)
             });
+            let waiting = Waiting::default();
             assert_eq!(
-                futures::executor::block_on(SpinThenPark::new(receiver, spin)),
+                futures::executor::block_on(SpinThenPark::new(receiver, spin, &waiting)),
                 Ok(7)
             );
             assert_eq!(thread.join().ok(), Some(Ok(())));
+            assert!(waiting.alone() && waiting.0.load(Ordering::Relaxed) == 0);
         }
         let (sender, receiver) = oneshot::channel::<u8>();
         drop(sender);
-        assert!(futures::executor::block_on(SpinThenPark::new(receiver, Duration::ZERO)).is_err());
+        let waiting = Waiting::default();
+        assert!(
+            futures::executor::block_on(SpinThenPark::new(receiver, Duration::ZERO, &waiting))
+                .is_err()
+        );
+    }
+
+    /// Counts the times its task was woken.
+    struct CountingWaker(AtomicUsize);
+
+    impl futures::task::ArcWake for CountingWaker {
+        fn wake_by_ref(arc_self: &std::sync::Arc<Self>) {
+            arc_self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_waiter_spins_only_while_no_other_caller_waits() {
+        let wakes = std::sync::Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let waker = futures::task::waker(std::sync::Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        let waiting = Waiting::default();
+        let spin = Duration::from_secs(60);
+
+        // Alone, it polls again at once: it woke its own task.
+        let (_sender_a, receiver_a) = oneshot::channel::<u8>();
+        let mut first = SpinThenPark::new(receiver_a, spin, &waiting);
+        assert!(Pin::new(&mut first).poll(&mut cx).is_pending());
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+
+        // With a second caller waiting, both park: neither wakes itself, and each is woken
+        // by its reply.
+        let (sender_b, receiver_b) = oneshot::channel::<u8>();
+        let mut second = SpinThenPark::new(receiver_b, spin, &waiting);
+        assert!(Pin::new(&mut first).poll(&mut cx).is_pending());
+        assert!(Pin::new(&mut second).poll(&mut cx).is_pending());
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+        assert_eq!(sender_b.send(9), Ok(()));
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 2);
+        assert_eq!(Pin::new(&mut second).poll(&mut cx), Poll::Ready(Ok(9)));
+
+        // Once the second is done, the first is alone again and spins.
+        drop(second);
+        assert!(Pin::new(&mut first).poll(&mut cx).is_pending());
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 3);
+        drop(first);
+        assert_eq!(waiting.0.load(Ordering::Relaxed), 0);
     }
 }

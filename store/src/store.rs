@@ -46,8 +46,10 @@ impl Store {
     /// Opens (creating if needed) the database, migrates it, and starts the writer and readers.
     pub fn open(config: Config) -> Result<Store> {
         let connection = crate::schema::open_writer(&config)?;
-        let writer = Writer::start(connection, &config)?;
-        let readers = Readers::start(&config)?;
+        // One count of waiting callers for both: a caller spins only while it waits alone.
+        let waiting = Arc::default();
+        let writer = Writer::start(connection, &config, Arc::clone(&waiting))?;
+        let readers = Readers::start(&config, waiting)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 readers,

@@ -16,7 +16,7 @@ use rusqlite::Connection;
 use seed_events::SessionId;
 
 use crate::error::classify;
-use crate::spin::SpinThenPark;
+use crate::spin::{SpinThenPark, Waiting};
 use crate::{BatchMode, Config, Error, Result};
 
 /// What a job writes for: named in its errors, and used to order it within a group.
@@ -153,15 +153,20 @@ pub(crate) struct Writer {
     /// Inline mode ([`Config::inline`]): no thread; each job commits on the caller's thread,
     /// alone, when it is asked for.
     inline: Option<std::sync::Mutex<WriterThread>>,
-    /// How long a caller polls for its outcome before parking.
+    /// How long a caller polls for its outcome before parking, while it waits alone.
     spin: Duration,
+    waiting: Arc<Waiting>,
     pub(crate) stats: Arc<WriterStats>,
     /// Set by [`Writer::fence`]: nothing more is committed.
     fenced: Arc<AtomicBool>,
 }
 
 impl Writer {
-    pub(crate) fn start(connection: Connection, config: &Config) -> std::io::Result<Writer> {
+    pub(crate) fn start(
+        connection: Connection,
+        config: &Config,
+        waiting: Arc<Waiting>,
+    ) -> std::io::Result<Writer> {
         let (sender, receiver) = crossbeam_channel::unbounded();
         let stats = Arc::new(WriterStats::default());
         let fenced = Arc::new(AtomicBool::new(false));
@@ -183,6 +188,7 @@ impl Writer {
                 thread: None,
                 inline: Some(std::sync::Mutex::new(thread)),
                 spin: config.spin,
+                waiting,
                 stats,
                 fenced,
             });
@@ -195,6 +201,7 @@ impl Writer {
             thread: Some(thread),
             inline: None,
             spin: config.spin,
+            waiting,
             stats,
             fenced,
         })
@@ -224,7 +231,7 @@ impl Writer {
         } else {
             self.send(Message::Job(Box::new(job)))?;
         }
-        SpinThenPark::new(outcome, self.spin)
+        SpinThenPark::new(outcome, self.spin, &self.waiting)
             .await
             .map_err(|_| Error::Closed)?
     }
