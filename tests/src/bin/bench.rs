@@ -95,6 +95,11 @@ const SUITES: [&str; 7] = [
     "service",
 ];
 
+/// The allocator the `seed` binary runs with (server/src/main.rs), so the figures are the
+/// service's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     let suite = std::env::args().nth(1).unwrap_or_default();
     let filter = std::env::args().nth(2).unwrap_or_default();
