@@ -342,10 +342,13 @@ impl RunWatch {
     /// Waits until the run is terminal and returns it, as [`Runtime::wait_for_run`] does. Call it
     /// once the run is queued.
     pub async fn ended(mut self) -> Result<RunRow, Error> {
-        if let Some(ended) = self.ended.take()
-            && let Ok(Some(run)) = ended.await
-        {
-            return Ok(run);
+        if let Some(ended) = self.ended.as_mut() {
+            let outcome = ended.await;
+            // Answered, or its sender went with the runtime: nothing of it is registered now.
+            self.ended = None;
+            if let Ok(Some(run)) = outcome {
+                return Ok(run);
+            }
         }
         // Ended without its row (a run ended another way), or the runtime went away: read.
         self.runtime.wait_for_run(self.run_id).await
@@ -353,9 +356,13 @@ impl RunWatch {
 }
 
 impl Drop for RunWatch {
+    /// A watch never answered (dropped unused, or while it waited) takes its registration
+    /// with it; dropping the receiver first marks it as given up.
     fn drop(&mut self) {
-        drop(self.ended.take());
-        self.runtime.env.publisher.forget_run_waiters(self.run_id);
+        if let Some(ended) = self.ended.take() {
+            drop(ended);
+            self.runtime.env.publisher.forget_run_waiters(self.run_id);
+        }
     }
 }
 

@@ -99,8 +99,14 @@ async fn a_watched_run_ends_as_recorded_and_a_watch_leaves_nothing_registered() 
     let refused = runtime.send_message_watched(missing, "anyone?").await;
     assert!(refused.is_err(), "{refused:?}");
     assert_eq!(runtime.n_runs_waited_for(), 0);
-    // A watch given up before its run ends leaves nothing either.
+    // A watch given up before its run ends leaves nothing either, unused or while it waits.
     drop(runtime.watch_run(seed_events::RunId::new_v7()));
+    assert_eq!(runtime.n_runs_waited_for(), 0);
+    let never_queued = runtime.watch_run(seed_events::RunId::new_v7());
+    assert_eq!(runtime.n_runs_waited_for(), 1);
+    let gave_up =
+        actix::clock::timeout(std::time::Duration::from_millis(20), never_queued.ended()).await;
+    assert!(gave_up.is_err(), "{gave_up:?}");
     assert_eq!(runtime.n_runs_waited_for(), 0);
     Ok(())
 }

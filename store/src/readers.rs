@@ -9,7 +9,7 @@ use crossbeam_channel::Sender;
 use futures::channel::oneshot;
 use rusqlite::Connection;
 
-use crate::spin::{SpinThenPark, Waiting};
+use crate::spin::Replies;
 use crate::{Config, Error, Result};
 
 type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
@@ -19,20 +19,18 @@ pub(crate) struct Readers {
     /// Inline mode ([`Config::inline`]): one connection, read on the caller's thread.
     inline: Option<std::sync::Mutex<Connection>>,
     threads: Vec<JoinHandle<()>>,
-    /// How long a caller polls for its rows before parking, while it waits alone.
-    spin: std::time::Duration,
-    waiting: Arc<Waiting>,
+    /// How callers wait for their rows (shared with the writer).
+    replies: Arc<Replies>,
 }
 
 impl Readers {
-    pub(crate) fn start(config: &Config, waiting: Arc<Waiting>) -> Result<Readers> {
+    pub(crate) fn start(config: &Config, replies: Arc<Replies>) -> Result<Readers> {
         if config.inline {
             return Ok(Readers {
                 sender: None,
                 inline: Some(std::sync::Mutex::new(crate::schema::open_reader(config)?)),
                 threads: Vec::new(),
-                spin: config.spin,
-                waiting,
+                replies,
             });
         }
         let (sender, receiver) = crossbeam_channel::unbounded::<ReadJob>();
@@ -53,8 +51,7 @@ impl Readers {
             sender: Some(sender),
             inline: None,
             threads,
-            spin: config.spin,
-            waiting,
+            replies,
         })
     }
 
@@ -77,7 +74,8 @@ impl Readers {
             .ok_or(Error::Closed)?
             .send(job)
             .map_err(|_| Error::Closed)?;
-        SpinThenPark::new(outcome, self.spin, &self.waiting)
+        self.replies
+            .wait(outcome)
             .await
             .map_err(|_| Error::Closed)?
     }

@@ -18,42 +18,49 @@ use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 
-/// How many callers of one store are waiting for a reply from its writer or readers now.
-#[derive(Debug, Default)]
-pub(crate) struct Waiting(AtomicUsize);
+/// How a store's callers wait for the replies of its writer and readers: one per store, shared
+/// by both, counting the callers waiting now.
+#[derive(Debug)]
+pub(crate) struct Replies {
+    /// How long a caller polls before parking, while it waits alone.
+    spin: Duration,
+    waiting: AtomicUsize,
+}
 
-impl Waiting {
+impl Replies {
+    pub(crate) fn new(spin: Duration) -> Replies {
+        Replies {
+            spin,
+            waiting: AtomicUsize::new(0),
+        }
+    }
+
+    /// Waits for `receiver`'s reply: polled for the spin window while no other caller waits.
+    pub(crate) fn wait<T>(&self, receiver: oneshot::Receiver<T>) -> SpinThenPark<'_, T> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        SpinThenPark {
+            receiver,
+            spin_until: Instant::now() + self.spin,
+            replies: self,
+        }
+    }
+
     fn alone(&self) -> bool {
-        self.0.load(Ordering::Relaxed) <= 1
+        self.waiting.load(Ordering::Relaxed) <= 1
     }
 }
 
-/// A one-shot reply, polled without parking for `spin` after it was asked for, while no other
-/// caller of the store waits.
+/// A one-shot reply, polled without parking for a while after it was asked for, while no
+/// other caller of the store waits ([`Replies::wait`]).
 pub(crate) struct SpinThenPark<'a, T> {
     receiver: oneshot::Receiver<T>,
     spin_until: Instant,
-    waiting: &'a Waiting,
-}
-
-impl<'a, T> SpinThenPark<'a, T> {
-    pub(crate) fn new(
-        receiver: oneshot::Receiver<T>,
-        spin: Duration,
-        waiting: &'a Waiting,
-    ) -> Self {
-        waiting.0.fetch_add(1, Ordering::Relaxed);
-        SpinThenPark {
-            receiver,
-            spin_until: Instant::now() + spin,
-            waiting,
-        }
-    }
+    replies: &'a Replies,
 }
 
 impl<T> Drop for SpinThenPark<'_, T> {
     fn drop(&mut self) {
-        self.waiting.0.fetch_sub(1, Ordering::Relaxed);
+        self.replies.waiting.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -61,7 +68,7 @@ impl<T> Future for SpinThenPark<'_, T> {
     type Output = Result<T, oneshot::Canceled>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if self.waiting.alone() && Instant::now() < self.spin_until {
+        if self.replies.alone() && Instant::now() < self.spin_until {
             return match self.receiver.try_recv() {
                 Ok(Some(value)) => Poll::Ready(Ok(value)),
                 Ok(None) => {
@@ -87,21 +94,15 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(5));
                 sender.send(7)
             });
-            let waiting = Waiting::default();
-            assert_eq!(
-                futures::executor::block_on(SpinThenPark::new(receiver, spin, &waiting)),
-                Ok(7)
-            );
+            let replies = Replies::new(spin);
+            assert_eq!(futures::executor::block_on(replies.wait(receiver)), Ok(7));
             assert_eq!(thread.join().ok(), Some(Ok(())));
-            assert!(waiting.alone() && waiting.0.load(Ordering::Relaxed) == 0);
+            assert_eq!(replies.waiting.load(Ordering::Relaxed), 0);
         }
         let (sender, receiver) = oneshot::channel::<u8>();
         drop(sender);
-        let waiting = Waiting::default();
-        assert!(
-            futures::executor::block_on(SpinThenPark::new(receiver, Duration::ZERO, &waiting))
-                .is_err()
-        );
+        let replies = Replies::new(Duration::ZERO);
+        assert!(futures::executor::block_on(replies.wait(receiver)).is_err());
     }
 
     /// Counts the times its task was woken.
@@ -118,19 +119,18 @@ mod tests {
         let wakes = std::sync::Arc::new(CountingWaker(AtomicUsize::new(0)));
         let waker = futures::task::waker(std::sync::Arc::clone(&wakes));
         let mut cx = Context::from_waker(&waker);
-        let waiting = Waiting::default();
-        let spin = Duration::from_secs(60);
+        let replies = Replies::new(Duration::from_secs(60));
 
         // Alone, it polls again at once: it woke its own task.
         let (_sender_a, receiver_a) = oneshot::channel::<u8>();
-        let mut first = SpinThenPark::new(receiver_a, spin, &waiting);
+        let mut first = replies.wait(receiver_a);
         assert!(Pin::new(&mut first).poll(&mut cx).is_pending());
         assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
 
         // With a second caller waiting, both park: neither wakes itself, and each is woken
         // by its reply.
         let (sender_b, receiver_b) = oneshot::channel::<u8>();
-        let mut second = SpinThenPark::new(receiver_b, spin, &waiting);
+        let mut second = replies.wait(receiver_b);
         assert!(Pin::new(&mut first).poll(&mut cx).is_pending());
         assert!(Pin::new(&mut second).poll(&mut cx).is_pending());
         assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
@@ -143,6 +143,6 @@ mod tests {
         assert!(Pin::new(&mut first).poll(&mut cx).is_pending());
         assert_eq!(wakes.0.load(Ordering::SeqCst), 3);
         drop(first);
-        assert_eq!(waiting.0.load(Ordering::Relaxed), 0);
+        assert_eq!(replies.waiting.load(Ordering::Relaxed), 0);
     }
 }

@@ -47,9 +47,9 @@ impl Store {
     pub fn open(config: Config) -> Result<Store> {
         let connection = crate::schema::open_writer(&config)?;
         // One count of waiting callers for both: a caller spins only while it waits alone.
-        let waiting = Arc::default();
-        let writer = Writer::start(connection, &config, Arc::clone(&waiting))?;
-        let readers = Readers::start(&config, waiting)?;
+        let replies = Arc::new(crate::spin::Replies::new(config.spin));
+        let writer = Writer::start(connection, &config, Arc::clone(&replies))?;
+        let readers = Readers::start(&config, replies)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 readers,

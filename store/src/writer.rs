@@ -16,7 +16,7 @@ use rusqlite::Connection;
 use seed_events::SessionId;
 
 use crate::error::classify;
-use crate::spin::{SpinThenPark, Waiting};
+use crate::spin::Replies;
 use crate::{BatchMode, Config, Error, Result};
 
 /// What a job writes for: named in its errors, and used to order it within a group.
@@ -153,9 +153,8 @@ pub(crate) struct Writer {
     /// Inline mode ([`Config::inline`]): no thread; each job commits on the caller's thread,
     /// alone, when it is asked for.
     inline: Option<std::sync::Mutex<WriterThread>>,
-    /// How long a caller polls for its outcome before parking, while it waits alone.
-    spin: Duration,
-    waiting: Arc<Waiting>,
+    /// How callers wait for their outcomes (shared with the readers).
+    replies: Arc<Replies>,
     pub(crate) stats: Arc<WriterStats>,
     /// Set by [`Writer::fence`]: nothing more is committed.
     fenced: Arc<AtomicBool>,
@@ -165,7 +164,7 @@ impl Writer {
     pub(crate) fn start(
         connection: Connection,
         config: &Config,
-        waiting: Arc<Waiting>,
+        replies: Arc<Replies>,
     ) -> std::io::Result<Writer> {
         let (sender, receiver) = crossbeam_channel::unbounded();
         let stats = Arc::new(WriterStats::default());
@@ -187,8 +186,7 @@ impl Writer {
                 sender: None,
                 thread: None,
                 inline: Some(std::sync::Mutex::new(thread)),
-                spin: config.spin,
-                waiting,
+                replies,
                 stats,
                 fenced,
             });
@@ -200,8 +198,7 @@ impl Writer {
             sender: Some(sender),
             thread: Some(thread),
             inline: None,
-            spin: config.spin,
-            waiting,
+            replies,
             stats,
             fenced,
         })
@@ -231,7 +228,8 @@ impl Writer {
         } else {
             self.send(Message::Job(Box::new(job)))?;
         }
-        SpinThenPark::new(outcome, self.spin, &self.waiting)
+        self.replies
+            .wait(outcome)
             .await
             .map_err(|_| Error::Closed)?
     }
