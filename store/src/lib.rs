@@ -17,6 +17,7 @@
 
 mod accounts;
 mod attachments;
+mod checkpoint;
 mod config;
 mod continuations;
 mod error;

@@ -15,6 +15,7 @@ use futures::channel::oneshot;
 use rusqlite::Connection;
 use seed_events::SessionId;
 
+use crate::checkpoint::Checkpointer;
 use crate::error::classify;
 use crate::spin::Replies;
 use crate::{BatchMode, Config, Error, Result};
@@ -165,11 +166,19 @@ impl Writer {
         connection: Connection,
         config: &Config,
         replies: Arc<Replies>,
-    ) -> std::io::Result<Writer> {
+    ) -> Result<Writer> {
         let (sender, receiver) = crossbeam_channel::unbounded();
         let stats = Arc::new(WriterStats::default());
         let fenced = Arc::new(AtomicBool::new(false));
+        // Inline (one thread for everything) and in memory (no WAL), SQLite checkpoints on
+        // the writer's connection as usual.
+        let checkpointer = if config.inline || crate::memory_disk::is_memory(config) {
+            None
+        } else {
+            Some(Checkpointer::start(&connection, config)?)
+        };
         let mut thread = WriterThread {
+            checkpointer,
             fenced: Arc::clone(&fenced),
             connection,
             receiver,
@@ -297,6 +306,9 @@ pub struct WriterHold {
 }
 
 struct WriterThread {
+    /// Checkpoints the WAL, mostly on a thread of its own; `None` leaves it to SQLite on this
+    /// connection.
+    checkpointer: Option<Checkpointer>,
     fenced: Arc<AtomicBool>,
     connection: Connection,
     receiver: Receiver<Message>,
@@ -344,6 +356,8 @@ impl WriterThread {
         if self.fenced.load(Ordering::SeqCst) {
             self.skip_close_checkpoint();
         }
+        // Its connection closes first, so that this one, closing last, checkpoints the WAL.
+        self.checkpointer = None;
     }
 
     /// A fenced store is left as a crashed process leaves it: WAL not checkpointed on close.
@@ -539,6 +553,9 @@ impl WriterThread {
         let started = Instant::now();
         self.connection.prepare_cached("COMMIT")?.execute([])?;
         self.stats.commit_latency.observe(started.elapsed());
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.after_commit(&self.connection);
+        }
         Ok(())
     }
 

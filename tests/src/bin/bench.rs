@@ -334,13 +334,13 @@ fn harness_sqlite_rate(config: &Config, n_sessions: usize) -> anyhow::Result<f64
 
 /// The steps rows of the `runtime` suite: concurrent sessions, and the turns each one takes
 /// (a lane moves to a fresh session every `runtime_bench::TURNS_PER_SESSION` turns), so that
-/// one measurement takes a second or a few. At 1,000 sessions a single turn each takes about
-/// 20 s today (every notification goes to every `wait_for_run`), so that row takes one turn
-/// and one round; give it more turns once it is fast.
+/// each measurement commits 20,000 steps or more and runs a second or so: long enough for the
+/// store's checkpoints and the sessions' later turns, not only their first, to be in the
+/// figure.
 const RUNTIME_STEPS_CASES: [(&str, usize, usize); 3] = [
     ("runtime 1 session", 1, 300),
-    ("runtime 100 sessions", 100, 8),
-    ("runtime 1000 sessions", 1000, 1),
+    ("runtime 100 sessions", 100, 40),
+    ("runtime 1000 sessions", 1000, 4),
 ];
 
 /// Concurrent clients of the `service` suite, and how long each level runs.

@@ -1,0 +1,299 @@
+//! Checkpoints, mostly off the writer's thread.
+//!
+//! SQLite checkpoints a WAL database by itself, on the connection that commits, once the WAL
+//! holds `wal_autocheckpoint` pages (1,000 by default): the commit that crosses the mark copies
+//! the WAL's pages into the database file and syncs both files before it returns. With one
+//! writer for every session, that commit is every waiting session's commit; a profile of the
+//! runtime at 100 sessions had checkpoints at half of the writer's commit time.
+//!
+//! So the writer's connection does not checkpoint by itself. A WAL hook notes the WAL's size
+//! after each of its commits. Once it crosses [`CHECKPOINT_PAGES`], the writer wakes this
+//! thread, which copies the WAL into the database file with passive checkpoints on a connection
+//! of its own while the writer goes on committing. Those can never finish the job: the WAL
+//! starts over only at a write transaction that begins with every frame copied, and the writer
+//! appends frames all along. So when the thread is done, the writer copies the few frames
+//! appended meanwhile itself, between two of its commits, and its next transaction starts
+//! the WAL over (when no reader still reads from it; otherwise the next round tries again,
+//! as SQLite's own checkpoints do).
+
+use std::cell::Cell;
+use std::os::raw::c_int;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Sender, TrySendError};
+use rusqlite::Connection;
+use rusqlite::hooks::Wal;
+
+use crate::{Config, Result};
+
+/// The WAL size, in pages, at which the writer starts a checkpoint: SQLite's own default for
+/// `wal_autocheckpoint`.
+pub(crate) const CHECKPOINT_PAGES: c_int = 1000;
+
+/// The thread stops its passes once fewer frames than this are left to copy.
+const LEFT_FOR_THE_WRITER: i64 = 64;
+
+/// Passes the thread makes at most per round: the writer appends while it copies.
+const PASSES_MAX: usize = 3;
+
+/// Where a round of checkpointing is.
+const IDLE: u8 = 0;
+/// The thread is copying.
+const COPYING: u8 = 1;
+/// The thread has copied what it could; the writer copies the rest after its next commit.
+const COPIED: u8 = 2;
+
+thread_local! {
+    /// Pages in the WAL after the last commit on this thread's writing connection, as the WAL
+    /// hook reported it. The hook runs on the committing thread, inside its commit.
+    static WAL_PAGES: Cell<c_int> = const { Cell::new(0) };
+}
+
+/// The WAL hook of the writer's connection: notes the WAL's size for [`wal_pages_after_commit`].
+/// Installing it replaces SQLite's autocheckpoint hook, so the connection no longer
+/// checkpoints by itself.
+fn note_wal_pages(_: &Wal, pages: c_int) -> rusqlite::Result<()> {
+    WAL_PAGES.with(|cell| cell.set(pages));
+    Ok(())
+}
+
+/// The WAL's size after this thread's last commit, once: a second call without a commit in
+/// between says 0.
+fn wal_pages_after_commit() -> c_int {
+    WAL_PAGES.with(|cell| cell.replace(0))
+}
+
+/// The thread that checkpoints for a writer; stops when the writer drops it.
+pub(crate) struct Checkpointer {
+    phase: Arc<AtomicU8>,
+    wake: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    /// Takes over checkpointing from `writer` (the writer's connection, whose commits then
+    /// call [`Checkpointer::after_commit`] on the thread that makes them).
+    pub(crate) fn start(writer: &Connection, config: &Config) -> Result<Checkpointer> {
+        let connection = open_checkpointer(config)?;
+        let phase = Arc::new(AtomicU8::new(IDLE));
+        let (wake, woken) = crossbeam_channel::bounded::<()>(1);
+        let thread = {
+            let phase = Arc::clone(&phase);
+            std::thread::Builder::new()
+                .name("seed-store-checkpoint".to_owned())
+                .spawn(move || {
+                    while woken.recv().is_ok() {
+                        for _ in 0..PASSES_MAX {
+                            match checkpoint(&connection) {
+                                Some((log, copied)) if log - copied > LEFT_FOR_THE_WRITER => {}
+                                _ => break,
+                            }
+                        }
+                        phase.store(COPIED, Ordering::Release);
+                    }
+                })?
+        };
+        writer.wal_hook(Some(note_wal_pages));
+        Ok(Checkpointer {
+            phase,
+            wake: Some(wake),
+            thread: Some(thread),
+        })
+    }
+
+    /// After each of the writer's commits, on its thread and outside a transaction: starts a
+    /// round once the WAL has grown past [`CHECKPOINT_PAGES`], and finishes one the thread
+    /// has done its part of. Checkpoints on `writer` itself if the thread is gone.
+    pub(crate) fn after_commit(&self, writer: &Connection) {
+        let pages = wal_pages_after_commit();
+        match self.phase.load(Ordering::Acquire) {
+            COPIED => {
+                checkpoint(writer);
+                self.phase.store(IDLE, Ordering::Release);
+            }
+            IDLE if pages >= CHECKPOINT_PAGES => {
+                self.phase.store(COPYING, Ordering::Release);
+                match self.wake.as_ref().map(|wake| wake.try_send(())) {
+                    Some(Ok(()) | Err(TrySendError::Full(()))) => {}
+                    Some(Err(TrySendError::Disconnected(()))) | None => {
+                        checkpoint(writer);
+                        self.phase.store(IDLE, Ordering::Release);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    /// Stops the thread and closes its connection, so that the writer's connection, closing
+    /// after it, is the last one and checkpoints the WAL away.
+    fn drop(&mut self) {
+        self.wake = None;
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the store checkpoint thread panicked");
+        }
+    }
+}
+
+/// The checkpointer's own connection: the store's pragmas (its `synchronous` decides how the
+/// checkpoint syncs), and no checkpoint when it closes, which is the writer's to do.
+fn open_checkpointer(config: &Config) -> Result<Connection> {
+    let connection = Connection::open(&config.path)?;
+    connection.busy_timeout(config.busy_timeout)?;
+    connection.pragma_update(None, "synchronous", config.synchronous.as_pragma())?;
+    connection.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )?;
+    Ok(connection)
+}
+
+/// A passive checkpoint: copies the WAL's frames that no reader still needs into the database
+/// file, without waiting for readers or blocking the writer. Returns the frames in the WAL
+/// and those copied. A failure is logged: the WAL keeps everything, and the next round tries
+/// again.
+fn checkpoint(connection: &Connection) -> Option<(i64, i64)> {
+    let outcome = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+    });
+    match outcome {
+        Ok(frames) => Some(frames),
+        Err(error) => {
+            tracing::warn!(%error, "store checkpoint failed");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// The pages of the database file.
+    fn pages(path: &std::path::Path) -> u64 {
+        std::fs::metadata(path).map_or(0, |meta| meta.len()) / 4096
+    }
+
+    /// The frames the WAL file has room for (a 32-byte header, then frames of a 24-byte header
+    /// and a page each); 0 if there is no WAL.
+    fn wal_frames(path: &std::path::Path) -> u64 {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        std::fs::metadata(wal).map_or(0, |meta| meta.len().saturating_sub(32) / (24 + 4096))
+    }
+
+    #[test]
+    fn the_thread_copies_the_wal_and_the_writer_finishes_the_round() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let config = Config::new(dir.path().join("db.sqlite"));
+        let path = config.path.clone();
+        let writer = crate::schema::open_writer(&config)?;
+        writer.execute_batch("CREATE TABLE t (x BLOB)")?;
+        let checkpointer = Checkpointer::start(&writer, &config)?;
+        let insert = || writer.execute("INSERT INTO t (x) VALUES (zeroblob(3000))", []);
+
+        // Past SQLite's autocheckpoint mark, with no round started: the WAL only grows, so the
+        // writer's connection did not checkpoint by itself.
+        let n_rows = CHECKPOINT_PAGES as u64 + 200;
+        for _ in 0..n_rows {
+            insert()?;
+        }
+        let database = pages(&path);
+        // The next commit starts a round: the thread copies the WAL into the database file.
+        insert()?;
+        checkpointer.after_commit(&writer);
+        let grown = wal_frames(&path);
+        assert!(grown > n_rows, "the WAL holds {grown} frames");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while checkpointer.phase.load(Ordering::Acquire) != COPIED {
+            anyhow::ensure!(Instant::now() < deadline, "no checkpoint within 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            pages(&path) >= database + n_rows,
+            "the thread copied the WAL"
+        );
+        // The writer's next commit finishes the round, and its commits after that start the
+        // WAL over instead of growing it.
+        for _ in 0..100 {
+            insert()?;
+            checkpointer.after_commit(&writer);
+        }
+        assert_eq!(checkpointer.phase.load(Ordering::Acquire), IDLE);
+        assert_eq!(wal_frames(&path), grown, "the WAL grew on");
+
+        // Stopped, the thread leaves the writer's connection the last one: closing it
+        // checkpoints and removes the WAL.
+        drop(checkpointer);
+        drop(writer);
+        assert_eq!(wal_frames(&path), 0);
+        let reopened = Connection::open(&path)?;
+        let n: i64 = reopened.query_row("SELECT count(*) FROM t", [], |row| row.get(0))?;
+        assert_eq!(n as u64, n_rows + 101);
+        Ok(())
+    }
+
+    #[test]
+    fn the_writer_copies_what_the_thread_left_and_the_wal_starts_over() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let config = Config::new(dir.path().join("db.sqlite"));
+        let path = config.path.clone();
+        let writer = crate::schema::open_writer(&config)?;
+        writer.execute_batch("CREATE TABLE t (x BLOB)")?;
+        let checkpointer = Checkpointer::start(&writer, &config)?;
+        let insert = || writer.execute("INSERT INTO t (x) VALUES (zeroblob(3000))", []);
+        for _ in 0..200 {
+            insert()?;
+        }
+        // As when the writer appended while the thread copied: the thread says it is done,
+        // and nothing of the WAL is in the database file yet.
+        checkpointer.phase.store(COPIED, Ordering::Release);
+        insert()?;
+        let grown = wal_frames(&path);
+        checkpointer.after_commit(&writer);
+        assert_eq!(checkpointer.phase.load(Ordering::Acquire), IDLE);
+        for _ in 0..50 {
+            insert()?;
+            checkpointer.after_commit(&writer);
+        }
+        assert_eq!(wal_frames(&path), grown, "the WAL started over");
+        Ok(())
+    }
+
+    #[test]
+    fn without_its_thread_the_writer_checkpoints_itself() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let config = Config::new(dir.path().join("db.sqlite"));
+        let path = config.path.clone();
+        let writer = crate::schema::open_writer(&config)?;
+        writer.execute_batch("CREATE TABLE t (x BLOB)")?;
+        let mut checkpointer = Checkpointer::start(&writer, &config)?;
+        // The thread is gone.
+        checkpointer.wake = None;
+        if let Some(thread) = checkpointer.thread.take() {
+            thread
+                .join()
+                .map_err(|_| anyhow::anyhow!("the thread panicked"))?;
+        }
+        let insert = || writer.execute("INSERT INTO t (x) VALUES (zeroblob(3000))", []);
+        for _ in 0..3 * CHECKPOINT_PAGES {
+            insert()?;
+            checkpointer.after_commit(&writer);
+        }
+        assert_eq!(checkpointer.phase.load(Ordering::Acquire), IDLE);
+        let frames = wal_frames(&path);
+        assert!(
+            frames < 2 * CHECKPOINT_PAGES as u64,
+            "the WAL grew to {frames} frames"
+        );
+        Ok(())
+    }
+}
