@@ -59,6 +59,13 @@ pub enum Command {
         /// HTTP worker threads.
         #[arg(long, default_value_t = 2)]
         http_workers: usize,
+        /// Turns of messages (the interactive queue) in flight at once; more wait their turn
+        /// in the queue. Raise it when the model serves many requests at once.
+        #[arg(long, env = "SEED_INTERACTIVE_RUNS_MAX", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+        interactive_runs_max: u32,
+        /// Turns of background work (delegated children, later passes) in flight at once.
+        #[arg(long, env = "SEED_BACKGROUND_RUNS_MAX", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+        background_runs_max: u32,
         /// Delay between the scripted model's text deltas, in milliseconds (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         scripted_delay_ms: u64,
@@ -107,6 +114,8 @@ pub fn main() -> anyhow::Result<()> {
             queued_runs_max,
             body_bytes_max,
             http_workers,
+            interactive_runs_max,
+            background_runs_max,
             scripted_delay_ms,
         } => {
             init_tracing(*log_json);
@@ -121,6 +130,10 @@ pub fn main() -> anyhow::Result<()> {
                 scripted_delta_delay: (*scripted_delay_ms > 0)
                     .then(|| Duration::from_millis(*scripted_delay_ms)),
                 http_workers: *http_workers,
+                runs_max: (
+                    *interactive_runs_max as usize,
+                    *background_runs_max as usize,
+                ),
             })
         }
         Command::Key { new } => key(&cli, new.as_deref()),
@@ -548,5 +561,39 @@ mod tests {
             serde_json::json!({"id": "c", "name": "status", "arguments": {"title": "x"}});
         assert_eq!(event_line(&call), r#"[1] tool call: status({"title":"x"})"#);
         assert_eq!(event_line(&assistant(0)), "[1] agent: hi");
+    }
+
+    #[test]
+    fn serve_takes_the_runs_in_flight_and_refuses_none() {
+        let runs_max = |args: &[&str]| {
+            Cli::try_parse_from(["seed", "serve"].iter().chain(args)).map(|cli| match cli.command {
+                Command::Serve {
+                    interactive_runs_max,
+                    background_runs_max,
+                    ..
+                } => (interactive_runs_max, background_runs_max),
+                _ => unreachable!("parsed serve"),
+            })
+        };
+        assert_eq!(runs_max(&[]).ok(), Some((64, 16)));
+        assert_eq!(
+            runs_max(&[
+                "--interactive-runs-max",
+                "1024",
+                "--background-runs-max",
+                "4"
+            ])
+            .ok(),
+            Some((1024, 4))
+        );
+        let refused = runs_max(&["--interactive-runs-max", "0"])
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("--interactive-runs-max")),
+            "{refused:?}"
+        );
     }
 }

@@ -38,6 +38,8 @@ pub struct ServeOptions {
     /// Slows the scripted model's streaming (tests).
     pub scripted_delta_delay: Option<Duration>,
     pub http_workers: usize,
+    /// Runs in flight at once: (interactive, background).
+    pub runs_max: (usize, usize),
 }
 
 /// Milliseconds since the epoch.
@@ -131,7 +133,11 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     // The model: what the environment configures (SEED_PROVIDER, OPENAI_API_KEY, … or the
     // file SEED_PROVIDER_CONFIG names), else the scripted model.
     let provider_config = seed_providers::ProviderConfig::from_process_env()?;
-    let mut settings = RuntimeSettings::default();
+    let mut settings = RuntimeSettings {
+        interactive_runs_max: options.runs_max.0,
+        background_runs_max: options.runs_max.1,
+        ..RuntimeSettings::default()
+    };
     let (inner, model_line): (Arc<dyn seed_providers::Provider>, String) =
         match provider_config.provider {
             seed_providers::ProviderKind::Scripted => {

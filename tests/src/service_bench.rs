@@ -56,6 +56,8 @@ pub fn start(seed: &Path, scratch: &Path) -> anyhow::Result<Service> {
         .arg("--data-dir")
         .arg(&data_dir)
         .args(["--listen", "127.0.0.1:0", "--queued-runs-max", "1000000"])
+        // As the runtime suite: no client waits for a free turn slot.
+        .args(["--interactive-runs-max", "1024"])
         .env("RUST_LOG", "warn")
         .env("SEED_PROVIDER", "scripted")
         .stdout(Stdio::piped())
