@@ -4,8 +4,8 @@
 //! turn needs in one read; open the harness (or take the one kept from the session's last
 //! run); clear `pi_entry_id` marks the store cannot back and project every entry the log lacks;
 //! give up on a turn another run left unsettled; import what is pending from the log; run the
-//! turn with this turn's blocks; project its entries; close the run and release the lease in
-//! one commit. Everything here awaits the store's async API, so no SQLite work runs on an
+//! turn with this turn's blocks; close the run, project its last entries and release the lease
+//! in one commit. Everything here awaits the store's async API, so no SQLite work runs on an
 //! actix arbiter thread.
 
 use std::collections::BTreeSet;
@@ -19,7 +19,7 @@ use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks}
 use seed_projections::import::{ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, plan_import};
 use seed_projections::store_to_log::{entry_events, stale_marks_above, unprojected};
 use seed_providers::{Provider, Request, StreamEvent, model_context_window};
-use seed_store::{RunRow, Store};
+use seed_store::{Projection, RunRow, Store};
 
 use seed_projections::continuation::SESSION_CONTINUATION_PROMPT;
 
@@ -188,8 +188,8 @@ pub async fn execute_run(
     harness: &mut Option<SessionHarness>,
 ) -> Result<RunEnd, NotNow> {
     let session_id = run.session_id;
-    let end = match turn(env, run, stop, harness).await {
-        Ok(end) => end,
+    let (end, projection) = match turn(env, run, stop, harness).await {
+        Ok(ended) => ended,
         // A full disk is no fault of the turn: it waits for space however long that takes
         // (the queue retries it after a pause), so nothing it committed is left unshown.
         Err(error) if is_disk_full(&error) => {
@@ -197,13 +197,13 @@ pub async fn execute_run(
             let _ = env.store.release_lease(session_id, &env.boot_id).await;
             return Err(NotNow::DiskFull);
         }
-        Err(error) => RunEnd::failed(error),
+        Err(error) => (RunEnd::failed(error), None),
     };
     env.settings
         .crash_points
         .reach(crate::crash::points::RUN_BEFORE_FINISH)
         .await;
-    match record_end(env, run, end).await {
+    match record_end(env, run, end, projection).await {
         (_, Err(not_now)) => {
             *harness = None;
             Err(not_now)
@@ -225,13 +225,29 @@ fn is_disk_full(error: &TurnError) -> bool {
 /// Records a run's end: closes it (a child's with its delivery to the parent, and the release
 /// of the session's lease, in one transaction) and tells subscribers.
 pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
-    record_end(env, run, end).await.0
+    record_end(env, run, end, None).await.0
 }
 
 /// [`finish`], saying whether the store refused the end because the disk was full: the run
 /// then goes back to the queue like a turn the disk cut off, and tells no one it finished.
-async fn record_end(env: &RunEnv, run: &RunRow, end: RunEnd) -> (RunEnd, Result<(), NotNow>) {
+/// `projection`, the turn's last entries for the log, is written with a terminal end, in its
+/// transaction; a refused end leaves them to the next turn, which projects what the log lacks.
+async fn record_end(
+    env: &RunEnv,
+    run: &RunRow,
+    end: RunEnd,
+    projection: Option<Projection>,
+) -> (RunEnd, Result<(), NotNow>) {
     let now = (env.clock)();
+    let mut projection = projection;
+    if !end.status.is_terminal() {
+        // Parked or queued again: the turn wrote its projection before it said so; nothing
+        // is owed here, but nothing is dropped either.
+        if let Err(error) = write_projection(env, &mut projection).await {
+            tracing::warn!(run_id = %run.id, %error, "could not project a run's last entries");
+        }
+    }
+    let projected = projection.is_some();
     // The run holds its session's lease (the queue's claim took it); its end lets it go. The
     // lease goes with the session when it was deleted; nothing to release then.
     let release_alone = || async {
@@ -254,6 +270,7 @@ async fn record_end(env: &RunEnv, run: &RunRow, end: RunEnd) -> (RunEnd, Result<
                 now,
                 delivery,
                 Some((run.session_id, env.boot_id.clone())),
+                projection,
             )
             .await;
         let recorded = match recorded {
@@ -272,6 +289,12 @@ async fn record_end(env: &RunEnv, run: &RunRow, end: RunEnd) -> (RunEnd, Result<
             env.publisher.publish(Notification::SessionChanged {
                 session_id: parent_session,
                 reason: "child-result",
+            });
+        }
+        if recorded && projected {
+            env.publisher.publish(Notification::SessionChanged {
+                session_id: run.session_id,
+                reason: "events",
             });
         }
         if recorded {
@@ -408,7 +431,7 @@ async fn turn(
     run: &RunRow,
     stop: StopSignal,
     kept: &mut Option<SessionHarness>,
-) -> Result<RunEnd, TurnError> {
+) -> Result<(RunEnd, Option<Projection>), TurnError> {
     let store = &env.store;
     let session_id = run.session_id;
     // Everything the turn reads before it starts, in one read; with a kept harness, the log's
@@ -592,7 +615,9 @@ async fn turn(
         stop,
     };
     let outcome = harness.run_turn(turn).await;
-    project(env, session_id, run, harness.state(), &mut log_max).await?;
+    // The turn's entries go to the log with the run's end, in its transaction, unless
+    // something is written to the log after them before that (flushed there).
+    let mut pending = projection_above(env, session_id, run, harness.state(), log_max);
     let continued = continued_by(env, session_id, harness.state(), &request_id).await?;
     if outcome.is_ok() && !harness.is_closed() {
         *kept = Some(SessionHarness {
@@ -605,10 +630,10 @@ async fn turn(
         name_if_untitled(env, session_id).await;
     }
 
-    Ok(match outcome? {
+    let end = match outcome? {
         TurnOutcome::Answered { message, .. } => {
             let result = serde_json::json!({ "answer": message.text() });
-            if plan_obligation(env, run).await? {
+            if plan_obligation(env, run, &mut pending).await? {
                 RunEnd {
                     status: RunStatus::Queued,
                     result,
@@ -621,6 +646,11 @@ async fn turn(
             }
         }
         TurnOutcome::Ended { reason } => {
+            if continued.is_none() {
+                // A typed child's result is read from the log, and a delegating pass parks:
+                // either way the entries go to the log now.
+                write_projection(env, &mut pending).await?;
+            }
             if let Some(edge) = continued {
                 // The successor answers; nothing is owed here any more, so no obligations.
                 RunEnd {
@@ -661,8 +691,9 @@ async fn turn(
             }
         }
         TurnOutcome::Stopped { partial_text } => {
-            // What streamed stays in the log as an assistant message; the next turn imports
-            // it, so the model knows what it had said.
+            // What streamed stays in the log as an assistant message, after what the turn
+            // committed; the next turn imports it, so the model knows what it had said.
+            write_projection(env, &mut pending).await?;
             if !partial_text.is_empty() {
                 let mut event = NewEvent::message(
                     EventRole::Assistant,
@@ -680,13 +711,18 @@ async fn turn(
             }
         }
         TurnOutcome::Failed { error, .. } => RunEnd::failed(error),
-    })
+    };
+    Ok((end, pending))
 }
 
 /// An open plan with unfinished steps gives the run a later pass (at most `plan_passes_max`):
 /// a notice about the open steps goes to the log, and the run is queued again. Returns whether
 /// it was.
-async fn plan_obligation(env: &RunEnv, run: &RunRow) -> Result<bool, TurnError> {
+async fn plan_obligation(
+    env: &RunEnv,
+    run: &RunRow,
+    pending: &mut Option<Projection>,
+) -> Result<bool, TurnError> {
     if run.pass >= env.settings.plan_passes_max {
         return Ok(false);
     }
@@ -708,6 +744,8 @@ async fn plan_obligation(env: &RunEnv, run: &RunRow) -> Result<bool, TurnError> 
     if open_steps.is_empty() {
         return Ok(false);
     }
+    // The notice follows the turn's entries in the log.
+    write_projection(env, pending).await?;
     let now = (env.clock)();
     let notice = NewEvent {
         kind: "notice".to_owned(),
@@ -802,11 +840,27 @@ async fn project(
     state: &StoreState,
     log_max: &mut Option<u64>,
 ) -> Result<(), TurnError> {
+    let mut projection = projection_above(env, session_id, run, state, *log_max);
+    write_projection(env, &mut projection).await?;
+    if let Some(newest) = state.entries.last().map(|entry| entry.id) {
+        *log_max = Some(newest.max(log_max.unwrap_or(0)));
+    }
+    Ok(())
+}
+
+/// The events of every entry above `log_max`; `None` when the log has them all.
+fn projection_above(
+    env: &RunEnv,
+    session_id: SessionId,
+    run: &RunRow,
+    state: &StoreState,
+    log_max: Option<u64>,
+) -> Option<Projection> {
     let now = (env.clock)();
-    let entries = unprojected(&state.entries, *log_max);
-    let Some(newest) = entries.last().map(|entry| entry.id) else {
-        return Ok(());
-    };
+    let entries = unprojected(&state.entries, log_max);
+    if entries.is_empty() {
+        return None;
+    }
     let events: Vec<NewEvent> = entries
         .into_iter()
         .flat_map(|entry| entry_events(entry, Some(run.id), now))
@@ -821,10 +875,30 @@ async fn project(
         })
         .filter_map(|event| event.content["tool_call_id"].as_str().map(str::to_owned))
         .collect();
+    Some(Projection {
+        session_id,
+        events,
+        delivered_calls,
+    })
+}
+
+/// Writes `projection`, if there is one still to write, in a transaction of its own, and says
+/// so to subscribers; afterwards there is none.
+async fn write_projection(
+    env: &RunEnv,
+    projection: &mut Option<Projection>,
+) -> Result<(), TurnError> {
+    let Some(Projection {
+        session_id,
+        events,
+        delivered_calls,
+    }) = projection.take()
+    else {
+        return Ok(());
+    };
     env.store
         .append_projection(session_id, events, delivered_calls)
         .await?;
-    *log_max = Some(newest);
     env.publisher.publish(Notification::SessionChanged {
         session_id,
         reason: "events",

@@ -265,37 +265,10 @@ impl Store {
         events: Vec<NewEvent>,
         delivered_calls: Vec<String>,
     ) -> Result<Vec<SessionEvent>> {
-        let rows: Vec<log::EventRow> = events.iter().map(log::EventRow::of).collect();
-        // The results that may have been delivered: (their place in the batch, their call).
-        let delivered: Vec<(usize, String)> = events
-            .iter()
-            .enumerate()
-            .filter(|(_, event)| event.kind == "tool_result")
-            .filter_map(|(idx, event)| {
-                let call_id = event.content["tool_call_id"].as_str()?;
-                delivered_calls
-                    .iter()
-                    .any(|delivered| delivered == call_id)
-                    .then(|| (idx, call_id.to_owned()))
-            })
-            .collect();
+        let projection = PreparedProjection::of(&events, &delivered_calls);
         let (placed, answered_earlier) = self
             .write(Some(session_id), move |connection| {
-                let mut answered_earlier = Vec::new();
-                for (idx, call_id) in &delivered {
-                    if log::has_tool_result(connection, session_id, call_id)? {
-                        answered_earlier.push((*idx, call_id.clone()));
-                    }
-                }
-                // A job may run again after a rollback: it rewrites a copy, when it rewrites.
-                let mut rows = std::borrow::Cow::Borrowed(&rows[..]);
-                for (idx, call_id) in &answered_earlier {
-                    let row = &mut rows.to_mut()[*idx];
-                    row.kind = "notice".to_owned();
-                    row.meta = answered_earlier_meta(call_id).to_string();
-                }
-                let placed = log::insert_rows(connection, session_id, &rows)?;
-                Ok((placed, answered_earlier))
+                projection.write(connection, session_id)
             })
             .await?;
         let mut events = events;
@@ -561,6 +534,11 @@ impl Store {
     /// that lease go too. One transaction: a crash cannot leave a parent parked on a child that
     /// has ended, nor a session leased to a run that has ended. Returns whether this call ended
     /// the run.
+    ///
+    /// With `projection`, the run's session's last store entries go to its log first, in the
+    /// same transaction, as [`Store::append_projection`] writes them: a run's end then costs
+    /// one commit. A refused end writes none of it (the next turn projects them).
+    #[allow(clippy::too_many_arguments)]
     pub async fn finish_run_releasing(
         &self,
         run_id: RunId,
@@ -569,8 +547,22 @@ impl Store {
         now_ms: i64,
         delivery: Option<ChildDelivery>,
         lease: Option<(SessionId, String)>,
+        projection: Option<Projection>,
     ) -> Result<bool> {
-        self.write(None, move |connection| {
+        let projection = projection.map(|projection| {
+            (
+                projection.session_id,
+                PreparedProjection::of(&projection.events, &projection.delivered_calls),
+            )
+        });
+        let scope = projection
+            .as_ref()
+            .map(|(session_id, _)| *session_id)
+            .or(lease.as_ref().map(|(session_id, _)| *session_id));
+        self.write(scope, move |connection| {
+            if let Some((session_id, projection)) = &projection {
+                projection.write(connection, *session_id)?;
+            }
             if let Some((session_id, owner)) = &lease {
                 leases::release_lease(connection, *session_id, owner)?;
             }
@@ -825,6 +817,72 @@ impl Store {
 }
 
 /// The meta of a delegated call's result written as a notice: the call had its result already.
+/// Store entries' events for a session's log, as [`Store::append_projection`] takes them; for
+/// [`Store::finish_run_releasing`], which writes them with the run's end.
+#[derive(Debug, Clone)]
+pub struct Projection {
+    pub session_id: SessionId,
+    pub events: Vec<NewEvent>,
+    /// Calls whose result the runtime may already have written to the log (a delegated
+    /// child's): such a result is written as a `notice` when the log holds one.
+    pub delivered_calls: Vec<String>,
+}
+
+/// The results of a projection written as notices: their place in the batch, their call.
+type AnsweredEarlier = Vec<(usize, String)>;
+
+/// A projection ready for the writer: its rows serialized on the caller's thread, and the
+/// results that may have been delivered (their place in the batch, their call).
+struct PreparedProjection {
+    rows: Vec<log::EventRow>,
+    delivered: Vec<(usize, String)>,
+}
+
+impl PreparedProjection {
+    fn of(events: &[NewEvent], delivered_calls: &[String]) -> PreparedProjection {
+        let delivered = events
+            .iter()
+            .enumerate()
+            .filter(|(_, event)| event.kind == "tool_result")
+            .filter_map(|(idx, event)| {
+                let call_id = event.content["tool_call_id"].as_str()?;
+                delivered_calls
+                    .iter()
+                    .any(|delivered| delivered == call_id)
+                    .then(|| (idx, call_id.to_owned()))
+            })
+            .collect();
+        PreparedProjection {
+            rows: events.iter().map(log::EventRow::of).collect(),
+            delivered,
+        }
+    }
+
+    /// Appends the rows, a delivered call's result as a notice where the log already answers
+    /// the call. Returns where the rows went and the results written as notices. May run
+    /// again after a rollback: it rewrites a copy, when it rewrites.
+    fn write(
+        &self,
+        connection: &Connection,
+        session_id: SessionId,
+    ) -> Result<(Vec<log::Placed>, AnsweredEarlier)> {
+        let mut answered_earlier = Vec::new();
+        for (idx, call_id) in &self.delivered {
+            if log::has_tool_result(connection, session_id, call_id)? {
+                answered_earlier.push((*idx, call_id.clone()));
+            }
+        }
+        let mut rows = std::borrow::Cow::Borrowed(&self.rows[..]);
+        for (idx, call_id) in &answered_earlier {
+            let row = &mut rows.to_mut()[*idx];
+            row.kind = "notice".to_owned();
+            row.meta = answered_earlier_meta(call_id).to_string();
+        }
+        let placed = log::insert_rows(connection, session_id, &rows)?;
+        Ok((placed, answered_earlier))
+    }
+}
+
 fn answered_earlier_meta(call_id: &str) -> serde_json::Value {
     serde_json::json!({ "answered_earlier": call_id })
 }

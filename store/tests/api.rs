@@ -420,3 +420,71 @@ fn a_projected_result_for_a_delivered_call_becomes_a_notice() -> anyhow::Result<
     assert_eq!(written[0].meta["answered_earlier"], "c1");
     Ok(())
 }
+
+/// A run's end can carry its turn's last projection: both land in one transaction, or, when
+/// the database refuses any of it, neither does, and the run keeps running with its lease.
+#[test]
+fn a_runs_end_writes_its_projection_in_the_same_transaction() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(2)?;
+    let store = &fixture.store;
+    block_on(store.enqueue_run(run(1, sessions[0], Queue::Interactive)))?;
+    block_on(store.enqueue_run(run(2, sessions[1], Queue::Interactive)))?;
+    let claimed =
+        block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 2)], "boot-a", 10))?;
+    assert_eq!(claimed.len(), 2);
+    let answer = |pi_entry_id| NewEvent {
+        pi_entry_id: Some(pi_entry_id),
+        ..NewEvent::message(
+            EventRole::Assistant,
+            "agent",
+            serde_json::json!({"text": "done"}),
+            11,
+        )
+    };
+    let projection = |session_id| seed_store::Projection {
+        session_id,
+        events: vec![answer(4)],
+        delivered_calls: Vec::new(),
+    };
+
+    assert!(block_on(store.finish_run_releasing(
+        RunId::from_u128(1),
+        RunStatus::Succeeded,
+        Some(serde_json::json!({"answer": "done"})),
+        12,
+        None,
+        Some((sessions[0], "boot-a".to_owned())),
+        Some(projection(sessions[0])),
+    ))?);
+    let log = block_on(store.read_events(sessions[0], 1, i64::MAX, usize::MAX))?;
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].pi_entry_id, Some(4));
+    let ended = block_on(store.get_run(RunId::from_u128(1)))?.expect("the run");
+    assert_eq!(ended.status, RunStatus::Succeeded);
+    assert!(matches!(
+        block_on(store.acquire_lease(sessions[0], "boot-b", None, 13))?,
+        LeaseOutcome::Acquired(_)
+    ));
+
+    // A projection into a session that is not there is refused, and so is the end with it.
+    let nowhere = seed_events::SessionId::from_u128(999);
+    let refused = block_on(store.finish_run_releasing(
+        RunId::from_u128(2),
+        RunStatus::Succeeded,
+        None,
+        14,
+        None,
+        Some((sessions[1], "boot-a".to_owned())),
+        Some(projection(nowhere)),
+    ));
+    assert!(refused.is_err(), "{refused:?}");
+    let running = block_on(store.get_run(RunId::from_u128(2)))?.expect("the run");
+    assert_eq!(running.status, RunStatus::Running);
+    assert!(block_on(store.read_events(sessions[1], 1, i64::MAX, usize::MAX))?.is_empty());
+    assert!(!matches!(
+        block_on(store.acquire_lease(sessions[1], "boot-b", None, 15))?,
+        LeaseOutcome::Acquired(_)
+    ));
+    Ok(())
+}
