@@ -190,15 +190,46 @@ mod tests {
         std::fs::metadata(wal).map_or(0, |meta| meta.len().saturating_sub(32) / (24 + 4096))
     }
 
+    /// A database with one table, its writer's connection and a checkpointer for it.
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+        writer: Connection,
+        checkpointer: Checkpointer,
+    }
+
+    impl Fixture {
+        fn new() -> anyhow::Result<Fixture> {
+            let dir = tempfile::tempdir()?;
+            let config = Config::new(dir.path().join("db.sqlite"));
+            let writer = crate::schema::open_writer(&config)?;
+            writer.execute_batch("CREATE TABLE t (x BLOB)")?;
+            let checkpointer = Checkpointer::start(&writer, &config)?;
+            Ok(Fixture {
+                path: config.path,
+                _dir: dir,
+                writer,
+                checkpointer,
+            })
+        }
+
+        /// Commits a row of about a page.
+        fn insert(&self) -> rusqlite::Result<usize> {
+            self.writer
+                .execute("INSERT INTO t (x) VALUES (zeroblob(3000))", [])
+        }
+    }
+
     #[test]
     fn the_thread_copies_the_wal_and_the_writer_finishes_the_round() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let config = Config::new(dir.path().join("db.sqlite"));
-        let path = config.path.clone();
-        let writer = crate::schema::open_writer(&config)?;
-        writer.execute_batch("CREATE TABLE t (x BLOB)")?;
-        let checkpointer = Checkpointer::start(&writer, &config)?;
-        let insert = || writer.execute("INSERT INTO t (x) VALUES (zeroblob(3000))", []);
+        let fixture = Fixture::new()?;
+        let Fixture {
+            path,
+            writer,
+            checkpointer,
+            ..
+        } = &fixture;
+        let insert = || fixture.insert();
 
         // Past SQLite's autocheckpoint mark, with no round started: the WAL only grows, so the
         // writer's connection did not checkpoint by itself.
@@ -206,11 +237,11 @@ mod tests {
         for _ in 0..n_rows {
             insert()?;
         }
-        let database = pages(&path);
+        let database = pages(path);
         // The next commit starts a round: the thread copies the WAL into the database file.
         insert()?;
-        checkpointer.after_commit(&writer);
-        let grown = wal_frames(&path);
+        checkpointer.after_commit(writer);
+        let grown = wal_frames(path);
         assert!(grown > n_rows, "the WAL holds {grown} frames");
         let deadline = Instant::now() + Duration::from_secs(10);
         while checkpointer.phase.load(Ordering::Acquire) != COPIED {
@@ -218,20 +249,26 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(
-            pages(&path) >= database + n_rows,
+            pages(path) >= database + n_rows,
             "the thread copied the WAL"
         );
         // The writer's next commit finishes the round, and its commits after that start the
         // WAL over instead of growing it.
         for _ in 0..100 {
             insert()?;
-            checkpointer.after_commit(&writer);
+            checkpointer.after_commit(writer);
         }
         assert_eq!(checkpointer.phase.load(Ordering::Acquire), IDLE);
-        assert_eq!(wal_frames(&path), grown, "the WAL grew on");
+        assert_eq!(wal_frames(path), grown, "the WAL grew on");
 
         // Stopped, the thread leaves the writer's connection the last one: closing it
         // checkpoints and removes the WAL.
+        let Fixture {
+            _dir,
+            path,
+            writer,
+            checkpointer,
+        } = fixture;
         drop(checkpointer);
         drop(writer);
         assert_eq!(wal_frames(&path), 0);
@@ -243,13 +280,14 @@ mod tests {
 
     #[test]
     fn the_writer_copies_what_the_thread_left_and_the_wal_starts_over() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let config = Config::new(dir.path().join("db.sqlite"));
-        let path = config.path.clone();
-        let writer = crate::schema::open_writer(&config)?;
-        writer.execute_batch("CREATE TABLE t (x BLOB)")?;
-        let checkpointer = Checkpointer::start(&writer, &config)?;
-        let insert = || writer.execute("INSERT INTO t (x) VALUES (zeroblob(3000))", []);
+        let fixture = Fixture::new()?;
+        let Fixture {
+            path,
+            writer,
+            checkpointer,
+            ..
+        } = &fixture;
+        let insert = || fixture.insert();
         for _ in 0..200 {
             insert()?;
         }
@@ -257,25 +295,21 @@ mod tests {
         // and nothing of the WAL is in the database file yet.
         checkpointer.phase.store(COPIED, Ordering::Release);
         insert()?;
-        let grown = wal_frames(&path);
-        checkpointer.after_commit(&writer);
+        let grown = wal_frames(path);
+        checkpointer.after_commit(writer);
         assert_eq!(checkpointer.phase.load(Ordering::Acquire), IDLE);
         for _ in 0..50 {
             insert()?;
-            checkpointer.after_commit(&writer);
+            checkpointer.after_commit(writer);
         }
-        assert_eq!(wal_frames(&path), grown, "the WAL started over");
+        assert_eq!(wal_frames(path), grown, "the WAL started over");
         Ok(())
     }
 
     #[test]
     fn without_its_thread_the_writer_checkpoints_itself() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let config = Config::new(dir.path().join("db.sqlite"));
-        let path = config.path.clone();
-        let writer = crate::schema::open_writer(&config)?;
-        writer.execute_batch("CREATE TABLE t (x BLOB)")?;
-        let mut checkpointer = Checkpointer::start(&writer, &config)?;
+        let mut fixture = Fixture::new()?;
+        let checkpointer = &mut fixture.checkpointer;
         // The thread is gone.
         checkpointer.wake = None;
         if let Some(thread) = checkpointer.thread.take() {
@@ -283,13 +317,12 @@ mod tests {
                 .join()
                 .map_err(|_| anyhow::anyhow!("the thread panicked"))?;
         }
-        let insert = || writer.execute("INSERT INTO t (x) VALUES (zeroblob(3000))", []);
         for _ in 0..3 * CHECKPOINT_PAGES {
-            insert()?;
-            checkpointer.after_commit(&writer);
+            fixture.insert()?;
+            fixture.checkpointer.after_commit(&fixture.writer);
         }
-        assert_eq!(checkpointer.phase.load(Ordering::Acquire), IDLE);
-        let frames = wal_frames(&path);
+        assert_eq!(fixture.checkpointer.phase.load(Ordering::Acquire), IDLE);
+        let frames = wal_frames(&fixture.path);
         assert!(
             frames < 2 * CHECKPOINT_PAGES as u64,
             "the WAL grew to {frames} frames"
