@@ -103,9 +103,10 @@ impl Checkpointer {
         })
     }
 
-    /// After each of the writer's commits, on its thread and outside a transaction: starts a
-    /// round once the WAL has grown past [`CHECKPOINT_PAGES`], and finishes one the thread
-    /// has done its part of. Checkpoints on `writer` itself if the thread is gone.
+    /// After the writer's commits (a group's, once its callers have their replies), on its
+    /// thread and outside a transaction: starts a round once the WAL has grown past
+    /// [`CHECKPOINT_PAGES`], and finishes one the thread has done its part of. Checkpoints on
+    /// `writer` itself if the thread is gone.
     pub(crate) fn after_commit(&self, writer: &Connection) {
         let pages = wal_pages_after_commit();
         match self.phase.load(Ordering::Acquire) {

@@ -346,6 +346,11 @@ impl WriterThread {
             };
             if !group.is_empty() {
                 self.commit_group(std::mem::take(&mut group));
+                // After the group's callers have their replies: a checkpoint's share here
+                // delays the next group only.
+                if let Some(checkpointer) = &self.checkpointer {
+                    checkpointer.after_commit(&self.connection);
+                }
             }
             if let Some((started, release)) = hold {
                 let _ = started.send(());
@@ -553,9 +558,6 @@ impl WriterThread {
         let started = Instant::now();
         self.connection.prepare_cached("COMMIT")?.execute([])?;
         self.stats.commit_latency.observe(started.elapsed());
-        if let Some(checkpointer) = &self.checkpointer {
-            checkpointer.after_commit(&self.connection);
-        }
         Ok(())
     }
 
