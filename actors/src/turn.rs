@@ -618,6 +618,11 @@ async fn turn(
     // The turn's entries go to the log with the run's end, in its transaction, unless
     // something is written to the log after them before that (flushed there).
     let mut pending = projection_above(env, session_id, run, harness.state(), log_max);
+    if outcome.is_err() {
+        // The turn ends with an error of the harness (a refused commit): what it did commit
+        // goes to the log now, before the error is reported.
+        write_projection(env, &mut pending).await?;
+    }
     let continued = continued_by(env, session_id, harness.state(), &request_id).await?;
     if outcome.is_ok() && !harness.is_closed() {
         *kept = Some(SessionHarness {
