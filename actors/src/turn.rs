@@ -853,7 +853,8 @@ async fn project(
     Ok(())
 }
 
-/// The events of every entry above `log_max`; `None` when the log has them all.
+/// The events of every entry above `log_max`; `None` when there are none (the log has every
+/// entry, or the newer ones have no events: a reset, a system prompt).
 fn projection_above(
     env: &RunEnv,
     session_id: SessionId,
@@ -862,14 +863,13 @@ fn projection_above(
     log_max: Option<u64>,
 ) -> Option<Projection> {
     let now = (env.clock)();
-    let entries = unprojected(&state.entries, log_max);
-    if entries.is_empty() {
-        return None;
-    }
-    let events: Vec<NewEvent> = entries
+    let events: Vec<NewEvent> = unprojected(&state.entries, log_max)
         .into_iter()
         .flat_map(|entry| entry_events(entry, Some(run.id), now))
         .collect();
+    if events.is_empty() {
+        return None;
+    }
     // A delegated child's end writes its result to the parent's log itself; the store's own
     // result for that call (a recovered call's, a restart's) then goes to the log as a notice.
     let delivered_calls: Vec<String> = events
