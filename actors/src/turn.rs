@@ -230,8 +230,9 @@ pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
 
 /// [`finish`], saying whether the store refused the end because the disk was full: the run
 /// then goes back to the queue like a turn the disk cut off, and tells no one it finished.
-/// `projection`, the turn's last entries for the log, is written with a terminal end, in its
-/// transaction; a refused end leaves them to the next turn, which projects what the log lacks.
+/// `projection`, the turn's last entries for the log, is written with the (terminal) end, in
+/// its transaction; a refused end leaves them to the next turn, which projects what the log
+/// lacks.
 async fn record_end(
     env: &RunEnv,
     run: &RunRow,
@@ -239,14 +240,9 @@ async fn record_end(
     projection: Option<Projection>,
 ) -> (RunEnd, Result<(), NotNow>) {
     let now = (env.clock)();
-    let mut projection = projection;
-    if !end.status.is_terminal() {
-        // Parked or queued again: the turn wrote its projection before it said so; nothing
-        // is owed here, but nothing is dropped either.
-        if let Err(error) = write_projection(env, &mut projection).await {
-            tracing::warn!(run_id = %run.id, %error, "could not project a run's last entries");
-        }
-    }
+    // Only a terminal end carries one: a turn that parks or takes a later pass wrote it
+    // before it did (the parking branch and `plan_obligation`).
+    debug_assert!(end.status.is_terminal() || projection.is_none());
     let projected = projection.is_some();
     // The run holds its session's lease (the queue's claim took it); its end lets it go. The
     // lease goes with the session when it was deleted; nothing to release then.
@@ -652,8 +648,8 @@ async fn turn(
         }
         TurnOutcome::Ended { reason } => {
             if continued.is_none() {
-                // A typed child's result is read from the log, and a delegating pass parks:
-                // either way the entries go to the log now.
+                // A typed child's result is read back from the log, and a delegating pass parks
+                // before its children deliver to the log: the entries go there first.
                 write_projection(env, &mut pending).await?;
             }
             if let Some(edge) = continued {

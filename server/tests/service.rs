@@ -919,3 +919,49 @@ async fn the_command_line_chats_lists_shows_and_adds_accounts() {
     let listed: ListSessionsResponse = listed.json().expect("sessions");
     assert!(listed.sessions.is_empty(), "{:?}", listed.sessions);
 }
+
+#[actix_web::test]
+async fn turns_beyond_the_runs_in_flight_wait_their_turn_in_the_queue() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(
+        dir.path(),
+        &["--interactive-runs-max", "1", "--scripted-delay-ms", "100"],
+    );
+    let client = server.client();
+    let mut subscription = client.subscribe().await.expect("subscribes");
+    let (first, second) = (new_session(&client).await, new_session(&client).await);
+    let send = |session: &SessionInfo| {
+        let client = client.clone();
+        let path = format!("/v1/sessions/{}/messages", session.id);
+        async move {
+            let sent: MessageSessionResponse = client
+                .post(
+                    &path,
+                    &json!({"text": "a message whose echo streams for a while"}),
+                )
+                .await
+                .expect("sent");
+            sent.run_id
+        }
+    };
+    let first_run = send(&first).await;
+    // The first turn is streaming: it holds the one slot.
+    loop {
+        if let Update::TextDelta { .. } = next_update(&mut subscription).await.expect("update") {
+            break;
+        }
+    }
+    let second_run = send(&second).await;
+    let waiting: RunInfo = client
+        .get(&format!("/v1/runs/{second_run}"))
+        .await
+        .expect("run");
+    assert_eq!(waiting.status, "queued", "{waiting:?}");
+    for run_id in [first_run, second_run] {
+        let run: RunInfo = client
+            .get(&format!("/v1/runs/{run_id}?wait=true"))
+            .await
+            .expect("run");
+        assert_eq!(run.status, "succeeded", "{run:?}");
+    }
+}

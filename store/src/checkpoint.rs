@@ -146,8 +146,7 @@ impl Drop for Checkpointer {
 /// checkpoint syncs), and no checkpoint when it closes, which is the writer's to do.
 fn open_checkpointer(config: &Config) -> Result<Connection> {
     let connection = Connection::open(&config.path)?;
-    connection.busy_timeout(config.busy_timeout)?;
-    connection.pragma_update(None, "synchronous", config.synchronous.as_pragma())?;
+    crate::schema::apply_pragmas(&connection, config)?;
     connection.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
         true,
@@ -178,19 +177,6 @@ mod tests {
 
     use super::*;
 
-    /// The pages of the database file.
-    fn pages(path: &std::path::Path) -> u64 {
-        std::fs::metadata(path).map_or(0, |meta| meta.len()) / 4096
-    }
-
-    /// The frames the WAL file has room for (a 32-byte header, then frames of a 24-byte header
-    /// and a page each); 0 if there is no WAL.
-    fn wal_frames(path: &std::path::Path) -> u64 {
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        std::fs::metadata(wal).map_or(0, |meta| meta.len().saturating_sub(32) / (24 + 4096))
-    }
-
     /// A database with one table, its writer's connection and a checkpointer for it.
     struct Fixture {
         _dir: tempfile::TempDir,
@@ -214,53 +200,68 @@ mod tests {
             })
         }
 
-        /// Commits a row of about a page.
-        fn insert(&self) -> rusqlite::Result<usize> {
+        /// Commits a row of about a page, unseen by the checkpointer.
+        fn insert(&self) -> rusqlite::Result<()> {
             self.writer
                 .execute("INSERT INTO t (x) VALUES (zeroblob(3000))", [])
+                .map(drop)
+        }
+
+        /// Commits a row, then lets the checkpointer look, as the writer does.
+        fn commit(&self) -> rusqlite::Result<()> {
+            self.insert()?;
+            self.checkpointer.after_commit(&self.writer);
+            Ok(())
+        }
+
+        fn phase(&self) -> u8 {
+            self.checkpointer.phase.load(Ordering::Acquire)
+        }
+
+        /// The pages of the database file.
+        fn database_pages(&self) -> u64 {
+            std::fs::metadata(&self.path).map_or(0, |meta| meta.len()) / 4096
+        }
+
+        /// The frames the WAL file has room for (a 32-byte header, then frames of a 24-byte
+        /// header and a page each); 0 if there is no WAL.
+        fn wal_frames(&self) -> u64 {
+            let mut wal = self.path.as_os_str().to_owned();
+            wal.push("-wal");
+            std::fs::metadata(wal).map_or(0, |meta| meta.len().saturating_sub(32) / (24 + 4096))
         }
     }
 
     #[test]
     fn the_thread_copies_the_wal_and_the_writer_finishes_the_round() -> anyhow::Result<()> {
         let fixture = Fixture::new()?;
-        let Fixture {
-            path,
-            writer,
-            checkpointer,
-            ..
-        } = &fixture;
-        let insert = || fixture.insert();
-
         // Past SQLite's autocheckpoint mark, with no round started: the WAL only grows, so the
         // writer's connection did not checkpoint by itself.
         let n_rows = CHECKPOINT_PAGES as u64 + 200;
         for _ in 0..n_rows {
-            insert()?;
+            fixture.insert()?;
         }
-        let database = pages(path);
+        let database = fixture.database_pages();
         // The next commit starts a round: the thread copies the WAL into the database file.
-        insert()?;
-        checkpointer.after_commit(writer);
-        let grown = wal_frames(path);
+        fixture.commit()?;
+        let grown = fixture.wal_frames();
         assert!(grown > n_rows, "the WAL holds {grown} frames");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while checkpointer.phase.load(Ordering::Acquire) != COPIED {
+        while fixture.phase() != COPIED {
             anyhow::ensure!(Instant::now() < deadline, "no checkpoint within 10 s");
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(
-            pages(path) >= database + n_rows,
+            fixture.database_pages() >= database + n_rows,
             "the thread copied the WAL"
         );
         // The writer's next commit finishes the round, and its commits after that start the
         // WAL over instead of growing it.
         for _ in 0..100 {
-            insert()?;
-            checkpointer.after_commit(writer);
+            fixture.commit()?;
         }
-        assert_eq!(checkpointer.phase.load(Ordering::Acquire), IDLE);
-        assert_eq!(wal_frames(path), grown, "the WAL grew on");
+        assert_eq!(fixture.phase(), IDLE);
+        assert_eq!(fixture.wal_frames(), grown, "the WAL grew on");
 
         // Stopped, the thread leaves the writer's connection the last one: closing it
         // checkpoints and removes the WAL.
@@ -272,7 +273,9 @@ mod tests {
         } = fixture;
         drop(checkpointer);
         drop(writer);
-        assert_eq!(wal_frames(&path), 0);
+        let mut wal = path.clone().into_os_string();
+        wal.push("-wal");
+        assert!(!std::path::Path::new(&wal).exists(), "the WAL is left");
         let reopened = Connection::open(&path)?;
         let n: i64 = reopened.query_row("SELECT count(*) FROM t", [], |row| row.get(0))?;
         assert_eq!(n as u64, n_rows + 101);
@@ -282,48 +285,37 @@ mod tests {
     #[test]
     fn the_writer_copies_what_the_thread_left_and_the_wal_starts_over() -> anyhow::Result<()> {
         let fixture = Fixture::new()?;
-        let Fixture {
-            path,
-            writer,
-            checkpointer,
-            ..
-        } = &fixture;
-        let insert = || fixture.insert();
         for _ in 0..200 {
-            insert()?;
+            fixture.insert()?;
         }
         // As when the writer appended while the thread copied: the thread says it is done,
         // and nothing of the WAL is in the database file yet.
-        checkpointer.phase.store(COPIED, Ordering::Release);
-        insert()?;
-        let grown = wal_frames(path);
-        checkpointer.after_commit(writer);
-        assert_eq!(checkpointer.phase.load(Ordering::Acquire), IDLE);
+        fixture.checkpointer.phase.store(COPIED, Ordering::Release);
+        fixture.commit()?;
+        assert_eq!(fixture.phase(), IDLE);
+        let copied = fixture.wal_frames();
         for _ in 0..50 {
-            insert()?;
-            checkpointer.after_commit(writer);
+            fixture.commit()?;
         }
-        assert_eq!(wal_frames(path), grown, "the WAL started over");
+        assert_eq!(fixture.wal_frames(), copied, "the WAL started over");
         Ok(())
     }
 
     #[test]
     fn without_its_thread_the_writer_checkpoints_itself() -> anyhow::Result<()> {
         let mut fixture = Fixture::new()?;
-        let checkpointer = &mut fixture.checkpointer;
         // The thread is gone.
-        checkpointer.wake = None;
-        if let Some(thread) = checkpointer.thread.take() {
+        fixture.checkpointer.wake = None;
+        if let Some(thread) = fixture.checkpointer.thread.take() {
             thread
                 .join()
                 .map_err(|_| anyhow::anyhow!("the thread panicked"))?;
         }
         for _ in 0..3 * CHECKPOINT_PAGES {
-            fixture.insert()?;
-            fixture.checkpointer.after_commit(&fixture.writer);
+            fixture.commit()?;
         }
-        assert_eq!(fixture.checkpointer.phase.load(Ordering::Acquire), IDLE);
-        let frames = wal_frames(&fixture.path);
+        assert_eq!(fixture.phase(), IDLE);
+        let frames = fixture.wal_frames();
         assert!(
             frames < 2 * CHECKPOINT_PAGES as u64,
             "the WAL grew to {frames} frames"

@@ -816,7 +816,6 @@ impl Store {
     }
 }
 
-/// The meta of a delegated call's result written as a notice: the call had its result already.
 /// Store entries' events for a session's log, as [`Store::append_projection`] takes them; for
 /// [`Store::finish_run_releasing`], which writes them with the run's end.
 #[derive(Debug, Clone)]
@@ -828,14 +827,14 @@ pub struct Projection {
     pub delivered_calls: Vec<String>,
 }
 
-/// The results of a projection written as notices: their place in the batch, their call.
-type AnsweredEarlier = Vec<(usize, String)>;
+/// Results of a projection, by their place in the batch and their call.
+type ResultsAt = Vec<(usize, String)>;
 
 /// A projection ready for the writer: its rows serialized on the caller's thread, and the
 /// results that may have been delivered (their place in the batch, their call).
 struct PreparedProjection {
     rows: Vec<log::EventRow>,
-    delivered: Vec<(usize, String)>,
+    delivered: ResultsAt,
 }
 
 impl PreparedProjection {
@@ -865,7 +864,7 @@ impl PreparedProjection {
         &self,
         connection: &Connection,
         session_id: SessionId,
-    ) -> Result<(Vec<log::Placed>, AnsweredEarlier)> {
+    ) -> Result<(Vec<log::Placed>, ResultsAt)> {
         let mut answered_earlier = Vec::new();
         for (idx, call_id) in &self.delivered {
             if log::has_tool_result(connection, session_id, call_id)? {
@@ -883,6 +882,7 @@ impl PreparedProjection {
     }
 }
 
+/// The meta of a delegated call's result written as a notice: the call had its result already.
 fn answered_earlier_meta(call_id: &str) -> serde_json::Value {
     serde_json::json!({ "answered_earlier": call_id })
 }

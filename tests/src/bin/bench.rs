@@ -333,10 +333,9 @@ fn harness_sqlite_rate(config: &Config, n_sessions: usize) -> anyhow::Result<f64
 }
 
 /// The steps rows of the `runtime` suite: concurrent sessions, and the turns each one takes
-/// (a lane moves to a fresh session every `runtime_bench::TURNS_PER_SESSION` turns), so that
-/// each measurement commits 20,000 steps or more and runs a second or so: long enough for the
-/// store's checkpoints and the sessions' later turns, not only their first, to be in the
-/// figure.
+/// (a lane moves to a fresh session every `runtime_bench::TURNS_PER_SESSION` turns). The many
+/// sessions' rows commit 20,000 steps and run a second or so: long enough for the store's
+/// checkpoints and the sessions' later turns, not only their first, to be in the figure.
 const RUNTIME_STEPS_CASES: [(&str, usize, usize); 3] = [
     ("runtime 1 session", 1, 300),
     ("runtime 100 sessions", 100, 40),
