@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::Sender;
 use rusqlite::Connection;
 use rusqlite::hooks::Wal;
 
@@ -109,6 +109,13 @@ impl Checkpointer {
     /// `writer` itself if the thread is gone.
     pub(crate) fn after_commit(&self, writer: &Connection) {
         let pages = wal_pages_after_commit();
+        if self.thread_gone() {
+            // As SQLite's own autocheckpoint would, on this connection.
+            if pages >= CHECKPOINT_PAGES {
+                checkpoint(writer);
+            }
+            return;
+        }
         match self.phase.load(Ordering::Acquire) {
             COPIED => {
                 checkpoint(writer);
@@ -116,16 +123,22 @@ impl Checkpointer {
             }
             IDLE if pages >= CHECKPOINT_PAGES => {
                 self.phase.store(COPYING, Ordering::Release);
-                match self.wake.as_ref().map(|wake| wake.try_send(())) {
-                    Some(Ok(()) | Err(TrySendError::Full(()))) => {}
-                    Some(Err(TrySendError::Disconnected(()))) | None => {
-                        checkpoint(writer);
-                        self.phase.store(IDLE, Ordering::Release);
-                    }
+                if let Some(wake) = &self.wake {
+                    // Full: a wake-up is already waiting, which serves as well.
+                    let _ = wake.try_send(());
                 }
             }
             _ => {}
         }
+    }
+
+    /// Whether the thread has stopped (or was never there), mid-round or not.
+    fn thread_gone(&self) -> bool {
+        self.wake.is_none()
+            || self
+                .thread
+                .as_ref()
+                .is_none_or(std::thread::JoinHandle::is_finished)
     }
 }
 
@@ -315,6 +328,30 @@ mod tests {
             fixture.commit()?;
         }
         assert_eq!(fixture.phase(), IDLE);
+        let frames = fixture.wal_frames();
+        assert!(
+            frames < 2 * CHECKPOINT_PAGES as u64,
+            "the WAL grew to {frames} frames"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_thread_gone_mid_round_leaves_checkpoints_to_the_writer() -> anyhow::Result<()> {
+        let mut fixture = Fixture::new()?;
+        // The thread stopped after the round began, before it said it was done.
+        fixture.checkpointer.phase.store(COPYING, Ordering::Release);
+        fixture.checkpointer.wake = None;
+        if let Some(thread) = fixture.checkpointer.thread.as_ref() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !thread.is_finished() {
+                anyhow::ensure!(Instant::now() < deadline, "the thread did not stop");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        for _ in 0..3 * CHECKPOINT_PAGES {
+            fixture.commit()?;
+        }
         let frames = fixture.wal_frames();
         assert!(
             frames < 2 * CHECKPOINT_PAGES as u64,
