@@ -32,11 +32,13 @@ use crate::{Config, Result};
 /// `wal_autocheckpoint`.
 pub(crate) const CHECKPOINT_PAGES: c_int = 1000;
 
-/// The thread stops its passes once fewer frames than this are left to copy.
+/// The thread stops its passes once a pass finds fewer new frames than this: the writer
+/// copies as many itself.
 const LEFT_FOR_THE_WRITER: i64 = 64;
 
-/// Passes the thread makes at most per round: the writer appends while it copies.
-const PASSES_MAX: usize = 3;
+/// Passes the thread makes at most per round: the writer appends while it copies, so each
+/// pass finds the frames appended during the one before.
+const PASSES_MAX: usize = 8;
 
 /// Where a round of checkpointing is.
 const IDLE: u8 = 0;
@@ -85,9 +87,10 @@ impl Checkpointer {
                 .name("seed-store-checkpoint".to_owned())
                 .spawn(move || {
                     while woken.recv().is_ok() {
+                        let mut seen = 0;
                         for _ in 0..PASSES_MAX {
                             match checkpoint(&connection) {
-                                Some((log, copied)) if log - copied > LEFT_FOR_THE_WRITER => {}
+                                Some((log, _)) if another_pass(seen, log) => seen = log,
                                 _ => break,
                             }
                         }
@@ -153,6 +156,14 @@ impl Drop for Checkpointer {
             tracing::error!("the store checkpoint thread panicked");
         }
     }
+}
+
+/// Whether the thread makes another pass after one that found `log` frames in the WAL, when
+/// the pass before it found `seen`: while the writer appended more than it should be left to
+/// copy. (A pass copies what the WAL held when it began; frames a reader still needs stay, and
+/// are the writer's pass's to try again.)
+fn another_pass(seen: i64, log: i64) -> bool {
+    log - seen > LEFT_FOR_THE_WRITER
 }
 
 /// The checkpointer's own connection: the store's pragmas (its `synchronous` decides how the
@@ -243,6 +254,15 @@ mod tests {
             wal.push("-wal");
             std::fs::metadata(wal).map_or(0, |meta| meta.len().saturating_sub(32) / (24 + 4096))
         }
+    }
+
+    #[test]
+    fn the_thread_passes_again_while_the_writer_appended_more_than_it_should_copy() {
+        // The first pass of a round always has a second: the writer appended during it.
+        assert!(another_pass(0, CHECKPOINT_PAGES as i64));
+        assert!(another_pass(1000, 1000 + LEFT_FOR_THE_WRITER + 1));
+        assert!(!another_pass(1000, 1000 + LEFT_FOR_THE_WRITER));
+        assert!(!another_pass(1000, 1000));
     }
 
     #[test]
