@@ -112,7 +112,14 @@ CREATE TABLE runs (
 
 -- rowid orders the queue: first queued, first claimed.
 CREATE INDEX runs_by_queue ON runs (queue, status);
-CREATE INDEX runs_by_session ON runs (session_id, status);
+-- A session's runs, all of them: changed only when a run is added or removed. Migration 5.
+CREATE INDEX runs_by_session ON runs (session_id);
+-- A session's open runs by status (is one running? which wait?): an index of just those, so a
+-- run's changes of status write to its few pages, which every session shares, rather than to a
+-- page of its own session's. SQLite uses it for a query that names one of these statuses.
+-- Migration 5.
+CREATE INDEX runs_open_by_session ON runs (session_id, status)
+    WHERE status = 'queued' OR status = 'running' OR status = 'parked';
 CREATE INDEX runs_by_status ON runs (status);
 -- A run's children (delegation): read at every turn, so never a scan of every run. Added by
 -- migration 2 to databases made before it.

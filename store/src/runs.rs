@@ -136,6 +136,20 @@ pub(crate) fn claim_next_run(
     }
 }
 
+/// The query of [`next_claimable`]. "No run in flight" is looked up in `runs_open_by_session`:
+/// SQLite uses a partial index for a query whose terms imply its condition, and one of the
+/// statuses it names does.
+pub(crate) const NEXT_CLAIMABLE: &str = "SELECT id FROM runs AS queued
+    WHERE queue = ?1 AND status = 'queued'
+      AND NOT EXISTS (SELECT 1 FROM runs AS busy
+                      WHERE busy.session_id = queued.session_id
+                        AND busy.status = 'running')
+      AND (?2 IS NULL
+           OR NOT EXISTS (SELECT 1 FROM session_leases AS lease
+                          WHERE lease.session_id = queued.session_id
+                            AND NOT (lease.owner = ?2 AND lease.run_id IS queued.id)))
+    ORDER BY rowid LIMIT 1";
+
 /// The oldest queued run on `queue` whose session has no run in flight; with `lease_owner`,
 /// also none whose session's lease another holds (anyone but that owner for that very run).
 fn next_claimable(
@@ -144,18 +158,7 @@ fn next_claimable(
     lease_owner: Option<&str>,
 ) -> Result<Option<String>> {
     Ok(connection
-        .prepare_cached(
-            "SELECT id FROM runs AS queued
-             WHERE queue = ?1 AND status = 'queued'
-               AND NOT EXISTS (SELECT 1 FROM runs AS busy
-                               WHERE busy.session_id = queued.session_id
-                                 AND busy.status = 'running')
-               AND (?2 IS NULL
-                    OR NOT EXISTS (SELECT 1 FROM session_leases AS lease
-                                   WHERE lease.session_id = queued.session_id
-                                     AND NOT (lease.owner = ?2 AND lease.run_id IS queued.id)))
-             ORDER BY rowid LIMIT 1",
-        )?
+        .prepare_cached(NEXT_CLAIMABLE)?
         .query_row(params![queue.as_str(), lease_owner], |row| row.get(0))
         .optional()?)
 }
@@ -378,16 +381,18 @@ pub(crate) fn requeue_running(connection: &Connection, now_ms: i64) -> Result<Ve
     Ok(requeued)
 }
 
+/// The query of [`queued_event_ids`], in `runs_open_by_session` (see [`NEXT_CLAIMABLE`]).
+pub(crate) const QUEUED_EVENT_IDS: &str = "SELECT user_event_ids FROM runs
+     WHERE session_id = ?1 AND status = 'queued'
+     ORDER BY rowid";
+
 /// The `user_event_ids` of the session's queued runs (those waiting their turn), flattened, in
 /// run order.
 pub(crate) fn queued_event_ids(
     connection: &Connection,
     session_id: SessionId,
 ) -> Result<Vec<EventId>> {
-    let mut statement = connection.prepare_cached(
-        "SELECT user_event_ids FROM runs WHERE session_id = ?1 AND status = 'queued'
-         ORDER BY rowid",
-    )?;
+    let mut statement = connection.prepare_cached(QUEUED_EVENT_IDS)?;
     let rows = statement.query_map(params![session_id.to_string()], |row| {
         row.get::<_, String>(0)
     })?;
