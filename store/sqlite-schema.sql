@@ -110,8 +110,9 @@ CREATE TABLE runs (
     account_id      TEXT
 ) STRICT;
 
--- rowid orders the queue: first queued, first claimed.
-CREATE INDEX runs_by_queue ON runs (queue, status);
+-- The runs waiting on each queue; rowid orders them: first queued, first claimed. Of just the
+-- queued runs, so that a run's end leaves it alone. Migration 5.
+CREATE INDEX runs_by_queue ON runs (queue) WHERE status = 'queued';
 -- A session's runs, all of them: changed only when a run is added or removed. Migration 5.
 CREATE INDEX runs_by_session ON runs (session_id);
 -- A session's open runs by status (is one running? which wait?): an index of just those, so a

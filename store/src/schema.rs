@@ -343,13 +343,17 @@ mod tests {
             let plan = query_plan(&connection, sql);
             assert!(plan.contains("runs_open_by_session"), "{sql}\n{plan}");
         }
+        let plan = query_plan(&connection, crate::runs::NEXT_CLAIMABLE);
+        assert!(plan.contains("runs_by_queue (queue=?)"), "{plan}");
         let new_indexes = runs_indexes(&connection);
 
-        // A database of version 4: one index of every run by session and status.
+        // A database of version 4: indexes of every run by session and status, and by queue
+        // and status.
         connection
             .execute_batch(
                 "DROP INDEX runs_open_by_session; DROP INDEX runs_by_session;
                  CREATE INDEX runs_by_session ON runs (session_id, status);
+                 DROP INDEX runs_by_queue; CREATE INDEX runs_by_queue ON runs (queue, status);
                  PRAGMA user_version = 4;",
             )
             .expect("an old database");
@@ -360,6 +364,8 @@ mod tests {
             let plan = query_plan(&connection, sql);
             assert!(plan.contains("runs_open_by_session"), "{sql}\n{plan}");
         }
+        let plan = query_plan(&connection, crate::runs::NEXT_CLAIMABLE);
+        assert!(plan.contains("runs_by_queue (queue=?)"), "{plan}");
     }
 
     #[test]
