@@ -53,6 +53,28 @@ impl RunRow {
     }
 }
 
+impl NewRun {
+    /// The row [`insert_run`] stores for it: queued, never claimed, with nothing yet to say.
+    fn queued(&self) -> RunRow {
+        RunRow {
+            id: self.id,
+            session_id: self.session_id,
+            queue: self.queue,
+            status: RunStatus::Queued,
+            user_event_ids: self.user_event_ids.clone(),
+            parent_run_id: self.parent_run_id,
+            typed: self.typed,
+            owner: None,
+            attempts: 0,
+            pass: 0,
+            result: None,
+            created_at_ms: self.created_at_ms,
+            updated_at_ms: self.created_at_ms,
+        }
+    }
+}
+
+/// Queues a run; it is stored as [`NewRun::queued`] says.
 pub(crate) fn insert_run(connection: &Connection, run: &NewRun) -> Result<()> {
     let user_event_ids: Vec<i64> = run.user_event_ids.iter().map(|id| id.0).collect();
     connection
@@ -74,8 +96,15 @@ pub(crate) fn insert_run(connection: &Connection, run: &NewRun) -> Result<()> {
     Ok(())
 }
 
-const RUN_COLUMNS: &str = "id, session_id, queue, status, user_event_ids, parent_run_id, typed,
-     owner, attempts, result, created_at, updated_at, pass";
+/// The columns [`run_from_row`] reads, as a literal for `concat!`.
+macro_rules! run_columns {
+    () => {
+        "id, session_id, queue, status, user_event_ids, parent_run_id, typed,
+         owner, attempts, result, created_at, updated_at, pass"
+    };
+}
+
+const RUN_COLUMNS: &str = run_columns!();
 
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<RunRow>> {
     let id: String = row.get(0)?;
@@ -131,7 +160,7 @@ pub(crate) fn claim_next_run(
     now_ms: i64,
 ) -> Result<Option<RunRow>> {
     match next_claimable(connection, queue, None)? {
-        Some(id) => start_claimed(connection, &id, owner, now_ms),
+        Some(run) => start_claimed(connection, run, owner, now_ms).map(Some),
         None => Ok(None),
     }
 }
@@ -139,7 +168,10 @@ pub(crate) fn claim_next_run(
 /// The query of [`next_claimable`]. "No run in flight" is looked up in `runs_open_by_session`:
 /// SQLite uses a partial index for a query whose terms imply its condition, and one of the
 /// statuses it names does.
-pub(crate) const NEXT_CLAIMABLE: &str = "SELECT id FROM runs AS queued
+pub(crate) const NEXT_CLAIMABLE: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs AS queued
     WHERE queue = ?1 AND status = 'queued'
       AND NOT EXISTS (SELECT 1 FROM runs AS busy
                       WHERE busy.session_id = queued.session_id
@@ -148,7 +180,8 @@ pub(crate) const NEXT_CLAIMABLE: &str = "SELECT id FROM runs AS queued
            OR NOT EXISTS (SELECT 1 FROM session_leases AS lease
                           WHERE lease.session_id = queued.session_id
                             AND NOT (lease.owner = ?2 AND lease.run_id IS queued.id)))
-    ORDER BY rowid LIMIT 1";
+    ORDER BY rowid LIMIT 1"
+);
 
 /// The oldest queued run on `queue` whose session has no run in flight; with `lease_owner`,
 /// also none whose session's lease another holds (anyone but that owner for that very run).
@@ -156,29 +189,39 @@ fn next_claimable(
     connection: &Connection,
     queue: Queue,
     lease_owner: Option<&str>,
-) -> Result<Option<String>> {
-    Ok(connection
-        .prepare_cached(NEXT_CLAIMABLE)?
-        .query_row(params![queue.as_str(), lease_owner], |row| row.get(0))
-        .optional()?)
-}
-
-/// Marks the run `id` running for `owner` (one more attempt) and returns it.
-fn start_claimed(
-    connection: &Connection,
-    id: &str,
-    owner: &str,
-    now_ms: i64,
 ) -> Result<Option<RunRow>> {
     connection
+        .prepare_cached(NEXT_CLAIMABLE)?
+        .query_row(params![queue.as_str(), lease_owner], run_from_row)
+        .optional()?
+        .transpose()
+}
+
+/// Marks the queued `run` running for `owner` (one more attempt) and returns it as it now is.
+fn start_claimed(
+    connection: &Connection,
+    mut run: RunRow,
+    owner: &str,
+    now_ms: i64,
+) -> Result<RunRow> {
+    let n_updated = connection
         .prepare_cached(
             "UPDATE runs SET status = 'running', owner = ?2, attempts = attempts + 1,
                  updated_at = ?3
              WHERE id = ?1",
         )?
-        .execute(params![id, owner, now_ms])?;
-    let id: RunId = id.parse().map_err(|e| Error::corrupt("runs", e))?;
-    get_run(connection, id)
+        .execute(params![run.id.to_string(), owner, now_ms])?;
+    if n_updated != 1 {
+        return Err(Error::corrupt(
+            "runs",
+            format_args!("run {} vanished while claimed", run.id),
+        ));
+    }
+    run.status = RunStatus::Running;
+    run.owner = Some(owner.to_owned());
+    run.attempts += 1;
+    run.updated_at_ms = now_ms;
+    Ok(run)
 }
 
 /// Claims the next run as [`claim_next_run`] does, and takes its session's store lease for it in
@@ -190,25 +233,23 @@ pub(crate) fn claim_next_run_leased(
     owner: &str,
     now_ms: i64,
 ) -> Result<Option<RunRow>> {
-    let Some(id) = next_claimable(connection, queue, Some(owner))? else {
+    let Some(run) = next_claimable(connection, queue, Some(owner))? else {
         return Ok(None);
     };
-    let run = start_claimed(connection, &id, owner, now_ms)?;
-    if let Some(run) = &run {
-        // Held already by this owner for this run (a claim redone), or taken now.
-        connection
-            .prepare_cached(
-                "INSERT OR IGNORE INTO session_leases (session_id, owner, run_id, acquired_at)
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![
-                run.session_id.to_string(),
-                owner,
-                run.id.to_string(),
-                now_ms
-            ])?;
-    }
-    Ok(run)
+    let run = start_claimed(connection, run, owner, now_ms)?;
+    // Held already by this owner for this run (a claim redone), or taken now.
+    connection
+        .prepare_cached(
+            "INSERT OR IGNORE INTO session_leases (session_id, owner, run_id, acquired_at)
+             VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![
+            run.session_id.to_string(),
+            owner,
+            run.id.to_string(),
+            now_ms
+        ])?;
+    Ok(Some(run))
 }
 
 /// Moves a run to `status`, with its result when it has one. Returns whether the run exists.
@@ -434,22 +475,18 @@ pub(crate) fn send_user_message(
     let stored = log::append_events(connection, session_id, std::slice::from_ref(event))?
         .pop()
         .ok_or_else(|| Error::corrupt("session_events", "an append stored no event"))?;
-    insert_run(
-        connection,
-        &NewRun {
-            id: run_id,
-            session_id,
-            queue,
-            user_event_ids: vec![stored.id],
-            parent_run_id: None,
-            typed: false,
-            created_at_ms: now_ms,
-        },
-    )?;
+    let run = NewRun {
+        id: run_id,
+        session_id,
+        queue,
+        user_event_ids: vec![stored.id],
+        parent_run_id: None,
+        typed: false,
+        created_at_ms: now_ms,
+    };
+    insert_run(connection, &run)?;
     sessions::touch_session(connection, session_id, now_ms)?;
-    let run = get_run(connection, run_id)?
-        .ok_or_else(|| Error::corrupt("runs", "an inserted run is missing"))?;
-    Ok((stored, run))
+    Ok((stored, run.queued()))
 }
 
 /// Inserts a delegated child: its session, the task as its first message, and its run, in one
@@ -469,9 +506,7 @@ pub(crate) fn start_child(
         ..run.clone()
     };
     insert_run(connection, &run)?;
-    let row = get_run(connection, run.id)?
-        .ok_or_else(|| Error::corrupt("runs", "an inserted run is missing"))?;
-    Ok((stored, row))
+    Ok((stored, run.queued()))
 }
 
 /// The runs a run started as children, oldest first.

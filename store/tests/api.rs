@@ -122,6 +122,8 @@ fn runs_queue_claim_one_turn_per_session_and_list_left_running() -> anyhow::Resu
         (first.owner.as_deref(), first.attempts),
         (Some("boot-a"), 1)
     );
+    // What the claim returns is the run as stored.
+    assert_eq!(block_on(store.get_run(first.id))?, Some(first.clone()));
     // Session 0 has a turn in flight: its second run waits, session 1's goes first.
     let second =
         block_on(store.claim_next_run(Queue::Interactive, "boot-a", 101))?.expect("a run to claim");
@@ -433,6 +435,10 @@ fn a_runs_end_writes_its_projection_in_the_same_transaction() -> anyhow::Result<
     let claimed =
         block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 2)], "boot-a", 10))?;
     assert_eq!(claimed.len(), 2);
+    for run in &claimed {
+        // Claimed with its lease, and returned as stored.
+        assert_eq!(block_on(store.get_run(run.id))?.as_ref(), Some(run));
+    }
     let answer = |pi_entry_id| NewEvent {
         pi_entry_id: Some(pi_entry_id),
         ..NewEvent::message(

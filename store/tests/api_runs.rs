@@ -355,3 +355,37 @@ fn a_claim_of_both_queues_takes_each_runs_lease_and_passes_over_a_session_leased
     );
     Ok(())
 }
+
+#[test]
+fn a_child_starts_with_its_session_its_task_and_its_run_as_stored() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let parent = fixture.create_sessions(1)?[0];
+    let store = &fixture.store;
+    let (_, parent_run) = block_on(store.send_user_message(
+        parent,
+        user_message("delegate"),
+        RunId::from_u128(1),
+        Queue::Interactive,
+        100,
+    ))?;
+    let child_id = SessionId::from_u128(0xc41d);
+    let mut child = seed_store::NewSession::new(child_id, common::account(), 200);
+    child.parent_session_id = Some(parent);
+    let child_run = NewRun {
+        queue: Queue::Background,
+        parent_run_id: Some(parent_run.id),
+        typed: true,
+        ..run(2, child_id, &[])
+    };
+    let (task, started) = block_on(store.start_child(child, user_message("a task"), child_run))?;
+    assert_eq!(
+        started.user_event_ids,
+        [task.id],
+        "the run answers its task"
+    );
+    // What the call returns is the stored run, defaults and all.
+    assert_eq!(block_on(store.get_run(started.id))?, Some(started.clone()));
+    assert_eq!(block_on(store.list_session_runs(child_id))?, [started]);
+    assert_eq!(block_on(store.read_events(child_id, 1, 1, 1))?, [task]);
+    Ok(())
+}
