@@ -17,7 +17,7 @@ use seed_durable::{Harness, HarnessConfig, StopSignal, StoreState, TurnOutcome, 
 use seed_events::{EventRole, NewEvent, RunStatus, SessionId};
 use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks};
 use seed_projections::import::{ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, plan_import};
-use seed_projections::store_to_log::{entry_events, stale_marks_above, unprojected};
+use seed_projections::store_to_log::{events_above, stale_marks_above};
 use seed_providers::{Provider, Request, StreamEvent, model_context_window};
 use seed_store::{Projection, RunRow, Store};
 
@@ -859,10 +859,7 @@ fn projection_above(
     log_max: Option<u64>,
 ) -> Option<Projection> {
     let now = (env.clock)();
-    let events: Vec<NewEvent> = unprojected(&state.entries, log_max)
-        .into_iter()
-        .flat_map(|entry| entry_events(entry, Some(run.id), now))
-        .collect();
+    let events = events_above(&state.entries, log_max, Some(run.id), now);
     if events.is_empty() {
         return None;
     }

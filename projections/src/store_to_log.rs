@@ -83,6 +83,21 @@ pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) ->
     }
 }
 
+/// The events of every entry above `max_pi_entry_id` (the highest the log names), in order:
+/// what the log lacks of the store. Each entry's events are built once.
+pub fn events_above(
+    entries: &[Entry],
+    max_pi_entry_id: Option<EntryId>,
+    run_id: Option<RunId>,
+    created_at_ms: i64,
+) -> Vec<NewEvent> {
+    entries
+        .iter()
+        .filter(|entry| max_pi_entry_id.is_none_or(|max| entry.id > max))
+        .flat_map(|entry| entry_events(entry, run_id, created_at_ms))
+        .collect()
+}
+
 /// The entries above `max_pi_entry_id` (the highest the log names) that the log shows: what
 /// opening a store projects again.
 pub fn unprojected(entries: &[Entry], max_pi_entry_id: Option<EntryId>) -> Vec<&Entry> {
@@ -255,6 +270,16 @@ mod tests {
         let entries = [input, result(false)];
         assert_eq!(unprojected(&entries, None).len(), 1);
         assert!(unprojected(&entries, Some(5)).is_empty());
+        // The events above a mark are those of the entries above it that show.
+        assert_eq!(
+            events_above(&entries, None, None, 0),
+            entry_events(&result(false), None, 0)
+        );
+        assert_eq!(
+            events_above(&entries, Some(1), None, 0),
+            entry_events(&result(false), None, 0)
+        );
+        assert!(events_above(&entries, Some(5), None, 0).is_empty());
     }
 
     #[test]
