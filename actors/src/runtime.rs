@@ -10,7 +10,7 @@ use seed_providers::Provider;
 use seed_store::{RunRow, Store};
 
 use crate::bus::{Notification, Publisher};
-use crate::queue::{RunQueue, Wake};
+use crate::queue::{RunQueue, StartClaimed, Wake};
 use crate::session::{Registry, StopSession};
 use crate::supervisor::Supervisor;
 use crate::turn::{RunEnv, RuntimeSettings};
@@ -95,11 +95,15 @@ impl Runtime {
             store,
             provider,
             verbs: VerbSet::start(verbs),
-            settings,
             boot_id,
             clock,
             publisher: Publisher::start(),
             supervisor: supervisor_context.address().downgrade(),
+            slots: crate::queue::Slots::new(
+                settings.interactive_runs_max,
+                settings.background_runs_max,
+            ),
+            settings,
         });
         let registry: Registry = Arc::new(DashMap::new());
         let queue = RunQueue::new(Arc::clone(&env), Arc::clone(&registry)).start();
@@ -167,17 +171,74 @@ impl Runtime {
             serde_json::json!({ "text": text }),
             now,
         );
-        let (event, _) = self
-            .env
-            .store
-            .send_user_message(session_id, event, run_id, Queue::Interactive, now)
+        let store = self.env.store.clone();
+        let event = self
+            .queue_run_with(move |claim_for| async move {
+                let (event, run) = match claim_for {
+                    Some(owner) => {
+                        store
+                            .send_user_message_claiming(
+                                session_id,
+                                event,
+                                run_id,
+                                Queue::Interactive,
+                                now,
+                                owner,
+                            )
+                            .await?
+                    }
+                    None => {
+                        store
+                            .send_user_message(session_id, event, run_id, Queue::Interactive, now)
+                            .await?
+                    }
+                };
+                Ok((event, Some(run)))
+            })
             .await?;
         self.env.publisher.publish(Notification::SessionChanged {
             session_id,
             reason: "message",
         });
-        self.queue.do_send(Wake);
         Ok(event.id)
+    }
+
+    /// Runs `write`, a write that queues an interactive run and returns it (`None`: it queued
+    /// nothing), with a slot of the queue taken for the run when one is free. `write` is then
+    /// given this process's boot id, to claim the run in the same transaction when its session
+    /// is free ([`Store::send_user_message_claiming`]), and a run so claimed starts without a
+    /// claim of the queue's; the slot goes back when the run was not claimed. This runs to its
+    /// end on a task of its own, so a caller that stops waiting (a dropped request) leaves no
+    /// slot taken and no claimed run unstarted.
+    pub async fn queue_run_with<T, F, Fut>(&self, write: F) -> Result<T, Error>
+    where
+        F: FnOnce(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<(T, Option<RunRow>), Error>> + 'static,
+        T: 'static,
+    {
+        let env = Arc::clone(&self.env);
+        let queue = self.queue.clone();
+        let slot = env.slots.take(Queue::Interactive, 1) == 1;
+        let written = write(slot.then(|| env.boot_id.clone()));
+        let task = async move {
+            let outcome = written.await;
+            let run = outcome.as_ref().ok().and_then(|(_, run)| run.clone());
+            match run {
+                Some(run) if slot && run.status == seed_events::RunStatus::Running => {
+                    queue.do_send(StartClaimed { run });
+                }
+                run => {
+                    if slot {
+                        env.slots.give_back(Queue::Interactive, 1);
+                    }
+                    if slot || run.is_some() {
+                        queue.do_send(Wake);
+                    }
+                }
+            }
+            outcome.map(|(value, _)| value)
+        };
+        actix::spawn(task).await.map_err(|_| Error::Closed)?
     }
 
     /// Queues a new run for a message already in the log (`event_id`): a retry, for example of

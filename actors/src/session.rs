@@ -25,6 +25,9 @@ pub struct SessionActor {
     registry: Registry,
     /// The run in flight and how to stop it. At most one: one turn per session.
     current: Option<(RunId, StopSignal)>,
+    /// A run claimed while the one in flight was finishing (its end recorded, so the store let
+    /// the next one start): it starts when that one is done.
+    next: Option<RunRow>,
     /// The session's harness between runs (its store folded in memory); taken by the run in
     /// flight and given back when it ended cleanly.
     harness: Option<SessionHarness>,
@@ -50,6 +53,7 @@ impl SessionActor {
             queue,
             registry,
             current: None,
+            next: None,
             harness: None,
             last_active_at: Instant::now(),
         }
@@ -108,7 +112,13 @@ impl Handler<StartRun> for SessionActor {
     fn handle(&mut self, StartRun { run }: StartRun, ctx: &mut Context<Self>) {
         debug_assert_eq!(run.session_id, self.session_id);
         if self.current.is_some() {
-            // The queue never starts a second run for a session; if it did, hand it back.
+            // The store claims a session's run only once no other is running, so the run in
+            // flight has ended and is finishing up: this one comes next. (A second such run
+            // cannot be claimed while this one runs; should one come, it goes back.)
+            if self.next.is_none() {
+                self.next = Some(run);
+                return;
+            }
             self.queue.do_send(RunDone {
                 queue: run.queue,
                 run_id: run.id,
@@ -188,6 +198,9 @@ impl Handler<StartRun> for SessionActor {
                     actor.queue.do_send(done);
                     actor.schedule_idle_check(ctx);
                 }
+            }
+            if let Some(run) = actor.next.take() {
+                ctx.notify(StartRun { run });
             }
         }));
     }

@@ -61,6 +61,8 @@ pub struct RunEnv {
     pub publisher: Publisher,
     /// Creates sessions for running turns (continuations). Weak: the supervisor holds this env.
     pub supervisor: actix::WeakAddr<crate::supervisor::Supervisor>,
+    /// The runs in flight on each queue, against its limit.
+    pub slots: crate::queue::Slots,
 }
 
 impl std::fmt::Debug for RunEnv {

@@ -667,18 +667,33 @@ async fn send_message(
     let run_id = RunId::new_v7();
     let watch = input.wait.then(|| state.runtime.watch_run(run_id));
     let started = Instant::now();
+    let store = state.store.clone();
+    let nonce = caller.nonce.clone();
+    let account_id = caller.account_id;
+    let queued_runs_max = state.limits.queued_runs_per_account_max;
+    // With a slot free, the run is claimed in the message's own transaction and starts at once.
     let outcome = state
-        .store
-        .send_user_message_signed(
-            caller.nonce.clone(),
-            caller.account_id,
-            session_id,
-            event,
-            run_id,
-            Queue::Interactive,
-            state.limits.queued_runs_per_account_max,
-            now_ms,
-        )
+        .runtime
+        .queue_run_with(move |claim_for| async move {
+            let outcome = store
+                .send_user_message_signed(
+                    nonce,
+                    account_id,
+                    session_id,
+                    event,
+                    run_id,
+                    Queue::Interactive,
+                    queued_runs_max,
+                    now_ms,
+                    claim_for,
+                )
+                .await?;
+            let run = match &outcome {
+                NonceOutcome::Fresh(SendOutcome::Sent { run, .. }) => Some(run.as_ref().clone()),
+                _ => None,
+            };
+            Ok((outcome, run))
+        })
         .await?;
     metrics::histogram!("seed_message_commit_seconds").record(started.elapsed().as_secs_f64());
     let (event, run) = match fresh(outcome)? {
@@ -694,7 +709,6 @@ async fn send_message(
         session_id,
         reason: "message",
     });
-    state.runtime.wake();
     let run = match watch {
         Some(watch) => wait_for_run(&state, run, Some(watch)).await?,
         None => run,

@@ -941,17 +941,20 @@ async fn turns_beyond_the_runs_in_flight_wait_their_turn_in_the_queue() {
                 )
                 .await
                 .expect("sent");
-            sent.run_id
+            (sent.run_id, sent.status)
         }
     };
-    let first_run = send(&first).await;
+    // A free slot and a free session: the message's own transaction claimed its run.
+    let (first_run, status) = send(&first).await;
+    assert_eq!(status, "running");
     // The first turn is streaming: it holds the one slot.
     loop {
         if let Update::TextDelta { .. } = next_update(&mut subscription).await.expect("update") {
             break;
         }
     }
-    let second_run = send(&second).await;
+    let (second_run, status) = send(&second).await;
+    assert_eq!(status, "queued");
     let waiting: RunInfo = client
         .get(&format!("/v1/runs/{second_run}"))
         .await

@@ -142,7 +142,8 @@ impl Store {
 
     /// A person's message and its run ([`Store::send_user_message`]), for the account's own
     /// session only and while the account has fewer than `queued_runs_max` runs waiting; the
-    /// nonce is taken in the same transaction.
+    /// nonce is taken in the same transaction. With `claim_for`, the run is claimed at once as
+    /// [`Store::send_user_message_claiming`] says.
     #[allow(clippy::too_many_arguments)]
     pub async fn send_user_message_signed(
         &self,
@@ -154,6 +155,7 @@ impl Store {
         queue: Queue,
         queued_runs_max: i64,
         now_ms: i64,
+        claim_for: Option<String>,
     ) -> Result<NonceOutcome<SendOutcome>> {
         self.write(Some(session_id), move |connection| {
             if !owned_by(connection, session_id, account_id)? {
@@ -165,8 +167,15 @@ impl Store {
             if !take_nonce(connection, nonce.as_ref())? {
                 return Ok(NonceOutcome::Replayed);
             }
-            let (event, run) =
-                runs::send_user_message(connection, session_id, &event, run_id, queue, now_ms)?;
+            let (event, run) = runs::send_user_message(
+                connection,
+                session_id,
+                &event,
+                run_id,
+                queue,
+                now_ms,
+                claim_for.as_deref(),
+            )?;
             Ok(NonceOutcome::Fresh(SendOutcome::Sent {
                 event: Box::new(event),
                 run: Box::new(run),

@@ -236,6 +236,11 @@ pub(crate) fn claim_next_run_leased(
     let Some(run) = next_claimable(connection, queue, Some(owner))? else {
         return Ok(None);
     };
+    start_leased(connection, run, owner, now_ms).map(Some)
+}
+
+/// Marks the queued `run` running for `owner` and takes its session's lease for it.
+fn start_leased(connection: &Connection, run: RunRow, owner: &str, now_ms: i64) -> Result<RunRow> {
     let run = start_claimed(connection, run, owner, now_ms)?;
     // Held already by this owner for this run (a claim redone), or taken now.
     connection
@@ -249,7 +254,24 @@ pub(crate) fn claim_next_run_leased(
             run.id.to_string(),
             now_ms
         ])?;
-    Ok(Some(run))
+    Ok(run)
+}
+
+/// Whether `run` may start at once, claimed in the transaction that queued it: no other run of
+/// its session is queued before it or running, and no one holds the session's lease. (A
+/// parked run does not hold the session, as for the queue's claims.)
+fn first_and_free(connection: &Connection, session_id: SessionId, run_id: RunId) -> Result<bool> {
+    Ok(connection
+        .prepare_cached(
+            "SELECT NOT EXISTS (SELECT 1 FROM runs
+                                WHERE session_id = ?1 AND status = 'queued' AND id <> ?2)
+                AND NOT EXISTS (SELECT 1 FROM runs
+                                WHERE session_id = ?1 AND status = 'running')
+                AND NOT EXISTS (SELECT 1 FROM session_leases WHERE session_id = ?1)",
+        )?
+        .query_row(params![session_id.to_string(), run_id.to_string()], |row| {
+            row.get(0)
+        })?)
 }
 
 /// Moves a run to `status`, with its result when it has one. Returns whether the run exists.
@@ -463,7 +485,10 @@ pub(crate) fn sessions_with_open_runs(connection: &Connection) -> Result<Vec<Ses
 
 /// A person's message and the run that answers it, in the caller's transaction: appends `event`
 /// to the session's log, queues run `run_id` on `queue` naming that event, and sets the
-/// session's `updated_at`. A deleted session refuses it before anything is written.
+/// session's `updated_at`. A deleted session refuses it before anything is written. With
+/// `claim_for` (a slot of the queue is held for it), the run is claimed for that owner at once,
+/// with the session's lease, when it is the session's next and the session is free; it stays
+/// queued otherwise.
 pub(crate) fn send_user_message(
     connection: &Connection,
     session_id: SessionId,
@@ -471,6 +496,7 @@ pub(crate) fn send_user_message(
     run_id: RunId,
     queue: Queue,
     now_ms: i64,
+    claim_for: Option<&str>,
 ) -> Result<(SessionEvent, RunRow)> {
     let stored = log::append_events(connection, session_id, std::slice::from_ref(event))?
         .pop()
@@ -486,7 +512,13 @@ pub(crate) fn send_user_message(
     };
     insert_run(connection, &run)?;
     sessions::touch_session(connection, session_id, now_ms)?;
-    Ok((stored, run.queued()))
+    let run = run.queued();
+    match claim_for {
+        Some(owner) if first_and_free(connection, session_id, run_id)? => {
+            Ok((stored, start_leased(connection, run, owner, now_ms)?))
+        }
+        _ => Ok((stored, run)),
+    }
 }
 
 /// Inserts a delegated child: its session, the task as its first message, and its run, in one

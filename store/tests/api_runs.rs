@@ -389,3 +389,72 @@ fn a_child_starts_with_its_session_its_task_and_its_run_as_stored() -> anyhow::R
     assert_eq!(block_on(store.read_events(child_id, 1, 1, 1))?, [task]);
     Ok(())
 }
+
+#[test]
+fn a_message_claims_its_run_at_once_only_when_it_is_the_sessions_next_and_the_session_is_free()
+-> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(3)?;
+    let store = &fixture.store;
+    let send = |session_id, idx: u128| {
+        block_on(store.send_user_message_claiming(
+            session_id,
+            user_message("hello"),
+            RunId::from_u128(idx),
+            Queue::Interactive,
+            100 + idx as i64,
+            "boot-a".to_owned(),
+        ))
+    };
+
+    // A free session: the run starts claimed, with the session's lease, as stored.
+    let (_, first) = send(sessions[0], 1)?;
+    assert_eq!(first.status, RunStatus::Running);
+    assert_eq!(
+        (first.owner.as_deref(), first.attempts),
+        (Some("boot-a"), 1)
+    );
+    assert_eq!(block_on(store.get_run(first.id))?, Some(first.clone()));
+    let lease = block_on(store.get_lease(sessions[0]))?.expect("the session's lease");
+    assert_eq!(
+        (lease.owner.as_str(), lease.run_id),
+        ("boot-a", Some(first.id))
+    );
+
+    // A run in flight: the next message's run waits in the queue.
+    let (_, second) = send(sessions[0], 2)?;
+    assert_eq!(second.status, RunStatus::Queued);
+    assert_eq!(second.owner, None);
+    // Its turn over, the session is free, but the queued run comes first: a third message
+    // does not overtake it.
+    block_on(store.finish_run_releasing(
+        first.id,
+        RunStatus::Succeeded,
+        None,
+        150,
+        None,
+        Some((sessions[0], "boot-a".to_owned())),
+        None,
+    ))?;
+    let (_, third) = send(sessions[0], 3)?;
+    assert_eq!(third.status, RunStatus::Queued);
+    let claimed = block_on(store.claim_next_run(Queue::Interactive, "boot-a", 160))?;
+    assert_eq!(claimed.map(|run| run.id), Some(second.id));
+
+    // A lease someone else holds (another process) keeps the run queued too.
+    block_on(store.acquire_lease(sessions[1], "boot-z", None, 90))?;
+    let (_, held) = send(sessions[1], 4)?;
+    assert_eq!(held.status, RunStatus::Queued);
+
+    // Without a claim, a message only queues its run, as before.
+    let (_, plain) = block_on(store.send_user_message(
+        sessions[2],
+        user_message("hello"),
+        RunId::from_u128(5),
+        Queue::Interactive,
+        200,
+    ))?;
+    assert_eq!(plain.status, RunStatus::Queued);
+    assert_eq!(block_on(store.get_lease(sessions[2]))?, None);
+    Ok(())
+}
