@@ -219,9 +219,15 @@ impl Runtime {
         let env = Arc::clone(&self.env);
         let queue = self.queue.clone();
         let slot = env.slots.take(Queue::Interactive, 1) == 1;
-        let written = write(slot.then(|| env.boot_id.clone()));
+        let mut written = Box::pin(write(slot.then(|| env.boot_id.clone())));
+        // Polled once here, so the write reaches the store now, in this caller's turn, as a
+        // write made in place would; the rest is the task's.
+        let first = futures::poll!(written.as_mut());
         let task = async move {
-            let outcome = written.await;
+            let outcome = match first {
+                std::task::Poll::Ready(outcome) => outcome,
+                std::task::Poll::Pending => written.await,
+            };
             let run = outcome.as_ref().ok().and_then(|(_, run)| run.clone());
             match run {
                 Some(run) if slot && run.status == seed_events::RunStatus::Running => {
