@@ -174,25 +174,16 @@ impl Runtime {
         let store = self.env.store.clone();
         let event = self
             .queue_run_with(move |claim_for| async move {
-                let (event, run) = match claim_for {
-                    Some(owner) => {
-                        store
-                            .send_user_message_claiming(
-                                session_id,
-                                event,
-                                run_id,
-                                Queue::Interactive,
-                                now,
-                                owner,
-                            )
-                            .await?
-                    }
-                    None => {
-                        store
-                            .send_user_message(session_id, event, run_id, Queue::Interactive, now)
-                            .await?
-                    }
-                };
+                let (event, run) = store
+                    .send_user_message_claiming(
+                        session_id,
+                        event,
+                        run_id,
+                        Queue::Interactive,
+                        now,
+                        claim_for,
+                    )
+                    .await?;
                 Ok((event, Some(run)))
             })
             .await?;

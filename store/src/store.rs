@@ -451,15 +451,14 @@ impl Store {
         queue: Queue,
         now_ms: i64,
     ) -> Result<(SessionEvent, RunRow)> {
-        self.write(Some(session_id), move |connection| {
-            runs::send_user_message(connection, session_id, &event, run_id, queue, now_ms, None)
-        })
-        .await
+        self.send_user_message_claiming(session_id, event, run_id, queue, now_ms, None)
+            .await
     }
 
-    /// [`Store::send_user_message`], and the run claimed for `owner` in the same transaction
-    /// (running, with the session's lease) when it is the session's next run and the session is
-    /// free; otherwise it is queued. The caller holds a slot of the queue for it.
+    /// [`Store::send_user_message`], and with `claim_for` the run claimed for that owner in the
+    /// same transaction (running, with the session's lease) when it is the session's next run
+    /// and the session is free; otherwise it is queued. The caller holds a slot of the queue
+    /// for it.
     pub async fn send_user_message_claiming(
         &self,
         session_id: SessionId,
@@ -467,7 +466,7 @@ impl Store {
         run_id: RunId,
         queue: Queue,
         now_ms: i64,
-        owner: String,
+        claim_for: Option<String>,
     ) -> Result<(SessionEvent, RunRow)> {
         self.write(Some(session_id), move |connection| {
             runs::send_user_message(
@@ -477,7 +476,7 @@ impl Store {
                 run_id,
                 queue,
                 now_ms,
-                Some(&owner),
+                claim_for.as_deref(),
             )
         })
         .await

@@ -403,7 +403,7 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_sessions_next_and_the_se
             RunId::from_u128(idx),
             Queue::Interactive,
             100 + idx as i64,
-            "boot-a".to_owned(),
+            Some("boot-a".to_owned()),
         ))
     };
 
