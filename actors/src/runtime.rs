@@ -175,7 +175,7 @@ impl Runtime {
         let event = self
             .queue_run_with(move |claim_for| async move {
                 let (event, run) = store
-                    .send_user_message_claiming(
+                    .send_user_message(
                         session_id,
                         event,
                         run_id,
@@ -197,7 +197,7 @@ impl Runtime {
     /// Runs `write`, a write that queues an interactive run and returns it (`None`: it queued
     /// nothing), with a slot of the queue taken for the run when one is free. `write` is then
     /// given this process's boot id, to claim the run in the same transaction when its session
-    /// is free ([`Store::send_user_message_claiming`]), and a run so claimed starts without a
+    /// is free ([`Store::send_user_message`]), and a run so claimed starts without a
     /// claim of the queue's; the slot goes back when the run was not claimed. This runs to its
     /// end on a task of its own, so a caller that stops waiting (a dropped request) leaves no
     /// slot taken and no claimed run unstarted.

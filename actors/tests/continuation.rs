@@ -347,7 +347,7 @@ async fn a_message_that_arrived_after_the_continuing_one_stays_with_its_own_run(
         let event = NewEvent::message(EventRole::User, "user", json!({ "text": text }), 5);
         setup
             .store
-            .send_user_message(session(0), event, run_id, Queue::Interactive, 5)
+            .send_user_message(session(0), event, run_id, Queue::Interactive, 5, None)
             .await?;
     }
     setup.runtime.wake();
@@ -926,7 +926,14 @@ async fn attachments_resolve_in_the_successor() -> anyhow::Result<()> {
     );
     let (_, run) = setup
         .store
-        .send_user_message(session(0), message, RunId::new_v7(), Queue::Interactive, 4)
+        .send_user_message(
+            session(0),
+            message,
+            RunId::new_v7(),
+            Queue::Interactive,
+            4,
+            None,
+        )
         .await?;
     setup.runtime.wake();
     let run = within("the run", setup.runtime.wait_for_run(run.id)).await?;

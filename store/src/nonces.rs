@@ -143,7 +143,7 @@ impl Store {
     /// A person's message and its run ([`Store::send_user_message`]), for the account's own
     /// session only and while the account has fewer than `queued_runs_max` runs waiting; the
     /// nonce is taken in the same transaction. With `claim_for`, the run is claimed at once as
-    /// [`Store::send_user_message_claiming`] says.
+    /// [`Store::send_user_message`] says.
     #[allow(clippy::too_many_arguments)]
     pub async fn send_user_message_signed(
         &self,

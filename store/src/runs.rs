@@ -165,22 +165,36 @@ pub(crate) fn claim_next_run(
     }
 }
 
-/// The query of [`next_claimable`]. "No run in flight" is looked up in `runs_open_by_session`:
-/// SQLite uses a partial index for a query whose terms imply its condition, and one of the
-/// statuses it names does.
+/// When the queued run `queued` may start: its session has no run in flight and, with an
+/// owner `?2`, no lease anyone else holds (anyone but that owner for that very run). "No run
+/// in flight" is looked up in `runs_open_by_session`: SQLite uses a partial index for a query
+/// whose terms imply its condition, and one of the statuses it names does.
+macro_rules! session_free {
+    () => {
+        "NOT EXISTS (SELECT 1 FROM runs AS busy
+                     WHERE busy.session_id = queued.session_id AND busy.status = 'running')
+         AND (?2 IS NULL
+              OR NOT EXISTS (SELECT 1 FROM session_leases AS lease
+                             WHERE lease.session_id = queued.session_id
+                               AND NOT (lease.owner = ?2 AND lease.run_id IS queued.id)))"
+    };
+}
+
+/// The query of [`next_claimable`]: the oldest queued run on queue `?1` that may start.
 pub(crate) const NEXT_CLAIMABLE: &str = concat!(
     "SELECT ",
     run_columns!(),
-    " FROM runs AS queued
-    WHERE queue = ?1 AND status = 'queued'
-      AND NOT EXISTS (SELECT 1 FROM runs AS busy
-                      WHERE busy.session_id = queued.session_id
-                        AND busy.status = 'running')
-      AND (?2 IS NULL
-           OR NOT EXISTS (SELECT 1 FROM session_leases AS lease
-                          WHERE lease.session_id = queued.session_id
-                            AND NOT (lease.owner = ?2 AND lease.run_id IS queued.id)))
-    ORDER BY rowid LIMIT 1"
+    " FROM runs AS queued WHERE queue = ?1 AND status = 'queued' AND ",
+    session_free!(),
+    " ORDER BY rowid LIMIT 1"
+);
+
+/// The id of session `?1`'s oldest queued run (on either queue), if it may start for owner
+/// `?2`: a message's run is claimed in the message's transaction only when it is that one.
+pub(crate) const SESSIONS_NEXT_CLAIMABLE: &str = concat!(
+    "SELECT id FROM runs AS queued WHERE session_id = ?1 AND status = 'queued' AND ",
+    session_free!(),
+    " ORDER BY rowid LIMIT 1"
 );
 
 /// The oldest queued run on `queue` whose session has no run in flight; with `lease_owner`,
@@ -257,21 +271,20 @@ fn start_leased(connection: &Connection, run: RunRow, owner: &str, now_ms: i64) 
     Ok(run)
 }
 
-/// Whether `run` may start at once, claimed in the transaction that queued it: no other run of
-/// its session is queued before it or running, and no one holds the session's lease. (A
-/// parked run does not hold the session, as for the queue's claims.)
-fn first_and_free(connection: &Connection, session_id: SessionId, run_id: RunId) -> Result<bool> {
-    Ok(connection
-        .prepare_cached(
-            "SELECT NOT EXISTS (SELECT 1 FROM runs
-                                WHERE session_id = ?1 AND status = 'queued' AND id <> ?2)
-                AND NOT EXISTS (SELECT 1 FROM runs
-                                WHERE session_id = ?1 AND status = 'running')
-                AND NOT EXISTS (SELECT 1 FROM session_leases WHERE session_id = ?1)",
-        )?
-        .query_row(params![session_id.to_string(), run_id.to_string()], |row| {
-            row.get(0)
-        })?)
+/// Whether the queued run `run_id` may start for `owner` at once, claimed in the transaction
+/// that queued it: it is its session's oldest queued run, and may start as the queue's claims
+/// decide ([`NEXT_CLAIMABLE`]).
+fn sessions_next_claimable(
+    connection: &Connection,
+    session_id: SessionId,
+    run_id: RunId,
+    owner: &str,
+) -> Result<bool> {
+    let next: Option<String> = connection
+        .prepare_cached(SESSIONS_NEXT_CLAIMABLE)?
+        .query_row(params![session_id.to_string(), owner], |row| row.get(0))
+        .optional()?;
+    Ok(next == Some(run_id.to_string()))
 }
 
 /// Moves a run to `status`, with its result when it has one. Returns whether the run exists.
@@ -514,7 +527,7 @@ pub(crate) fn send_user_message(
     sessions::touch_session(connection, session_id, now_ms)?;
     let run = run.queued();
     match claim_for {
-        Some(owner) if first_and_free(connection, session_id, run_id)? => {
+        Some(owner) if sessions_next_claimable(connection, session_id, run_id, owner)? => {
             Ok((stored, start_leased(connection, run, owner, now_ms)?))
         }
         _ => Ok((stored, run)),

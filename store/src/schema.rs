@@ -333,18 +333,28 @@ mod tests {
         lines.join("\n")
     }
 
+    /// The claims' queries find a session's open runs in `runs_open_by_session`, and the
+    /// queue's in `runs_by_queue`.
+    fn assert_runs_are_claimed_by_index(connection: &Connection) {
+        for sql in [
+            crate::runs::NEXT_CLAIMABLE,
+            crate::runs::SESSIONS_NEXT_CLAIMABLE,
+            crate::runs::QUEUED_EVENT_IDS,
+        ] {
+            let plan = query_plan(connection, sql);
+            assert!(plan.contains("runs_open_by_session"), "{sql}\n{plan}");
+        }
+        let plan = query_plan(connection, crate::runs::NEXT_CLAIMABLE);
+        assert!(plan.contains("runs_by_queue (queue=?)"), "{plan}");
+    }
+
     #[test]
     fn a_sessions_open_runs_are_looked_up_in_their_own_index_in_a_new_database_and_an_upgraded_one()
     {
         let dir = tempfile::tempdir().expect("a temporary dir");
         let config = Config::new(dir.path().join("agents.db"));
         let connection = open_writer(&config).expect("a new database");
-        for sql in [crate::runs::NEXT_CLAIMABLE, crate::runs::QUEUED_EVENT_IDS] {
-            let plan = query_plan(&connection, sql);
-            assert!(plan.contains("runs_open_by_session"), "{sql}\n{plan}");
-        }
-        let plan = query_plan(&connection, crate::runs::NEXT_CLAIMABLE);
-        assert!(plan.contains("runs_by_queue (queue=?)"), "{plan}");
+        assert_runs_are_claimed_by_index(&connection);
         let new_indexes = runs_indexes(&connection);
 
         // A database of version 4: indexes of every run by session and status, and by queue
@@ -360,12 +370,7 @@ mod tests {
         drop(connection);
         let connection = open_writer(&config).expect("the old database, upgraded");
         assert_eq!(runs_indexes(&connection), new_indexes);
-        for sql in [crate::runs::NEXT_CLAIMABLE, crate::runs::QUEUED_EVENT_IDS] {
-            let plan = query_plan(&connection, sql);
-            assert!(plan.contains("runs_open_by_session"), "{sql}\n{plan}");
-        }
-        let plan = query_plan(&connection, crate::runs::NEXT_CLAIMABLE);
-        assert!(plan.contains("runs_by_queue (queue=?)"), "{plan}");
+        assert_runs_are_claimed_by_index(&connection);
     }
 
     #[test]

@@ -442,24 +442,11 @@ impl Store {
     /// the session's log (at the next seq, as [`Store::append_events`] does), queues run
     /// `run_id` on `queue` with `user_event_ids = [event.id]`, and sets the session's
     /// `updated_at` to `now_ms`. Returns both rows as stored. A deleted session refuses the
-    /// whole write; nothing of it is committed.
+    /// whole write; nothing of it is committed. With `claim_for` (the caller holds a slot of
+    /// the queue for the run), the run is claimed for that owner in the same transaction
+    /// (running, with the session's lease) when it is the session's next run and may start;
+    /// otherwise it is queued.
     pub async fn send_user_message(
-        &self,
-        session_id: SessionId,
-        event: NewEvent,
-        run_id: RunId,
-        queue: Queue,
-        now_ms: i64,
-    ) -> Result<(SessionEvent, RunRow)> {
-        self.send_user_message_claiming(session_id, event, run_id, queue, now_ms, None)
-            .await
-    }
-
-    /// [`Store::send_user_message`], and with `claim_for` the run claimed for that owner in the
-    /// same transaction (running, with the session's lease) when it is the session's next run
-    /// and the session is free; otherwise it is queued. The caller holds a slot of the queue
-    /// for it.
-    pub async fn send_user_message_claiming(
         &self,
         session_id: SessionId,
         event: NewEvent,

@@ -48,6 +48,7 @@ fn send_user_message_writes_the_event_and_its_run_in_one_transaction() -> anyhow
             RunId::from_u128(10),
             Queue::Interactive,
             500,
+            None,
         ))?;
         assert_eq!(event.seq, 2, "the next seq, as append_events assigns it");
         assert_eq!(event.content, serde_json::json!({ "text": "hello" }));
@@ -69,6 +70,7 @@ fn send_user_message_writes_the_event_and_its_run_in_one_transaction() -> anyhow
             RunId::from_u128(10),
             Queue::Interactive,
             600,
+            None,
         ))
         .expect_err("a duplicate run id was accepted");
         assert!(
@@ -92,6 +94,7 @@ fn send_user_message_writes_the_event_and_its_run_in_one_transaction() -> anyhow
             RunId::from_u128(11),
             Queue::Interactive,
             700,
+            None,
         ))
         .expect_err("a message for a deleted session was accepted");
         assert_eq!(error.refusal(), Some(&Refusal::SessionDeleted));
@@ -115,6 +118,7 @@ fn a_refused_send_user_message_in_a_group_fails_alone() -> anyhow::Result<()> {
             RunId::from_u128(1),
             Queue::Interactive,
             10,
+            None,
         ))?;
 
         let hold = store.hold_writer()?;
@@ -127,6 +131,7 @@ fn a_refused_send_user_message_in_a_group_fails_alone() -> anyhow::Result<()> {
                         RunId::from_u128(run_idx),
                         Queue::Interactive,
                         20,
+                        None,
                     ))
                 })
             };
@@ -367,6 +372,7 @@ fn a_child_starts_with_its_session_its_task_and_its_run_as_stored() -> anyhow::R
         RunId::from_u128(1),
         Queue::Interactive,
         100,
+        None,
     ))?;
     let child_id = SessionId::from_u128(0xc41d);
     let mut child = seed_store::NewSession::new(child_id, common::account(), 200);
@@ -397,7 +403,7 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_sessions_next_and_the_se
     let sessions = fixture.create_sessions(3)?;
     let store = &fixture.store;
     let send = |session_id, idx: u128| {
-        block_on(store.send_user_message_claiming(
+        block_on(store.send_user_message(
             session_id,
             user_message("hello"),
             RunId::from_u128(idx),
@@ -453,6 +459,7 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_sessions_next_and_the_se
         RunId::from_u128(5),
         Queue::Interactive,
         200,
+        None,
     ))?;
     assert_eq!(plain.status, RunStatus::Queued);
     assert_eq!(block_on(store.get_lease(sessions[2]))?, None);

@@ -502,6 +502,7 @@ pub fn boot_sweep_time(config: &Config, n_runs: usize) -> anyhow::Result<SweepMe
                             RunId::new_v7(),
                             Queue::Interactive,
                             now,
+                            None,
                         )
                         .await
                 }
