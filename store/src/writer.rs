@@ -5,8 +5,8 @@
 //! (a job refused, or the commit itself), the group is rolled back and each job is redone in a
 //! transaction of its own, so a refused job fails alone and the others commit.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use seed_events::SessionId;
 
 use crate::checkpoint::Checkpointer;
 use crate::error::classify;
-use crate::spin::Replies;
+use crate::spin::{Replies, YieldOnce};
 use crate::{BatchMode, Config, Error, Result};
 
 /// What a job writes for: named in its errors, and used to order it within a group.
@@ -151,9 +151,12 @@ impl LatencyHistogram {
 pub(crate) struct Writer {
     sender: Option<Sender<Message>>,
     thread: Option<JoinHandle<()>>,
-    /// Inline mode ([`Config::inline`]): no thread; each job commits on the caller's thread,
-    /// alone, when it is asked for.
-    inline: Option<std::sync::Mutex<WriterThread>>,
+    /// The connection and what commits on it: locked by the thread for each group, and by a
+    /// caller that commits on its own thread ([`Writer::commit_here`]).
+    core: Arc<Mutex<WriterCore>>,
+    /// Jobs and holds sent to the thread and not yet done with. A caller commits on its own
+    /// thread only while this is 0, so it never overtakes a write sent before it.
+    in_flight: Arc<AtomicUsize>,
     /// How callers wait for their outcomes (shared with the readers).
     replies: Arc<Replies>,
     pub(crate) stats: Arc<WriterStats>,
@@ -170,6 +173,7 @@ impl Writer {
         let (sender, receiver) = crossbeam_channel::unbounded();
         let stats = Arc::new(WriterStats::default());
         let fenced = Arc::new(AtomicBool::new(false));
+        let in_flight = Arc::new(AtomicUsize::new(0));
         // Inline (one thread for everything) and in memory (no WAL), SQLite checkpoints on
         // the writer's connection as usual.
         let checkpointer = if config.inline || crate::memory_disk::is_memory(config) {
@@ -177,36 +181,42 @@ impl Writer {
         } else {
             Some(Checkpointer::start(&connection, config)?)
         };
-        let mut thread = WriterThread {
+        let core = Arc::new(Mutex::new(WriterCore {
             checkpointer,
             fenced: Arc::clone(&fenced),
             connection,
-            receiver,
             batch_mode: config.batch_mode,
-            commit_batch_jobs_max: config.commit_batch_jobs_max.max(1),
-            gather_gap: config.gather_gap,
-            gather_max: config.gather_max,
-            spin: config.spin,
             stats: Arc::clone(&stats),
             faults: config.faults.clone(),
-        };
+        }));
         if config.inline {
             return Ok(Writer {
                 sender: None,
                 thread: None,
-                inline: Some(std::sync::Mutex::new(thread)),
+                core,
+                in_flight,
                 replies,
                 stats,
                 fenced,
             });
         }
+        let mut thread = WriterThread {
+            core: Arc::clone(&core),
+            in_flight: Arc::clone(&in_flight),
+            receiver,
+            commit_batch_jobs_max: config.commit_batch_jobs_max.max(1),
+            gather_gap: config.gather_gap,
+            gather_max: config.gather_max,
+            spin: config.spin,
+        };
         let thread = std::thread::Builder::new()
             .name("seed-store-writer".to_owned())
             .spawn(move || thread.run())?;
         Ok(Writer {
             sender: Some(sender),
             thread: Some(thread),
-            inline: None,
+            core,
+            in_flight,
             replies,
             stats,
             fenced,
@@ -220,27 +230,69 @@ impl Writer {
         T: Send + 'static,
     {
         let (reply, outcome) = oneshot::channel();
-        let job = FnJob {
+        let job = Box::new(FnJob {
             scope,
             apply,
             output: None,
             reply,
-        };
-        if let Some(inline) = &self.inline {
+        });
+        // Counted as waiting from here on, so that callers asking together see each other.
+        let outcome = self.replies.wait(outcome);
+        if let Some(job) = self.commit_here(job).await? {
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
+            if let Err(error) = self.send(Message::Job(job)) {
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
+                return Err(error);
+            }
+        }
+        outcome.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Commits `job` alone on the caller's thread, when that is allowed and no other caller
+    /// is asking; otherwise hands it back, to be sent to the thread.
+    ///
+    /// Inline ([`Config::inline`]), every job commits here. Otherwise a job commits here when
+    /// no async runtime drives the caller's thread, so blocking it on SQLite holds up no other
+    /// runtime's task (the actors' threads never qualify); when no other caller of the store
+    /// waits, before and after one yield to the caller's executor (its other tasks ask for
+    /// their writes meanwhile); and when the thread is between groups with no job or hold sent
+    /// to it unfinished, so the job overtakes nothing. A lone caller then pays no hand-off between
+    /// threads, which costs more than the commit itself on a busy virtual machine
+    /// (docs/design/group-commit.md); callers asking together still commit as a group.
+    async fn commit_here(&self, job: Box<dyn Job>) -> Result<Option<Box<dyn Job>>> {
+        if self.sender.is_none() {
+            let core = self.core.lock().map_err(|_| Error::Closed)?;
             if self.fenced.load(Ordering::SeqCst) {
                 return Err(Error::Closed);
             }
-            inline
-                .lock()
-                .map_err(|_| Error::Closed)?
-                .commit_group(vec![Box::new(job)]);
-        } else {
-            self.send(Message::Job(Box::new(job)))?;
+            core.commit_and_checkpoint(vec![job]);
+            return Ok(None);
         }
-        self.replies
-            .wait(outcome)
-            .await
-            .map_err(|_| Error::Closed)?
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Ok(Some(job));
+        }
+        let lone = || self.replies.alone() && self.in_flight.load(Ordering::SeqCst) == 0;
+        if !lone() {
+            return Ok(Some(job));
+        }
+        YieldOnce::default().await;
+        if !lone() {
+            return Ok(Some(job));
+        }
+        let core = match self.core.try_lock() {
+            Ok(core) => core,
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(Some(job)),
+            Err(std::sync::TryLockError::Poisoned(_)) => return Err(Error::Closed),
+        };
+        // Checked again under the lock: a job sent meanwhile goes first.
+        if self.in_flight.load(Ordering::SeqCst) != 0 {
+            return Ok(Some(job));
+        }
+        if self.fenced.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        core.commit_and_checkpoint(vec![job]);
+        Ok(None)
     }
 
     /// Stops the writer between two groups until the returned hold is dropped. Jobs sent
@@ -249,13 +301,18 @@ impl Writer {
     pub(crate) fn hold(&self) -> Result<WriterHold> {
         let (started_sender, started) = crossbeam_channel::bounded(1);
         let (release, release_receiver) = crossbeam_channel::bounded(0);
-        if self.inline.is_some() {
+        if self.sender.is_none() {
             return Ok(WriterHold { _release: release });
         }
-        self.send(Message::Hold {
+        // Counted from now, so that no caller commits on its own thread under the hold.
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        if let Err(error) = self.send(Message::Hold {
             started: started_sender,
             release: release_receiver,
-        })?;
+        }) {
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            return Err(error);
+        }
         started.recv().map_err(|_| Error::Closed)?;
         Ok(WriterHold { _release: release })
     }
@@ -284,17 +341,17 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        if let Some(inline) = self.inline.take()
-            && self.fenced.load(Ordering::SeqCst)
-            && let Ok(core) = inline.into_inner()
-        {
-            core.skip_close_checkpoint();
-        }
         self.sender = None;
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
         {
             tracing::error!("the store writer thread panicked");
+        }
+        // The connection closes when the last handle on the core goes, which is this one.
+        if self.fenced.load(Ordering::SeqCst)
+            && let Ok(core) = self.core.lock()
+        {
+            core.skip_close_checkpoint();
         }
     }
 }
@@ -305,20 +362,15 @@ pub struct WriterHold {
     _release: Sender<()>,
 }
 
+/// The thread's side: gathers the jobs sent to it into groups and commits each on the core.
 struct WriterThread {
-    /// Checkpoints the WAL, mostly on a thread of its own; `None` leaves it to SQLite on this
-    /// connection.
-    checkpointer: Option<Checkpointer>,
-    fenced: Arc<AtomicBool>,
-    connection: Connection,
+    core: Arc<Mutex<WriterCore>>,
+    in_flight: Arc<AtomicUsize>,
     receiver: Receiver<Message>,
-    batch_mode: BatchMode,
     commit_batch_jobs_max: usize,
     gather_gap: Duration,
     gather_max: Duration,
     spin: Duration,
-    stats: Arc<WriterStats>,
-    faults: Option<crate::config::FaultInjector>,
 }
 
 impl WriterThread {
@@ -345,33 +397,28 @@ impl WriterThread {
                 Duration::ZERO
             };
             if !group.is_empty() {
-                self.commit_group(std::mem::take(&mut group));
-                // After the group's callers have their replies: a checkpoint's share here
-                // delays the next group only.
-                if let Some(checkpointer) = &self.checkpointer {
-                    checkpointer.after_commit(&self.connection);
+                let n_jobs = group.len();
+                match self.core.lock() {
+                    Ok(core) => core.commit_and_checkpoint(std::mem::take(&mut group)),
+                    // A caller's job panicked on its own thread: the jobs go unanswered, and
+                    // their callers are told the store is closed.
+                    Err(_) => group.clear(),
                 }
+                self.in_flight.fetch_sub(n_jobs, Ordering::SeqCst);
             }
             if let Some((started, release)) = hold {
                 let _ = started.send(());
                 // Returns when the hold is dropped.
                 let _ = release.recv();
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
             }
         }
-        if self.fenced.load(Ordering::SeqCst) {
-            self.skip_close_checkpoint();
-        }
-        // Its connection closes first, so that this one, closing last, checkpoints the WAL.
-        self.checkpointer = None;
-    }
-
-    /// A fenced store is left as a crashed process leaves it: WAL not checkpointed on close.
-    fn skip_close_checkpoint(&self) {
-        if let Err(error) = self.connection.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-            true,
-        ) {
-            tracing::warn!(%error, "could not turn off the close-time checkpoint");
+        if let Ok(mut core) = self.core.lock() {
+            if core.fenced.load(Ordering::SeqCst) {
+                core.skip_close_checkpoint();
+            }
+            // Its connection closes first, so that this one, closing last, checkpoints the WAL.
+            core.checkpointer = None;
         }
     }
 
@@ -407,6 +454,39 @@ impl WriterThread {
                 None
             }
             Message::Hold { started, release } => Some((started, release)),
+        }
+    }
+}
+
+/// The writing connection and what commits on it, behind the writer's lock.
+struct WriterCore {
+    /// Checkpoints the WAL, mostly on a thread of its own; `None` leaves it to SQLite on this
+    /// connection.
+    checkpointer: Option<Checkpointer>,
+    fenced: Arc<AtomicBool>,
+    connection: Connection,
+    batch_mode: BatchMode,
+    stats: Arc<WriterStats>,
+    faults: Option<crate::config::FaultInjector>,
+}
+
+impl WriterCore {
+    /// A fenced store is left as a crashed process leaves it: WAL not checkpointed on close.
+    fn skip_close_checkpoint(&self) {
+        if let Err(error) = self.connection.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        ) {
+            tracing::warn!(%error, "could not turn off the close-time checkpoint");
+        }
+    }
+
+    /// Commits the group, then (its callers have their replies) does the checkpoint's share
+    /// that falls to the writer: it delays the next group only.
+    fn commit_and_checkpoint(&self, group: Vec<Box<dyn Job>>) {
+        self.commit_group(group);
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.after_commit(&self.connection);
         }
     }
 
@@ -580,6 +660,8 @@ fn sort_commuting_runs(group: &mut [Box<dyn Job>]) {
 
 #[cfg(test)]
 mod tests {
+    use std::task::Context;
+
     use super::*;
 
     /// A job that does nothing; its session id says which one it is.
@@ -626,5 +708,96 @@ mod tests {
             .map(SessionId::from_u128)
             .collect();
         assert_eq!(order, expected);
+    }
+
+    /// Which thread ran a write, and the write's row landed.
+    fn thread_of_a_write(store: &crate::Store) -> impl Future<Output = Result<String>> + use<> {
+        let store = store.clone();
+        async move {
+            let name = store
+                .write(None, |connection| {
+                    connection.execute_batch(
+                        "CREATE TABLE IF NOT EXISTS probe (x INTEGER); INSERT INTO probe VALUES (1)",
+                    )?;
+                    Ok(std::thread::current().name().unwrap_or("").to_owned())
+                })
+                .await?;
+            let n_rows: i64 = store
+                .read(|connection| {
+                    Ok(connection.query_row("SELECT count(*) FROM probe", [], |row| row.get(0))?)
+                })
+                .await?;
+            assert!(n_rows >= 1, "the write landed");
+            Ok(name)
+        }
+    }
+
+    fn open_store(dir: &tempfile::TempDir) -> crate::Store {
+        crate::Store::open(Config::new(dir.path().join("store.db"))).expect("opens")
+    }
+
+    #[test]
+    fn a_lone_caller_off_any_async_runtime_commits_on_its_own_thread() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = open_store(&dir);
+        let here = std::thread::current().name().unwrap_or("").to_owned();
+        let ran_on = futures::executor::block_on(thread_of_a_write(&store)).expect("writes");
+        assert_eq!(ran_on, here);
+        assert_eq!(store.writer_stats().n_commits.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_caller_on_an_async_runtime_hands_its_write_to_the_thread() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = open_store(&dir);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let ran_on = runtime.block_on(thread_of_a_write(&store)).expect("writes");
+        assert_eq!(ran_on, "seed-store-writer");
+    }
+
+    #[test]
+    fn a_caller_never_overtakes_what_was_sent_to_the_thread_before_it() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = open_store(&dir);
+        // A hold counts as sent: while it lasts, a write waits in the queue.
+        let hold = store.hold_writer().expect("holds");
+        let mut write = Box::pin(thread_of_a_write(&store));
+        let mut context = Context::from_waker(futures::task::noop_waker_ref());
+        for _ in 0..3 {
+            assert!(
+                write.as_mut().poll(&mut context).is_pending(),
+                "the write committed under the hold"
+            );
+        }
+        assert_eq!(store.queued_writes(), 1);
+        drop(hold);
+        let ran_on = futures::executor::block_on(write).expect("writes");
+        assert_eq!(ran_on, "seed-store-writer");
+        // With nothing left in flight, the next lone write commits on this thread again.
+        let here = std::thread::current().name().unwrap_or("").to_owned();
+        let ran_on = futures::executor::block_on(thread_of_a_write(&store)).expect("writes");
+        assert_eq!(ran_on, here);
+    }
+
+    #[test]
+    fn tasks_of_one_executor_asking_together_commit_on_the_thread() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = open_store(&dir);
+        let mut pool = futures::executor::LocalPool::new();
+        let spawner = pool.spawner();
+        let firsts = (0..8)
+            .map(|_| {
+                let store = store.clone();
+                futures::task::LocalSpawnExt::spawn_local_with_handle(&spawner, async move {
+                    thread_of_a_write(&store).await
+                })
+                .expect("spawns")
+            })
+            .collect::<Vec<_>>();
+        for ran_on in pool.run_until(futures::future::join_all(firsts)) {
+            assert_eq!(ran_on.expect("writes"), "seed-store-writer");
+        }
     }
 }
