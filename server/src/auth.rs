@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use actix_web::HttpRequest;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::VerifyingKey;
 use seed_events::AccountId;
 use seed_store::{RequestNonce, Store};
 
@@ -36,28 +37,32 @@ pub fn random_token() -> Result<String, ApiError> {
     Ok(URL_SAFE_NO_PAD.encode(bytes))
 }
 
-/// Public keys by account, as read from the store: an account's key never changes, so a key
-/// read once is good for the life of the process.
+/// Public keys by account, as read from the store and ready to verify with: an account's key
+/// never changes, so a key read once is good for the life of the process.
 #[derive(Debug, Default)]
 pub struct KeyCache {
-    keys: Mutex<HashMap<AccountId, Vec<u8>>>,
+    keys: Mutex<HashMap<AccountId, VerifyingKey>>,
 }
 
 impl KeyCache {
-    /// The account's public key, `None` for an unknown account.
+    /// The account's public key, `None` for an unknown account or a stored key that is no
+    /// ed25519 key.
     pub async fn public_key(
         &self,
         store: &Store,
         account_id: AccountId,
-    ) -> Result<Option<Vec<u8>>, ApiError> {
+    ) -> Result<Option<VerifyingKey>, ApiError> {
         if let Some(key) = lock(&self.keys).get(&account_id) {
-            return Ok(Some(key.clone()));
+            return Ok(Some(*key));
         }
         let Some(account) = store.get_account(account_id).await? else {
             return Ok(None);
         };
-        lock(&self.keys).insert(account_id, account.public_key.clone());
-        Ok(Some(account.public_key))
+        let Ok(key) = signing::verifying_key(&account.public_key) else {
+            return Ok(None);
+        };
+        lock(&self.keys).insert(account_id, key);
+        Ok(Some(key))
     }
 }
 

@@ -326,10 +326,15 @@ pub fn check_params(params: &SignatureParams, now_secs: i64) -> Result<Signed, E
     })
 }
 
-/// Verifies an ed25519 signature over the base, strictly (no small-order keys, canonical `S`).
-pub fn verify(public_key: &[u8], base: &str, signature: &[u8]) -> Result<(), Error> {
+/// A stored public key as a key to verify with. Decompressing the point is a good part of a
+/// verification's cost, so callers keep the result. A key that is no curve point is unknown.
+pub fn verifying_key(public_key: &[u8]) -> Result<VerifyingKey, Error> {
     let public_key: &[u8; 32] = public_key.try_into().map_err(|_| Error::UnknownKey)?;
-    let key = VerifyingKey::from_bytes(public_key).map_err(|_| Error::UnknownKey)?;
+    VerifyingKey::from_bytes(public_key).map_err(|_| Error::UnknownKey)
+}
+
+/// Verifies an ed25519 signature over the base, strictly (no small-order keys, canonical `S`).
+pub fn verify(key: &VerifyingKey, base: &str, signature: &[u8]) -> Result<(), Error> {
     let signature: &[u8; 64] = signature.try_into().map_err(|_| Error::BadSignature)?;
     key.verify_strict(base.as_bytes(), &Signature::from_bytes(signature))
         .map_err(|_| Error::BadSignature)
@@ -419,6 +424,7 @@ mod tests {
         );
         let (key, public) = rfc_key();
         assert_eq!(key.verifying_key().to_bytes().as_slice(), public.as_slice());
+        let public = verifying_key(&public).expect("a key");
         // ed25519 is deterministic: signing the base gives the RFC's signature byte for byte.
         assert_eq!(
             key.sign(base.as_bytes()).to_bytes().to_vec(),
@@ -481,6 +487,7 @@ mod tests {
     #[test]
     fn a_seed_request_signs_and_verifies() {
         let (key, public) = rfc_key();
+        let public = verifying_key(&public).expect("a key");
         let params = SignatureParams::seed(1_800_000_000, "n0nce-n0nce-n0nce", "acct");
         let mut parts = seed_parts();
         let fields = sign(&key, &mut parts, b"{}", &params).expect("signs");
