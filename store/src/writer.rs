@@ -1,5 +1,8 @@
-//! The one writer: a thread that owns the only writing connection and commits the jobs waiting
-//! for it together, one transaction for many sessions (group commit).
+//! The one writer: the only writing connection, and a thread that commits the jobs waiting for
+//! it together, one transaction for many sessions (group commit). The connection sits behind a
+//! lock the thread takes per group; a lone caller that no async runtime drives takes it itself
+//! and commits its job alone on its own thread, when nothing sent to the thread is unfinished
+//! ([`Writer::commit_here`]).
 //!
 //! A job is a closure over the open transaction. It may run more than once: when a group fails
 //! (a job refused, or the commit itself), the group is rolled back and each job is redone in a
@@ -149,6 +152,7 @@ impl LatencyHistogram {
 
 /// The handle the store keeps; dropping it stops the thread after the jobs already sent.
 pub(crate) struct Writer {
+    /// `None` inline ([`Config::inline`]): no thread, and every job commits on its caller's.
     sender: Option<Sender<Message>>,
     thread: Option<JoinHandle<()>>,
     /// The connection and what commits on it: locked by the thread for each group, and by a
