@@ -39,6 +39,27 @@ use seed_store::{Config, LeaseOutcome, NewSession, Store};
 /// Records of a turn: the input, the response with two calls, two results, the answer.
 pub const STEPS_PER_TURN: usize = 5;
 
+/// What a turn of [`steps_rate`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnShape {
+    /// The agent loop of the module docs: [`STEPS_PER_TURN`] records.
+    AgentLoop,
+    /// A message and its answer, two records: the turn of the `service` suite (whose scripted
+    /// model answers at once), so that the two suites compare step for step and the
+    /// difference is what the API costs.
+    Answer,
+}
+
+impl TurnShape {
+    /// The records (steps) of one turn.
+    pub fn steps(self) -> usize {
+        match self {
+            TurnShape::AgentLoop => STEPS_PER_TURN,
+            TurnShape::Answer => 2,
+        }
+    }
+}
+
 /// Turns a session takes before its lane moves on to a fresh one, so that contexts stay
 /// realistic and bounded (each run reads its session's whole log and store).
 pub const TURNS_PER_SESSION: usize = 20;
@@ -138,6 +159,18 @@ pub fn respond(request: &Request) -> ScriptedStep {
 /// The model of the workload, keeping no copy of the requests.
 pub fn provider() -> ScriptedProvider {
     ScriptedProvider::from_fn(|request, _| respond(request)).without_recording()
+}
+
+/// The model of a turn of `shape`: [`provider`] for the agent loop; for a bare answer, one
+/// that answers every request with [`answer_text`] at once.
+pub fn provider_for(shape: TurnShape) -> ScriptedProvider {
+    match shape {
+        TurnShape::AgentLoop => provider(),
+        TurnShape::Answer => {
+            ScriptedProvider::from_fn(|_, _| ScriptedStep::Respond(text_response(&answer_text())))
+                .without_recording()
+        }
+    }
 }
 
 /// What the model of [`active_memory`] streams before it hangs.
@@ -264,18 +297,21 @@ impl StepsMeasurement {
     }
 }
 
-/// `n_lanes` lanes run `turns_per_lane` turns each, all concurrently, in a fresh store at
-/// `config.path` (the caller removed any old one). A lane takes [`TURNS_PER_SESSION`] turns in a
-/// session, then goes on in a fresh one (created beforehand). Every run must succeed.
+/// `n_lanes` lanes run `turns_per_lane` turns of `shape` each, all concurrently, in a fresh
+/// store at `config.path` (the caller removed any old one). A lane takes [`TURNS_PER_SESSION`]
+/// turns in a session, then goes on in a fresh one (created beforehand). Every run must
+/// succeed.
 pub fn steps_rate(
     config: &Config,
     n_lanes: usize,
     turns_per_lane: usize,
+    shape: TurnShape,
 ) -> anyhow::Result<StepsMeasurement> {
     let sessions_per_lane = turns_per_lane.div_ceil(TURNS_PER_SESSION).max(1);
     actix::System::new().block_on(async {
         let store = store_with_sessions(config, n_lanes * sessions_per_lane, false).await?;
-        let runtime = start_runtime(&store, Arc::new(provider()), n_lanes, "bench").await?;
+        let provider = Arc::new(provider_for(shape));
+        let runtime = start_runtime(&store, provider, n_lanes, "bench").await?;
         let stats = store.writer_stats();
         let commits_before = stats.n_commits.load(Ordering::Relaxed);
         let jobs_before = stats.n_jobs_committed.load(Ordering::Relaxed);
@@ -315,8 +351,8 @@ pub fn steps_rate(
         for outcome in outcomes {
             n_turns += outcome?;
         }
-        // Every step landed: the sessions' stores hold the five records of each turn (besides
-        // the reset and the system entry each session starts with).
+        // Every step landed: the sessions' stores hold the records of each turn (besides the
+        // reset and the system entry each session starts with).
         let mut n_records = 0;
         for idx in 0..n_lanes * sessions_per_lane {
             let entries = store
@@ -332,11 +368,11 @@ pub fn steps_rate(
                 }
             }
         }
-        if n_records != STEPS_PER_TURN * n_turns {
+        if n_records != shape.steps() * n_turns {
             bail!("{n_turns} turns answered and {n_records} records stored");
         }
         Ok(StepsMeasurement {
-            n_steps: STEPS_PER_TURN * n_turns,
+            n_steps: shape.steps() * n_turns,
             elapsed,
             n_commits,
             n_jobs,
@@ -630,8 +666,20 @@ mod tests {
     fn the_workload_runs_through_the_runtime_and_the_sweep_requeues_what_a_dead_boot_left()
     -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let measured = steps_rate(&Config::new(dir.path().join("steps.db")), 3, 22)?;
+        let measured = steps_rate(
+            &Config::new(dir.path().join("steps.db")),
+            3,
+            22,
+            TurnShape::AgentLoop,
+        )?;
         assert_eq!(measured.n_steps, 3 * 22 * STEPS_PER_TURN);
+        let measured = steps_rate(
+            &Config::new(dir.path().join("answers.db")),
+            3,
+            22,
+            TurnShape::Answer,
+        )?;
+        assert_eq!(measured.n_steps, 3 * 22 * 2);
         let swept = boot_sweep_time(&Config::new(dir.path().join("sweep.db")), 20)?;
         assert_eq!(swept.report.n_runs_requeued, 20);
         let active = active_memory(&Config::new(dir.path().join("active.db")), 4)?;

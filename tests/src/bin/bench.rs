@@ -40,7 +40,10 @@
 //! each committed before the next; the model and the verb answer at once) through
 //! `Runtime::send_message` and `wait_for_run`, on a fresh database per round. `runtime 1
 //! session`, `runtime 100 sessions` and `runtime 1000 sessions` are steps/s with that many
-//! sessions looping concurrently, against the raw floor (`floor normal`) of the same run. The
+//! sessions looping concurrently, against the raw floor (`floor normal`) of the same run.
+//! `runtime 256 sessions answer only` is the `service` suite's workload without the API: 256
+//! sessions whose turns are a message and its answer (two steps); a `service 256 clients`
+//! figure times two, over it, is the share of the runtime's rate the API keeps. The
 //! memory rows are resident memory (VmRSS) per session, in KiB: `runtime idle 100000
 //! sessions` grown by storing 100,000 sessions with a message each and starting a runtime over
 //! them, `runtime active 1000 sessions` grown while 1,000 sessions each have a turn in flight.
@@ -82,7 +85,7 @@ use seed_store::{BatchMode, Config, NewSession, Store, Synchronous, floor};
 use seed_tests::bench::{Row, write_report};
 use seed_tests::projections_bench;
 use seed_tests::providers_bench;
-use seed_tests::runtime_bench;
+use seed_tests::runtime_bench::{self, TurnShape};
 use seed_tests::turn_loop::{self, CommitStats, TURNS_PER_SESSION, TimedFs};
 
 const SUITES: [&str; 7] = [
@@ -332,14 +335,22 @@ fn harness_sqlite_rate(config: &Config, n_sessions: usize) -> anyhow::Result<f64
     Ok(per_second(n_steps, elapsed))
 }
 
-/// The steps rows of the `runtime` suite: concurrent sessions, and the turns each one takes
-/// (a lane moves to a fresh session every `runtime_bench::TURNS_PER_SESSION` turns). The many
-/// sessions' rows commit 20,000 steps and run a second or so: long enough for the store's
-/// checkpoints and the sessions' later turns, not only their first, to be in the figure.
-const RUNTIME_STEPS_CASES: [(&str, usize, usize); 3] = [
-    ("runtime 1 session", 1, 300),
-    ("runtime 100 sessions", 100, 40),
-    ("runtime 1000 sessions", 1000, 4),
+/// The steps rows of the `runtime` suite: concurrent sessions, the turns each one takes (a
+/// lane moves to a fresh session every `runtime_bench::TURNS_PER_SESSION` turns) and their
+/// shape. The many sessions' rows commit about 20,000 steps and run a second or so: long
+/// enough for the store's checkpoints and the sessions' later turns, not only their first, to
+/// be in the figure. `answer only` is the `service` suite's turn (a message, its answer) at its
+/// 256 clients, without the API: the service's steps/s (2 a message) compare with it.
+const RUNTIME_STEPS_CASES: [(&str, usize, usize, TurnShape); 4] = [
+    ("runtime 1 session", 1, 300, TurnShape::AgentLoop),
+    ("runtime 100 sessions", 100, 40, TurnShape::AgentLoop),
+    ("runtime 1000 sessions", 1000, 4, TurnShape::AgentLoop),
+    (
+        "runtime 256 sessions answer only",
+        256,
+        40,
+        TurnShape::Answer,
+    ),
 ];
 
 /// Concurrent clients of the `service` suite, and how long each level runs.
@@ -397,13 +408,13 @@ fn runtime_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     let floor_normal = best_of_n(RUNTIME_ROUNDS, || floor_rate(&normal, n_normal))?;
     rows.push(Row::floor("floor normal", floor_normal));
-    for (name, n_sessions, turns) in RUNTIME_STEPS_CASES {
+    for (name, n_sessions, turns, shape) in RUNTIME_STEPS_CASES {
         if !selected(name, filter) {
             continue;
         }
         let rate = best_within(RUNTIME_ROUNDS, RUNTIME_ROUND_BUDGET, || {
             remove_database(&normal.path)?;
-            let measured = runtime_bench::steps_rate(&normal, n_sessions, turns)?;
+            let measured = runtime_bench::steps_rate(&normal, n_sessions, turns, shape)?;
             if verbose {
                 eprintln!(
                     "{name}: {} steps in {:?}, {} jobs in {} commits ({:.1} per commit, \
