@@ -84,28 +84,35 @@ pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) ->
 }
 
 /// The events of every entry above `max_pi_entry_id` (the highest the log names), in order:
-/// what the log lacks of the store. Each entry's events are built once.
+/// what the log lacks of the store. `entries` are in id order, as a store holds them; those
+/// above are found by bisection, so a turn of a long session does not walk its whole store.
+/// Each entry's events are built once.
 pub fn events_above(
     entries: &[Entry],
     max_pi_entry_id: Option<EntryId>,
     run_id: Option<RunId>,
     created_at_ms: i64,
 ) -> Vec<NewEvent> {
-    entries
+    entries_above(entries, max_pi_entry_id)
         .iter()
-        .filter(|entry| max_pi_entry_id.is_none_or(|max| entry.id > max))
         .flat_map(|entry| entry_events(entry, run_id, created_at_ms))
         .collect()
 }
 
 /// The entries above `max_pi_entry_id` (the highest the log names) that the log shows: what
-/// opening a store projects again.
+/// opening a store projects again. `entries` are in id order.
 pub fn unprojected(entries: &[Entry], max_pi_entry_id: Option<EntryId>) -> Vec<&Entry> {
-    entries
+    entries_above(entries, max_pi_entry_id)
         .iter()
-        .filter(|entry| max_pi_entry_id.is_none_or(|max| entry.id > max))
         .filter(|entry| !entry_events(entry, None, 0).is_empty())
         .collect()
+}
+
+/// The entries with an id above `max_pi_entry_id` (all of them for `None`), `entries` being in
+/// id order.
+fn entries_above(entries: &[Entry], max_pi_entry_id: Option<EntryId>) -> &[Entry] {
+    let start = max_pi_entry_id.map_or(0, |max| entries.partition_point(|entry| entry.id <= max));
+    &entries[start..]
 }
 
 /// How a session's log disagrees with its store, one line per problem: an entry the log
@@ -280,6 +287,11 @@ mod tests {
             entry_events(&result(false), None, 0)
         );
         assert!(events_above(&entries, Some(5), None, 0).is_empty());
+        // A mark between two ids, below the first or past the last.
+        for (mark, n_events) in [(0, 1), (4, 1), (9, 0)] {
+            assert_eq!(events_above(&entries, Some(mark), None, 0).len(), n_events);
+            assert_eq!(unprojected(&entries, Some(mark)).len(), n_events);
+        }
     }
 
     #[test]

@@ -99,13 +99,19 @@ pub struct AssistantMessage {
 impl AssistantMessage {
     /// All text blocks, joined with nothing between them.
     pub fn text(&self) -> String {
-        self.content
-            .iter()
-            .filter_map(|block| match block {
-                AssistantBlock::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect()
+        self.text_blocks().collect()
+    }
+
+    /// The length in bytes of [`AssistantMessage::text`], without building it.
+    pub fn text_len(&self) -> usize {
+        self.text_blocks().map(str::len).sum()
+    }
+
+    fn text_blocks(&self) -> impl Iterator<Item = &str> {
+        self.content.iter().filter_map(|block| match block {
+            AssistantBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
     }
 
     /// The tool calls, in order.
@@ -391,6 +397,7 @@ mod tests {
     fn assistant_message_accessors() {
         let message = assistant();
         assert_eq!(message.text(), "Reading it. Done.");
+        assert_eq!(message.text_len(), "Reading it. Done.".len());
         let calls = message.tool_calls();
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].name, "read");

@@ -84,34 +84,42 @@ pub fn parse_directives(text: &str) -> (Directives, String) {
     (directives, rest)
 }
 
-/// The newest message a person wrote (the per-turn blocks behind it start with `<`), whether
-/// the model has answered anything since, and how many log events came before it (a message
-/// each, plus an event per tool call; the per-turn blocks are not in the log).
-fn newest_input(request: &Request) -> (String, bool, i64) {
-    let is_input =
-        |message: &Message| matches!(message, Message::User(user) if !user.text.starts_with('<'));
-    let position = request
+/// Whether `message` is one a person wrote (the per-turn blocks start with `<`).
+fn is_input(message: &Message) -> bool {
+    matches!(message, Message::User(user) if !user.text.starts_with('<'))
+}
+
+/// The newest message a person wrote, whether the model has answered anything since, and
+/// where it sits in the request (`request.messages.len()` when there is none).
+fn newest_input(request: &Request) -> (String, bool, usize) {
+    let Some(position) = request
         .messages
         .iter()
-        .rposition(|message| is_input(message));
-    let Some(position) = position else {
-        return (String::new(), false, 0);
+        .rposition(|message| is_input(message))
+    else {
+        return (String::new(), false, request.messages.len());
     };
     let Message::User(user) = request.messages[position].as_ref() else {
-        return (String::new(), false, 0);
+        return (String::new(), false, position);
     };
     let answered = request.messages[position..]
         .iter()
         .any(|message| matches!(message.as_ref(), Message::Assistant(_)));
-    let events_before = request.messages[..position]
+    (user.text.clone(), answered, position)
+}
+
+/// How many log events came before the message at `position`: a message each, plus an event
+/// per tool call; the per-turn blocks are not in the log. It walks the whole conversation,
+/// so only a continuation, which cites them, asks.
+fn events_before(request: &Request, position: usize) -> i64 {
+    request.messages[..position]
         .iter()
         .map(|message| match message.as_ref() {
             Message::Assistant(assistant) => 1 + assistant.tool_calls().len() as i64,
             Message::ToolResult(_) => 1,
             user => i64::from(is_input(user)),
         })
-        .sum();
-    (user.text.clone(), answered, events_before)
+        .sum()
 }
 
 /// The continue_session call the scripted model makes for `continue: topic`: a handoff with
@@ -175,31 +183,34 @@ pub fn scripted(
     context_window: impl Fn(&str) -> Option<u64> + Send + Sync + 'static,
 ) -> Scripted {
     let provider = ScriptedProvider::from_fn(move |request: &Request, _| {
-        let (raw_input, answered, events_before) = newest_input(request);
+        let (raw_input, answered, position) = newest_input(request);
         let (directives, input) = parse_directives(&raw_input);
         let prompt_chars: usize = request
             .messages
             .iter()
             .map(|message| match message.as_ref() {
                 Message::User(user) => user.text.len(),
-                Message::Assistant(assistant) => assistant.text().len(),
+                Message::Assistant(assistant) => assistant.text_len(),
                 Message::ToolResult(result) => result.content.len(),
             })
             .sum::<usize>()
             + request.system_prompt.len();
-        let in_successor = request.messages.iter().any(|message| {
-            matches!(message.as_ref(), Message::User(user) if user.text.starts_with("<continuation"))
-        });
+        // Walks the whole conversation: asked only of a `continue:` message.
+        let in_successor = || {
+            request.messages.iter().any(|message| {
+                matches!(message.as_ref(), Message::User(user) if user.text.starts_with("<continuation"))
+            })
+        };
         let call_id = format!("call-{}", request.messages.len());
         let continue_topic = input.strip_prefix("continue:").map(str::trim);
         let mut message = match input.strip_prefix("title:") {
-            _ if !answered && !in_successor && continue_topic.is_some() => tool_response(
+            _ if !answered && continue_topic.is_some() && !in_successor() => tool_response(
                 "",
                 vec![continue_call(
                     call_id,
                     continue_topic.unwrap_or_default(),
                     &input,
-                    events_before,
+                    events_before(request, position),
                     directives.refuse,
                 )],
             ),
