@@ -1,6 +1,6 @@
 //! The one writer: the only writing connection, and a thread that commits the jobs waiting for
 //! it together, one transaction for many sessions (group commit). The connection sits behind a
-//! lock the thread takes per group; a lone caller that no async runtime drives takes it itself
+//! lock the thread takes per group; a lone caller that no tokio runtime drives takes it itself
 //! and commits its job alone on its own thread, when nothing sent to the thread is unfinished
 //! ([`Writer::commit_here`]).
 //!
@@ -256,13 +256,14 @@ impl Writer {
     /// is asking; otherwise hands it back, to be sent to the thread.
     ///
     /// Inline ([`Config::inline`]), every job commits here. Otherwise a job commits here when
-    /// no async runtime drives the caller's thread, so blocking it on SQLite holds up no other
-    /// runtime's task (the actors' threads never qualify); when no other caller of the store
-    /// waits, before and after one yield to the caller's executor (its other tasks ask for
-    /// their writes meanwhile); and when the thread is between groups with no job or hold sent
-    /// to it unfinished, so the job overtakes nothing. A lone caller then pays no hand-off between
-    /// threads, which costs more than the commit itself on a busy virtual machine
-    /// (docs/design/group-commit.md); callers asking together still commit as a group.
+    /// no tokio runtime drives the caller's thread (actix is one), so blocking it on SQLite
+    /// holds up no actor or request handler (their threads never qualify); when no other
+    /// caller of the store waits, before and after one yield to the caller's executor (its
+    /// other tasks ask for their writes meanwhile); and when the thread is between groups with
+    /// no job or hold sent to it unfinished, so the job overtakes nothing. A lone caller then
+    /// pays no hand-off between threads, which costs more than the commit itself on a busy
+    /// virtual machine (docs/design/group-commit.md); callers asking together still commit as
+    /// a group.
     async fn commit_here(&self, job: Box<dyn Job>) -> Result<Option<Box<dyn Job>>> {
         if self.sender.is_none() {
             let core = self.core.lock().map_err(|_| Error::Closed)?;
