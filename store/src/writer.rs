@@ -2,14 +2,14 @@
 //! it together, one transaction for many sessions (group commit). The connection sits behind a
 //! lock the thread takes per group; a lone caller that no tokio runtime drives takes it itself
 //! and commits its job alone on its own thread, when nothing sent to the thread is unfinished
-//! ([`Writer::commit_here`]).
+//! ([`Writer::lone_caller_lock`]).
 //!
 //! A job is a closure over the open transaction. It may run more than once: when a group fails
 //! (a job refused, or the commit itself), the group is rolled back and each job is redone in a
 //! transaction of its own, so a refused job fails alone and the others commit.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -90,7 +90,48 @@ enum Message {
     Hold {
         started: Sender<()>,
         release: Receiver<()>,
+        /// Counts the hold in flight until the thread drops it, after the release.
+        in_flight: InFlight,
     },
+}
+
+/// Counts a job or hold sent to the thread in [`Writer::in_flight`] while it lives.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(counter: &Arc<AtomicUsize>) -> InFlight {
+        counter.fetch_add(1, Ordering::SeqCst);
+        InFlight(Arc::clone(counter))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A job sent to the thread: in flight until its outcome goes to its caller (or it is dropped
+/// unanswered), so that a caller answered can commit its next job on its own thread.
+struct SentJob {
+    job: Box<dyn Job>,
+    in_flight: InFlight,
+}
+
+impl Job for SentJob {
+    fn scope(&self) -> Scope {
+        self.job.scope()
+    }
+
+    fn apply(&mut self, connection: &Connection) -> Result<()> {
+        self.job.apply(connection)
+    }
+
+    fn finish(self: Box<Self>, outcome: Result<()>) {
+        let SentJob { job, in_flight } = *self;
+        drop(in_flight);
+        job.finish(outcome);
+    }
 }
 
 /// Counters of the writer's work, for the bench and `/metrics`.
@@ -156,10 +197,11 @@ pub(crate) struct Writer {
     sender: Option<Sender<Message>>,
     thread: Option<JoinHandle<()>>,
     /// The connection and what commits on it: locked by the thread for each group, and by a
-    /// caller that commits on its own thread ([`Writer::commit_here`]).
+    /// caller that commits on its own thread ([`Writer::lone_caller_lock`]).
     core: Arc<Mutex<WriterCore>>,
-    /// Jobs and holds sent to the thread and not yet done with. A caller commits on its own
-    /// thread only while this is 0, so it never overtakes a write sent before it.
+    /// Jobs sent to the thread and not yet answered, and holds not yet released
+    /// ([`InFlight`]). A caller commits on its own thread only while this is 0, so it never
+    /// overtakes a write sent before it.
     in_flight: Arc<AtomicUsize>,
     /// How callers wait for their outcomes (shared with the readers).
     replies: Arc<Replies>,
@@ -206,7 +248,6 @@ impl Writer {
         }
         let mut thread = WriterThread {
             core: Arc::clone(&core),
-            in_flight: Arc::clone(&in_flight),
             receiver,
             commit_batch_jobs_max: config.commit_batch_jobs_max.max(1),
             gather_gap: config.gather_gap,
@@ -243,61 +284,55 @@ impl Writer {
         // Counted as waiting from here on, so that callers asking together see each other.
         let outcome = self.replies.wait(outcome);
         if let Some(job) = self.commit_here(job).await? {
-            self.in_flight.fetch_add(1, Ordering::SeqCst);
-            if let Err(error) = self.send(Message::Job(job)) {
-                self.in_flight.fetch_sub(1, Ordering::SeqCst);
-                return Err(error);
-            }
+            let in_flight = InFlight::new(&self.in_flight);
+            self.send(Message::Job(Box::new(SentJob { job, in_flight })))?;
         }
         outcome.await.map_err(|_| Error::Closed)?
     }
 
-    /// Commits `job` alone on the caller's thread, when that is allowed and no other caller
-    /// is asking; otherwise hands it back, to be sent to the thread.
-    ///
-    /// Inline ([`Config::inline`]), every job commits here. Otherwise a job commits here when
-    /// no tokio runtime drives the caller's thread (actix is one), so blocking it on SQLite
-    /// holds up no actor or request handler (their threads never qualify); when no other
-    /// caller of the store waits, before and after one yield to the caller's executor (its
-    /// other tasks ask for their writes meanwhile); and when the thread is between groups with
-    /// no job or hold sent to it unfinished, so the job overtakes nothing. A lone caller then
-    /// pays no hand-off between threads, which costs more than the commit itself on a busy
-    /// virtual machine (docs/design/group-commit.md); callers asking together still commit as
-    /// a group.
+    /// Commits `job` alone on the caller's thread when that is allowed (inline, or
+    /// [`Writer::lone_caller_lock`]); otherwise hands it back, to be sent to the thread.
     async fn commit_here(&self, job: Box<dyn Job>) -> Result<Option<Box<dyn Job>>> {
-        if self.sender.is_none() {
-            let core = self.core.lock().map_err(|_| Error::Closed)?;
-            if self.fenced.load(Ordering::SeqCst) {
-                return Err(Error::Closed);
+        let core = if self.sender.is_none() {
+            self.core.lock().map_err(|_| Error::Closed)?
+        } else {
+            match self.lone_caller_lock().await? {
+                Some(core) => core,
+                None => return Ok(Some(job)),
             }
-            core.commit_and_checkpoint(vec![job]);
-            return Ok(None);
-        }
-        if tokio::runtime::Handle::try_current().is_ok() {
-            return Ok(Some(job));
-        }
-        let lone = || self.replies.alone() && self.in_flight.load(Ordering::SeqCst) == 0;
-        if !lone() {
-            return Ok(Some(job));
-        }
-        YieldOnce::default().await;
-        if !lone() {
-            return Ok(Some(job));
-        }
-        let core = match self.core.try_lock() {
-            Ok(core) => core,
-            Err(std::sync::TryLockError::WouldBlock) => return Ok(Some(job)),
-            Err(std::sync::TryLockError::Poisoned(_)) => return Err(Error::Closed),
         };
-        // Checked again under the lock: a job sent meanwhile goes first.
-        if self.in_flight.load(Ordering::SeqCst) != 0 {
-            return Ok(Some(job));
-        }
         if self.fenced.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
         core.commit_and_checkpoint(vec![job]);
         Ok(None)
+    }
+
+    /// The connection, for a caller that may commit on its own thread: one that no tokio
+    /// runtime drives (actix is one), so blocking it on SQLite holds up no actor or request
+    /// handler (their threads never qualify); that no other caller of the store waits for,
+    /// before and after one yield to its executor (whose other tasks ask for their writes
+    /// meanwhile); while no job or hold sent to the thread is unfinished, so the job overtakes
+    /// nothing. `None` otherwise. A lone caller then pays no
+    /// hand-off between threads, which costs more than the commit itself on a busy virtual
+    /// machine (docs/design/group-commit.md); callers asking together still commit as a group.
+    async fn lone_caller_lock(&self) -> Result<Option<MutexGuard<'_, WriterCore>>> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Ok(None);
+        }
+        let lone = || self.replies.alone() && self.in_flight.load(Ordering::SeqCst) == 0;
+        if !lone() {
+            return Ok(None);
+        }
+        YieldOnce::default().await;
+        if !lone() {
+            return Ok(None);
+        }
+        // Held at most while the thread finishes a group whose jobs are all answered (its
+        // checkpoint share), or by another lone caller: the thread would wait for it as well.
+        let core = self.core.lock().map_err(|_| Error::Closed)?;
+        // Checked again under the lock: a job sent meanwhile goes first.
+        Ok((self.in_flight.load(Ordering::SeqCst) == 0).then_some(core))
     }
 
     /// Stops the writer between two groups until the returned hold is dropped. Jobs sent
@@ -309,15 +344,12 @@ impl Writer {
         if self.sender.is_none() {
             return Ok(WriterHold { _release: release });
         }
-        // Counted from now, so that no caller commits on its own thread under the hold.
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-        if let Err(error) = self.send(Message::Hold {
+        self.send(Message::Hold {
             started: started_sender,
             release: release_receiver,
-        }) {
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            return Err(error);
-        }
+            // In flight from now, so that no caller commits on its own thread under the hold.
+            in_flight: InFlight::new(&self.in_flight),
+        })?;
         started.recv().map_err(|_| Error::Closed)?;
         Ok(WriterHold { _release: release })
     }
@@ -370,7 +402,6 @@ pub struct WriterHold {
 /// The thread's side: gathers the jobs sent to it into groups and commits each on the core.
 struct WriterThread {
     core: Arc<Mutex<WriterCore>>,
-    in_flight: Arc<AtomicUsize>,
     receiver: Receiver<Message>,
     commit_batch_jobs_max: usize,
     gather_gap: Duration,
@@ -402,20 +433,17 @@ impl WriterThread {
                 Duration::ZERO
             };
             if !group.is_empty() {
-                let n_jobs = group.len();
                 match self.core.lock() {
                     Ok(core) => core.commit_and_checkpoint(std::mem::take(&mut group)),
                     // A caller's job panicked on its own thread: the jobs go unanswered, and
                     // their callers are told the store is closed.
                     Err(_) => group.clear(),
                 }
-                self.in_flight.fetch_sub(n_jobs, Ordering::SeqCst);
             }
-            if let Some((started, release)) = hold {
+            if let Some((started, release, _in_flight)) = hold {
                 let _ = started.send(());
                 // Returns when the hold is dropped.
                 let _ = release.recv();
-                self.in_flight.fetch_sub(1, Ordering::SeqCst);
             }
         }
         if let Ok(mut core) = self.core.lock() {
@@ -452,13 +480,17 @@ impl WriterThread {
         &self,
         group: &mut Vec<Box<dyn Job>>,
         message: Message,
-    ) -> Option<(Sender<()>, Receiver<()>)> {
+    ) -> Option<(Sender<()>, Receiver<()>, InFlight)> {
         match message {
             Message::Job(job) => {
                 group.push(job);
                 None
             }
-            Message::Hold { started, release } => Some((started, release)),
+            Message::Hold {
+                started,
+                release,
+                in_flight,
+            } => Some((started, release, in_flight)),
         }
     }
 }
