@@ -92,15 +92,17 @@ fn is_input(message: &Message) -> bool {
 /// The newest message a person wrote, whether the model has answered anything since, and
 /// where it sits in the request (`request.messages.len()` when there is none).
 fn newest_input(request: &Request) -> (String, bool, usize) {
-    let Some(position) = request
+    let newest = request
         .messages
         .iter()
-        .rposition(|message| is_input(message))
-    else {
+        .enumerate()
+        .rev()
+        .find_map(|(position, message)| match message.as_ref() {
+            Message::User(user) if is_input(message) => Some((position, user)),
+            _ => None,
+        });
+    let Some((position, user)) = newest else {
         return (String::new(), false, request.messages.len());
-    };
-    let Message::User(user) = request.messages[position].as_ref() else {
-        return (String::new(), false, position);
     };
     let answered = request.messages[position..]
         .iter()
