@@ -4,6 +4,7 @@
 
 use actix::clock::Instant;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use dashmap::DashMap;
@@ -31,6 +32,9 @@ pub struct SessionActor {
     /// The session's harness between runs (its store folded in memory); taken by the run in
     /// flight and given back when it ended cleanly.
     harness: Option<SessionHarness>,
+    /// A run the disk refused is pausing before it goes back to the queue: the actor is busy
+    /// until then, since stopping would drop the pause and the run's return with it.
+    pausing: bool,
     last_active_at: Instant,
 }
 
@@ -55,15 +59,28 @@ impl SessionActor {
             current: None,
             next: None,
             harness: None,
+            pausing: false,
             last_active_at: Instant::now(),
         }
     }
 
-    fn schedule_idle_check(&self, ctx: &mut Context<Self>) {
-        let idle = self.env.settings.session_idle;
-        ctx.run_later(idle, move |actor, ctx| {
-            if actor.current.is_none() && actor.last_active_at.elapsed() >= idle {
+    /// Checks, `after` from now, whether the actor has been idle for the settings' while, and
+    /// stops it if so; otherwise checks again when that while would be up. One check is
+    /// pending at any time: actix polls every timer of an actor's context each time it polls
+    /// the context, so a timer per run (as there once was) made each poll of a session that
+    /// took many turns within the while slower and slower: a fifth of the actors' thread in
+    /// the `service` bench.
+    fn schedule_idle_check(&self, ctx: &mut Context<Self>, after: Duration) {
+        ctx.run_later(after, move |actor, ctx| {
+            let idle = actor.env.settings.session_idle;
+            let since = actor.last_active_at.elapsed();
+            if actor.current.is_some() || actor.pausing {
+                // Busy: idle a while from now at the soonest (never a check on every poll).
+                actor.schedule_idle_check(ctx, idle.max(Duration::from_millis(1)));
+            } else if since >= idle {
                 ctx.stop();
+            } else {
+                actor.schedule_idle_check(ctx, idle - since);
             }
         });
     }
@@ -73,7 +90,7 @@ impl Actor for SessionActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.schedule_idle_check(ctx);
+        self.schedule_idle_check(ctx, self.env.settings.session_idle);
     }
 
     fn stopped(&mut self, ctx: &mut Context<Self>) {
@@ -189,15 +206,14 @@ impl Handler<StartRun> for SessionActor {
                 // The queue counts the run in flight until then, so the session's later runs
                 // wait behind it.
                 Some(pause) => {
-                    ctx.run_later(pause, move |actor, ctx| {
+                    actor.pausing = true;
+                    ctx.run_later(pause, move |actor, _| {
+                        actor.pausing = false;
+                        actor.last_active_at = Instant::now();
                         actor.queue.do_send(done);
-                        actor.schedule_idle_check(ctx);
                     });
                 }
-                None => {
-                    actor.queue.do_send(done);
-                    actor.schedule_idle_check(ctx);
-                }
+                None => actor.queue.do_send(done),
             }
             if let Some(run) = actor.next.take() {
                 ctx.notify(StartRun { run });
