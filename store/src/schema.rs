@@ -195,6 +195,30 @@ mod tests {
         assert!(MIGRATIONS.validate().is_ok());
     }
 
+    /// The build leaves out SQLITE_ENABLE_MEMORY_MANAGEMENT (`.cargo/config.toml`), so that
+    /// each connection has a page cache of its own rather than one shared behind a mutex.
+    #[test]
+    fn connections_do_not_share_one_page_cache() -> rusqlite::Result<()> {
+        let connection = Connection::open_in_memory()?;
+        let used: bool = connection.query_row(
+            "SELECT sqlite_compileoption_used('ENABLE_MEMORY_MANAGEMENT')",
+            [],
+            |row| row.get(0),
+        )?;
+        assert!(
+            !used,
+            "SQLite was built with ENABLE_MEMORY_MANAGEMENT: is LIBSQLITE3_FLAGS set in .cargo/config.toml?"
+        );
+        // The query itself works: an option the build has is reported.
+        let threadsafe: bool = connection.query_row(
+            "SELECT sqlite_compileoption_used('THREADSAFE=1')",
+            [],
+            |row| row.get(0),
+        )?;
+        assert!(threadsafe);
+        Ok(())
+    }
+
     fn index_of_children_read(connection: &Connection) -> String {
         let plan: Vec<String> = connection
             .prepare("EXPLAIN QUERY PLAN SELECT id FROM runs WHERE parent_run_id = ?1")
