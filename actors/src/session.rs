@@ -115,7 +115,7 @@ impl std::fmt::Debug for StartRun {
 }
 
 /// How long a run the disk refused waits before its next attempt.
-pub(crate) const DISK_FULL_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+pub const DISK_FULL_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Cuts off the turn in flight, if any.
 #[derive(Message)]

@@ -158,3 +158,28 @@ async fn a_runs_end_refused_by_a_full_disk_is_recorded_after_a_pause() -> anyhow
     assert_eq!((answers, results), (1, 1), "{log:#?}");
     Ok(())
 }
+
+#[actix::test]
+async fn a_run_pausing_after_a_full_disk_keeps_its_actor_past_the_idle_while() -> anyhow::Result<()>
+{
+    let dir = tempfile::tempdir()?;
+    let armed = Arc::new(AtomicBool::new(false));
+    // The turn's third commit (its first model response) is refused, twice.
+    let (faults, failed) = injector(Arc::clone(&armed), 3, 2);
+    // The actor would be idle long before the pause is over, were the pause not activity.
+    let idle = std::time::Duration::from_millis(100);
+    assert!(idle < seed_actors::session::DISK_FULL_PAUSE / 4);
+    let settings = RuntimeSettings {
+        session_idle: idle,
+        ..RuntimeSettings::default()
+    };
+    let (store, runtime) = start(&dir, faults, settings).await?;
+    armed.store(true, Ordering::SeqCst);
+    let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
+    let run = common::within("the run", runtime.wait_for_run(run_id)).await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    assert!(failed.load(Ordering::SeqCst) >= 1, "no fault landed");
+    let (answers, results, log) = answers_and_results(&store).await?;
+    assert_eq!((answers, results), (1, 1), "{log:#?}");
+    Ok(())
+}
