@@ -13,8 +13,10 @@
 //! reaches it, the store is fenced (nothing more commits, and the WAL is left un-checkpointed),
 //! the task stops there, and the whole actor system of that "process" is dropped. The next
 //! process opens the same file: the boot sweep and recovery run. The seed also picks the crash
-//! rate for the run (swarm testing). A run ends with a liveness phase — no faults — in which
-//! every run must reach a terminal state; then the invariants are checked.
+//! rate for the run (swarm testing). A process that ran all its steps drains before it ends —
+//! faults off — and every run must end in it (the next boot sweep would otherwise hide a run it
+//! lost track of). A run ends with a liveness phase — no faults — in which every run must reach
+//! a terminal state; then the invariants are checked.
 //!
 //! Deterministic: one thread runs everything. Each process is an actix system on a
 //! current-thread tokio runtime with its clock paused (time moves only when every task waits,
@@ -152,6 +154,9 @@ fn in_process<T>(
 
 /// The random mode's most crashes in one seed.
 const CRASHES_PER_SEED_MAX: usize = 3;
+
+/// Rounds of 25 ms (simulated) a process that ran all its steps waits for its runs to end.
+const DRAIN_ROUNDS: usize = 400;
 
 /// Where a process ends when its boot was refused by a full disk.
 const BOOT_REFUSED: &str = "boot.refused_by_full_disk";
@@ -534,10 +539,16 @@ fn epoch(plan: &Plan<'_>, outer: &Arc<Shared>, report: &mut SimReport) -> anyhow
     let (outcome, violations, n_checked, violation_step) = in_process(move || {
         Box::pin(async move {
             let mut rng = fastrand::Rng::with_seed(plan_seed);
+            // On while the steps run; off while the process drains at its end.
+            let faults_on = Arc::new(AtomicBool::new(true));
             let faults = (disk_full_rate > 0.0).then(|| {
                 let rng = Mutex::new(fastrand::Rng::with_seed(plan_seed ^ 0xd15c_f011));
                 let shared = Arc::clone(&shared);
+                let faults_on = Arc::clone(&faults_on);
                 seed_store::FaultInjector(Arc::new(move || {
+                    if !faults_on.load(Ordering::SeqCst) {
+                        return false;
+                    }
                     let fail = lock(&rng).f64() < disk_full_rate;
                     if fail {
                         if std::env::var_os("SEED_SIM_FAULT_TRACE").is_some() {
@@ -660,15 +671,45 @@ fn epoch(plan: &Plan<'_>, outer: &Arc<Shared>, report: &mut SimReport) -> anyhow
                 point = futures::StreamExt::next(&mut fired_receiver) => point,
                 () = actix::clock::sleep(Duration::from_millis(20)).fuse() => None,
             };
-            Ok(match last {
-                Some(point) => (
+            if let Some(point) = last {
+                return Ok((
                     Epoch::Crashed(point, n_steps),
                     violations,
                     n_checked,
                     violation_step,
-                ),
-                None => (Epoch::Done, violations, n_checked, violation_step),
-            })
+                ));
+            }
+            // The process drains before it ends, faults off: every run must end here. The next
+            // process's boot sweep would requeue a run this one lost track of (one whose actor
+            // stopped before sending it back to the queue, say), and hide the loss.
+            faults_on.store(false, Ordering::SeqCst);
+            for _ in 0..DRAIN_ROUNDS {
+                if store.list_open_runs().await?.is_empty() {
+                    return Ok((Epoch::Done, violations, n_checked, violation_step));
+                }
+                runtime.wake();
+                let fired_now = futures::select_biased! {
+                    point = futures::StreamExt::next(&mut fired_receiver) => point,
+                    () = actix::clock::sleep(Duration::from_millis(25)).fuse() => None,
+                };
+                if let Some(point) = fired_now {
+                    return Ok((
+                        Epoch::Crashed(point, n_steps),
+                        violations,
+                        n_checked,
+                        violation_step,
+                    ));
+                }
+            }
+            for run in store.list_open_runs().await? {
+                violations.push(format!(
+                    "drain: run {} of session {} is still {} (pass {}, attempts {}) at the end \
+                     of process {epoch_idx}, faults off",
+                    run.id, run.session_id, run.status, run.pass, run.attempts
+                ));
+            }
+            violation_step.get_or_insert(n_steps);
+            Ok((Epoch::Done, violations, n_checked, violation_step))
         })
     })?;
     *lock(&outer.store) = None;
