@@ -147,23 +147,3 @@ mod tests {
         assert_eq!(replies.waiting.load(Ordering::Relaxed), 0);
     }
 }
-
-/// Returns `Pending` once, after waking its task: the executor runs its other ready tasks
-/// before it polls this one again.
-#[derive(Debug, Default)]
-pub(crate) struct YieldOnce {
-    yielded: bool,
-}
-
-impl Future for YieldOnce {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.yielded {
-            return Poll::Ready(());
-        }
-        self.yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}

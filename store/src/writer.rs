@@ -20,7 +20,7 @@ use seed_events::SessionId;
 
 use crate::checkpoint::Checkpointer;
 use crate::error::classify;
-use crate::spin::{Replies, YieldOnce};
+use crate::spin::Replies;
 use crate::{BatchMode, Config, Error, Result};
 
 /// What a job writes for: named in its errors, and used to order it within a group.
@@ -324,7 +324,9 @@ impl Writer {
         if !lone() {
             return Ok(None);
         }
-        YieldOnce::default().await;
+        // Off any runtime, this wakes the task at once: its executor polls its other ready
+        // tasks first.
+        tokio::task::yield_now().await;
         if !lone() {
             return Ok(None);
         }
