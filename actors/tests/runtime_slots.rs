@@ -5,11 +5,10 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Echo, Fixture, echo_then_answer, session, test_clock, within_for};
-use seed_actors::{Runtime, RuntimeSettings};
+use common::{Fixture, echo_then_answer, session, within_for};
+use seed_actors::RuntimeSettings;
 use seed_events::RunStatus;
 use seed_providers::{Message, Request, ScriptedProvider, ScriptedStep, text_response};
 
@@ -18,18 +17,16 @@ async fn a_message_whose_caller_stopped_waiting_is_still_answered_and_frees_its_
 -> anyhow::Result<()> {
     let fixture = Fixture::new(1).await?;
     // One slot: were the dropped message's slot kept, the next message would wait forever.
-    let (runtime, _) = Runtime::start(
-        fixture.store.clone(),
-        Arc::new(echo_then_answer()),
-        vec![Arc::new(Echo)],
-        RuntimeSettings {
-            interactive_runs_max: 1,
-            ..RuntimeSettings::default()
-        },
-        "boot-a".to_owned(),
-        test_clock(),
-    )
-    .await?;
+    let runtime = fixture
+        .start_with(
+            echo_then_answer(),
+            RuntimeSettings {
+                interactive_runs_max: 1,
+                ..RuntimeSettings::default()
+            },
+            "boot-a",
+        )
+        .await?;
     {
         // Polled once, so its write is on its way to the store, then dropped.
         let mut send = Box::pin(runtime.send_message(session(0), "hello"));
@@ -78,18 +75,16 @@ async fn a_slot_taken_for_a_message_whose_session_is_busy_goes_back() -> anyhow:
         }
     });
     // Two slots: the hanging turn holds one for good.
-    let (runtime, _) = Runtime::start(
-        fixture.store.clone(),
-        Arc::new(provider),
-        vec![Arc::new(Echo)],
-        RuntimeSettings {
-            interactive_runs_max: 2,
-            ..RuntimeSettings::default()
-        },
-        "boot-a".to_owned(),
-        test_clock(),
-    )
-    .await?;
+    let runtime = fixture
+        .start_with(
+            provider,
+            RuntimeSettings {
+                interactive_runs_max: 2,
+                ..RuntimeSettings::default()
+            },
+            "boot-a",
+        )
+        .await?;
     let (_, hanging) = runtime.send_message(session(0), "hang").await?;
     let hanging = fixture.store.get_run(hanging).await?.expect("the run");
     assert_eq!(

@@ -3,11 +3,10 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Fixture, session, test_clock, within_for};
-use seed_actors::{Runtime, RuntimeSettings};
+use common::{Fixture, session, within_for};
+use seed_actors::RuntimeSettings;
 use seed_events::RunStatus;
 use seed_providers::{ScriptedProvider, ScriptedStep, text_response};
 
@@ -15,20 +14,16 @@ use seed_providers::{ScriptedProvider, ScriptedStep, text_response};
 async fn an_actor_stops_a_while_after_its_last_run_and_not_before() -> anyhow::Result<()> {
     let fixture = Fixture::new(1).await?;
     let idle = Duration::from_millis(600);
-    let (runtime, _) = Runtime::start(
-        fixture.store.clone(),
-        Arc::new(ScriptedProvider::from_fn(|_, _| {
-            ScriptedStep::Respond(text_response("done"))
-        })),
-        Vec::new(),
-        RuntimeSettings {
-            session_idle: idle,
-            ..RuntimeSettings::default()
-        },
-        "boot-a".to_owned(),
-        test_clock(),
-    )
-    .await?;
+    let runtime = fixture
+        .start_with(
+            ScriptedProvider::from_fn(|_, _| ScriptedStep::Respond(text_response("done"))),
+            RuntimeSettings {
+                session_idle: idle,
+                ..RuntimeSettings::default()
+            },
+            "boot-a",
+        )
+        .await?;
     let guard = Duration::from_secs(10);
 
     // Runs a third of the while apart, for twice the while and more: the actor stays

@@ -109,14 +109,24 @@ impl Fixture {
         provider: impl Provider + 'static,
         boot_id: &str,
     ) -> anyhow::Result<Runtime> {
-        let clock = Arc::new(AtomicI64::new(1_800_000_000_000));
+        self.start_with(provider, RuntimeSettings::default(), boot_id)
+            .await
+    }
+
+    /// [`Fixture::start`] with `settings`.
+    pub async fn start_with(
+        &self,
+        provider: impl Provider + 'static,
+        settings: RuntimeSettings,
+        boot_id: &str,
+    ) -> anyhow::Result<Runtime> {
         let (runtime, _) = Runtime::start(
             self.store.clone(),
             Arc::new(provider),
             vec![Arc::new(Echo)],
-            RuntimeSettings::default(),
+            settings,
             boot_id.to_owned(),
-            Arc::new(move || clock.fetch_add(1, Ordering::SeqCst)),
+            test_clock(),
         )
         .await?;
         Ok(runtime)
