@@ -155,8 +155,10 @@ fn in_process<T>(
 /// The random mode's most crashes in one seed.
 const CRASHES_PER_SEED_MAX: usize = 3;
 
-/// Rounds of 25 ms (simulated) a process that ran all its steps waits for its runs to end.
-const DRAIN_ROUNDS: usize = 400;
+/// How long a process waits for its runs to end, at its drain and in the liveness phase: rounds
+/// of simulated time, each of which wakes the queue first.
+const QUIET_ROUNDS: usize = 400;
+const QUIET_ROUND: Duration = Duration::from_millis(25);
 
 /// Where a process ends when its boot was refused by a full disk.
 const BOOT_REFUSED: &str = "boot.refused_by_full_disk";
@@ -667,49 +669,46 @@ fn epoch(plan: &Plan<'_>, outer: &Arc<Shared>, report: &mut SimReport) -> anyhow
                 }
             }
             // Give an armed point a last moment to fire, then end the process.
-            let last = futures::select_biased! {
+            let mut fired_now = futures::select_biased! {
                 point = futures::StreamExt::next(&mut fired_receiver) => point,
                 () = actix::clock::sleep(Duration::from_millis(20)).fuse() => None,
             };
-            if let Some(point) = last {
-                return Ok((
-                    Epoch::Crashed(point, n_steps),
-                    violations,
-                    n_checked,
-                    violation_step,
-                ));
-            }
             // The process drains before it ends, faults off: every run must end here. The next
             // process's boot sweep would requeue a run this one lost track of (one whose actor
             // stopped before sending it back to the queue, say), and hide the loss.
-            faults_on.store(false, Ordering::SeqCst);
-            for _ in 0..DRAIN_ROUNDS {
-                if store.list_open_runs().await?.is_empty() {
-                    return Ok((Epoch::Done, violations, n_checked, violation_step));
+            if fired_now.is_none() {
+                faults_on.store(false, Ordering::SeqCst);
+                let mut drained = false;
+                for _ in 0..QUIET_ROUNDS {
+                    drained = store.list_open_runs().await?.is_empty();
+                    if drained {
+                        break;
+                    }
+                    runtime.wake();
+                    fired_now = futures::select_biased! {
+                        point = futures::StreamExt::next(&mut fired_receiver) => point,
+                        () = actix::clock::sleep(QUIET_ROUND).fuse() => None,
+                    };
+                    if fired_now.is_some() {
+                        break;
+                    }
                 }
-                runtime.wake();
-                let fired_now = futures::select_biased! {
-                    point = futures::StreamExt::next(&mut fired_receiver) => point,
-                    () = actix::clock::sleep(Duration::from_millis(25)).fuse() => None,
-                };
-                if let Some(point) = fired_now {
-                    return Ok((
-                        Epoch::Crashed(point, n_steps),
-                        violations,
-                        n_checked,
-                        violation_step,
-                    ));
+                if !drained && fired_now.is_none() {
+                    for run in store.list_open_runs().await? {
+                        violations.push(format!(
+                            "drain: run {} of session {} is still {} (pass {}, attempts {}) at \
+                             the end of process {epoch_idx}, faults off",
+                            run.id, run.session_id, run.status, run.pass, run.attempts
+                        ));
+                    }
+                    violation_step.get_or_insert(n_steps);
                 }
             }
-            for run in store.list_open_runs().await? {
-                violations.push(format!(
-                    "drain: run {} of session {} is still {} (pass {}, attempts {}) at the end \
-                     of process {epoch_idx}, faults off",
-                    run.id, run.session_id, run.status, run.pass, run.attempts
-                ));
-            }
-            violation_step.get_or_insert(n_steps);
-            Ok((Epoch::Done, violations, n_checked, violation_step))
+            let outcome = match fired_now {
+                Some(point) => Epoch::Crashed(point, n_steps),
+                None => Epoch::Done,
+            };
+            Ok((outcome, violations, n_checked, violation_step))
         })
     })?;
     *lock(&outer.store) = None;
@@ -833,13 +832,13 @@ fn liveness_and_invariants(
             .await?;
             let mut violations = leases_of_the_dead(&store, epoch_idx).await?;
             let mut quiet = false;
-            for _ in 0..400 {
+            for _ in 0..QUIET_ROUNDS {
                 if store.list_open_runs().await?.is_empty() {
                     quiet = true;
                     break;
                 }
                 runtime.wake();
-                actix::clock::sleep(Duration::from_millis(25)).await;
+                actix::clock::sleep(QUIET_ROUND).await;
             }
             if !quiet {
                 for run in store.list_open_runs().await? {
