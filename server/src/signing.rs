@@ -20,8 +20,8 @@ pub const REQUIRED_COMPONENTS: [&str; 5] =
     ["@method", "@authority", "@path", "@query", "content-digest"];
 /// The label Seed's clients sign under.
 pub const LABEL: &str = "seed";
-const NONCE_CHARS_MIN: usize = 16;
-const NONCE_CHARS_MAX: usize = 128;
+pub(crate) const NONCE_CHARS_MIN: usize = 16;
+pub(crate) const NONCE_CHARS_MAX: usize = 128;
 
 /// Why a signature was refused. Shown to the client (it says what to fix, never a key).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
