@@ -798,14 +798,16 @@ async fn continued_by(
     state: &StoreState,
     request_id: &str,
 ) -> Result<Option<seed_store::ContinuationRow>, TurnError> {
+    // The kind of entry first: it rules out nearly every entry of a long session at once.
     let call_ids: Vec<&str> = state
         .entries
         .iter()
         .rev()
-        .filter(|entry| entry.body.request_id() == Some(request_id))
         .filter_map(|entry| match &entry.body {
             seed_durable::EntryBody::ToolResult { message, .. }
-                if message.tool_name == CONTINUE_SESSION && !message.is_error =>
+                if message.tool_name == CONTINUE_SESSION
+                    && !message.is_error
+                    && entry.body.request_id() == Some(request_id) =>
             {
                 Some(message.tool_call_id.as_str())
             }

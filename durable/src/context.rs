@@ -37,6 +37,49 @@ pub struct MessageCache {
     base_id: EntryId,
     /// Each entry's message from `base_id` on, built when first asked for.
     slots: VecDeque<Option<Arc<Message>>>,
+    /// The settled start of the last conversation, reused while only entries behind it are new.
+    settled: Option<Settled>,
+}
+
+/// The start of a conversation that entries appended later cannot change: every call in it has
+/// its result in it, so a later result can only belong to a later call. It stays settled until
+/// a reset starts a new window or an edit replaces one of its entries.
+#[derive(Debug, Clone)]
+struct Settled {
+    /// The index of the window's first entry in the entries, and that entry's id.
+    window_start: usize,
+    first_id: EntryId,
+    /// The settled entries are those from `window_start` to `end` (an index in the entries,
+    /// above `window_start`); `last_id` is the id of the one before `end`.
+    end: usize,
+    last_id: EntryId,
+    /// What those entries contribute to the conversation.
+    context: Vec<ContextMessage>,
+}
+
+impl Settled {
+    /// Whether `entries` are the ones this was settled from, with only entries appended behind
+    /// it that leave it as it is: no reset, no edit of an entry before them, ids still rising.
+    fn holds_for(&self, entries: &[Entry]) -> bool {
+        let (Some(first), Some(last)) = (entries.get(self.window_start), entries.get(self.end - 1))
+        else {
+            return false;
+        };
+        if first.id != self.first_id || last.id != self.last_id {
+            return false;
+        }
+        let mut previous_id = self.last_id;
+        entries[self.end..].iter().all(|entry| {
+            let rising = entry.id > previous_id;
+            previous_id = entry.id;
+            rising
+                && match &entry.body {
+                    EntryBody::Reset {} => false,
+                    EntryBody::Edit { target, .. } => *target > self.last_id,
+                    _ => true,
+                }
+        })
+    }
 }
 
 impl MessageCache {
@@ -110,28 +153,82 @@ pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage> {
 }
 
 /// The conversation the model sees, sharing messages through `cache`.
-pub fn conversation_cached<'e>(
-    entries: &'e [Entry],
-    cache: &mut MessageCache,
-) -> Vec<ContextMessage> {
+///
+/// A harness asks again with the same entries and more behind them, so the cache keeps the
+/// conversation's settled start ([`Settled`]) and places only the entries after it: a request
+/// of a long session costs a reference per message of the settled start, not the placing of
+/// every entry again. Anything else (a reset, an edit of a settled entry, other entries) places
+/// the whole window.
+pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<ContextMessage> {
+    if let Some(mut settled) = cache.settled.take()
+        && settled.holds_for(entries)
+    {
+        let rest = &entries[settled.end..];
+        let (rest_context, rest_settled) = place(rest, cache);
+        let mut context = Vec::with_capacity(settled.context.len() + rest_context.len());
+        context.extend(settled.context.iter().cloned());
+        context.extend(rest_context.iter().cloned());
+        if let Some((n_entries, n_messages)) = rest_settled
+            && n_entries > 0
+        {
+            settled
+                .context
+                .extend(rest_context.into_iter().take(n_messages));
+            settled.end += n_entries;
+            settled.last_id = entries[settled.end - 1].id;
+        }
+        cache.settled = Some(settled);
+        return context;
+    }
+
     let start = entries
         .iter()
         .rposition(|entry| matches!(entry.body, EntryBody::Reset {}))
         .map_or(0, |reset_idx| reset_idx + 1);
     let window = &entries[start..];
-    if let Some(first) = window.first() {
-        cache.forget_before(first.id);
-    }
+    let Some(first) = window.first() else {
+        return Vec::new();
+    };
+    cache.forget_before(first.id);
+    let (context, settled) = place(window, cache);
+    cache.settled = match settled {
+        Some((n_entries, n_messages)) if n_entries > 0 => Some(Settled {
+            window_start: start,
+            first_id: first.id,
+            end: start + n_entries,
+            last_id: window[n_entries - 1].id,
+            context: context[..n_messages].to_vec(),
+        }),
+        _ => None,
+    };
+    context
+}
 
+/// Places the messages of `window` (entries with no reset among them): the conversation they
+/// make, and how much of it is settled, as (entries, messages) from its start. `None` when
+/// nothing can be: ids that do not rise, or an edit of an entry after itself (neither of which
+/// a store writes).
+fn place<'e>(
+    window: &'e [Entry],
+    cache: &mut MessageCache,
+) -> (Vec<ContextMessage>, Option<(usize, usize)>) {
+    let Some(first) = window.first() else {
+        return (Vec::new(), Some((0, 0)));
+    };
     // What each entry contributes: its own message, or the newest edit's.
     let mut edits: BTreeMap<EntryId, EntryId> = BTreeMap::new();
+    let mut settles = true;
+    let mut previous_id = None;
     for entry in window {
+        settles &= previous_id.is_none_or(|previous| entry.id > previous);
+        previous_id = Some(entry.id);
         if let EntryBody::Edit { target, .. } = &entry.body {
+            settles &= *target < entry.id;
             edits.insert(*target, entry.id);
         }
     }
-    let by_id =
-        |id: EntryId| window.get(usize::try_from(id.checked_sub(window.first()?.id)?).ok()?);
+    let first_id = first.id;
+    let by_id = |id: EntryId| window.get(usize::try_from(id.checked_sub(first_id)?).ok()?);
     // Whose message each entry contributes: its own, or its newest edit's.
     let source = |entry: &'e Entry| -> Option<&'e Entry> {
         if matches!(entry.body, EntryBody::Edit { .. }) {
@@ -150,16 +247,28 @@ pub fn conversation_cached<'e>(
         }
     }
     let cache = &*cache;
+    // Each contribution, with the index of its entry in the window.
     let mut contributions: Vec<(EntryId, &Arc<Message>)> = Vec::with_capacity(window.len());
-    for entry in window {
+    let mut positions: Vec<usize> = Vec::with_capacity(window.len());
+    for (entry_idx, entry) in window.iter().enumerate() {
         if let Some(message) = source(entry).and_then(|source| cache.get(source.id)) {
             contributions.push((entry.id, message));
+            positions.push(entry_idx);
         }
     }
 
     let mut results = Results::default();
     let mut context = Vec::with_capacity(contributions.len());
+    // The settled start so far, as (entries, messages); `reach`: one past the furthest
+    // contribution a call placed so far took its result from. The start up to a contribution
+    // is settled when no call before it took a result from it or later, and none went without.
+    let mut settled = Some((0, 0));
+    let mut reach = 0;
+    let mut unanswered = false;
     for (idx, (entry_id, message)) in contributions.iter().enumerate() {
+        if !unanswered && reach <= idx {
+            settled = Some((positions[idx], context.len()));
+        }
         match message.as_ref() {
             Message::ToolResult(_) => {}
             Message::User(_) => context.push(ContextMessage {
@@ -183,26 +292,34 @@ pub fn conversation_cached<'e>(
                             entry_id: *result_entry_id,
                             message: Arc::clone(result),
                         });
+                        reach = reach.max(idx + 2 + offset);
                     }
                     continue;
                 }
                 for call in calls {
                     let item = match results.take_first_after(&contributions, idx, &call.id) {
                         Some(result_idx) => {
+                            reach = reach.max(result_idx + 1);
                             let (result_entry_id, result) = &contributions[result_idx];
                             ContextMessage {
                                 entry_id: *result_entry_id,
                                 message: Arc::clone(result),
                             }
                         }
-                        None => missing_result(*entry_id, call),
+                        None => {
+                            unanswered = true;
+                            missing_result(*entry_id, call)
+                        }
                     };
                     context.push(item);
                 }
             }
         }
     }
-    context
+    if !unanswered && reach <= contributions.len() {
+        settled = Some((window.len(), context.len()));
+    }
+    (context, settled.filter(|_| settles))
 }
 
 /// The result given to `call` of the response `entry_id` when the context has none for it.
@@ -532,20 +649,25 @@ mod tests {
         fn the_in_order_shortcut_places_results_as_the_full_index_does(
             log in arbitrary_entries()
         ) {
-            let mut cache = MessageCache::default();
-            // Twice through one cache, as a harness asks again with more entries.
-            let half = &log[..log.len() / 2];
-            proptest::prop_assert_eq!(
-                summary(&conversation_cached(half, &mut cache)),
-                summary(&conversation_reference(half))
-            );
-            let context = conversation_cached(&log, &mut cache);
-            let reference = conversation_reference(&log);
-            proptest::prop_assert_eq!(summary(&context), summary(&reference));
             let ids = |context: &[ContextMessage]| {
                 context.iter().map(|item| item.entry_id).collect::<Vec<_>>()
             };
-            proptest::prop_assert_eq!(ids(&context), ids(&reference));
+            // Through one cache, as a harness asks again with more entries: after each one,
+            // and after each few (more than one new entry, and the same entries twice).
+            let mut cache = MessageCache::default();
+            let mut every_few = MessageCache::default();
+            for n_entries in 0..=log.len() {
+                let reference = conversation_reference(&log[..n_entries]);
+                let context = conversation_cached(&log[..n_entries], &mut cache);
+                proptest::prop_assert_eq!(summary(&context), summary(&reference));
+                proptest::prop_assert_eq!(ids(&context), ids(&reference));
+                if n_entries % 3 == 0 {
+                    for _ in 0..2 {
+                        let context = conversation_cached(&log[..n_entries], &mut every_few);
+                        proptest::prop_assert_eq!(summary(&context), summary(&reference));
+                    }
+                }
+            }
 
             // Ids in reverse (which a store never writes) lose no entry: the cache reaches
             // down to them. (Which result a call takes then follows the entries' order, where

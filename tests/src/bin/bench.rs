@@ -18,7 +18,7 @@
 //! The `service` suite starts the release `seed serve` (built beside the bench if missing) and
 //! drives it over loopback HTTP from this process (`seed_tests::service_bench`): 1, 32 and 256
 //! clients, each in its own session, send signed messages with `wait` one after another for
-//! a few seconds. `service N clients` is messages/s against the raw floor of the same run (a
+//! 5 seconds (`SEED_BENCH_SERVICE_SECONDS=N` for a longer soak). `service N clients` is messages/s against the raw floor of the same run (a
 //! message is two steps, its input and its answer, each committed); `… p50` and `… p99` are
 //! a message's latency in ms, their own floor.
 //!
@@ -353,9 +353,20 @@ const RUNTIME_STEPS_CASES: [(&str, usize, usize, TurnShape); 4] = [
     ),
 ];
 
-/// Concurrent clients of the `service` suite, and how long each level runs.
+/// Concurrent clients of the `service` suite, and how long each level runs unless
+/// `SEED_BENCH_SERVICE_SECONDS` says.
 const SERVICE_CLIENTS: [usize; 3] = [1, 32, 256];
 const SERVICE_DURATION: Duration = Duration::from_secs(5);
+
+fn service_duration() -> anyhow::Result<Duration> {
+    match std::env::var("SEED_BENCH_SERVICE_SECONDS") {
+        Ok(seconds) => match seconds.parse::<u64>() {
+            Ok(seconds) if seconds > 0 => Ok(Duration::from_secs(seconds)),
+            _ => bail!("SEED_BENCH_SERVICE_SECONDS must be a whole number of seconds above 0"),
+        },
+        Err(_) => Ok(SERVICE_DURATION),
+    }
+}
 
 /// Messages through a real `seed serve` over loopback HTTP; see the module docs.
 fn service_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
@@ -366,13 +377,14 @@ fn service_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
     let floor_normal = best_of_n(3, || floor_rate(&normal, 20_000))?;
     rows.push(Row::floor("floor normal", floor_normal));
     let seed = service_bench::seed_binary()?;
+    let duration = service_duration()?;
     for n_clients in SERVICE_CLIENTS {
         let name = format!("service {n_clients} clients");
         if !selected(&name, filter) {
             continue;
         }
         let service = service_bench::start(&seed, &scratch)?;
-        let measured = service_bench::measure(&service, n_clients, SERVICE_DURATION)?;
+        let measured = service_bench::measure(&service, n_clients, duration)?;
         drop(service);
         eprintln!(
             "{name}: {} messages in {:?}, p50 {:?}, p99 {:?}",
