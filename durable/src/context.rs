@@ -49,10 +49,10 @@ struct Settled {
     /// The index of the window's first entry in the entries, and that entry's id.
     window_start: usize,
     first_id: EntryId,
-    /// The settled entries are those from `window_start` to `end` (an index in the entries,
-    /// above `window_start`); `last_id` is the id of the one before `end`.
+    /// The settled entries are those from `window_start` to `end` (an index in the entries);
+    /// `last_id` is the id of the one before `end`, `None` while none is settled.
     end: usize,
-    last_id: EntryId,
+    last_id: Option<EntryId>,
     /// What those entries contribute to the conversation.
     context: Vec<ContextMessage>,
 }
@@ -61,21 +61,25 @@ impl Settled {
     /// Whether `entries` are the ones this was settled from, with only entries appended behind
     /// it that leave it as it is: no reset, no edit of an entry before them, ids still rising.
     fn holds_for(&self, entries: &[Entry]) -> bool {
-        let (Some(first), Some(last)) = (entries.get(self.window_start), entries.get(self.end - 1))
-        else {
+        if entries.get(self.window_start).map(|first| first.id) != Some(self.first_id) {
             return false;
-        };
-        if first.id != self.first_id || last.id != self.last_id {
+        }
+        if let Some(last_id) = self.last_id
+            && entries.get(self.end - 1).map(|last| last.id) != Some(last_id)
+        {
             return false;
         }
         let mut previous_id = self.last_id;
         entries[self.end..].iter().all(|entry| {
-            let rising = entry.id > previous_id;
-            previous_id = entry.id;
+            let rising = previous_id.is_none_or(|previous| entry.id > previous);
+            previous_id = Some(entry.id);
             rising
                 && match &entry.body {
                     EntryBody::Reset {} => false,
-                    EntryBody::Edit { target, .. } => *target > self.last_id,
+                    // An edit of a settled entry changes what it contributes.
+                    EntryBody::Edit { target, .. } => {
+                        self.last_id.is_none_or(|last_id| *target > last_id)
+                    }
                     _ => true,
                 }
         })
@@ -160,47 +164,39 @@ pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage> {
 /// every entry again. Anything else (a reset, an edit of a settled entry, other entries) places
 /// the whole window.
 pub fn conversation_cached(entries: &[Entry], cache: &mut MessageCache) -> Vec<ContextMessage> {
-    if let Some(mut settled) = cache.settled.take()
-        && settled.holds_for(entries)
-    {
-        let rest = &entries[settled.end..];
-        let (rest_context, rest_settled) = place(rest, cache);
-        let mut context = Vec::with_capacity(settled.context.len() + rest_context.len());
-        context.extend(settled.context.iter().cloned());
-        context.extend(rest_context.iter().cloned());
-        if let Some((n_entries, n_messages)) = rest_settled
-            && n_entries > 0
-        {
-            settled
-                .context
-                .extend(rest_context.into_iter().take(n_messages));
-            settled.end += n_entries;
-            settled.last_id = entries[settled.end - 1].id;
+    let mut settled = match cache.settled.take() {
+        Some(settled) if settled.holds_for(entries) => settled,
+        _ => {
+            // A new window: from the newest reset on, nothing of it settled yet.
+            let window_start = entries
+                .iter()
+                .rposition(|entry| matches!(entry.body, EntryBody::Reset {}))
+                .map_or(0, |reset_idx| reset_idx + 1);
+            let Some(first) = entries.get(window_start) else {
+                return Vec::new();
+            };
+            cache.forget_before(first.id);
+            Settled {
+                window_start,
+                first_id: first.id,
+                end: window_start,
+                last_id: None,
+                context: Vec::new(),
+            }
         }
-        cache.settled = Some(settled);
-        return context;
+    };
+    let (rest, rest_settled) = place(&entries[settled.end..], cache);
+    let mut context = Vec::with_capacity(settled.context.len() + rest.len());
+    context.extend(settled.context.iter().cloned());
+    if let Some((n_entries, n_messages)) = rest_settled
+        && n_entries > 0
+    {
+        settled.context.extend(rest[..n_messages].iter().cloned());
+        settled.end += n_entries;
+        settled.last_id = Some(entries[settled.end - 1].id);
     }
-
-    let start = entries
-        .iter()
-        .rposition(|entry| matches!(entry.body, EntryBody::Reset {}))
-        .map_or(0, |reset_idx| reset_idx + 1);
-    let window = &entries[start..];
-    let Some(first) = window.first() else {
-        return Vec::new();
-    };
-    cache.forget_before(first.id);
-    let (context, settled) = place(window, cache);
-    cache.settled = match settled {
-        Some((n_entries, n_messages)) if n_entries > 0 => Some(Settled {
-            window_start: start,
-            first_id: first.id,
-            end: start + n_entries,
-            last_id: window[n_entries - 1].id,
-            context: context[..n_messages].to_vec(),
-        }),
-        _ => None,
-    };
+    context.extend(rest);
+    cache.settled = Some(settled);
     context
 }
 

@@ -18,9 +18,9 @@
 //! The `service` suite starts the release `seed serve` (built beside the bench if missing) and
 //! drives it over loopback HTTP from this process (`seed_tests::service_bench`): 1, 32 and 256
 //! clients, each in its own session, send signed messages with `wait` one after another for
-//! 5 seconds (`SEED_BENCH_SERVICE_SECONDS=N` for a longer soak). `service N clients` is messages/s against the raw floor of the same run (a
-//! message is two steps, its input and its answer, each committed); `… p50` and `… p99` are
-//! a message's latency in ms, their own floor.
+//! 5 seconds (`SEED_BENCH_SERVICE_SECONDS=N` for a longer soak). `service N clients` is
+//! messages/s against the raw floor of the same run (a message is two steps, its input and its
+//! answer, each committed); `… p50` and `… p99` are a message's latency in ms, their own floor.
 //!
 //! The `projections` suite touches no disk, so it has no SQLite floor: for it the `floor`
 //! column is the smallest case and the ratio is growth against it, not against SQLite. The
@@ -371,13 +371,13 @@ fn service_duration() -> anyhow::Result<Duration> {
 /// Messages through a real `seed serve` over loopback HTTP; see the module docs.
 fn service_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
     use seed_tests::service_bench;
+    let duration = service_duration()?;
     let scratch = scratch_dir()?;
     let normal = config(&scratch, Synchronous::Normal, BatchMode::Optimistic);
     let mut rows = Vec::new();
     let floor_normal = best_of_n(3, || floor_rate(&normal, 20_000))?;
     rows.push(Row::floor("floor normal", floor_normal));
     let seed = service_bench::seed_binary()?;
-    let duration = service_duration()?;
     for n_clients in SERVICE_CLIENTS {
         let name = format!("service {n_clients} clients");
         if !selected(&name, filter) {
