@@ -19,7 +19,7 @@ use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks}
 use seed_projections::import::{ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, plan_import};
 use seed_projections::store_to_log::{events_above, stale_marks_above};
 use seed_providers::{Provider, Request, StreamEvent, model_context_window};
-use seed_store::{Projection, RunRow, Store};
+use seed_store::{PlanCheck, Projection, RunEndOutcome, RunRow, Store};
 
 use seed_projections::continuation::SESSION_CONTINUATION_PROMPT;
 
@@ -190,7 +190,7 @@ pub async fn execute_run(
     harness: &mut Option<SessionHarness>,
 ) -> Result<RunEnd, NotNow> {
     let session_id = run.session_id;
-    let (end, projection) = match turn(env, run, stop, harness).await {
+    let (end, projection, plan_check) = match turn(env, run, stop, harness).await {
         Ok(ended) => ended,
         // A full disk is no fault of the turn: it waits for space however long that takes
         // (the queue retries it after a pause), so nothing it committed is left unshown.
@@ -199,13 +199,13 @@ pub async fn execute_run(
             let _ = env.store.release_lease(session_id, &env.boot_id).await;
             return Err(NotNow::DiskFull);
         }
-        Err(error) => (RunEnd::failed(error), None),
+        Err(error) => (RunEnd::failed(error), None, None),
     };
     env.settings
         .crash_points
         .reach(crate::crash::points::RUN_BEFORE_FINISH)
         .await;
-    match record_end(env, run, end, projection).await {
+    match record_end(env, run, end, projection, plan_check).await {
         (_, Err(not_now)) => {
             *harness = None;
             Err(not_now)
@@ -227,7 +227,7 @@ fn is_disk_full(error: &TurnError) -> bool {
 /// Records a run's end: closes it (a child's with its delivery to the parent, and the release
 /// of the session's lease, in one transaction) and tells subscribers.
 pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
-    record_end(env, run, end, None).await.0
+    record_end(env, run, end, None, None).await.0
 }
 
 /// [`finish`], saying whether the store refused the end because the disk was full: the run
@@ -235,15 +235,19 @@ pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
 /// `projection`, the turn's last entries for the log, is written with the (terminal) end, in
 /// its transaction; a refused end leaves them to the next turn, which projects what the log
 /// lacks.
+///
+/// With `plan_check`, the end's transaction may give the run a later pass instead (see
+/// [`seed_store::PlanCheck`]): the end returned is then `Queued`.
 async fn record_end(
     env: &RunEnv,
     run: &RunRow,
-    end: RunEnd,
+    mut end: RunEnd,
     projection: Option<Projection>,
+    plan_check: Option<PlanCheck>,
 ) -> (RunEnd, Result<(), NotNow>) {
     let now = (env.clock)();
-    // Only a terminal end carries one: a turn that parks or takes a later pass wrote it
-    // before it did (the parking branch and `plan_obligation`).
+    // Only a terminal end carries one: a turn that parks wrote it before it did (the parking
+    // branch).
     debug_assert!(end.status.is_terminal() || projection.is_none());
     let projected = projection.is_some();
     // The run holds its session's lease (the queue's claim took it); its end lets it go. The
@@ -269,10 +273,26 @@ async fn record_end(
                 delivery,
                 Some((run.session_id, env.boot_id.clone())),
                 projection,
+                plan_check,
             )
             .await;
         let recorded = match recorded {
-            Ok(recorded) => recorded,
+            Ok(RunEndOutcome::Ended) => true,
+            Ok(RunEndOutcome::Unchanged) => false,
+            Ok(RunEndOutcome::LaterPass) => {
+                // The turn's entries and the plan's notice are in the log, and the run is
+                // queued again; no child's result was delivered.
+                env.publisher.publish(Notification::SessionChanged {
+                    session_id: run.session_id,
+                    reason: "events",
+                });
+                env.publisher.publish(Notification::SessionChanged {
+                    session_id: run.session_id,
+                    reason: "run-finished",
+                });
+                end.status = RunStatus::Queued;
+                return (end, Ok(()));
+            }
             Err(error) => {
                 tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
                 // The lease is let go of all the same.
@@ -311,7 +331,8 @@ async fn record_end(
             });
         }
     } else {
-        // Parked, or queued again for a later pass: the turn set that itself.
+        // Parked, or queued again at once (its children had all ended): the turn set that
+        // itself.
         release_alone().await;
     }
     env.publisher.publish(Notification::SessionChanged {
@@ -429,7 +450,7 @@ async fn turn(
     run: &RunRow,
     stop: StopSignal,
     kept: &mut Option<SessionHarness>,
-) -> Result<(RunEnd, Option<Projection>), TurnError> {
+) -> Result<(RunEnd, Option<Projection>, Option<PlanCheck>), TurnError> {
     let store = &env.store;
     let session_id = run.session_id;
     // Everything the turn reads before it starts, in one read; with a kept harness, the log's
@@ -633,19 +654,21 @@ async fn turn(
         name_if_untitled(env, session_id).await;
     }
 
+    let mut plan_check = None;
     let end = match outcome? {
         TurnOutcome::Answered { message, .. } => {
-            let result = serde_json::json!({ "answer": message.text() });
-            if plan_obligation(env, run, &mut pending).await? {
-                RunEnd {
-                    status: RunStatus::Queued,
-                    result,
-                }
-            } else {
-                RunEnd {
-                    status: RunStatus::Succeeded,
-                    result,
-                }
+            // An open plan may owe the run a later pass; its end decides, from the plan as it
+            // stands then.
+            if run.pass < env.settings.plan_passes_max {
+                let (run_id, now) = (run.id, (env.clock)());
+                plan_check = Some(PlanCheck {
+                    session_id,
+                    notice: Box::new(move |plan| plan_notice(plan, run_id, now)),
+                });
+            }
+            RunEnd {
+                status: RunStatus::Succeeded,
+                result: serde_json::json!({ "answer": message.text() }),
             }
         }
         TurnOutcome::Ended { reason } => {
@@ -715,42 +738,28 @@ async fn turn(
         }
         TurnOutcome::Failed { error, .. } => RunEnd::failed(error),
     };
-    Ok((end, pending))
+    Ok((end, pending, plan_check))
 }
 
-/// An open plan with unfinished steps gives the run a later pass (at most `plan_passes_max`):
-/// a notice about the open steps goes to the log, and the run is queued again. Returns whether
-/// it was.
-async fn plan_obligation(
-    env: &RunEnv,
-    run: &RunRow,
-    pending: &mut Option<Projection>,
-) -> Result<bool, TurnError> {
-    if run.pass >= env.settings.plan_passes_max {
-        return Ok(false);
-    }
-    let Some(session) = env.store.get_session(run.session_id).await? else {
-        return Ok(false);
-    };
-    let open_steps: Vec<String> = session
-        .plan
-        .as_ref()
+/// The notice an open plan with unfinished steps gives a run's end, which then takes a later
+/// pass (at most `plan_passes_max`, counted by the caller) instead of ending; `None` when the
+/// plan (`None`: the session has none) has no unfinished step.
+pub(crate) fn plan_notice(
+    plan: Option<&serde_json::Value>,
+    run_id: seed_events::RunId,
+    now_ms: i64,
+) -> Option<NewEvent> {
+    let open_steps: Vec<&str> = plan
         .and_then(|plan| plan.as_array())
-        .map(|steps| {
-            steps
-                .iter()
-                .filter(|step| !step.get("done").and_then(|d| d.as_bool()).unwrap_or(false))
-                .filter_map(|step| step.get("step").and_then(|s| s.as_str()).map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+        .into_iter()
+        .flatten()
+        .filter(|step| !step.get("done").and_then(|d| d.as_bool()).unwrap_or(false))
+        .filter_map(|step| step.get("step").and_then(|s| s.as_str()))
+        .collect();
     if open_steps.is_empty() {
-        return Ok(false);
+        return None;
     }
-    // The notice follows the turn's entries in the log.
-    write_projection(env, pending).await?;
-    let now = (env.clock)();
-    let notice = NewEvent {
+    Some(NewEvent {
         kind: "notice".to_owned(),
         role: Some(EventRole::System),
         actor: Some("system".to_owned()),
@@ -762,14 +771,10 @@ async fn plan_obligation(
             )
         }),
         meta: serde_json::json!({ "obligation": "plan" }),
-        run_id: Some(run.id),
+        run_id: Some(run_id),
         pi_entry_id: None,
-        created_at_ms: now,
-    };
-    env.store
-        .append_events(run.session_id, vec![notice])
-        .await?;
-    Ok(env.store.resume_run(run.id, now).await?)
+        created_at_ms: now_ms,
+    })
 }
 
 /// What a typed child returned: the newest `return_result` result of this run in the log.

@@ -61,3 +61,34 @@ async fn an_open_plan_gives_the_run_later_passes_with_a_notice() -> anyhow::Resu
     );
     Ok(())
 }
+
+/// What the plan owes is decided from the plan as it stands when the run ends, not as the turn
+/// found it: a person who finishes the plan while the turn runs owes the run no later pass.
+#[actix::test]
+async fn a_plan_finished_while_the_turn_runs_owes_no_later_pass() -> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    let open = serde_json::json!([{ "step": "review", "done": false }]);
+    fixture
+        .store
+        .set_session_plan(session(0), Some(open), 0)
+        .await?;
+    let store = fixture.store.clone();
+    let provider = ScriptedProvider::from_fn(move |_, idx| {
+        // During the first request, the plan's last step is marked done (the writer is a
+        // thread of its own, so waiting for it here holds up nothing it needs).
+        if idx == 0 {
+            let done = serde_json::json!([{ "step": "review", "done": true }]);
+            futures::executor::block_on(store.set_session_plan(session(0), Some(done), 1))
+                .expect("the plan is set");
+        }
+        ScriptedStep::Respond(text_response(&format!("pass answer {idx}")))
+    });
+    let runtime = fixture.start(provider.clone(), "boot-1").await?;
+    let (_, run_id) = runtime.send_message(session(0), "work on it").await?;
+    let run = runtime.wait_for_run(run_id).await?;
+    assert_eq!((run.status, run.pass), (RunStatus::Succeeded, 0));
+    assert_eq!(provider.n_requests(), 1);
+    let log = log(&fixture.store, session(0)).await?;
+    assert!(log.iter().all(|event| event.kind != "notice"), "{log:?}");
+    Ok(())
+}

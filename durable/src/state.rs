@@ -80,7 +80,8 @@ impl StoreState {
     }
 
     pub fn document<T: serde::de::DeserializeOwned>(&self, name: &str) -> Option<T> {
-        serde_json::from_value(self.documents.get(name)?.clone()).ok()
+        // Read in place: `&Value` is a deserializer, so the document is not cloned first.
+        T::deserialize(self.documents.get(name)?).ok()
     }
 
     pub fn turn(&self) -> Option<TurnDocument> {

@@ -48,6 +48,6 @@ pub use memory_disk::MemoryDisk;
 pub use nonces::{NonceOutcome, RequestNonce, SendOutcome};
 pub use runs::{ChildDelivery, NewRun, ParkOutcome, RunRow};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
-pub use store::{Projection, Store};
+pub use store::{PlanCheck, Projection, RunEndOutcome, Store};
 pub use turn_view::{PendingEvents, TurnView};
 pub use writer::{LatencyHistogram, WriterHold, WriterStats};

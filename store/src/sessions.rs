@@ -233,6 +233,18 @@ pub(crate) fn session_key(connection: &Connection, id: SessionId) -> Result<Opti
         .optional()?)
 }
 
+/// The session's plan as stored (`None` when it has none, or the session is gone).
+pub(crate) fn plan_of(connection: &Connection, id: SessionId) -> Result<Option<serde_json::Value>> {
+    let plan: Option<String> = connection
+        .prepare_cached("SELECT plan FROM sessions WHERE id = ?1")?
+        .query_row(params![id.to_string()], |row| row.get(0))
+        .optional()?
+        .flatten();
+    plan.map(|plan| serde_json::from_str(&plan))
+        .transpose()
+        .map_err(|e| Error::corrupt("sessions", e))
+}
+
 /// The key of a session a write is for; a missing session refuses the write.
 pub(crate) fn key_for_write(connection: &Connection, id: SessionId) -> Result<i64> {
     session_key(connection, id)?.ok_or(Error::Refused {

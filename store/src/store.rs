@@ -550,6 +550,11 @@ impl Store {
     /// With `projection`, the run's session's last store entries go to its log first, in the
     /// same transaction, as [`Store::append_projection`] writes them: a run's end then costs
     /// one commit. A refused end writes none of it (the next turn projects them).
+    ///
+    /// With `plan_check`, the session's plan as it stands in this transaction may owe a run
+    /// that is still running a later pass instead ([`PlanCheck`]): then the projection and the
+    /// plan's notice go to the log, the run is queued again with its pass counted up, the
+    /// lease is let go, and the end asked for (with its delivery) is not written.
     #[allow(clippy::too_many_arguments)]
     pub async fn finish_run_releasing(
         &self,
@@ -560,7 +565,8 @@ impl Store {
         delivery: Option<ChildDelivery>,
         lease: Option<(SessionId, String)>,
         projection: Option<Projection>,
-    ) -> Result<bool> {
+        plan_check: Option<PlanCheck>,
+    ) -> Result<RunEndOutcome> {
         let projection = projection.map(|projection| {
             (
                 projection.session_id,
@@ -572,20 +578,45 @@ impl Store {
             .map(|(session_id, _)| *session_id)
             .or(lease.as_ref().map(|(session_id, _)| *session_id));
         self.write(scope, move |connection| {
+            // The plan is read here, in the end's own transaction, so what it owes is decided
+            // from the plan as it is when the run ends. A run no longer running (stopped,
+            // ended meanwhile) is owed nothing.
+            let notice = match &plan_check {
+                Some(check) => {
+                    let plan = sessions::plan_of(connection, check.session_id)?;
+                    match (check.notice)(plan.as_ref()) {
+                        Some(notice) if runs::resume_run(connection, run_id, now_ms)? => {
+                            Some((check.session_id, log::EventRow::of(&notice)))
+                        }
+                        _ => None,
+                    }
+                }
+                None => None,
+            };
             if let Some((session_id, projection)) = &projection {
                 projection.write(connection, *session_id)?;
             }
             if let Some((session_id, owner)) = &lease {
                 leases::release_lease(connection, *session_id, owner)?;
             }
-            runs::finish_run_delivering(
+            if let Some((session_id, notice)) = &notice {
+                // The notice follows the turn's entries in the log.
+                log::insert_rows(connection, *session_id, std::slice::from_ref(notice))?;
+                return Ok(RunEndOutcome::LaterPass);
+            }
+            let ended = runs::finish_run_delivering(
                 connection,
                 run_id,
                 status,
                 result.as_ref(),
                 now_ms,
                 delivery.as_ref(),
-            )
+            )?;
+            Ok(if ended {
+                RunEndOutcome::Ended
+            } else {
+                RunEndOutcome::Unchanged
+            })
         })
         .await
     }
@@ -837,6 +868,40 @@ pub struct Projection {
     /// Calls whose result the runtime may already have written to the log (a delegated
     /// child's): such a result is written as a `notice` when the log holds one.
     pub delivered_calls: Vec<String>,
+}
+
+/// What a run's plan may owe it when its turn was answered: a later pass, decided in the run's
+/// end transaction ([`Store::finish_run_releasing`]) from the session's plan as it stands then,
+/// since a person may change the plan while the turn runs.
+pub struct PlanCheck {
+    /// The run's session, whose plan is read.
+    pub session_id: SessionId,
+    /// Given the session's plan (`None` when it has none), the notice that gives the run a
+    /// later pass, or `None` when the plan owes it nothing. Pure: it may run twice.
+    pub notice: PlanNotice,
+}
+
+/// [`PlanCheck::notice`]: from a session's plan, the notice that gives the run a later pass.
+pub type PlanNotice = Box<dyn Fn(Option<&serde_json::Value>) -> Option<NewEvent> + Send>;
+
+impl fmt::Debug for PlanCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PlanCheck")
+            .field("session_id", &self.session_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Store::finish_run_releasing`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEndOutcome {
+    /// The run ended as asked (a child's result delivered with it).
+    Ended,
+    /// The run had already ended, or is gone: it was left as it was.
+    Unchanged,
+    /// The plan owed the run a later pass: its notice is in the log after the turn's entries,
+    /// and the run is queued again with its pass counted up. It did not end.
+    LaterPass,
 }
 
 /// Results of a projection, by their place in the batch and their call.

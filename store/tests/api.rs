@@ -5,7 +5,7 @@ mod common;
 use common::{Fixture, account};
 use futures::executor::block_on;
 use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, RunStatus};
-use seed_store::{LeaseOutcome, NewRun, NewSession, TitleSource};
+use seed_store::{LeaseOutcome, NewRun, NewSession, PlanCheck, RunEndOutcome, TitleSource};
 
 fn message(text: &str, pi_entry_id: Option<i64>) -> NewEvent {
     let mut event = NewEvent::message(
@@ -454,15 +454,19 @@ fn a_runs_end_writes_its_projection_in_the_same_transaction() -> anyhow::Result<
         delivered_calls: Vec::new(),
     };
 
-    assert!(block_on(store.finish_run_releasing(
-        RunId::from_u128(1),
-        RunStatus::Succeeded,
-        Some(serde_json::json!({"answer": "done"})),
-        12,
-        None,
-        Some((sessions[0], "boot-a".to_owned())),
-        Some(projection(sessions[0])),
-    ))?);
+    assert_eq!(
+        block_on(store.finish_run_releasing(
+            RunId::from_u128(1),
+            RunStatus::Succeeded,
+            Some(serde_json::json!({"answer": "done"})),
+            12,
+            None,
+            Some((sessions[0], "boot-a".to_owned())),
+            Some(projection(sessions[0])),
+            None,
+        ))?,
+        RunEndOutcome::Ended
+    );
     let log = block_on(store.read_events(sessions[0], 1, i64::MAX, usize::MAX))?;
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].pi_entry_id, Some(4));
@@ -483,6 +487,7 @@ fn a_runs_end_writes_its_projection_in_the_same_transaction() -> anyhow::Result<
         None,
         Some((sessions[1], "boot-a".to_owned())),
         Some(projection(nowhere)),
+        None,
     ));
     assert!(refused.is_err(), "{refused:?}");
     let running = block_on(store.get_run(RunId::from_u128(2)))?.expect("the run");
@@ -492,5 +497,110 @@ fn a_runs_end_writes_its_projection_in_the_same_transaction() -> anyhow::Result<
         block_on(store.acquire_lease(sessions[1], "boot-b", None, 15))?,
         LeaseOutcome::Acquired(_)
     ));
+    Ok(())
+}
+
+/// An answered run's end with a plan check: the session's plan as it stands in the end's
+/// transaction decides. Unfinished steps give the run a later pass (the turn's entries, then the
+/// plan's notice, in the log; the run queued again with its pass counted up; the lease let go);
+/// a finished plan ends the run; a run stopped meanwhile stays as it is, with no notice.
+#[test]
+fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(3)?;
+    let store = &fixture.store;
+    for (idx, session) in sessions.iter().enumerate() {
+        block_on(store.enqueue_run(run(idx as u128 + 1, *session, Queue::Interactive)))?;
+    }
+    let claimed =
+        block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 3)], "boot-a", 10))?;
+    assert_eq!(claimed.len(), 3);
+    let open_plan = serde_json::json!([
+        {"step": "read", "done": true},
+        {"step": "write", "done": false}
+    ]);
+    let done_plan = serde_json::json!([{"step": "read", "done": true}]);
+    block_on(store.set_session_plan(sessions[0], Some(open_plan.clone()), 11))?;
+    block_on(store.set_session_plan(sessions[1], Some(done_plan), 11))?;
+    block_on(store.set_session_plan(sessions[2], Some(open_plan), 11))?;
+    // The check is given the plan the store holds; its notice names the open steps.
+    let check = |session_id| PlanCheck {
+        session_id,
+        notice: Box::new(|plan: Option<&serde_json::Value>| {
+            let open: Vec<String> = plan?
+                .as_array()?
+                .iter()
+                .filter(|step| step["done"] != true)
+                .map(|step| step["step"].to_string())
+                .collect();
+            (!open.is_empty()).then(|| {
+                let mut notice = message(&open.join(", "), None);
+                notice.kind = "notice".to_owned();
+                notice
+            })
+        }),
+    };
+    let end = |idx: u128, session_id| {
+        block_on(store.finish_run_releasing(
+            RunId::from_u128(idx),
+            RunStatus::Succeeded,
+            Some(serde_json::json!({"answer": "done"})),
+            12,
+            None,
+            Some((session_id, "boot-a".to_owned())),
+            Some(seed_store::Projection {
+                session_id,
+                events: vec![message("the answer", Some(4))],
+                delivered_calls: Vec::new(),
+            }),
+            Some(check(session_id)),
+        ))
+    };
+    let log_of = |session_id| -> anyhow::Result<Vec<(String, String)>> {
+        Ok(
+            block_on(store.read_events(session_id, 1, i64::MAX, usize::MAX))?
+                .into_iter()
+                .map(|event| (event.kind, event.content["text"].to_string()))
+                .collect(),
+        )
+    };
+    let message_row = ("message".to_owned(), "\"the answer\"".to_owned());
+
+    // Unfinished steps: a later pass.
+    assert_eq!(end(1, sessions[0])?, RunEndOutcome::LaterPass);
+    assert_eq!(
+        log_of(sessions[0])?,
+        [
+            message_row.clone(),
+            ("notice".to_owned(), "\"\\\"write\\\"\"".to_owned())
+        ]
+    );
+    let resumed = block_on(store.get_run(RunId::from_u128(1)))?.expect("the run");
+    assert_eq!(
+        (resumed.status, resumed.pass, resumed.owner),
+        (RunStatus::Queued, 1, None)
+    );
+    assert!(matches!(
+        block_on(store.acquire_lease(sessions[0], "boot-b", None, 13))?,
+        LeaseOutcome::Acquired(_)
+    ));
+
+    // Every step done: the run ends.
+    assert_eq!(end(2, sessions[1])?, RunEndOutcome::Ended);
+    assert_eq!(log_of(sessions[1])?, std::slice::from_ref(&message_row));
+    let ended = block_on(store.get_run(RunId::from_u128(2)))?.expect("the run");
+    assert_eq!((ended.status, ended.pass), (RunStatus::Succeeded, 0));
+
+    // Stopped before its end was recorded: nothing is owed, and the run stays canceled.
+    assert!(block_on(store.finish_run(
+        RunId::from_u128(3),
+        RunStatus::Canceled,
+        None,
+        12
+    ))?);
+    assert_eq!(end(3, sessions[2])?, RunEndOutcome::Unchanged);
+    assert_eq!(log_of(sessions[2])?, [message_row]);
+    let stopped = block_on(store.get_run(RunId::from_u128(3)))?.expect("the run");
+    assert_eq!((stopped.status, stopped.pass), (RunStatus::Canceled, 0));
     Ok(())
 }

@@ -441,6 +441,7 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_sessions_next_and_the_se
         None,
         Some((sessions[0], "boot-a".to_owned())),
         None,
+        None,
     ))?;
     let (_, third) = send(sessions[0], 3)?;
     assert_eq!(third.status, RunStatus::Queued);
