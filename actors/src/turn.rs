@@ -744,7 +744,7 @@ async fn turn(
 /// The notice an open plan with unfinished steps gives a run's end, which then takes a later
 /// pass (at most `plan_passes_max`, counted by the caller) instead of ending; `None` when the
 /// plan (`None`: the session has none) has no unfinished step.
-pub(crate) fn plan_notice(
+fn plan_notice(
     plan: Option<&serde_json::Value>,
     run_id: seed_events::RunId,
     now_ms: i64,
