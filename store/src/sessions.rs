@@ -185,10 +185,7 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<Result<SessionRow>> {
                 .map_err(|e| Error::corrupt("sessions", e))?,
             model_override: row.get(5)?,
             reasoning_level: row.get(6)?,
-            plan: plan
-                .map(|plan| serde_json::from_str(&plan))
-                .transpose()
-                .map_err(|e| Error::corrupt("sessions", e))?,
+            plan: parse_plan(plan)?,
             parent_session_id: parent_session_id
                 .map(|id| id.parse())
                 .transpose()
@@ -240,6 +237,11 @@ pub(crate) fn plan_of(connection: &Connection, id: SessionId) -> Result<Option<s
         .query_row(params![id.to_string()], |row| row.get(0))
         .optional()?
         .flatten();
+    parse_plan(plan)
+}
+
+/// A plan as the `plan` column holds it: JSON text, or NULL for none.
+fn parse_plan(plan: Option<String>) -> Result<Option<serde_json::Value>> {
     plan.map(|plan| serde_json::from_str(&plan))
         .transpose()
         .map_err(|e| Error::corrupt("sessions", e))

@@ -578,30 +578,21 @@ impl Store {
             .map(|(session_id, _)| *session_id)
             .or(lease.as_ref().map(|(session_id, _)| *session_id));
         self.write(scope, move |connection| {
-            // The plan is read here, in the end's own transaction, so what it owes is decided
-            // from the plan as it is when the run ends. A run no longer running (stopped,
-            // ended meanwhile) is owed nothing.
-            let notice = match &plan_check {
-                Some(check) => {
-                    let plan = sessions::plan_of(connection, check.session_id)?;
-                    match (check.notice)(plan.as_ref()) {
-                        Some(notice) if runs::resume_run(connection, run_id, now_ms)? => {
-                            Some((check.session_id, log::EventRow::of(&notice)))
-                        }
-                        _ => None,
-                    }
-                }
-                None => None,
-            };
             if let Some((session_id, projection)) = &projection {
                 projection.write(connection, *session_id)?;
             }
             if let Some((session_id, owner)) = &lease {
                 leases::release_lease(connection, *session_id, owner)?;
             }
-            if let Some((session_id, notice)) = &notice {
-                // The notice follows the turn's entries in the log.
-                log::insert_rows(connection, *session_id, std::slice::from_ref(notice))?;
+            // The plan is read here, in the end's own transaction, so what it owes is decided
+            // from the plan as it is when the run ends. Only a run still running is resumed
+            // (one stopped meanwhile is owed nothing); its notice follows the turn's entries.
+            if let Some(check) = &plan_check
+                && let Some(notice) =
+                    (check.notice)(sessions::plan_of(connection, check.session_id)?.as_ref())
+                && runs::resume_run(connection, run_id, now_ms)?
+            {
+                log::insert_rows(connection, check.session_id, &[log::EventRow::of(&notice)])?;
                 return Ok(RunEndOutcome::LaterPass);
             }
             let ended = runs::finish_run_delivering(

@@ -531,7 +531,7 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
                 .as_array()?
                 .iter()
                 .filter(|step| step["done"] != true)
-                .map(|step| step["step"].to_string())
+                .filter_map(|step| step["step"].as_str().map(str::to_owned))
                 .collect();
             (!open.is_empty()).then(|| {
                 let mut notice = message(&open.join(", "), None);
@@ -540,13 +540,13 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
             })
         }),
     };
-    let end = |idx: u128, session_id| {
+    let end = |idx: u128, session_id, delivery| {
         block_on(store.finish_run_releasing(
             RunId::from_u128(idx),
             RunStatus::Succeeded,
             Some(serde_json::json!({"answer": "done"})),
             12,
-            None,
+            delivery,
             Some((session_id, "boot-a".to_owned())),
             Some(seed_store::Projection {
                 session_id,
@@ -566,13 +566,24 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
     };
     let message_row = ("message".to_owned(), "\"the answer\"".to_owned());
 
-    // Unfinished steps: a later pass.
-    assert_eq!(end(1, sessions[0])?, RunEndOutcome::LaterPass);
+    // Unfinished steps: a later pass, and the end's delivery (as a child's would be, here to
+    // the second session's run) is not made: that session's log below holds no result.
+    let delivery = seed_store::ChildDelivery {
+        parent_session_id: sessions[1],
+        parent_run_id: RunId::from_u128(2),
+        tool_call_id: "call-1".to_owned(),
+        result: message("the child's result", None),
+        notice: message("the child's result, late", None),
+    };
+    assert_eq!(
+        end(1, sessions[0], Some(delivery))?,
+        RunEndOutcome::LaterPass
+    );
     assert_eq!(
         log_of(sessions[0])?,
         [
             message_row.clone(),
-            ("notice".to_owned(), "\"\\\"write\\\"\"".to_owned())
+            ("notice".to_owned(), "\"write\"".to_owned())
         ]
     );
     let resumed = block_on(store.get_run(RunId::from_u128(1)))?.expect("the run");
@@ -586,7 +597,7 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
     ));
 
     // Every step done: the run ends.
-    assert_eq!(end(2, sessions[1])?, RunEndOutcome::Ended);
+    assert_eq!(end(2, sessions[1], None)?, RunEndOutcome::Ended);
     assert_eq!(log_of(sessions[1])?, std::slice::from_ref(&message_row));
     let ended = block_on(store.get_run(RunId::from_u128(2)))?.expect("the run");
     assert_eq!((ended.status, ended.pass), (RunStatus::Succeeded, 0));
@@ -598,7 +609,7 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
         None,
         12
     ))?);
-    assert_eq!(end(3, sessions[2])?, RunEndOutcome::Unchanged);
+    assert_eq!(end(3, sessions[2], None)?, RunEndOutcome::Unchanged);
     assert_eq!(log_of(sessions[2])?, [message_row]);
     let stopped = block_on(store.get_run(RunId::from_u128(3)))?.expect("the run");
     assert_eq!((stopped.status, stopped.pass), (RunStatus::Canceled, 0));
