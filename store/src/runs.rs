@@ -106,6 +106,15 @@ macro_rules! run_columns {
 
 const RUN_COLUMNS: &str = run_columns!();
 
+/// That a run is still open (queued, running or parked), as a literal for `concat!`. Written as
+/// equalities: SQLite builds an IN list of three values or more into a temporary b-tree each
+/// time the statement runs, and a run's end is written at every turn.
+macro_rules! run_is_open {
+    () => {
+        "(status = 'queued' OR status = 'running' OR status = 'parked')"
+    };
+}
+
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<RunRow>> {
     let id: String = row.get(0)?;
     let session_id: String = row.get(1)?;
@@ -295,29 +304,37 @@ pub(crate) fn set_run_status(
     result: Option<&serde_json::Value>,
     now_ms: i64,
 ) -> Result<bool> {
-    update_status(connection, id, status, result, now_ms, "")
+    update_status(connection, SET_STATUS, id, status, result, now_ms)
 }
 
-/// Sets a run's status and result, where `condition` (SQL, starting with `AND`) holds.
+/// The statement of [`set_run_status`] and [`finish_run`], and the latter's condition.
+macro_rules! set_status {
+    () => {
+        "UPDATE runs SET status = ?2, result = COALESCE(?3, result), updated_at = ?4 WHERE id = ?1"
+    };
+}
+
+const SET_STATUS: &str = set_status!();
+
+/// [`finish_run`]'s statement: [`SET_STATUS`] where the run is still open.
+const FINISH_RUN: &str = concat!(set_status!(), " AND ", run_is_open!());
+
+/// Runs `sql` (one of [`SET_STATUS`] and [`FINISH_RUN`]) for the run: its status and its result,
+/// when it has one. Returns whether a row was updated.
 fn update_status(
     connection: &Connection,
+    sql: &'static str,
     id: RunId,
     status: RunStatus,
     result: Option<&serde_json::Value>,
     now_ms: i64,
-    condition: &str,
 ) -> Result<bool> {
-    let n_updated = connection
-        .prepare_cached(&format!(
-            "UPDATE runs SET status = ?2, result = COALESCE(?3, result), updated_at = ?4
-             WHERE id = ?1 {condition}"
-        ))?
-        .execute(params![
-            id.to_string(),
-            status.as_str(),
-            result.map(serde_json::Value::to_string),
-            now_ms
-        ])?;
+    let n_updated = connection.prepare_cached(sql)?.execute(params![
+        id.to_string(),
+        status.as_str(),
+        result.map(serde_json::Value::to_string),
+        now_ms
+    ])?;
     Ok(n_updated == 1)
 }
 
@@ -332,8 +349,8 @@ pub(crate) fn list_running(connection: &Connection) -> Result<Vec<RunRow>> {
 /// Every run not in a terminal state (queued, running or parked), oldest first.
 pub(crate) fn list_open(connection: &Connection) -> Result<Vec<RunRow>> {
     let mut statement = connection.prepare_cached(&format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running', 'parked')
-         ORDER BY rowid"
+        "SELECT {RUN_COLUMNS} FROM runs WHERE {} ORDER BY rowid",
+        run_is_open!()
     ))?;
     collect_rows(statement.query_map([], run_from_row)?)
 }
@@ -349,17 +366,6 @@ pub(crate) fn list_session_runs(
     collect_rows(statement.query_map(params![session_id.to_string()], run_from_row)?)
 }
 
-/// The statuses for which `keep` holds, as a list of SQL string literals for `IN (...)`. Built
-/// from [`RunStatus::ALL`], so the SQL agrees with `is_terminal` by construction.
-fn statuses_where(keep: impl Fn(RunStatus) -> bool) -> String {
-    RunStatus::ALL
-        .into_iter()
-        .filter(|status| keep(*status))
-        .map(|status| format!("'{}'", status.as_str()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Moves a run to `status` like [`set_run_status`], unless it has already ended: a terminal run
 /// is left as it is. Returns whether the run was updated (`false` also for a missing run).
 pub(crate) fn finish_run(
@@ -369,15 +375,7 @@ pub(crate) fn finish_run(
     result: Option<&serde_json::Value>,
     now_ms: i64,
 ) -> Result<bool> {
-    let open = statuses_where(|status| !status.is_terminal());
-    update_status(
-        connection,
-        id,
-        status,
-        result,
-        now_ms,
-        &format!("AND status IN ({open})"),
-    )
+    update_status(connection, FINISH_RUN, id, status, result, now_ms)
 }
 
 /// What a delegated child's end delivers to its parent, in the transaction that ends it.
@@ -483,10 +481,10 @@ pub(crate) fn queued_event_ids(
 /// The sessions that have a run still open (`queued`, `running` or `parked`), each once, in the
 /// order of their oldest open run.
 pub(crate) fn sessions_with_open_runs(connection: &Connection) -> Result<Vec<SessionId>> {
-    let open = statuses_where(|status| !status.is_terminal());
-    let mut statement = connection.prepare_cached(&format!(
-        "SELECT session_id FROM runs WHERE status IN ({open})
-         GROUP BY session_id ORDER BY MIN(rowid)"
+    let mut statement = connection.prepare_cached(concat!(
+        "SELECT session_id FROM runs WHERE ",
+        run_is_open!(),
+        " GROUP BY session_id ORDER BY MIN(rowid)"
     ))?;
     let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
     let mut session_ids = Vec::new();
@@ -574,6 +572,22 @@ pub(crate) fn resume_run(connection: &Connection, run_id: RunId, now_ms: i64) ->
     Ok(n_updated == 1)
 }
 
+/// Whether run `?1` has a child still open.
+const HAS_OPEN_CHILDREN: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ?1 AND ",
+    run_is_open!(),
+    ")"
+);
+
+/// [`resume_if_children_done`]'s statement.
+const RESUME_IF_CHILDREN_DONE: &str = concat!(
+    "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2
+     WHERE id = ?1 AND status = 'parked'
+       AND NOT EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ?1 AND ",
+    run_is_open!(),
+    ")"
+);
+
 /// Where a run whose turn ended on a delegation goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParkOutcome {
@@ -587,10 +601,7 @@ pub enum ParkOutcome {
 /// child that ends while its parent's turn is still closing is never missed.
 pub(crate) fn park_run(connection: &Connection, run_id: RunId, now_ms: i64) -> Result<ParkOutcome> {
     let open_children: bool = connection
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ?1
-                            AND status NOT IN ('succeeded', 'failed', 'canceled'))",
-        )?
+        .prepare_cached(HAS_OPEN_CHILDREN)?
         .query_row(params![run_id.to_string()], |row| row.get(0))?;
     if open_children {
         connection
@@ -610,12 +621,7 @@ pub(crate) fn resume_if_children_done(
     now_ms: i64,
 ) -> Result<bool> {
     let n_updated = connection
-        .prepare_cached(
-            "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2
-             WHERE id = ?1 AND status = 'parked'
-               AND NOT EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ?1
-                               AND status NOT IN ('succeeded', 'failed', 'canceled'))",
-        )?
+        .prepare_cached(RESUME_IF_CHILDREN_DONE)?
         .execute(params![run_id.to_string(), now_ms])?;
     Ok(n_updated == 1)
 }
@@ -637,4 +643,94 @@ pub(crate) fn claim_runs_leased(
         }
     }
     Ok(claimed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+
+    fn new_database() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let connection = crate::schema::open_writer(&Config::new(dir.path().join("agents.db")))
+            .expect("a new database");
+        (dir, connection)
+    }
+
+    /// The opcodes of `sql`'s program.
+    fn program(connection: &Connection, sql: &str) -> Vec<String> {
+        let mut statement = connection
+            .prepare(&format!("EXPLAIN {sql}"))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let nulls = vec![rusqlite::types::Null; statement.parameter_count()];
+        statement
+            .query_map(rusqlite::params_from_iter(nulls), |row| row.get(1))
+            .and_then(Iterator::collect)
+            .expect("the program")
+    }
+
+    fn builds_a_temporary_btree(connection: &Connection, sql: &str) -> bool {
+        program(connection, sql)
+            .iter()
+            .any(|op| op == "OpenEphemeral")
+    }
+
+    #[test]
+    fn a_runs_end_and_the_delegation_checks_build_no_temporary_btree() {
+        let (_dir, connection) = new_database();
+        // What the statements avoid: an IN list of the open statuses is built into a b-tree.
+        assert!(builds_a_temporary_btree(
+            &connection,
+            "UPDATE runs SET status = ?2 WHERE id = ?1
+             AND status IN ('queued', 'running', 'parked')"
+        ));
+        for sql in [
+            SET_STATUS,
+            FINISH_RUN,
+            HAS_OPEN_CHILDREN,
+            RESUME_IF_CHILDREN_DONE,
+            NEXT_CLAIMABLE,
+            SESSIONS_NEXT_CLAIMABLE,
+        ] {
+            assert!(!builds_a_temporary_btree(&connection, sql), "{sql}");
+        }
+    }
+
+    #[test]
+    fn an_open_run_is_one_whose_status_is_not_terminal() {
+        let (_dir, connection) = new_database();
+        connection
+            .execute_batch(
+                "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc', x'00', 0);
+                 INSERT INTO sessions (id, account_id, created_at, updated_at)
+                     VALUES ('ses', 'acc', 0, 0);",
+            )
+            .expect("a session");
+        for status in RunStatus::ALL {
+            connection
+                .execute(
+                    "INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
+                     VALUES (?1, 'ses', 'interactive', ?1, 0, 0)",
+                    [status.as_str()],
+                )
+                .expect("a run");
+        }
+        let mut statement = connection
+            .prepare(concat!(
+                "SELECT status FROM runs WHERE ",
+                run_is_open!(),
+                " ORDER BY rowid"
+            ))
+            .expect("the query");
+        let open: Vec<String> = statement
+            .query_map([], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .expect("the open runs");
+        let expected: Vec<String> = RunStatus::ALL
+            .into_iter()
+            .filter(|status| !status.is_terminal())
+            .map(|status| status.as_str().to_owned())
+            .collect();
+        assert_eq!(open, expected);
+    }
 }
