@@ -307,7 +307,7 @@ pub(crate) fn set_run_status(
     update_status(connection, SET_STATUS, id, status, result, now_ms)
 }
 
-/// The statement of [`set_run_status`] and [`finish_run`], and the latter's condition.
+/// The statement of [`set_run_status`]; [`FINISH_RUN`] is it with a condition.
 macro_rules! set_status {
     () => {
         "UPDATE runs SET status = ?2, result = COALESCE(?3, result), updated_at = ?4 WHERE id = ?1"
@@ -348,9 +348,12 @@ pub(crate) fn list_running(connection: &Connection) -> Result<Vec<RunRow>> {
 
 /// Every run not in a terminal state (queued, running or parked), oldest first.
 pub(crate) fn list_open(connection: &Connection) -> Result<Vec<RunRow>> {
-    let mut statement = connection.prepare_cached(&format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE {} ORDER BY rowid",
-        run_is_open!()
+    let mut statement = connection.prepare_cached(concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM runs WHERE ",
+        run_is_open!(),
+        " ORDER BY rowid"
     ))?;
     collect_rows(statement.query_map([], run_from_row)?)
 }
