@@ -749,11 +749,7 @@ fn plan_notice(
     run_id: seed_events::RunId,
     now_ms: i64,
 ) -> Option<NewEvent> {
-    let open_steps: Vec<&str> = plan
-        .and_then(|plan| plan.as_array())
-        .into_iter()
-        .flatten()
-        .filter(|step| !step.get("done").and_then(|d| d.as_bool()).unwrap_or(false))
+    let open_steps: Vec<&str> = seed_projections::continuation::unfinished_steps(plan)
         .filter_map(|step| step.get("step").and_then(|s| s.as_str()))
         .collect();
     if open_steps.is_empty() {

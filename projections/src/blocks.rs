@@ -116,8 +116,11 @@ pub fn plan_state_block(plan: &Value) -> Option<String> {
         .iter()
         .filter_map(|item| {
             let step = item.get("step")?.as_str()?;
-            let done = item.get("done").and_then(Value::as_bool).unwrap_or(false);
-            let mark = if done { "[x]" } else { "[ ]" };
+            let mark = if crate::continuation::step_done(item) {
+                "[x]"
+            } else {
+                "[ ]"
+            };
             Some(format!("{mark} {}\n", line_text(step)))
         })
         .collect();

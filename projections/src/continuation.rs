@@ -395,13 +395,23 @@ pub fn plan_transfer(asked: Option<PlanTransfer>, plan: Option<&Value>) -> PlanT
     })
 }
 
-/// Whether a plan (the `[{"step", "done"}]` checklist) has a step not done.
+/// Whether a step of a plan (the `[{"step", "done"}]` checklist) is done: a missing `done`
+/// reads as not done.
+pub fn step_done(step: &Value) -> bool {
+    step.get("done").and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// The steps of a plan not done yet, in order; none when there is no plan or it is no list.
+pub fn unfinished_steps(plan: Option<&Value>) -> impl Iterator<Item = &Value> {
+    plan.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|step| !step_done(step))
+}
+
+/// Whether a plan has a step not done.
 pub fn has_unfinished_steps(plan: Option<&Value>) -> bool {
-    plan.and_then(Value::as_array).is_some_and(|steps| {
-        steps
-            .iter()
-            .any(|step| !step.get("done").and_then(Value::as_bool).unwrap_or(false))
-    })
+    unfinished_steps(plan).next().is_some()
 }
 
 /// A thread of the chain, for the lineage block.

@@ -660,20 +660,8 @@ mod tests {
         (dir, connection)
     }
 
-    /// The opcodes of `sql`'s program.
-    fn program(connection: &Connection, sql: &str) -> Vec<String> {
-        let mut statement = connection
-            .prepare(&format!("EXPLAIN {sql}"))
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        let nulls = vec![rusqlite::types::Null; statement.parameter_count()];
-        statement
-            .query_map(rusqlite::params_from_iter(nulls), |row| row.get(1))
-            .and_then(Iterator::collect)
-            .expect("the program")
-    }
-
     fn builds_a_temporary_btree(connection: &Connection, sql: &str) -> bool {
-        program(connection, sql)
+        crate::schema::program(connection, sql)
             .iter()
             .any(|op| op == "OpenEphemeral")
     }

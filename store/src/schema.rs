@@ -183,6 +183,20 @@ pub fn apply_pragmas(connection: &Connection, config: &Config) -> Result<()> {
     Ok(())
 }
 
+/// The opcodes of `sql`'s program (`EXPLAIN`, its parameters bound to NULL): what a test reads
+/// to see how SQLite runs a statement.
+#[cfg(test)]
+pub(crate) fn program(connection: &Connection, sql: &str) -> Vec<String> {
+    let mut statement = connection
+        .prepare(&format!("EXPLAIN {sql}"))
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let nulls = vec![rusqlite::types::Null; statement.parameter_count()];
+    statement
+        .query_map(rusqlite::params_from_iter(nulls), |row| row.get(1))
+        .and_then(Iterator::collect)
+        .expect("the program")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,16 +332,10 @@ mod tests {
 
     /// The opcodes SQLite runs for an insert of a store line.
     fn insert_program(connection: &Connection) -> Vec<String> {
-        let mut statement = connection
-            .prepare(
-                "EXPLAIN INSERT INTO session_durable_files (session_key, file, line)
-                 VALUES (1, 0, 'x')",
-            )
-            .expect("an explained insert");
-        statement
-            .query_map([], |row| row.get(1))
-            .and_then(Iterator::collect)
-            .expect("the program")
+        program(
+            connection,
+            "INSERT INTO session_durable_files (session_key, file, line) VALUES (1, 0, 'x')",
+        )
     }
 
     /// The indexes of the runs table: (name, sql), by name.

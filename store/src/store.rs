@@ -507,15 +507,6 @@ impl Store {
         .await
     }
 
-    /// Gives a parked (or still running) run a later pass: queued again, its pass counted up.
-    /// Returns whether it was resumed.
-    pub async fn resume_run(&self, run_id: RunId, now_ms: i64) -> Result<bool> {
-        self.write(None, move |connection| {
-            runs::resume_run(connection, run_id, now_ms)
-        })
-        .await
-    }
-
     /// The boot sweep's step: every run left `running` goes back to `queued`, owner cleared and
     /// attempts kept. Returns those runs as they are after the update, oldest first.
     pub async fn requeue_running_runs(&self, now_ms: i64) -> Result<Vec<RunRow>> {
