@@ -115,12 +115,17 @@ impl Publisher {
         }
     }
 
+    /// Whether anyone subscribes: a publisher may skip making a notification nobody reads.
+    pub fn is_listened_to(&self) -> bool {
+        self.n_subscribers.load(Ordering::Relaxed) > 0
+    }
+
     pub fn publish(&self, notification: Notification) {
         if let Notification::RunFinished { run_id, .. } = &notification {
             self.waiters.wake(*run_id, None);
         }
         // Text deltas are many: none are sent while nobody listens.
-        if self.n_subscribers.load(Ordering::Relaxed) == 0 {
+        if !self.is_listened_to() {
             return;
         }
         // Notifications are advisory: a full or stopped bus loses them, never the caller.

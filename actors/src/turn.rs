@@ -1023,7 +1023,9 @@ impl Provider for TappedProvider {
         let session_id = self.session_id;
         let run_id = *self.run_id.lock().unwrap_or_else(|p| p.into_inner());
         let stream = self.inner.stream(request).inspect(move |event| {
-            if let StreamEvent::TextDelta(text) = event {
+            if let StreamEvent::TextDelta(text) = event
+                && publisher.is_listened_to()
+            {
                 publisher.publish(Notification::TextDelta {
                     session_id,
                     run_id,

@@ -168,40 +168,50 @@ impl ScriptedProvider {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The events of one step, and whether the stream then hangs instead of ending.
-    fn events(&self, step: ScriptedStep) -> (Vec<StreamEvent>, bool) {
-        let mut events = Vec::new();
+    /// The events of one step, made as the stream is read (a long text is not first copied
+    /// into a list of deltas), and whether the stream then hangs instead of ending.
+    fn events(&self, step: ScriptedStep) -> (ScriptedEvents, bool) {
+        let chunk_chars = self.chunk_chars;
+        let deltas = move |text: String, delta: fn(String) -> StreamEvent| {
+            Chunks::new(text, chunk_chars).map(delta)
+        };
         match step {
             ScriptedStep::Respond(message) => {
-                for block in &message.content {
-                    match block {
-                        AssistantBlock::Text { text } => events
-                            .extend(chunks(text, self.chunk_chars).map(StreamEvent::TextDelta)),
-                        AssistantBlock::Thinking { thinking, .. } => events.extend(
-                            chunks(thinking, self.chunk_chars).map(StreamEvent::ThinkingDelta),
-                        ),
-                        AssistantBlock::ToolCall(call) => {
-                            events.push(StreamEvent::ToolCall(call.clone()));
+                let blocks: Vec<ScriptedEvents> = message
+                    .content
+                    .iter()
+                    .map(|block| -> ScriptedEvents {
+                        match block {
+                            AssistantBlock::Text { text } => {
+                                Box::new(deltas(text.clone(), StreamEvent::TextDelta))
+                            }
+                            AssistantBlock::Thinking { thinking, .. } => {
+                                Box::new(deltas(thinking.clone(), StreamEvent::ThinkingDelta))
+                            }
+                            AssistantBlock::ToolCall(call) => {
+                                Box::new(std::iter::once(StreamEvent::ToolCall(call.clone())))
+                            }
+                            AssistantBlock::RedactedThinking { .. } => Box::new(std::iter::empty()),
                         }
-                        AssistantBlock::RedactedThinking { .. } => {}
-                    }
-                }
-                events.push(StreamEvent::Usage(message.usage));
-                events.push(StreamEvent::Done(message));
-                (events, false)
+                    })
+                    .collect();
+                let end = [
+                    StreamEvent::Usage(message.usage),
+                    StreamEvent::Done(message),
+                ];
+                (Box::new(blocks.into_iter().flatten().chain(end)), false)
             }
             ScriptedStep::FailAfter { text, error } => {
-                events.extend(chunks(&text, self.chunk_chars).map(StreamEvent::TextDelta));
-                events.push(StreamEvent::Error(error));
-                (events, false)
+                let events = deltas(text, StreamEvent::TextDelta);
+                (Box::new(events.chain([StreamEvent::Error(error)])), false)
             }
-            ScriptedStep::Hang { text } => {
-                events.extend(chunks(&text, self.chunk_chars).map(StreamEvent::TextDelta));
-                (events, true)
-            }
+            ScriptedStep::Hang { text } => (Box::new(deltas(text, StreamEvent::TextDelta)), true),
         }
     }
 }
+
+/// The events of a scripted response, in order.
+type ScriptedEvents = Box<dyn Iterator<Item = StreamEvent> + Send>;
 
 impl Provider for ScriptedProvider {
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
@@ -232,7 +242,10 @@ impl Provider for ScriptedProvider {
                     ProviderErrorKind::ScriptExhausted,
                     format!("the script has {n_steps} steps and none for request {request_idx}"),
                 );
-                (vec![StreamEvent::Error(error)], false)
+                (
+                    Box::new(std::iter::once(StreamEvent::Error(error))) as ScriptedEvents,
+                    false,
+                )
             }
         };
 
@@ -266,13 +279,38 @@ impl Provider for ScriptedProvider {
 }
 
 /// `text` in pieces of `chunk_chars` characters (not bytes); nothing for empty text.
-fn chunks(text: &str, chunk_chars: usize) -> impl Iterator<Item = String> {
-    let chars: Vec<char> = text.chars().collect();
-    let pieces: Vec<String> = chars
-        .chunks(chunk_chars)
-        .map(|piece| piece.iter().collect())
-        .collect();
-    pieces.into_iter()
+struct Chunks {
+    text: String,
+    /// The byte where the next piece starts.
+    at: usize,
+    chunk_chars: usize,
+}
+
+impl Chunks {
+    fn new(text: String, chunk_chars: usize) -> Self {
+        Self {
+            text,
+            at: 0,
+            chunk_chars,
+        }
+    }
+}
+
+impl Iterator for Chunks {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        let rest = &self.text[self.at..];
+        if rest.is_empty() {
+            return None;
+        }
+        let len = rest
+            .char_indices()
+            .nth(self.chunk_chars)
+            .map_or(rest.len(), |(idx, _)| idx);
+        self.at += len;
+        Some(rest[..len].to_owned())
+    }
 }
 
 /// A future that is ready once `duration` has passed, timed by a helper thread started on the
@@ -391,6 +429,7 @@ mod tests {
 
     #[test]
     fn chunks_split_by_characters() {
+        let chunks = |text: &str, n| Chunks::new(text.to_owned(), n);
         let pieces: Vec<String> = chunks("héllo wörld", 4).collect();
         assert_eq!(pieces, ["héll", "o wö", "rld"]);
         assert_eq!(chunks("", 4).count(), 0);

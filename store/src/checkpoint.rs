@@ -7,14 +7,14 @@
 //! runtime at 100 sessions had checkpoints at half of the writer's commit time.
 //!
 //! So the writer's connection does not checkpoint by itself. A WAL hook notes the WAL's size
-//! after each of its commits. Once it crosses [`CHECKPOINT_PAGES`], the writer wakes this
-//! thread, which copies the WAL into the database file with passive checkpoints on a connection
-//! of its own while the writer goes on committing. Those can never finish the job: the WAL
-//! starts over only at a write transaction that begins with every frame copied, and the writer
-//! appends frames all along. So when the thread is done, the writer copies the few frames
-//! appended meanwhile itself, between two of its commits, and its next transaction starts
-//! the WAL over (when no reader still reads from it; otherwise the next round tries again,
-//! as SQLite's own checkpoints do).
+//! after each of its commits. Once it crosses [`crate::Synchronous::checkpoint_pages`], the
+//! writer wakes this thread, which copies the WAL into the database file with passive
+//! checkpoints on a connection of its own while the writer goes on committing. Those can never
+//! finish the job: the WAL starts over only at a write transaction that begins with every
+//! frame copied, and the writer appends frames all along. So when the thread is done, the
+//! writer copies the few frames appended meanwhile itself, between two of its commits, and its
+//! next transaction starts the WAL over (when no reader still reads from it; otherwise the
+//! next round tries again, as SQLite's own checkpoints do).
 
 use std::cell::Cell;
 use std::os::raw::c_int;
@@ -27,10 +27,6 @@ use rusqlite::Connection;
 use rusqlite::hooks::Wal;
 
 use crate::{Config, Result};
-
-/// The WAL size, in pages, at which the writer starts a checkpoint: SQLite's own default for
-/// `wal_autocheckpoint`.
-pub(crate) const CHECKPOINT_PAGES: c_int = 1000;
 
 /// The thread stops its passes once a pass finds fewer new frames than this: the writer
 /// copies as many itself.
@@ -69,6 +65,8 @@ fn wal_pages_after_commit() -> c_int {
 
 /// The thread that checkpoints for a writer; stops when the writer drops it.
 pub(crate) struct Checkpointer {
+    /// The WAL size, in pages, at which the writer starts a round.
+    pages: c_int,
     phase: Arc<AtomicU8>,
     wake: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -100,6 +98,7 @@ impl Checkpointer {
         };
         writer.wal_hook(Some(note_wal_pages));
         Ok(Checkpointer {
+            pages: config.synchronous.checkpoint_pages(),
             phase,
             wake: Some(wake),
             thread: Some(thread),
@@ -108,13 +107,13 @@ impl Checkpointer {
 
     /// After the writer's commits (a group's, once its callers have their replies), on its
     /// thread and outside a transaction: starts a round once the WAL has grown past
-    /// [`CHECKPOINT_PAGES`], and finishes one the thread has done its part of. Checkpoints on
+    /// [`Checkpointer::pages`], and finishes one the thread has done its part of. Checkpoints on
     /// `writer` itself if the thread is gone.
     pub(crate) fn after_commit(&self, writer: &Connection) {
         let pages = wal_pages_after_commit();
         if self.thread_gone() {
             // As SQLite's own autocheckpoint would, on this connection.
-            if pages >= CHECKPOINT_PAGES {
+            if pages >= self.pages {
                 checkpoint(writer);
             }
             return;
@@ -124,7 +123,7 @@ impl Checkpointer {
                 checkpoint(writer);
                 self.phase.store(IDLE, Ordering::Release);
             }
-            IDLE if pages >= CHECKPOINT_PAGES => {
+            IDLE if pages >= self.pages => {
                 self.phase.store(COPYING, Ordering::Release);
                 if let Some(wake) = &self.wake {
                     // Full: a wake-up is already waiting, which serves as well.
@@ -211,8 +210,15 @@ mod tests {
 
     impl Fixture {
         fn new() -> anyhow::Result<Fixture> {
+            Fixture::with(crate::Synchronous::Normal)
+        }
+
+        fn with(synchronous: crate::Synchronous) -> anyhow::Result<Fixture> {
             let dir = tempfile::tempdir()?;
-            let config = Config::new(dir.path().join("db.sqlite"));
+            let config = Config {
+                synchronous,
+                ..Config::new(dir.path().join("db.sqlite"))
+            };
             let writer = crate::schema::open_writer(&config)?;
             writer.execute_batch("CREATE TABLE t (x BLOB)")?;
             let checkpointer = Checkpointer::start(&writer, &config)?;
@@ -259,10 +265,41 @@ mod tests {
     #[test]
     fn the_thread_passes_again_while_the_writer_appended_more_than_it_should_copy() {
         // The first pass of a round always has a second: the writer appended during it.
-        assert!(another_pass(0, CHECKPOINT_PAGES as i64));
+        assert!(another_pass(
+            0,
+            crate::Synchronous::Normal.checkpoint_pages().into()
+        ));
         assert!(another_pass(1000, 1000 + LEFT_FOR_THE_WRITER + 1));
         assert!(!another_pass(1000, 1000 + LEFT_FOR_THE_WRITER));
         assert!(!another_pass(1000, 1000));
+    }
+
+    #[test]
+    fn a_round_starts_at_the_mark_of_the_synchronous_setting() -> anyhow::Result<()> {
+        for synchronous in [crate::Synchronous::Normal, crate::Synchronous::Full] {
+            let fixture = Fixture::with(synchronous)?;
+            let mark = synchronous.checkpoint_pages();
+            // As the WAL hook reports after a commit: one page short of the mark, then at it.
+            WAL_PAGES.with(|cell| cell.set(mark - 1));
+            fixture.checkpointer.after_commit(&fixture.writer);
+            assert_eq!(
+                fixture.phase(),
+                IDLE,
+                "{synchronous:?}: a round at {}",
+                mark - 1
+            );
+            WAL_PAGES.with(|cell| cell.set(mark));
+            fixture.checkpointer.after_commit(&fixture.writer);
+            assert_ne!(fixture.phase(), IDLE, "{synchronous:?}: no round at {mark}");
+        }
+        // A WAL of the larger mark still fits the first hash table of SQLite's WAL index
+        // (4,096 slots less the index's 136-byte header), so a page is found in one lookup.
+        assert!(crate::Synchronous::Normal.checkpoint_pages() <= 4096 - 136 / 4);
+        assert!(
+            crate::Synchronous::Full.checkpoint_pages()
+                < crate::Synchronous::Normal.checkpoint_pages()
+        );
+        Ok(())
     }
 
     #[test]
@@ -270,7 +307,7 @@ mod tests {
         let fixture = Fixture::new()?;
         // Past SQLite's autocheckpoint mark, with no round started: the WAL only grows, so the
         // writer's connection did not checkpoint by itself.
-        let n_rows = CHECKPOINT_PAGES as u64 + 200;
+        let n_rows = fixture.checkpointer.pages as u64 + 200;
         for _ in 0..n_rows {
             fixture.insert()?;
         }
@@ -344,13 +381,13 @@ mod tests {
                 .join()
                 .map_err(|_| anyhow::anyhow!("the thread panicked"))?;
         }
-        for _ in 0..3 * CHECKPOINT_PAGES {
+        for _ in 0..3 * fixture.checkpointer.pages {
             fixture.commit()?;
         }
         assert_eq!(fixture.phase(), IDLE);
         let frames = fixture.wal_frames();
         assert!(
-            frames < 2 * CHECKPOINT_PAGES as u64,
+            frames < 2 * fixture.checkpointer.pages as u64,
             "the WAL grew to {frames} frames"
         );
         Ok(())
@@ -369,12 +406,12 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        for _ in 0..3 * CHECKPOINT_PAGES {
+        for _ in 0..3 * fixture.checkpointer.pages {
             fixture.commit()?;
         }
         let frames = fixture.wal_frames();
         assert!(
-            frames < 2 * CHECKPOINT_PAGES as u64,
+            frames < 2 * fixture.checkpointer.pages as u64,
             "the WAL grew to {frames} frames"
         );
         Ok(())

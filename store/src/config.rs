@@ -20,6 +20,26 @@ impl Synchronous {
             Synchronous::Full => "FULL",
         }
     }
+
+    /// The WAL size, in pages, at which the writer starts a checkpoint (`checkpoint.rs`).
+    ///
+    /// - `Normal`: 4,000. The checkpoint copies each page once however many frames of it the
+    ///   WAL holds, and a turn writes the same few pages (a run's, the tables' last leaves, a
+    ///   session's index leaves) commit after commit: a round of 4,000 frames copies about a
+    ///   fifth of them, one of 1,000 about a third. Its `fsync` is the only one of this
+    ///   setting. 4,000 frames still fit in the first hash table of the WAL's index (4,062),
+    ///   so a reader finds a page with one lookup.
+    /// - `Full`: 1,000, SQLite's own `wal_autocheckpoint`. Every commit syncs the WAL here,
+    ///   and a round four times as long made grouped commits slower (its sync of the database
+    ///   file is four times as large, and the commits' syncs wait on it).
+    ///
+    /// docs/design/group-commit.md has the figures.
+    pub fn checkpoint_pages(self) -> i32 {
+        match self {
+            Synchronous::Normal => 4000,
+            Synchronous::Full => 1000,
+        }
+    }
 }
 
 /// How the writer commits a group of jobs in one transaction while letting a refused job fail
