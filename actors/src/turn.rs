@@ -276,23 +276,8 @@ async fn record_end(
                 plan_check,
             )
             .await;
-        let recorded = match recorded {
-            Ok(RunEndOutcome::Ended) => true,
-            Ok(RunEndOutcome::Unchanged) => false,
-            Ok(RunEndOutcome::LaterPass) => {
-                // The turn's entries and the plan's notice are in the log, and the run is
-                // queued again; no child's result was delivered.
-                env.publisher.publish(Notification::SessionChanged {
-                    session_id: run.session_id,
-                    reason: "events",
-                });
-                env.publisher.publish(Notification::SessionChanged {
-                    session_id: run.session_id,
-                    reason: "run-finished",
-                });
-                end.status = RunStatus::Queued;
-                return (end, Ok(()));
-            }
+        let outcome = match recorded {
+            Ok(outcome) => outcome,
             Err(error) => {
                 tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
                 // The lease is let go of all the same.
@@ -300,35 +285,46 @@ async fn record_end(
                 if error.is_disk_full() {
                     return (end, Err(NotNow::DiskFull));
                 }
-                false
+                RunEndOutcome::Unchanged
             }
         };
-        if let Some(parent_session) = parent_session {
-            env.publisher.publish(Notification::SessionChanged {
-                session_id: parent_session,
-                reason: "child-result",
-            });
-        }
-        if recorded && projected {
+        if outcome == RunEndOutcome::LaterPass {
+            // The turn's entries and the plan's notice are in the log, and the run is queued
+            // again; no child's result was delivered.
             env.publisher.publish(Notification::SessionChanged {
                 session_id: run.session_id,
                 reason: "events",
             });
-        }
-        if recorded {
-            // What the row holds now: the run as claimed, ended.
-            env.publisher.run_ended(RunRow {
-                status: end.status,
-                result: Some(end.result.clone()),
-                updated_at_ms: now,
-                ..run.clone()
-            });
+            end.status = RunStatus::Queued;
         } else {
-            env.publisher.publish(Notification::RunFinished {
-                session_id: run.session_id,
-                run_id: run.id,
-                status: end.status,
-            });
+            let recorded = outcome == RunEndOutcome::Ended;
+            if let Some(parent_session) = parent_session {
+                env.publisher.publish(Notification::SessionChanged {
+                    session_id: parent_session,
+                    reason: "child-result",
+                });
+            }
+            if recorded && projected {
+                env.publisher.publish(Notification::SessionChanged {
+                    session_id: run.session_id,
+                    reason: "events",
+                });
+            }
+            if recorded {
+                // What the row holds now: the run as claimed, ended.
+                env.publisher.run_ended(RunRow {
+                    status: end.status,
+                    result: Some(end.result.clone()),
+                    updated_at_ms: now,
+                    ..run.clone()
+                });
+            } else {
+                env.publisher.publish(Notification::RunFinished {
+                    session_id: run.session_id,
+                    run_id: run.id,
+                    status: end.status,
+                });
+            }
         }
     } else {
         // Parked, or queued again at once (its children had all ended): the turn set that

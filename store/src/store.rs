@@ -583,7 +583,7 @@ impl Store {
                     (check.notice)(sessions::plan_of(connection, check.session_id)?.as_ref())
                 && runs::resume_run(connection, run_id, now_ms)?
             {
-                log::insert_rows(connection, check.session_id, &[log::EventRow::of(&notice)])?;
+                log::append_events(connection, check.session_id, &[notice])?;
                 return Ok(RunEndOutcome::LaterPass);
             }
             let ended = runs::finish_run_delivering(
