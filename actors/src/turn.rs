@@ -639,6 +639,7 @@ async fn turn(
         write_projection(env, &mut pending).await?;
     }
     let continued = continued_by(env, session_id, harness.state(), &request_id).await?;
+    let delegated = delegated_in_turn(harness.state(), &request_id);
     if outcome.is_ok() && !harness.is_closed() {
         *kept = Some(SessionHarness {
             harness,
@@ -694,9 +695,11 @@ async fn turn(
                     status: RunStatus::Succeeded,
                     result: serde_json::json!({ "returned": returned }),
                 }
-            } else if store.child_runs(run.id).await?.len() > n_children_before {
+            } else if delegated {
                 // This pass delegated: park on the children, or take the next pass at once
-                // when they have already ended.
+                // when they have already ended. Read from the store's entries, not from a
+                // count of children, so that a pass cut off by a crash after its child
+                // started still parks when it is adopted.
                 let parked = store.park_run(run.id, (env.clock)()).await?;
                 RunEnd {
                     status: match parked {
@@ -735,6 +738,26 @@ async fn turn(
         TurnOutcome::Failed { error, .. } => RunEnd::failed(error),
     };
     Ok((end, pending, plan_check))
+}
+
+/// Whether the turn of `request_id` answered a call with a placeholder (a delegate call whose
+/// child is still owed): then the run parks on its children instead of ending.
+fn delegated_in_turn(state: &StoreState, request_id: &str) -> bool {
+    let Some(turn) = state.turn().filter(|turn| turn.request_id == request_id) else {
+        return false;
+    };
+    state
+        .entries
+        .iter()
+        .rev()
+        .take_while(|entry| entry.id > turn.input_entry_id)
+        .any(|entry| {
+            matches!(
+                &entry.body,
+                seed_durable::EntryBody::ToolResult { request_id, placeholder: true, .. }
+                    if *request_id == turn.request_id
+            )
+        })
 }
 
 /// The notice an open plan with unfinished steps gives a run's end, which then takes a later
