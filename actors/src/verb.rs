@@ -75,13 +75,22 @@ pub trait Verb: Send + Sync + 'static {
     ) -> BoxFuture<'static, VerbOutput>;
 }
 
-/// Parses a call's arguments into `T`, or the error result the model reads, naming the field.
+/// Parses a call's arguments into `T`, or the error result the model reads, naming the field:
+/// `invalid arguments for <verb>: <field>: <problem>` (a missing field is named by the problem
+/// itself, `missing field `…``).
 pub fn parse_arguments<T: serde::de::DeserializeOwned>(
     verb: &str,
     arguments: serde_json::Value,
 ) -> Result<T, VerbOutput> {
-    serde_json::from_value(arguments)
-        .map_err(|error| VerbOutput::error(format!("invalid arguments for {verb}: {error}")))
+    serde_path_to_error::deserialize(arguments).map_err(|error| {
+        let field = error.path().to_string();
+        let problem = error.into_inner();
+        VerbOutput::error(if field == "." {
+            format!("invalid arguments for {verb}: {problem}")
+        } else {
+            format!("invalid arguments for {verb}: {field}: {problem}")
+        })
+    })
 }
 
 /// Runs one verb's calls, one at a time, each as its own task.

@@ -152,3 +152,90 @@ async fn the_parent_parks_the_child_returns_and_the_parent_reads_the_real_result
     }
     Ok(())
 }
+
+#[actix::test]
+async fn invalid_arguments_name_the_field_and_start_nothing() -> anyhow::Result<()> {
+    use seed_actors::{Verb, VerbOutput};
+    use serde_json::json;
+
+    let fixture = Fixture::new(1).await?;
+    let store = &fixture.store;
+    let context = || common::verb_context(store, session(0));
+    let delegate_cases = [
+        (
+            json!({ "task": 5 }),
+            "invalid arguments for delegate: task: expected a string, got an integer",
+        ),
+        (
+            json!({ "task": "look", "typed": "yes" }),
+            "invalid arguments for delegate: typed: expected a boolean, got a string",
+        ),
+        (
+            json!({ "typed": true }),
+            "invalid arguments for delegate: task: required",
+        ),
+        (
+            json!({ "task": "look", "deadline": 3 }),
+            "invalid arguments for delegate: deadline: unknown field (expected task, typed)",
+        ),
+        (
+            json!({ "task": "  " }),
+            "invalid arguments for delegate: task: must not be empty",
+        ),
+    ];
+    for (arguments, message) in delegate_cases {
+        let output = Delegate.call(context(), arguments.clone()).await;
+        assert_eq!(output, VerbOutput::error(message), "{arguments}");
+    }
+    let output = ReturnResult.call(context(), json!({ "answer": 42 })).await;
+    assert_eq!(
+        output,
+        VerbOutput::error(
+            "invalid arguments for return_result: answer: unknown field (expected result)"
+        )
+    );
+    let output = ReturnResult.call(context(), json!({})).await;
+    assert_eq!(
+        output,
+        VerbOutput::error("invalid arguments for return_result: result: required")
+    );
+    // Nothing started.
+    assert_eq!(store.list_child_sessions(session(0)).await?, Vec::new());
+    assert_eq!(
+        store
+            .child_runs(seed_events::RunId::from_u128(0x7u128))
+            .await?,
+        Vec::new()
+    );
+    Ok(())
+}
+
+/// A verb's own parse (the one a verb added in one file uses) names the field too.
+#[test]
+fn parse_arguments_names_the_field() {
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Args {
+        text: String,
+        limit: Option<u32>,
+    }
+    let parse = |arguments| seed_actors::parse_arguments::<Args>("count", arguments).map(|_| ());
+    assert_eq!(
+        parse(serde_json::json!({ "text": 5 })),
+        Err(seed_actors::VerbOutput::error(
+            "invalid arguments for count: text: invalid type: integer `5`, expected a string"
+        ))
+    );
+    assert_eq!(
+        parse(serde_json::json!({ "text": "a", "limit": -1 })),
+        Err(seed_actors::VerbOutput::error(
+            "invalid arguments for count: limit: invalid value: integer `-1`, expected u32"
+        ))
+    );
+    assert_eq!(
+        parse(serde_json::json!({})),
+        Err(seed_actors::VerbOutput::error(
+            "invalid arguments for count: missing field `text`"
+        ))
+    );
+}

@@ -10,7 +10,8 @@ use seed_events::{EventRole, NewEvent, Queue, RunId, SessionId};
 use seed_store::{NewRun, NewSession, TitleSource};
 use serde::Deserialize;
 
-use crate::verb::{Availability, Verb, VerbContext, VerbOutput, parse_arguments};
+use crate::verb::{Availability, Verb, VerbContext, VerbOutput};
+use crate::verbs::read::parse_checked;
 
 /// Children one run may start.
 pub const DELEGATION_BUDGET_PER_RUN: u32 = 4;
@@ -78,13 +79,16 @@ impl Verb for Delegate {
         context: VerbContext,
         arguments: serde_json::Value,
     ) -> BoxFuture<'static, VerbOutput> {
+        let schema = self.parameters();
         Box::pin(async move {
-            let args: DelegateArgs = match parse_arguments("delegate", arguments) {
+            let args: DelegateArgs = match parse_checked("delegate", &schema, arguments) {
                 Ok(args) => args,
                 Err(error) => return error,
             };
             if args.task.trim().is_empty() {
-                return VerbOutput::error("invalid arguments for delegate: task is empty");
+                return VerbOutput::error(
+                    "invalid arguments for delegate: task: must not be empty",
+                );
             }
             match start_child(&context, &args).await {
                 Ok(child_session_id) => VerbOutput {
@@ -206,8 +210,9 @@ impl Verb for ReturnResult {
     }
 
     fn call(&self, _: VerbContext, arguments: serde_json::Value) -> BoxFuture<'static, VerbOutput> {
+        let schema = self.parameters();
         Box::pin(async move {
-            match parse_arguments::<ReturnArgs>("return_result", arguments) {
+            match parse_checked::<ReturnArgs>("return_result", &schema, arguments) {
                 Ok(args) => VerbOutput {
                     content: args.result.to_string(),
                     is_error: false,
