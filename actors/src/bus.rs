@@ -19,6 +19,12 @@ pub enum Notification {
         session_id: SessionId,
         reason: &'static str,
     },
+    /// The session is gone. It names the account it belonged to, since nobody can look that
+    /// up any more (the wire shows it as a session change with reason `deleted`).
+    SessionDeleted {
+        session_id: SessionId,
+        account_id: AccountId,
+    },
     /// The account's list of sessions changed.
     AccountChanged {
         account_id: AccountId,

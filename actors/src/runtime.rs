@@ -333,17 +333,20 @@ impl Runtime {
             .await?
             .map(|session| session.account_id);
         let deleted = self.env.store.delete_session(session_id).await?;
-        if let Some(account_id) = account_id.filter(|_| deleted) {
+        let account_id = account_id.filter(|_| deleted);
+        if let Some(account_id) = account_id {
             self.env.publisher.publish(Notification::AccountChanged {
                 account_id,
                 reason: "session-deleted",
             });
         }
         self.stop_session(session_id).await;
-        self.env.publisher.publish(Notification::SessionChanged {
-            session_id,
-            reason: "deleted",
-        });
+        if let Some(account_id) = account_id {
+            self.env.publisher.publish(Notification::SessionDeleted {
+                session_id,
+                account_id,
+            });
+        }
         Ok(deleted)
     }
 

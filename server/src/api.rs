@@ -623,9 +623,9 @@ async fn delete_session(
         reason: "session-deleted",
     });
     state.runtime.stop_session(session_id).await;
-    state.publish(Notification::SessionChanged {
+    state.publish(Notification::SessionDeleted {
         session_id,
-        reason: "deleted",
+        account_id: caller.account_id,
     });
     Ok(HttpResponse::NoContent().finish())
 }

@@ -45,6 +45,10 @@ impl Update {
                 session_id,
                 reason: reason.to_owned(),
             },
+            Notification::SessionDeleted { session_id, .. } => Update::SessionChange {
+                session_id,
+                reason: "deleted".to_owned(),
+            },
             Notification::AccountChanged { account_id, reason } => Update::AccountChange {
                 account_id,
                 reason: reason.to_owned(),
@@ -126,7 +130,8 @@ pub async fn subscribe(
                         Notification::SessionChanged { session_id, .. }
                         | Notification::TextDelta { session_id, .. }
                         | Notification::RunFinished { session_id, .. } => Some(*session_id),
-                        Notification::AccountChanged { account_id: owner, .. } => {
+                        Notification::AccountChanged { account_id: owner, .. }
+                        | Notification::SessionDeleted { account_id: owner, .. } => {
                             if *owner != account_id {
                                 continue;
                             }

@@ -968,3 +968,33 @@ async fn turns_beyond_the_runs_in_flight_wait_their_turn_in_the_queue() {
         assert_eq!(run.status, "succeeded", "{run:?}");
     }
 }
+
+/// A subscriber that never heard of a session before hears of its deletion too: the
+/// notification names the account, since the session's row is gone by then.
+#[actix_web::test]
+async fn a_deletion_is_reported_to_a_subscriber_that_never_saw_the_session() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let client = server.client();
+    let session = new_session(&client).await;
+    let mut subscription = client.subscribe().await.expect("subscribes");
+    let answer = client
+        .request("DELETE", &format!("/v1/sessions/{}", session.id), None)
+        .await
+        .expect("answer");
+    assert_eq!(answer.status, 204);
+    let heard = actix_web::rt::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match next_update(&mut subscription).await {
+                Some(Update::SessionChange { session_id, reason }) if reason == "deleted" => {
+                    return Some(session_id.0);
+                }
+                Some(_) => {}
+                None => return None,
+            }
+        }
+    })
+    .await
+    .expect("the deletion is reported within 30 s");
+    assert_eq!(heard, Some(session.id));
+}
