@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::continuing::{CONTINUE, good_arguments, input_of, is_projection, model};
+use common::within;
 use common::{assert_log_agrees_with_store, in_process, log, open_store_with_sessions, session};
-use common::{test_clock, within};
 use futures::channel::oneshot;
 use seed_actors::crash::points;
-use seed_actors::{CrashPoints, Runtime, RuntimeSettings};
+use seed_actors::{CrashPoints, Runtime};
 use seed_events::{EventRole, RunId, RunStatus, SessionContinuationManifest, SessionId};
 use seed_providers::ScriptedProvider;
 use seed_store::{Config, Store};
@@ -31,20 +31,14 @@ async fn start(
     crash_points: CrashPoints,
     boot_id: &str,
 ) -> anyhow::Result<Runtime> {
-    let settings = RuntimeSettings {
-        crash_points,
-        ..RuntimeSettings::default()
-    };
-    let (runtime, _) = Runtime::start(
+    common::start_with_crash_points(
         store,
         Arc::new(provider),
         seed_actors::verbs::shipped(),
-        settings,
-        boot_id.to_owned(),
-        test_clock(),
+        crash_points,
+        boot_id,
     )
-    .await?;
-    Ok(runtime)
+    .await
 }
 
 /// Process 1: a first exchange, then "please continue", crashing the first time `point` is

@@ -12,12 +12,12 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use common::within;
 use common::{assert_log_agrees_with_store, in_process, log, open_store_with_sessions, session};
-use common::{test_clock, within};
 use futures::channel::oneshot;
 use seed_actors::crash::points;
 use seed_actors::verbs::delegate::{Delegate, ReturnResult};
-use seed_actors::{CrashPoints, Runtime, RuntimeSettings};
+use seed_actors::{CrashPoints, Runtime};
 use seed_events::{RunId, RunStatus};
 use seed_providers::{
     Message, Request, ScriptedProvider, ScriptedStep, ToolCall, text_response, tool_response,
@@ -69,20 +69,14 @@ async fn start(
     child_hangs: bool,
     boot_id: &str,
 ) -> anyhow::Result<Runtime> {
-    let settings = RuntimeSettings {
-        crash_points,
-        ..RuntimeSettings::default()
-    };
-    let (runtime, _) = Runtime::start(
+    common::start_with_crash_points(
         store,
         Arc::new(provider(child_hangs)),
         vec![Arc::new(Delegate), Arc::new(ReturnResult)],
-        settings,
-        boot_id.to_owned(),
-        test_clock(),
+        crash_points,
+        boot_id,
     )
-    .await?;
-    Ok(runtime)
+    .await
 }
 
 /// Process 1: the parent's message, crashing the first time `point` is reached (the child's

@@ -214,6 +214,31 @@ pub async fn start_runtime(
     .await?)
 }
 
+/// Starts a runtime on `store` whose named crash points call `crash_points` (a crash-injection
+/// test's "process").
+pub async fn start_with_crash_points(
+    store: Store,
+    provider: Arc<dyn Provider>,
+    verbs: Vec<Arc<dyn Verb>>,
+    crash_points: seed_actors::CrashPoints,
+    boot_id: &str,
+) -> anyhow::Result<Runtime> {
+    let settings = RuntimeSettings {
+        crash_points,
+        ..RuntimeSettings::default()
+    };
+    let (runtime, _) = Runtime::start(
+        store,
+        provider,
+        verbs,
+        settings,
+        boot_id.to_owned(),
+        test_clock(),
+    )
+    .await?;
+    Ok(runtime)
+}
+
 /// Opens a store at `path` with the fixture's account and `n_sessions` sessions.
 pub async fn open_store_with_sessions(
     path: &std::path::Path,
