@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use dashmap::DashMap;
-use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, SessionId};
+use seed_events::{AccountId, EventId, EventRole, NewEvent, Queue, RunId, SessionId};
 use seed_providers::Provider;
 use seed_store::{RunRow, Store};
 
@@ -333,21 +333,28 @@ impl Runtime {
             .await?
             .map(|session| session.account_id);
         let deleted = self.env.store.delete_session(session_id).await?;
-        let account_id = account_id.filter(|_| deleted);
-        if let Some(account_id) = account_id {
-            self.env.publisher.publish(Notification::AccountChanged {
-                account_id,
-                reason: "session-deleted",
-            });
-        }
-        self.stop_session(session_id).await;
-        if let Some(account_id) = account_id {
-            self.env.publisher.publish(Notification::SessionDeleted {
-                session_id,
-                account_id,
-            });
+        match account_id.filter(|_| deleted) {
+            Some(account_id) => self.session_deleted(session_id, account_id).await,
+            None => {
+                self.stop_session(session_id).await;
+            }
         }
         Ok(deleted)
+    }
+
+    /// What follows a session's deletion, by whichever path deleted its rows: the account hears
+    /// of it, a turn running under it is stopped, and the session's subscribers hear of it (the
+    /// notification names the account, since the row is gone).
+    pub async fn session_deleted(&self, session_id: SessionId, account_id: AccountId) {
+        self.env.publisher.publish(Notification::AccountChanged {
+            account_id,
+            reason: "session-deleted",
+        });
+        self.stop_session(session_id).await;
+        self.env.publisher.publish(Notification::SessionDeleted {
+            session_id,
+            account_id,
+        });
     }
 
     /// Registers a wait for the run `run_id` before it exists: queue the run under this id, then

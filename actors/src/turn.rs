@@ -16,7 +16,9 @@ use futures::stream::BoxStream;
 use seed_durable::{Harness, HarnessConfig, StopSignal, StoreState, TurnOutcome, TurnRequest};
 use seed_events::{EventRole, NewEvent, RunStatus, SessionId};
 use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks};
-use seed_projections::import::{ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, plan_import};
+use seed_projections::import::{
+    ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, delegated_in_turn, plan_import,
+};
 use seed_projections::store_to_log::{events_above, stale_marks_above};
 use seed_providers::{Provider, Request, StreamEvent, model_context_window};
 use seed_store::{PlanCheck, Projection, RunEndOutcome, RunRow, Store};
@@ -697,9 +699,8 @@ async fn turn(
                 }
             } else if delegated {
                 // This pass delegated: park on the children, or take the next pass at once
-                // when they have already ended. Read from the store's entries, not from a
-                // count of children, so that a pass cut off by a crash after its child
-                // started still parks when it is adopted.
+                // when they have already ended (read from the store's entries, so that a pass
+                // adopted after a crash that came after its child started parks too).
                 let parked = store.park_run(run.id, (env.clock)()).await?;
                 RunEnd {
                     status: match parked {
@@ -738,26 +739,6 @@ async fn turn(
         TurnOutcome::Failed { error, .. } => RunEnd::failed(error),
     };
     Ok((end, pending, plan_check))
-}
-
-/// Whether the turn of `request_id` answered a call with a placeholder (a delegate call whose
-/// child is still owed): then the run parks on its children instead of ending.
-fn delegated_in_turn(state: &StoreState, request_id: &str) -> bool {
-    let Some(turn) = state.turn().filter(|turn| turn.request_id == request_id) else {
-        return false;
-    };
-    state
-        .entries
-        .iter()
-        .rev()
-        .take_while(|entry| entry.id > turn.input_entry_id)
-        .any(|entry| {
-            matches!(
-                &entry.body,
-                seed_durable::EntryBody::ToolResult { request_id, placeholder: true, .. }
-                    if *request_id == turn.request_id
-            )
-        })
 }
 
 /// The notice an open plan with unfinished steps gives a run's end, which then takes a later

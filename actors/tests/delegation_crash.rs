@@ -1,7 +1,8 @@
 //! A crash in the middle of a delegation, over a real SQLite file: after the restart the parent
 //! still parks on its child (or takes its later pass at once when the child has ended), and its
 //! model reads the child's real result. A parent that ended "succeeded" here would never take
-//! the later pass its child's result is owed.
+//! the later pass its child's result is owed (the first two points did, before the run's end
+//! read the placeholder from the store's entries).
 //!
 //! A "process" is an actix system with its own store and runtime; a crash stops the world at a
 //! named point (nothing more is written) and drops the system; the restart is a new system on
@@ -157,7 +158,10 @@ fn a_crash_after_the_placeholder_commits_still_parks() -> anyhow::Result<()> {
     crash_and_recover(points::RESULT_AFTER_COMMIT)
 }
 
+/// `run.before_finish` comes after the end's decision: the run is parked already, and the
+/// restart finds it parked (the boot sweep leaves it) until its child's end resumes it.
 #[test]
-fn a_crash_after_the_turn_ended_and_before_the_run_parks_still_parks() -> anyhow::Result<()> {
+fn a_crash_after_the_run_parked_and_before_its_end_is_recorded_is_recovered() -> anyhow::Result<()>
+{
     crash_and_recover(points::RUN_BEFORE_FINISH)
 }

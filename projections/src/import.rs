@@ -208,6 +208,28 @@ fn is_person_message(event: &SessionEvent) -> bool {
         || event.kind == "action"
 }
 
+/// Whether the store's current turn, of `request_id`, answered a call with a placeholder (a
+/// delegate call whose child is still owed): then its run parks on its children instead of
+/// ending. Read from the entries, which a pass cut off by a crash and adopted again still has,
+/// whenever its child started.
+pub fn delegated_in_turn(store: &StoreState, request_id: &str) -> bool {
+    let Some(turn) = store.turn().filter(|turn| turn.request_id == request_id) else {
+        return false;
+    };
+    store
+        .entries
+        .iter()
+        .rev()
+        .take_while(|entry| entry.id > turn.input_entry_id)
+        .any(|entry| {
+            matches!(
+                &entry.body,
+                EntryBody::ToolResult { request_id, placeholder: true, .. }
+                    if *request_id == turn.request_id
+            )
+        })
+}
+
 /// The placeholder results in the current context, by call id.
 fn placeholders_in_context(store: &StoreState) -> BTreeMap<&str, EntryId> {
     let start = store

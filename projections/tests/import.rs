@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use seed_durable::{Batch, EntryBody, StoreState};
 use seed_events::{EventId, EventRole, SessionEvent, SessionId};
 use seed_projections::import::{
-    BACKGROUND_WORK_UPDATE, ImportMode, ImportPlan, RunView, SyncDocument, plan_import,
+    BACKGROUND_WORK_UPDATE, ImportMode, ImportPlan, RunView, SyncDocument, delegated_in_turn,
+    plan_import,
 };
 use seed_providers::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage,
@@ -464,4 +465,48 @@ fn a_rebuild_leaves_out_what_belongs_to_runs_still_waiting() {
     assert_eq!(planned.entries, [EntryBody::Reset {}]);
     assert_eq!(planned.input, input("mine"));
     assert_eq!(planned.sync.left_out, [2]);
+}
+
+/// `state` with its current turn, of `request_id`, taking entry `input_entry_id` as its input.
+fn with_turn(mut state: StoreState, request_id: &str, input_entry_id: u64) -> StoreState {
+    use seed_durable::record::{TURN_DOCUMENT, TurnDocument, TurnState};
+    let mut batch = Batch::new(&state);
+    batch.document(
+        TURN_DOCUMENT,
+        Some(&TurnDocument {
+            request_id: request_id.to_owned(),
+            input_entry_id,
+            state: TurnState::Ended,
+            answer_entry_id: None,
+            reason: None,
+        }),
+    );
+    state.apply(batch);
+    state
+}
+
+#[test]
+fn a_turn_delegated_when_it_answered_a_call_with_a_placeholder() {
+    // The turn that answered the delegate call with a placeholder delegated.
+    assert!(delegated_in_turn(
+        &with_turn(parked_turn(), "r-old", 1),
+        "r-old"
+    ));
+    // A turn of another request id (a later pass) did not, though the store has the placeholder.
+    assert!(!delegated_in_turn(
+        &with_turn(parked_turn(), "r-new", 1),
+        "r-new"
+    ));
+    // Nor does a turn asked about under another id than its own.
+    assert!(!delegated_in_turn(
+        &with_turn(parked_turn(), "r-old", 1),
+        "r-new"
+    ));
+    // A placeholder at or before the turn's input belongs to an earlier turn.
+    assert!(!delegated_in_turn(
+        &with_turn(parked_turn(), "r-old", 3),
+        "r-old"
+    ));
+    // No turn, no delegation.
+    assert!(!delegated_in_turn(&parked_turn(), "r-old"));
 }

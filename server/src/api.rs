@@ -618,15 +618,10 @@ async fn delete_session(
     if !deleted {
         return Err(ApiError::NotFound("session"));
     }
-    state.publish(Notification::AccountChanged {
-        account_id: caller.account_id,
-        reason: "session-deleted",
-    });
-    state.runtime.stop_session(session_id).await;
-    state.publish(Notification::SessionDeleted {
-        session_id,
-        account_id: caller.account_id,
-    });
+    state
+        .runtime
+        .session_deleted(session_id, caller.account_id)
+        .await;
     Ok(HttpResponse::NoContent().finish())
 }
 
