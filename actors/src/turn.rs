@@ -562,6 +562,14 @@ async fn turn(
     // A turn another run left unsettled is given up, and the context rebuilt.
     let rebuild = harness.abort_unsettled(&request_id).await?;
     project(env, session_id, run, harness.state(), &mut log_max).await?;
+    // This run's own turn, adopted after a crash, ends where a cut-off call had ended it.
+    let cut_off = cut_off_effects(store, run, harness.state(), &request_id).await?;
+    harness.set_before_request(Box::new(move |_| match cut_off {
+        Some(effect) => seed_durable::HookDecision::EndTurn {
+            reason: effect.reason().to_owned(),
+        },
+        None => seed_durable::HookDecision::Continue,
+    }));
 
     let sync = sync_document(harness.state());
     let own: BTreeSet<_> = run.user_event_ids.iter().copied().collect();
@@ -641,7 +649,8 @@ async fn turn(
         write_projection(env, &mut pending).await?;
     }
     let continued = continued_by(env, session_id, harness.state(), &request_id).await?;
-    let delegated = delegated_in_turn(harness.state(), &request_id);
+    let delegated = delegated_in_turn(harness.state(), &request_id)
+        || cut_off == Some(CutOffEffect::ChildStarted);
     if outcome.is_ok() && !harness.is_closed() {
         *kept = Some(SessionHarness {
             harness,
@@ -791,8 +800,76 @@ fn returned_result(log: &[seed_events::SessionEvent], run: &RunRow) -> Option<se
     })
 }
 
+/// What a call of an adopted turn had done before a crash cut it off or it was answered as
+/// interrupted: a delegate or continue_session call is not safe to repeat, but when its child
+/// had started or its successor had been created, the turn ends there as the call's result
+/// would have ended it (parked on the child; continued).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CutOffEffect {
+    ChildStarted,
+    SuccessorCreated,
+}
+
+impl CutOffEffect {
+    fn reason(self) -> &'static str {
+        match self {
+            CutOffEffect::ChildStarted => {
+                "a delegate call cut off by a crash had started its child"
+            }
+            CutOffEffect::SuccessorCreated => {
+                "a continue_session call cut off by a crash had created its successor"
+            }
+        }
+    }
+}
+
+/// [`CutOffEffect`] of the run's own turn `request_id`, when the store holds it open (adopted
+/// after a crash) or ended. A fresh turn reads nothing.
+async fn cut_off_effects(
+    store: &Store,
+    run: &RunRow,
+    state: &StoreState,
+    request_id: &str,
+) -> Result<Option<CutOffEffect>, TurnError> {
+    let Some(turn) = state.turn().filter(|turn| {
+        turn.request_id == request_id
+            && matches!(
+                turn.state,
+                seed_durable::record::TurnState::Open | seed_durable::record::TurnState::Ended
+            )
+    }) else {
+        return Ok(None);
+    };
+    let calls = seed_durable::turn::calls_not_ending_turn(state, &turn);
+    let mut children = None;
+    for call in calls {
+        if call.name == CONTINUE_SESSION
+            && store
+                .find_continuation(run.session_id, &call.id)
+                .await?
+                .is_some()
+        {
+            return Ok(Some(CutOffEffect::SuccessorCreated));
+        }
+        if call.name == crate::verbs::delegate::DELEGATE {
+            if children.is_none() {
+                children = Some(store.child_runs(run.id).await?);
+            }
+            let children = children.as_deref().unwrap_or_default();
+            if crate::verbs::delegate::child_of_call(store, children, &call.id)
+                .await?
+                .is_some()
+            {
+                return Ok(Some(CutOffEffect::ChildStarted));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// The edge this turn's continue_session call made, if the turn ended by continuing: a
-/// continue_session result of this turn that is not an error, and the edge of its call.
+/// continue_session result of this turn and the edge of its call (an interrupted result too:
+/// the call may have created its successor before a crash cut it off).
 async fn continued_by(
     env: &RunEnv,
     session_id: SessionId,
@@ -807,7 +884,6 @@ async fn continued_by(
         .filter_map(|entry| match &entry.body {
             seed_durable::EntryBody::ToolResult { message, .. }
                 if message.tool_name == CONTINUE_SESSION
-                    && !message.is_error
                     && entry.body.request_id() == Some(request_id) =>
             {
                 Some(message.tool_call_id.as_str())

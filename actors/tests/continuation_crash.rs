@@ -2,12 +2,19 @@
 //!
 //! A "process" is an actix system with its own store and runtime; a crash stops the world at a
 //! named point (nothing more is written) and drops the system; the restart is a new system on
-//! the same file with the boot sweep. After each crash the same outcome must hold: one
-//! successor with its edge, manifest and two first events, answered once; the predecessor's log
-//! with one continue_session call and one result; no model response requested twice; log and
-//! store in agreement. Then: a crash between the edge and the successor's run, with the
-//! predecessor's run lost: the boot sweep queues the successor's run, and the successor is a
-//! normal session whose copied message can be retried.
+//! the same file with the boot sweep. continue_session is not safe to repeat (the spec: only
+//! read, plan and status are), so a call the crash cut off is answered as interrupted:
+//! - cut off before the creation committed: nothing was created; the model, asked again with the
+//!   interrupted result, decides (here it answers in the session);
+//! - cut off after it: the turn still ends there, continued, and the successor answers; the
+//!   predecessor's call has its interrupted result;
+//! - after the result committed: the run closes with the result it had.
+//!
+//! Where a successor exists: one, with its edge, manifest and two first events, answered once;
+//! the predecessor's log with one continue_session call and one result; no model response
+//! requested twice; log and store in agreement. Then: a crash between the edge and the
+//! successor's run, with the predecessor's run lost: the boot sweep queues the successor's run,
+//! and the successor is a normal session whose copied message can be retried.
 
 mod common;
 
@@ -81,12 +88,24 @@ fn crash_at(path: &std::path::Path, point: &'static str) -> anyhow::Result<(RunI
     })
 }
 
-/// Process 2: restart on the same file and let everything run to its end. Returns the
-/// successor, the model's requests in this process, and the store.
+/// How the predecessor's continue_session call is answered after the restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expected {
+    /// Nothing was created; the call is answered as interrupted and the model answers.
+    NotContinued,
+    /// The successor was created; the call is answered as interrupted and the turn ends there.
+    ContinuedInterrupted,
+    /// The call's own result (naming the successor) was committed before the crash.
+    Continued,
+}
+
+/// Process 2: restart on the same file and let everything run to its end, checking the outcome
+/// `expected`. Returns the model's requests in this process.
 fn restart(
     path: &std::path::Path,
     run_id: RunId,
-) -> anyhow::Result<(SessionId, Vec<seed_providers::Request>)> {
+    expected: Expected,
+) -> anyhow::Result<Vec<seed_providers::Request>> {
     let path = path.to_owned();
     in_process(move || {
         Box::pin(async move {
@@ -101,6 +120,10 @@ fn restart(
             .await?;
             let run = within("the continuing run", runtime.wait_for_run(run_id)).await?;
             assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.result);
+            if expected == Expected::NotContinued {
+                assert_not_continued(&store, &run).await?;
+                return Ok(provider.requests());
+            }
             let successor = run
                 .continued_to_session_id()
                 .ok_or_else(|| anyhow::anyhow!("no successor in {:?}", run.result))?;
@@ -109,14 +132,60 @@ fn restart(
             let successor_run =
                 within("the successor's run", runtime.wait_for_run(runs[0].id)).await?;
             assert_eq!(successor_run.status, RunStatus::Succeeded);
-            assert_one_continuation(&store, successor).await?;
-            Ok((successor, provider.requests()))
+            assert_one_continuation(&store, successor, expected).await?;
+            Ok(provider.requests())
         })
     })
 }
 
-/// The outcome every crash must come to.
-async fn assert_one_continuation(store: &Store, successor: SessionId) -> anyhow::Result<()> {
+/// The predecessor's one continue_session call and its one result.
+async fn the_call_and_its_result(
+    store: &Store,
+) -> anyhow::Result<(Vec<seed_events::SessionEvent>, seed_events::SessionEvent)> {
+    let predecessor_log = log(store, session(0)).await?;
+    let n_calls = predecessor_log
+        .iter()
+        .filter(|event| event.kind == "tool_call")
+        .count();
+    let results: Vec<_> = predecessor_log
+        .iter()
+        .filter(|event| event.kind == "tool_result")
+        .cloned()
+        .collect();
+    assert_eq!((n_calls, results.len()), (1, 1), "one call, one result");
+    let result = results[0].clone();
+    Ok((predecessor_log, result))
+}
+
+fn is_interrupted(result: &seed_events::SessionEvent) -> bool {
+    result.content["is_error"] == serde_json::json!(true)
+        && result.content["content"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("interrupted:"))
+}
+
+/// A call cut off before its creation committed: no successor, the call answered as
+/// interrupted, and the model's answer after it.
+async fn assert_not_continued(store: &Store, run: &seed_store::RunRow) -> anyhow::Result<()> {
+    assert_eq!(run.continued_to_session_id(), None, "{:?}", run.result);
+    assert_eq!(store.count_successors(session(0)).await?, 0, "no edge");
+    assert_eq!(store.list_sessions(common::account()).await?.len(), 1);
+    let (predecessor_log, result) = the_call_and_its_result(store).await?;
+    assert!(is_interrupted(&result), "{}", result.content);
+    let answer = predecessor_log.last().expect("an answer");
+    assert_eq!(
+        answer.content["text"],
+        serde_json::json!("the continuation was refused; answering here")
+    );
+    assert_log_agrees_with_store(store, session(0)).await
+}
+
+/// The outcome every crash after the creation must come to.
+async fn assert_one_continuation(
+    store: &Store,
+    successor: SessionId,
+    expected: Expected,
+) -> anyhow::Result<()> {
     assert_eq!(store.count_successors(session(0)).await?, 1, "one edge");
     assert_eq!(
         store.list_sessions(common::account()).await?.len(),
@@ -142,77 +211,84 @@ async fn assert_one_continuation(store: &Store, successor: SessionId) -> anyhow:
         "projection, copied message, one answer"
     );
 
-    let predecessor_log = log(store, session(0)).await?;
-    let n_calls = predecessor_log
-        .iter()
-        .filter(|event| event.kind == "tool_call")
-        .count();
-    let n_results = predecessor_log
-        .iter()
-        .filter(|event| event.kind == "tool_result")
-        .count();
-    assert_eq!((n_calls, n_results), (1, 1), "one call, one result");
-    let result = predecessor_log
-        .iter()
-        .find(|event| event.kind == "tool_result")
-        .expect("the result");
-    assert_eq!(result.content["is_error"], serde_json::json!(false));
-    assert!(
-        result.content["content"]
-            .as_str()
-            .is_some_and(|text| text.contains(&successor.to_string())),
-        "{}",
-        result.content
+    let (predecessor_log, result) = the_call_and_its_result(store).await?;
+    if expected == Expected::ContinuedInterrupted {
+        assert!(is_interrupted(&result), "{}", result.content);
+    } else {
+        assert_eq!(result.content["is_error"], serde_json::json!(false));
+        assert!(
+            result.content["content"]
+                .as_str()
+                .is_some_and(|text| text.contains(&successor.to_string())),
+            "{}",
+            result.content
+        );
+    }
+    // The turn ended at the call: no answer in the predecessor after it.
+    assert_eq!(
+        predecessor_log.last().map(|event| event.kind.as_str()),
+        Some("tool_result")
     );
     assert_log_agrees_with_store(store, session(0)).await?;
     assert_log_agrees_with_store(store, successor).await?;
     Ok(())
 }
 
-fn crash_and_recover(point: &'static str) -> anyhow::Result<()> {
+fn crash_and_recover(point: &'static str, expected: Expected) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("seed.db");
     let (run_id, n_before) = crash_at(&path, point)?;
     // Before the crash: "hello" was answered and "please continue" asked once.
     assert_eq!(n_before, 2, "{point}");
-    let (_, requests) = restart(&path, run_id)?;
-    // After it: only the successor's model request; the committed continue_session response is
-    // not requested again.
+    let requests = restart(&path, run_id, expected)?;
     let predecessor_requests = requests
         .iter()
         .filter(|request| !request.messages.iter().any(|m| is_projection(m)))
         .map(input_of)
         .collect::<Vec<_>>();
-    assert_eq!(predecessor_requests, Vec::<String>::new(), "{point}");
-    // The successor asks at most once here (it may have answered before the crash).
-    assert!(
-        requests.len() <= 1,
-        "{point}: {} successor requests",
-        requests.len()
-    );
+    let successor_requests = requests.len() - predecessor_requests.len();
+    if expected == Expected::NotContinued {
+        // The model is asked once more, with the interrupted result, and decides.
+        assert_eq!(predecessor_requests, [CONTINUE], "{point}");
+        assert_eq!(successor_requests, 0, "{point}");
+    } else {
+        // The committed continue_session response is not requested again.
+        assert_eq!(predecessor_requests, Vec::<String>::new(), "{point}");
+        // The successor asks at most once here (it may have answered before the crash).
+        assert!(
+            successor_requests <= 1,
+            "{point}: {successor_requests} successor requests"
+        );
+    }
     Ok(())
 }
 
 #[test]
-fn a_crash_before_the_creation_commits_creates_the_successor_once_on_recovery() -> anyhow::Result<()>
+fn a_crash_before_the_creation_commits_creates_nothing_and_the_model_decides() -> anyhow::Result<()>
 {
-    crash_and_recover(points::CONTINUATION_BEFORE_CREATE)
+    crash_and_recover(points::CONTINUATION_BEFORE_CREATE, Expected::NotContinued)
 }
 
 #[test]
 fn a_crash_after_the_creation_and_before_the_run_is_queued_is_recovered() -> anyhow::Result<()> {
-    crash_and_recover(points::CONTINUATION_AFTER_CREATE)
+    crash_and_recover(
+        points::CONTINUATION_AFTER_CREATE,
+        Expected::ContinuedInterrupted,
+    )
 }
 
 #[test]
 fn a_crash_after_the_run_is_queued_and_before_the_result_commits_is_recovered() -> anyhow::Result<()>
 {
-    crash_and_recover(points::CONTINUATION_AFTER_ENQUEUE)
+    crash_and_recover(
+        points::CONTINUATION_AFTER_ENQUEUE,
+        Expected::ContinuedInterrupted,
+    )
 }
 
 #[test]
 fn a_crash_after_the_result_commits_and_before_the_run_closes_is_recovered() -> anyhow::Result<()> {
-    crash_and_recover(points::RUN_BEFORE_FINISH)
+    crash_and_recover(points::RUN_BEFORE_FINISH, Expected::Continued)
 }
 
 #[test]

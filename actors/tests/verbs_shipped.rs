@@ -18,9 +18,9 @@ fn the_shipped_verbs_declare_themselves() {
             ("plan", true, Availability::Everywhere),
             ("status", true, Availability::Everywhere),
             ("memory", false, Availability::Everywhere),
-            ("delegate", true, Availability::NotInChildren),
-            ("return_result", true, Availability::TypedChildrenOnly),
-            ("continue_session", true, Availability::NotInChildren),
+            ("delegate", false, Availability::NotInChildren),
+            ("return_result", false, Availability::TypedChildrenOnly),
+            ("continue_session", false, Availability::NotInChildren),
         ]
     );
     let ending: Vec<&str> = verbs

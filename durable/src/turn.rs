@@ -130,6 +130,29 @@ pub fn calls_without_result(state: &StoreState, turn: &TurnDocument) -> Vec<Tool
     open
 }
 
+/// The calls of the open turn `turn` that have not ended it: those without a result, and those
+/// whose result does not end the turn (an error, or the interrupted result of a call cut off by
+/// a crash). A run adopting its turn asks which of these took effect before the crash.
+pub fn calls_not_ending_turn(state: &StoreState, turn: &TurnDocument) -> Vec<ToolCall> {
+    let mut open: Vec<ToolCall> = Vec::new();
+    for entry in turn_entries(state, turn) {
+        match &entry.body {
+            EntryBody::Assistant { message, .. } if message.is_complete() => {
+                open.extend(message.tool_calls().into_iter().cloned());
+            }
+            EntryBody::ToolResult {
+                message,
+                ends_turn: true,
+                ..
+            } => {
+                open.retain(|call| call.id != message.tool_call_id);
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,5 +298,38 @@ mod tests {
         assert!(matches!(turn.next(), Action::RunTool { .. }));
         turn.result("c2", false);
         assert_eq!(turn.next(), Action::EndTurn);
+    }
+
+    #[test]
+    fn calls_that_have_not_ended_the_turn_are_those_without_an_ending_result() {
+        let mut turn = Turn::new();
+        turn.respond(tool_response(
+            "",
+            vec![
+                call("c1", "delegate"),
+                call("c2", "delegate"),
+                call("c3", "read"),
+                call("c4", "continue_session"),
+            ],
+        ));
+        turn.result("c1", true);
+        // c2 answered as interrupted (a result that does not end the turn), c4 cut off.
+        turn.result("c2", false);
+        turn.result("c3", false);
+        turn.started("c4", "continue_session");
+        assert_eq!(
+            calls_not_ending_turn(&turn.state, &turn.turn),
+            [
+                call("c2", "delegate"),
+                call("c3", "read"),
+                call("c4", "continue_session")
+            ]
+        );
+        // Another turn's entries are not this turn's.
+        let other = TurnDocument {
+            request_id: "other".to_owned(),
+            ..turn.turn.clone()
+        };
+        assert!(calls_not_ending_turn(&turn.state, &other).is_empty());
     }
 }

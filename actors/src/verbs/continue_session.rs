@@ -117,9 +117,12 @@ impl Verb for ContinueSession {
         })
     }
 
-    /// A repeated call finds the successor it made, by (session, call id): repeating is safe.
+    /// A call cut off by a crash is answered as interrupted, as the spec has it for every verb
+    /// but read, plan and status; when its successor had been created, the adopted turn ends
+    /// there, continued (see `turn::cut_off_effects`). A call made twice with one id still
+    /// finds the successor it made, by (session, call id).
     fn safe_to_repeat(&self) -> bool {
-        true
+        false
     }
 
     fn ends_turn(&self) -> bool {

@@ -60,10 +60,11 @@ impl Verb for Delegate {
         })
     }
 
-    /// A repeated call finds the child it started (by the call's id among this run's
-    /// children) instead of starting another, so repeating it is safe.
+    /// A call cut off by a crash is answered as interrupted, as the spec has it for every verb
+    /// but read, plan and status; when its child had started, the adopted turn ends there and
+    /// parks on it (see `turn::cut_off_effects`).
     fn safe_to_repeat(&self) -> bool {
-        true
+        false
     }
 
     fn ends_turn(&self) -> bool {
@@ -111,22 +112,12 @@ async fn start_child(context: &VerbContext, args: &DelegateArgs) -> Result<Sessi
         .child_runs(context.run_id)
         .await
         .map_err(|error| error.to_string())?;
-    // A call cut off by a crash after its child started runs again: it finds that child.
-    for child in &children {
-        let task = store
-            .read_events(child.session_id, 1, 1, 1)
-            .await
-            .map_err(|error| error.to_string())?;
-        let started_by_this_call = task.first().is_some_and(|task| {
-            task.meta
-                .get(DELEGATED_BY)
-                .and_then(|by| by.get("tool_call_id"))
-                .and_then(|id| id.as_str())
-                == Some(context.tool_call_id.as_str())
-        });
-        if started_by_this_call {
-            return Ok(child.session_id);
-        }
+    // The same call made twice (by a verb's own caller) finds the child it started.
+    if let Some(child) = child_of_call(store, &children, &context.tool_call_id)
+        .await
+        .map_err(|error| error.to_string())?
+    {
+        return Ok(child);
     }
     if children.len() >= DELEGATION_BUDGET_PER_RUN as usize {
         return Err(format!(
@@ -168,6 +159,29 @@ async fn start_child(context: &VerbContext, args: &DelegateArgs) -> Result<Sessi
     Ok(child_session_id)
 }
 
+/// The child session that call `tool_call_id` started among `children` (a run's children), if
+/// it started one: its task's meta names the call.
+pub(crate) async fn child_of_call(
+    store: &seed_store::Store,
+    children: &[seed_store::RunRow],
+    tool_call_id: &str,
+) -> Result<Option<SessionId>, seed_store::Error> {
+    for child in children {
+        let task = store.read_events(child.session_id, 1, 1, 1).await?;
+        let started_by_this_call = task.first().is_some_and(|task| {
+            task.meta
+                .get(DELEGATED_BY)
+                .and_then(|by| by.get("tool_call_id"))
+                .and_then(|id| id.as_str())
+                == Some(tool_call_id)
+        });
+        if started_by_this_call {
+            return Ok(Some(child.session_id));
+        }
+    }
+    Ok(None)
+}
+
 #[derive(Debug)]
 pub struct ReturnResult;
 
@@ -197,8 +211,9 @@ impl Verb for ReturnResult {
         })
     }
 
+    /// Cut off by a crash, it is answered as interrupted, and the model calls it again.
     fn safe_to_repeat(&self) -> bool {
-        true
+        false
     }
 
     fn ends_turn(&self) -> bool {
