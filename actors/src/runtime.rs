@@ -332,7 +332,11 @@ impl Runtime {
             .get_session(session_id)
             .await?
             .map(|session| session.account_id);
-        let deleted = self.env.store.delete_session(session_id).await?;
+        let deleted = self
+            .env
+            .store
+            .delete_session(session_id, (self.env.clock)())
+            .await?;
         match account_id.filter(|_| deleted) {
             Some(account_id) => self.session_deleted(session_id, account_id).await,
             None => {
@@ -458,6 +462,8 @@ async fn boot_sweep_with(
         .reach(crate::crash::points::BOOT_SWEEP_BETWEEN)
         .await;
     let requeued = store.requeue_running_runs(now_ms).await?;
+    // The files of sessions deleted just before a crash.
+    store.remove_attachment_files(None).await;
     // A successor whose run a crash (or a full disk) kept from being queued gets it now.
     for successor in store.successors_without_their_run().await? {
         if let Some(copied) = crate::continuation::copied_message(store, successor).await? {

@@ -203,6 +203,15 @@ pub async fn execute_run(
         }
         Err(error) => (RunEnd::failed(error), None, None),
     };
+    // A delete stops the turn under it; the spec has that turn end with an error, not as a
+    // person's stop.
+    let (end, projection) = if end.status == RunStatus::Canceled
+        && matches!(env.store.get_session(session_id).await, Ok(None))
+    {
+        (RunEnd::failed(TurnError::SessionGone), None)
+    } else {
+        (end, projection)
+    };
     env.settings
         .crash_points
         .reach(crate::crash::points::RUN_BEFORE_FINISH)
@@ -352,30 +361,18 @@ async fn delivery_to_parent(
 ) -> Option<seed_store::ChildDelivery> {
     let store = &env.store;
     let delegated_by = match store.read_events(child.session_id, 1, 1, 1).await {
-        Ok(events) => events.first().and_then(|event| {
-            event
-                .meta
-                .get(crate::verbs::delegate::DELEGATED_BY)
-                .cloned()
-        }),
+        Ok(events) => events
+            .first()
+            .and_then(|event| seed_store::delegated_by(&event.meta)),
         Err(error) => {
             tracing::warn!(run_id = %child.id, %error, "cannot read a child's task");
             None
         }
     };
-    let Some(delegated_by) = delegated_by else {
+    let Some((parent_session_id, call_id)) = delegated_by else {
         tracing::warn!(run_id = %child.id, "a child run names no parent call");
         return None;
     };
-    let parent_session_id: SessionId = delegated_by
-        .get("session_id")
-        .and_then(|id| id.as_str())
-        .and_then(|id| id.parse().ok())?;
-    let call_id = delegated_by
-        .get("tool_call_id")
-        .and_then(|id| id.as_str())
-        .unwrap_or_default()
-        .to_owned();
     let content = match (&end.status, &end.result) {
         (RunStatus::Succeeded, result) => result
             .get("returned")
@@ -389,53 +386,24 @@ async fn delivery_to_parent(
             .unwrap_or_else(|| result.to_string()),
         (status, result) => format!("the child run ended {status}: {result}"),
     };
-    let meta = serde_json::json!({
-        "child_session_id": child.session_id,
-        "child_run_id": child.id,
-        "tool_call_id": call_id,
-    });
-    let result = NewEvent {
-        kind: "tool_result".to_owned(),
-        role: Some(EventRole::Tool),
-        actor: Some("runtime".to_owned()),
-        content: serde_json::json!({
-            "tool_call_id": call_id,
-            "tool_name": "delegate",
-            "content": content,
-            "is_error": end.status != RunStatus::Succeeded,
-        }),
-        meta: meta.clone(),
-        run_id: Some(parent_run_id),
-        pi_entry_id: None,
-        created_at_ms: now,
-    };
-    let notice = NewEvent {
-        kind: "notice".to_owned(),
-        role: Some(EventRole::System),
-        actor: Some("runtime".to_owned()),
-        content: serde_json::json!({
-            "text": format!(
-                "The delegated task of call {call_id} finished after that call was answered as \
-                 interrupted. Its result: {content}"
-            ),
-        }),
-        meta,
-        run_id: Some(parent_run_id),
-        pi_entry_id: None,
-        created_at_ms: now,
-    };
-    Some(seed_store::ChildDelivery {
-        parent_session_id,
+    let child = seed_store::DeliveringChild {
+        session_id: child.session_id,
+        run_id: child.id,
         parent_run_id,
-        tool_call_id: call_id,
-        result,
-        notice,
-    })
+    };
+    Some(seed_store::ChildDelivery::new(
+        child,
+        parent_session_id,
+        call_id,
+        content,
+        end.status != RunStatus::Succeeded,
+        now,
+    ))
 }
 
 #[derive(Debug, thiserror::Error)]
 enum TurnError {
-    #[error("the session is gone")]
+    #[error("the session was deleted")]
     SessionGone,
     #[error(transparent)]
     Store(#[from] seed_store::Error),

@@ -65,18 +65,23 @@ fn provider(typed: bool) -> ScriptedProvider {
                 ScriptedStep::Respond(text_response("42"))
             };
         }
-        match delegate_result(request) {
-            Some(result) => ScriptedStep::Respond(text_response(&format!("parent: got {result}"))),
-            None => ScriptedStep::Respond(tool_response(
-                "",
-                vec![ToolCall {
-                    id: "d1".to_owned(),
-                    name: "delegate".to_owned(),
-                    arguments: serde_json::json!({ "task": "find the answer", "typed": typed }),
-                }],
-            )),
-        }
+        parent_step(request, typed)
     })
+}
+
+/// The parent: delegates "find the answer", then reports the result it reads.
+fn parent_step(request: &Request, typed: bool) -> ScriptedStep {
+    match delegate_result(request) {
+        Some(result) => ScriptedStep::Respond(text_response(&format!("parent: got {result}"))),
+        None => ScriptedStep::Respond(tool_response(
+            "",
+            vec![ToolCall {
+                id: "d1".to_owned(),
+                name: "delegate".to_owned(),
+                arguments: serde_json::json!({ "task": "find the answer", "typed": typed }),
+            }],
+        )),
+    }
 }
 
 async fn start(fixture: &Fixture, provider: ScriptedProvider) -> anyhow::Result<Runtime> {
@@ -150,6 +155,59 @@ async fn the_parent_parks_the_child_returns_and_the_parent_reads_the_real_result
         assert_eq!(child_runs[0].status, RunStatus::Succeeded);
         assert_eq!(child_runs[0].typed, typed);
     }
+    Ok(())
+}
+
+/// Deleting a child under its parked parent answers the parent's call (it would otherwise stay
+/// parked on a child that is gone) and gives the parent its later pass.
+#[actix::test]
+async fn deleting_a_child_answers_its_parents_call_and_resumes_the_parent() -> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    // The child's model never answers: the child is running when it is deleted.
+    let provider = ScriptedProvider::from_fn(move |request: &Request, _| {
+        if newest_input(request) == "find the answer" {
+            ScriptedStep::Hang {
+                text: String::new(),
+            }
+        } else {
+            parent_step(request, false)
+        }
+    });
+    let runtime = start(&fixture, provider).await?;
+    let (_, run_id) = runtime.send_message(session(0), "research it").await?;
+    let child = common::within("the parent parks", async {
+        loop {
+            let parent = fixture.store.get_run(run_id).await?.expect("the run");
+            let children = fixture.store.list_child_sessions(session(0)).await?;
+            if parent.status == RunStatus::Parked && !children.is_empty() {
+                return anyhow::Ok(children[0].id);
+            }
+            actix::clock::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await?;
+
+    assert!(runtime.delete_session(child).await?);
+    let run = common::within("the parent's later pass", runtime.wait_for_run(run_id)).await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    assert_eq!(
+        run.result,
+        Some(serde_json::json!({
+            "answer": "parent: got the child session was deleted before its task finished"
+        }))
+    );
+    assert_eq!(run.pass, 1);
+    let parent_log = log(&fixture.store, session(0)).await?;
+    let results: Vec<&serde_json::Value> = parent_log
+        .iter()
+        .filter(|e| e.kind == "tool_result")
+        .map(|e| &e.content)
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["is_error"], true);
+    assert_log_agrees_with_store(&fixture.store, session(0)).await?;
+    assert!(fixture.store.get_session(child).await?.is_none());
+    assert!(fixture.store.child_runs(run_id).await?.is_empty());
     Ok(())
 }
 

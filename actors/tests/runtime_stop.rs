@@ -4,8 +4,9 @@
 //! - A stop cuts the stream off: the run ends `Canceled`, what had streamed stays in the log as
 //!   an assistant message (`meta.stopped`, no `pi_entry_id`), and the next turn puts it to the
 //!   model once, as an assistant message, with no cut-off response besides.
-//! - A delete under a streaming turn ends the run (its next commit is refused) and leaves
-//!   nothing of the session: no row, no log, no runs, no store files, no lease.
+//! - A delete under a streaming turn ends the run with an error (its next commit is refused, or
+//!   its end finds the session gone) and leaves nothing of the session: no row, no log, no runs,
+//!   no store files, no lease.
 
 mod common;
 
@@ -163,10 +164,21 @@ async fn a_stop_with_no_turn_in_flight_says_so() -> anyhow::Result<()> {
 
 #[actix::test]
 async fn a_delete_mid_turn_ends_the_run_and_leaves_nothing_of_the_session() -> anyhow::Result<()> {
+    a_delete_mid_turn(STREAMED).await
+}
+
+/// Nothing has streamed when the delete lands: there is no text to keep, and the run still ends
+/// with an error (the turn's settling commit is refused), not as a person's stop.
+#[actix::test]
+async fn a_delete_before_anything_streamed_ends_the_run_with_an_error() -> anyhow::Result<()> {
+    a_delete_mid_turn("").await
+}
+
+async fn a_delete_mid_turn(streamed: &str) -> anyhow::Result<()> {
     let fixture = Fixture::new(2).await?;
     let provider = ScriptedProvider::new(vec![
         ScriptedStep::Hang {
-            text: STREAMED.to_owned(),
+            text: streamed.to_owned(),
         },
         ScriptedStep::Respond(text_response("yes")),
     ]);
@@ -174,7 +186,16 @@ async fn a_delete_mid_turn_ends_the_run_and_leaves_nothing_of_the_session() -> a
     let mut bus = runtime.publisher().subscribe().await.expect("the bus");
 
     let (_, run_id) = runtime.send_message(session(0), "tell me a story").await?;
-    first_text_delta(&mut bus, run_id).await;
+    if streamed.is_empty() {
+        within("the model's request", async {
+            while provider.n_requests() == 0 {
+                actix::clock::sleep(std::time::Duration::from_millis(2)).await;
+            }
+        })
+        .await;
+    } else {
+        first_text_delta(&mut bus, run_id).await;
+    }
     assert!(runtime.delete_session(session(0)).await?, "it existed");
 
     // Waiting for the run returns: its row went with the session, so it is reported gone
@@ -184,13 +205,10 @@ async fn a_delete_mid_turn_ends_the_run_and_leaves_nothing_of_the_session() -> a
         Ok(run) => assert!(run.status.is_terminal(), "{run:?}"),
         Err(error) => panic!("waiting for a deleted session's run: {error}"),
     }
-    // The run itself ends: its next commit is refused (Failed), or the stop got there first
-    // (Canceled). The bus is where its end shows.
+    // The run itself ends with an error, whether its next commit was refused or the delete's
+    // stop got there first. The bus is where its end shows.
     let status = run_finished(&mut bus, run_id).await;
-    assert!(
-        matches!(status, RunStatus::Failed | RunStatus::Canceled),
-        "{status:?}"
-    );
+    assert_eq!(status, RunStatus::Failed);
 
     let store = &fixture.store;
     assert!(store.get_session(session(0)).await?.is_none());

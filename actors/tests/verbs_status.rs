@@ -152,7 +152,7 @@ async fn limits_are_characters_and_invalid_calls_change_nothing() -> anyhow::Res
 async fn a_missing_session_is_an_error() -> anyhow::Result<()> {
     let fixture = Fixture::new(1).await?;
     let store = &fixture.store;
-    store.delete_session(session(0)).await?;
+    store.delete_session(session(0), 1).await?;
     let output = status(store, json!({"description": "x"})).await;
     assert_eq!(output, VerbOutput::error("session not found"));
     let output = status(store, json!({"title": "t", "description": "x"})).await;

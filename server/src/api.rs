@@ -612,7 +612,12 @@ async fn delete_session(
     let deleted = fresh(
         state
             .store
-            .delete_session_signed(caller.nonce.clone(), caller.account_id, session_id)
+            .delete_session_signed(
+                caller.nonce.clone(),
+                caller.account_id,
+                session_id,
+                state.now_ms(),
+            )
             .await?,
     )?;
     if !deleted {

@@ -60,6 +60,44 @@ pub(crate) fn relative_path(session_id: SessionId, id: &str) -> Result<String> {
     Ok(format!("attachments/{session_id}/{id}"))
 }
 
+/// Removes the attachment folders under `data_dir` whose session is not in the database (a
+/// deleted session's rows went with it; its files go here). `only`: that session's folder
+/// alone, the one a delete just emptied of rows. Returns how many folders it removed. A crash
+/// between a delete and this leaves a folder that the next full sweep (at boot) removes.
+pub(crate) fn remove_orphan_folders(
+    connection: &Connection,
+    data_dir: &Path,
+    only: Option<SessionId>,
+) -> Result<usize> {
+    let root = data_dir.join("attachments");
+    let candidates: Vec<(SessionId, PathBuf)> = match only {
+        Some(session_id) => vec![(session_id, root.join(session_id.to_string()))],
+        None => match std::fs::read_dir(&root) {
+            Ok(entries) => entries
+                .filter_map(|entry| entry.ok())
+                .filter_map(|entry| {
+                    let session_id = entry.file_name().to_str()?.parse().ok()?;
+                    Some((session_id, entry.path()))
+                })
+                .collect(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(error) => return Err(error.into()),
+        },
+    };
+    let mut n_removed = 0;
+    for (session_id, folder) in candidates {
+        if crate::sessions::session_exists(connection, session_id)? {
+            continue;
+        }
+        match std::fs::remove_dir_all(&folder) {
+            Ok(()) => n_removed += 1,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(n_removed)
+}
+
 /// Writes the file (before the row: a crash in between leaves a file no row names, never a row
 /// without its file) and inserts the row.
 pub(crate) fn add_attachment(

@@ -46,7 +46,9 @@ pub use leases::{LeaseOutcome, LeaseRow};
 pub use memory::MemoryFileRow;
 pub use memory_disk::MemoryDisk;
 pub use nonces::{NonceOutcome, RequestNonce, SendOutcome};
-pub use runs::{ChildDelivery, NewRun, ParkOutcome, RunRow};
+pub use runs::{
+    ChildDelivery, DELEGATED_BY, DeliveringChild, NewRun, ParkOutcome, RunRow, delegated_by,
+};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
 pub use store::{PlanCheck, Projection, RunEndOutcome, Store};
 pub use turn_view::{PendingEvents, TurnView};

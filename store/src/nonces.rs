@@ -125,19 +125,25 @@ impl Store {
         nonce: Option<RequestNonce>,
         account_id: AccountId,
         session_id: SessionId,
+        now_ms: i64,
     ) -> Result<NonceOutcome<bool>> {
-        self.write(Some(session_id), move |connection| {
-            if !owned_by(connection, session_id, account_id)? {
-                return Ok(NonceOutcome::Fresh(false));
-            }
-            if !take_nonce(connection, nonce.as_ref())? {
-                return Ok(NonceOutcome::Replayed);
-            }
-            Ok(NonceOutcome::Fresh(sessions::delete_session(
-                connection, session_id,
-            )?))
-        })
-        .await
+        let outcome = self
+            .write(Some(session_id), move |connection| {
+                if !owned_by(connection, session_id, account_id)? {
+                    return Ok(NonceOutcome::Fresh(false));
+                }
+                if !take_nonce(connection, nonce.as_ref())? {
+                    return Ok(NonceOutcome::Replayed);
+                }
+                Ok(NonceOutcome::Fresh(sessions::delete_session(
+                    connection, session_id, now_ms,
+                )?))
+            })
+            .await?;
+        if outcome == NonceOutcome::Fresh(true) {
+            self.remove_attachment_files(Some(session_id)).await;
+        }
+        Ok(outcome)
     }
 
     /// A person's message and its run ([`Store::send_user_message`]), for the account's own

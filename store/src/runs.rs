@@ -1,7 +1,7 @@
 //! Runs: the queue of turns, and the states a run passes through.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use seed_events::{EventId, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
+use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
 
 use crate::error::collect_rows;
 use crate::{Error, Result, log, sessions};
@@ -381,6 +381,22 @@ pub(crate) fn finish_run(
     update_status(connection, FINISH_RUN, id, status, result, now_ms)
 }
 
+/// The meta key of a delegated child's task (its seq 1) that names the parent's session, run
+/// and delegate call.
+pub const DELEGATED_BY: &str = "delegated_by";
+
+/// The parent's session and delegate call named by a child's task meta ([`DELEGATED_BY`]).
+pub fn delegated_by(task_meta: &serde_json::Value) -> Option<(SessionId, String)> {
+    let by = task_meta.get(DELEGATED_BY)?;
+    let session_id = by.get("session_id")?.as_str()?.parse().ok()?;
+    let call_id = by
+        .get("tool_call_id")
+        .and_then(|id| id.as_str())
+        .unwrap_or_default()
+        .to_owned();
+    Some((session_id, call_id))
+}
+
 /// What a delegated child's end delivers to its parent, in the transaction that ends it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildDelivery {
@@ -395,6 +411,156 @@ pub struct ChildDelivery {
     pub notice: NewEvent,
 }
 
+/// The child whose delivery it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveringChild {
+    pub session_id: SessionId,
+    pub run_id: RunId,
+    pub parent_run_id: RunId,
+}
+
+impl ChildDelivery {
+    /// The delivery of `child`'s outcome, `content` (an error when `is_error`), to the parent's
+    /// delegate call `tool_call_id` in session `parent_session_id`.
+    pub fn new(
+        child: DeliveringChild,
+        parent_session_id: SessionId,
+        tool_call_id: String,
+        content: String,
+        is_error: bool,
+        now_ms: i64,
+    ) -> ChildDelivery {
+        let meta = serde_json::json!({
+            "child_session_id": child.session_id,
+            "child_run_id": child.run_id,
+            "tool_call_id": tool_call_id,
+        });
+        let result = NewEvent {
+            kind: "tool_result".to_owned(),
+            role: Some(EventRole::Tool),
+            actor: Some("runtime".to_owned()),
+            content: serde_json::json!({
+                "tool_call_id": tool_call_id,
+                "tool_name": "delegate",
+                "content": content,
+                "is_error": is_error,
+            }),
+            meta: meta.clone(),
+            run_id: Some(child.parent_run_id),
+            pi_entry_id: None,
+            created_at_ms: now_ms,
+        };
+        let notice = NewEvent {
+            kind: "notice".to_owned(),
+            role: Some(EventRole::System),
+            actor: Some("runtime".to_owned()),
+            content: serde_json::json!({
+                "text": format!(
+                    "The delegated task of call {tool_call_id} finished after that call was \
+                     answered as interrupted. Its result: {content}"
+                ),
+            }),
+            meta,
+            run_id: Some(child.parent_run_id),
+            pi_entry_id: None,
+            created_at_ms: now_ms,
+        };
+        ChildDelivery {
+            parent_session_id,
+            parent_run_id: child.parent_run_id,
+            tool_call_id,
+            result,
+            notice,
+        }
+    }
+}
+
+/// Delivers to the parent, when its session is still there: the result of its call, or a
+/// notice when the call has one already; then resumes the parent once all its children have
+/// ended.
+fn deliver(connection: &Connection, delivery: &ChildDelivery, now_ms: i64) -> Result<()> {
+    if !crate::sessions::session_exists(connection, delivery.parent_session_id)? {
+        return Ok(());
+    }
+    let answered = log::has_tool_result(
+        connection,
+        delivery.parent_session_id,
+        &delivery.tool_call_id,
+    )?;
+    let event = if answered {
+        &delivery.notice
+    } else {
+        &delivery.result
+    };
+    log::append_events(
+        connection,
+        delivery.parent_session_id,
+        std::slice::from_ref(event),
+    )?;
+    resume_if_children_done(connection, delivery.parent_run_id, now_ms)?;
+    Ok(())
+}
+
+/// What deleting session `session_id` owes the parents of its open delegated runs: each
+/// parent's call is answered with an error saying the child was deleted. Read before the
+/// delete (the task's meta goes with it); delivered after it (the child's run is gone then, so
+/// it no longer holds its parent).
+pub(crate) fn deliveries_owed_by_deleting(
+    connection: &Connection,
+    session_id: SessionId,
+    now_ms: i64,
+) -> Result<Vec<ChildDelivery>> {
+    let mut statement = connection.prepare_cached(concat!(
+        "SELECT id, parent_run_id FROM runs WHERE session_id = ?1 AND parent_run_id IS NOT NULL
+           AND ",
+        run_is_open!(),
+        " ORDER BY rowid"
+    ))?;
+    let open = collect_rows(statement.query_map(params![session_id.to_string()], |row| {
+        let (run_id, parent_run_id): (String, String) = (row.get(0)?, row.get(1)?);
+        Ok(Error::parse_column("runs", &run_id)
+            .and_then(|run_id| Ok((run_id, Error::parse_column("runs", &parent_run_id)?))))
+    })?)?;
+    if open.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(task) = log::read_events(connection, session_id, 1, 1, 1)?.pop() else {
+        return Ok(Vec::new());
+    };
+    let Some((parent_session_id, call_id)) = delegated_by(&task.meta) else {
+        return Ok(Vec::new());
+    };
+    let mut deliveries = Vec::with_capacity(open.len());
+    for (run_id, parent_run_id) in open {
+        let child = DeliveringChild {
+            session_id,
+            run_id,
+            parent_run_id,
+        };
+        deliveries.push(ChildDelivery::new(
+            child,
+            parent_session_id,
+            call_id.clone(),
+            "the child session was deleted before its task finished".to_owned(),
+            true,
+            now_ms,
+        ));
+    }
+    Ok(deliveries)
+}
+
+/// Delivers what [`deliveries_owed_by_deleting`] found, once the child's rows are deleted.
+pub(crate) fn deliver_owed(
+    connection: &Connection,
+    deliveries: &[ChildDelivery],
+    now_ms: i64,
+) -> Result<()> {
+    for delivery in deliveries {
+        deliver(connection, delivery, now_ms)?;
+    }
+    Ok(())
+}
+
 /// Ends a run (as [`finish_run`]) and, for a child that this call ended, delivers its result to
 /// the parent and resumes the parent once all its children have ended. Returns whether the run
 /// was ended by this call.
@@ -407,25 +573,8 @@ pub(crate) fn finish_run_delivering(
     delivery: Option<&ChildDelivery>,
 ) -> Result<bool> {
     let finished = finish_run(connection, id, status, result, now_ms)?;
-    if let Some(delivery) = delivery.filter(|_| finished)
-        && crate::sessions::session_exists(connection, delivery.parent_session_id)?
-    {
-        let answered = log::has_tool_result(
-            connection,
-            delivery.parent_session_id,
-            &delivery.tool_call_id,
-        )?;
-        let event = if answered {
-            &delivery.notice
-        } else {
-            &delivery.result
-        };
-        log::append_events(
-            connection,
-            delivery.parent_session_id,
-            std::slice::from_ref(event),
-        )?;
-        resume_if_children_done(connection, delivery.parent_run_id, now_ms)?;
+    if let Some(delivery) = delivery.filter(|_| finished) {
+        deliver(connection, delivery, now_ms)?;
     }
     Ok(finished)
 }

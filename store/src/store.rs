@@ -171,12 +171,39 @@ impl Store {
     }
 
     /// Deletes the session with its log, store, runs, lease, edges, attachments and delegated
-    /// children. Returns whether it existed.
-    pub async fn delete_session(&self, id: SessionId) -> Result<bool> {
-        self.write(Some(id), move |connection| {
-            sessions::delete_session(connection, id)
-        })
-        .await
+    /// children. Returns whether it existed. A delegated child's open run answers its parent's
+    /// call with an error in the same transaction, and the parent is resumed once its other
+    /// children have ended.
+    pub async fn delete_session(&self, id: SessionId, now_ms: i64) -> Result<bool> {
+        let deleted = self
+            .write(Some(id), move |connection| {
+                sessions::delete_session(connection, id, now_ms)
+            })
+            .await?;
+        if deleted {
+            self.remove_attachment_files(Some(id)).await;
+        }
+        Ok(deleted)
+    }
+
+    /// Removes the attachment files of deleted sessions: `only` that session's, or (at boot)
+    /// every folder whose session is gone, which a crash between a delete and its files' removal
+    /// left. Off the caller's thread, like every store call; a failure is logged, not returned
+    /// (the delete itself has committed).
+    pub async fn remove_attachment_files(&self, only: Option<SessionId>) -> usize {
+        let data_dir = crate::attachments::data_dir(&self.inner.config.path);
+        let removed = self
+            .read(move |connection| {
+                crate::attachments::remove_orphan_folders(connection, &data_dir, only)
+            })
+            .await;
+        match removed {
+            Ok(n_removed) => n_removed,
+            Err(error) => {
+                tracing::warn!(%error, "could not remove a deleted session's attachment files");
+                0
+            }
+        }
     }
 
     /// Sets the session's title, description and who named it (the status verb, a rename by

@@ -87,7 +87,7 @@ fn send_user_message_writes_the_event_and_its_run_in_one_transaction() -> anyhow
         assert_eq!(n_rows(&fixture)?, (2, 1));
 
         // A deleted session refuses both rows.
-        assert!(block_on(store.delete_session(sessions[1]))?);
+        assert!(block_on(store.delete_session(sessions[1], 1))?);
         let error = block_on(store.send_user_message(
             sessions[1],
             user_message("late"),

@@ -133,19 +133,28 @@ fn deleting_a_session_removes_everything_it_owns() -> anyhow::Result<()> {
     block_on(store.insert_continuation(edge(doomed, after, "out-of-doomed", 2)))?;
     block_on(store.insert_continuation(edge(before, other, "unrelated", 3)))?;
     let raw = fixture.raw()?;
-    raw.execute(
-        "INSERT INTO attachments (session_id, id, name, media_type, size_bytes, path, created_at)
-         VALUES (?1, 'att-1', 'a.png', 'image/png', 3, 'attachments/a.png', 0)",
-        [doomed.to_string()],
-    )?;
+    // Attachments with their files; the neighbour's file stays.
+    let mut files = Vec::new();
+    for session in [doomed, before] {
+        let row = block_on(store.add_attachment(seed_store::NewAttachment {
+            session_id: session,
+            id: "att-1".to_owned(),
+            name: "a.png".to_owned(),
+            media_type: "image/png".to_owned(),
+            bytes: vec![1, 2, 3],
+            created_at_ms: 0,
+        }))?;
+        files.push(store.attachment_file(&row));
+    }
+    assert!(files.iter().all(|file| file.exists()));
     // A delegated child of the doomed session goes with it.
     let child = common::session(99);
     let mut new_child = seed_store::NewSession::new(child, account(), 0);
     new_child.parent_session_id = Some(doomed);
     block_on(store.create_session(new_child))?;
 
-    assert!(block_on(store.delete_session(doomed))?);
-    assert!(!block_on(store.delete_session(doomed))?, "deleted twice");
+    assert!(block_on(store.delete_session(doomed, 1))?);
+    assert!(!block_on(store.delete_session(doomed, 1))?, "deleted twice");
 
     let owned_tables = [
         "SELECT COUNT(*) FROM session_events
@@ -168,5 +177,44 @@ fn deleting_a_session_removes_everything_it_owns() -> anyhow::Result<()> {
     }
     assert!(block_on(store.get_session(child))?.is_none());
     assert!(block_on(store.get_session(before))?.is_some());
+    let doomed_folder = files[0].parent().expect("the session's folder");
+    assert!(
+        !doomed_folder.exists(),
+        "the doomed session's files are gone"
+    );
+    assert!(files[1].exists(), "the neighbour keeps its file");
+    Ok(())
+}
+
+/// A crash between a delete's commit and the removal of its files leaves a folder no session
+/// owns; the boot sweep's pass removes it and keeps every live session's files.
+#[test]
+fn folders_of_deleted_sessions_are_swept() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(1)?;
+    let store = &fixture.store;
+    let kept = block_on(store.add_attachment(seed_store::NewAttachment {
+        session_id: sessions[0],
+        id: "kept".to_owned(),
+        name: "k.txt".to_owned(),
+        media_type: "text/plain".to_owned(),
+        bytes: b"k".to_vec(),
+        created_at_ms: 0,
+    }))?;
+    let root = fixture
+        .db_path()
+        .parent()
+        .expect("the data dir")
+        .join("attachments");
+    let orphan = root.join(SessionId::new_v7().to_string());
+    std::fs::create_dir_all(&orphan)?;
+    std::fs::write(orphan.join("left"), b"x")?;
+    // Not a session's folder: left alone.
+    std::fs::create_dir_all(root.join("not-a-session"))?;
+
+    assert_eq!(block_on(store.remove_attachment_files(None)), 1);
+    assert!(!orphan.exists());
+    assert!(store.attachment_file(&kept).exists());
+    assert!(root.join("not-a-session").exists());
     Ok(())
 }

@@ -144,7 +144,7 @@ fn writing_to_a_deleted_session_is_refused_with_a_typed_error() -> anyhow::Resul
         let sessions = fixture.create_sessions(2)?;
         let files = fixture.store.session_files(sessions[0]);
         block_on(files.commit(batch(FileName::Entries, &["before"])))?;
-        assert!(block_on(fixture.store.delete_session(sessions[0]))?);
+        assert!(block_on(fixture.store.delete_session(sessions[0], 1))?);
         let error = block_on(files.commit(batch(FileName::Entries, &["after"])))
             .expect_err("append to a deleted session");
         assert_eq!(error.refusal(), Some(&Refusal::SessionDeleted));
@@ -374,7 +374,7 @@ fn an_inline_store_answers_at_the_first_poll() -> anyhow::Result<()> {
         .expect("an inline read is ready at once")?;
     assert_eq!(read, ["a", "b", "c"]);
     // A refused write fails alone, typed, as in the threaded store.
-    block_on(fixture.store.delete_session(session))?;
+    block_on(fixture.store.delete_session(session, 1))?;
     let refused = files
         .commit(batch(FileName::Entries, &["late"]))
         .now_or_never()

@@ -17,7 +17,7 @@ use crate::verbs::read::parse_checked;
 pub const DELEGATION_BUDGET_PER_RUN: u32 = 4;
 
 /// Where a child's first message says its result goes.
-pub const DELEGATED_BY: &str = "delegated_by";
+pub const DELEGATED_BY: &str = seed_store::DELEGATED_BY;
 /// The verb's name.
 pub const DELEGATE: &str = "delegate";
 
