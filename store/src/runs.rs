@@ -198,14 +198,6 @@ pub(crate) const NEXT_CLAIMABLE: &str = concat!(
     " ORDER BY rowid LIMIT 1"
 );
 
-/// The id of session `?1`'s oldest queued run (on either queue), if it may start for owner
-/// `?2`: a message's run is claimed in the message's transaction only when it is that one.
-pub(crate) const SESSIONS_NEXT_CLAIMABLE: &str = concat!(
-    "SELECT id FROM runs AS queued WHERE session_id = ?1 AND status = 'queued' AND ",
-    session_free!(),
-    " ORDER BY rowid LIMIT 1"
-);
-
 /// The oldest queued run on `queue` whose session has no run in flight; with `lease_owner`,
 /// also none whose session's lease another holds (anyone but that owner for that very run).
 fn next_claimable(
@@ -280,18 +272,26 @@ fn start_leased(connection: &Connection, run: RunRow, owner: &str, now_ms: i64) 
     Ok(run)
 }
 
+/// The id of the run [`NEXT_CLAIMABLE`] would claim.
+pub(crate) const QUEUES_NEXT_CLAIMABLE_ID: &str = concat!(
+    "SELECT id FROM runs AS queued WHERE queue = ?1 AND status = 'queued' AND ",
+    session_free!(),
+    " ORDER BY rowid LIMIT 1"
+);
+
 /// Whether the queued run `run_id` may start for `owner` at once, claimed in the transaction
-/// that queued it: it is its session's oldest queued run, and may start as the queue's claims
-/// decide ([`NEXT_CLAIMABLE`]).
-fn sessions_next_claimable(
+/// that queued it: it is the run the queue's next claim would take ([`NEXT_CLAIMABLE`]), so it
+/// overtakes no older run that could start, of its own session or another (fair between
+/// sessions), and its session is free.
+fn queues_next_claimable(
     connection: &Connection,
-    session_id: SessionId,
+    queue: Queue,
     run_id: RunId,
     owner: &str,
 ) -> Result<bool> {
     let next: Option<String> = connection
-        .prepare_cached(SESSIONS_NEXT_CLAIMABLE)?
-        .query_row(params![session_id.to_string(), owner], |row| row.get(0))
+        .prepare_cached(QUEUES_NEXT_CLAIMABLE_ID)?
+        .query_row(params![queue.as_str(), owner], |row| row.get(0))
         .optional()?;
     Ok(next == Some(run_id.to_string()))
 }
@@ -677,7 +677,7 @@ pub(crate) fn send_user_message(
     sessions::touch_session(connection, session_id, now_ms)?;
     let run = run.queued();
     match claim_for {
-        Some(owner) if sessions_next_claimable(connection, session_id, run_id, owner)? => {
+        Some(owner) if queues_next_claimable(connection, queue, run_id, owner)? => {
             Ok((stored, start_leased(connection, run, owner, now_ms)?))
         }
         _ => Ok((stored, run)),
@@ -830,7 +830,7 @@ mod tests {
             HAS_OPEN_CHILDREN,
             RESUME_IF_CHILDREN_DONE,
             NEXT_CLAIMABLE,
-            SESSIONS_NEXT_CLAIMABLE,
+            QUEUES_NEXT_CLAIMABLE_ID,
         ] {
             assert!(!builds_a_temporary_btree(&connection, sql), "{sql}");
         }

@@ -370,14 +370,19 @@ mod tests {
     fn assert_runs_are_claimed_by_index(connection: &Connection) {
         for sql in [
             crate::runs::NEXT_CLAIMABLE,
-            crate::runs::SESSIONS_NEXT_CLAIMABLE,
+            crate::runs::QUEUES_NEXT_CLAIMABLE_ID,
             crate::runs::QUEUED_EVENT_IDS,
         ] {
             let plan = query_plan(connection, sql);
             assert!(plan.contains("runs_open_by_session"), "{sql}\n{plan}");
         }
-        let plan = query_plan(connection, crate::runs::NEXT_CLAIMABLE);
-        assert!(plan.contains("runs_by_queue (queue=?)"), "{plan}");
+        for sql in [
+            crate::runs::NEXT_CLAIMABLE,
+            crate::runs::QUEUES_NEXT_CLAIMABLE_ID,
+        ] {
+            let plan = query_plan(connection, sql);
+            assert!(plan.contains("runs_by_queue (queue=?)"), "{sql}\n{plan}");
+        }
     }
 
     #[test]

@@ -397,10 +397,10 @@ fn a_child_starts_with_its_session_its_task_and_its_run_as_stored() -> anyhow::R
 }
 
 #[test]
-fn a_message_claims_its_run_at_once_only_when_it_is_the_sessions_next_and_the_session_is_free()
+fn a_message_claims_its_run_at_once_only_when_it_is_the_queues_next_and_the_session_is_free()
 -> anyhow::Result<()> {
     let fixture = Fixture::new()?;
-    let sessions = fixture.create_sessions(3)?;
+    let sessions = fixture.create_sessions(4)?;
     let store = &fixture.store;
     let send = |session_id, idx: u128| {
         block_on(store.send_user_message(
@@ -464,5 +464,33 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_sessions_next_and_the_se
     ))?;
     assert_eq!(plain.status, RunStatus::Queued);
     assert_eq!(block_on(store.get_lease(sessions[2]))?, None);
+
+    // Fair between sessions: that older run could start, so a message to another free session
+    // does not overtake it; the queue's claim takes the older one first.
+    let (_, later) = send(sessions[3], 6)?;
+    assert_eq!(later.status, RunStatus::Queued, "it waits behind run 5");
+    // (The queue's claims, as the runtime makes them: a run whose session's lease another
+    // holds stays queued.)
+    let claim = |now_ms| {
+        block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 1)], "boot-a", now_ms))
+    };
+    let claimed = claim(210)?;
+    assert_eq!(statuses(&claimed), [(plain.id, RunStatus::Running)]);
+    // Older runs that cannot start (their sessions busy or leased elsewhere) do not hold a
+    // message back.
+    let claimed = claim(220)?;
+    assert_eq!(statuses(&claimed), [(later.id, RunStatus::Running)]);
+    block_on(store.finish_run_releasing(
+        later.id,
+        RunStatus::Succeeded,
+        None,
+        230,
+        None,
+        Some((sessions[3], "boot-a".to_owned())),
+        None,
+        None,
+    ))?;
+    let (_, free) = send(sessions[3], 7)?;
+    assert_eq!(free.status, RunStatus::Running);
     Ok(())
 }
