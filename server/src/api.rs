@@ -499,7 +499,7 @@ async fn create_session(
 async fn list_sessions(
     state: web::Data<AppState>,
     request: HttpRequest,
-    query: web::Query<ListSessionsQuery>,
+    query: crate::error::Query<ListSessionsQuery>,
     body: Body,
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
@@ -777,7 +777,7 @@ async fn list_events(
     state: web::Data<AppState>,
     request: HttpRequest,
     path: web::Path<Uuid>,
-    query: web::Query<EventsQuery>,
+    query: crate::error::Query<EventsQuery>,
     body: Body,
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
@@ -830,7 +830,7 @@ async fn get_run(
     state: web::Data<AppState>,
     request: HttpRequest,
     path: web::Path<Uuid>,
-    query: web::Query<RunQuery>,
+    query: crate::error::Query<RunQuery>,
     body: Body,
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
@@ -955,6 +955,18 @@ async fn run_action(
     if !input.arguments.is_object() {
         return Err(ApiError::bad("arguments", "must be an object"));
     }
+    // Arguments that do not fit the verb's schema are refused before anything is written.
+    state
+        .runtime
+        .check_verb_arguments(verb, &input.arguments)
+        .map_err(|problem| {
+            let field = if problem.field == "arguments" {
+                problem.field
+            } else {
+                format!("arguments.{}", problem.field)
+            };
+            ApiError::bad(&field, problem.problem)
+        })?;
     let session = state.own_session(&caller, session_path(&path)).await?;
     // The nonce first: a replay must not run the verb a second time.
     state.take_nonce(&caller).await?;
@@ -1033,7 +1045,7 @@ pub struct LoginQuery {
 #[get("/login")]
 async fn login(
     state: web::Data<AppState>,
-    query: web::Query<LoginQuery>,
+    query: crate::error::Query<LoginQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let account_id = state.tokens.take_login_code(&query.code).ok_or_else(|| {
         ApiError::Unauthorized("the login link was used or is unknown".to_owned())

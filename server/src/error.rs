@@ -97,3 +97,32 @@ impl ResponseError for ApiError {
         })
     }
 }
+
+/// A query string parsed with the parameter at fault named (a 400 [`ApiError`] otherwise);
+/// actix-web's own `Query` reports serde_urlencoded's message, which names none.
+#[derive(Debug)]
+pub struct Query<T>(pub T);
+
+impl<T> std::ops::Deref for Query<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: serde::de::DeserializeOwned> actix_web::FromRequest for Query<T> {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Query<T>, ApiError>>;
+
+    fn from_request(
+        request: &actix_web::HttpRequest,
+        _: &mut actix_web::dev::Payload,
+    ) -> Self::Future {
+        std::future::ready(
+            crate::input::parse_query(request.query_string())
+                .map(Query)
+                .map_err(ApiError::BadRequest),
+        )
+    }
+}

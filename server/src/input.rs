@@ -67,16 +67,29 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Invalid> {
     Ok(value)
 }
 
-/// A query string that does not fit, with the field named when the message names one.
-pub fn invalid_query(message: String) -> Invalid {
-    let field = message
-        .split('`')
-        .nth(1)
-        .map_or_else(|| "query".to_owned(), str::to_owned);
-    Invalid {
-        field: Some(field),
-        message,
-    }
+/// Parses a query string into `T`, naming the parameter that does not fit (`limit` for
+/// `limit=abc`), or the query as a whole when no one parameter is at fault.
+pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, Invalid> {
+    let deserializer =
+        serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    serde_path_to_error::deserialize(deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let message = error.inner().to_string();
+        let field = if path != "." && path != "?" {
+            path
+        } else {
+            // A missing or unknown parameter is reported at the top: its name is in the message.
+            message
+                .split('`')
+                .nth(1)
+                .filter(|_| message.contains("field"))
+                .map_or_else(|| "query".to_owned(), str::to_owned)
+        };
+        Invalid {
+            field: Some(field),
+            message,
+        }
+    })
 }
 
 /// A text field must have between `min` and `max` characters.
@@ -209,6 +222,40 @@ mod tests {
         assert_eq!(field(r#"["hi"]"#), Err(None));
         assert_eq!(field(r#"  [null, null]"#), Err(None));
         assert!(field(" \n {\"text\": \"hi\"}").is_ok());
+    }
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    struct Params {
+        limit: Option<u64>,
+        wait: Option<bool>,
+        code: Option<String>,
+    }
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    struct Required {
+        #[allow(dead_code)]
+        code: String,
+    }
+
+    #[test]
+    fn query_errors_name_the_parameter() {
+        let field = |query: &str| parse_query::<Params>(query).map_err(|e| e.field);
+        assert_eq!(
+            parse_query::<Params>("limit=5&wait=true&code=a%20b"),
+            Ok(Params {
+                limit: Some(5),
+                wait: Some(true),
+                code: Some("a b".to_owned()),
+            })
+        );
+        assert!(field("").is_ok());
+        assert_eq!(field("limit=abc"), Err(Some("limit".to_owned())));
+        assert_eq!(field("limit=-1"), Err(Some("limit".to_owned())));
+        assert_eq!(field("limit=2&wait=maybe"), Err(Some("wait".to_owned())));
+        assert_eq!(
+            parse_query::<Required>("").map_err(|e| e.field),
+            Err(Some("code".to_owned()))
+        );
     }
 
     #[test]

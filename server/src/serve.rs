@@ -206,9 +206,6 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
             .app_data(document.clone())
             .app_data(routes.clone())
             .app_data(web::PayloadConfig::new(body_bytes_max))
-            .app_data(web::QueryConfig::default().error_handler(|error, _| {
-                ApiError::BadRequest(crate::input::invalid_query(error.to_string())).into()
-            }))
             .app_data(
                 web::PathConfig::default()
                     .error_handler(|_, _| ApiError::NotFound("resource").into()),

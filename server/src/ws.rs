@@ -96,7 +96,7 @@ pub struct SubscribeQuery {
 pub async fn subscribe(
     state: web::Data<AppState>,
     request: HttpRequest,
-    query: web::Query<SubscribeQuery>,
+    query: crate::error::Query<SubscribeQuery>,
     payload: web::Payload,
 ) -> Result<HttpResponse, actix_web::Error> {
     let account_id = match &query.token {

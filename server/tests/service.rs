@@ -371,6 +371,30 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
         (bad_verb.status, bad_verb.value()["field"].clone()),
         (400, json!("verb"))
     );
+    // Arguments that do not fit the verb's schema: refused with the field named, and neither
+    // the verb's writes, nor an action event, nor the nonce are stored.
+    for (arguments, field) in [
+        (json!({"title": 5, "description": "x"}), "arguments.title"),
+        (
+            json!({"steps": [{"step": "a", "done": "maybe"}]}),
+            "arguments.steps[0].done",
+        ),
+        (json!({"colour": "red"}), "arguments.colour"),
+    ] {
+        let verb = if field.contains("steps") {
+            "plan"
+        } else {
+            "status"
+        };
+        let body = json!({"verb": verb, "arguments": arguments}).to_string();
+        let answer = raw(format!("/v1/sessions/{}/actions", session.id), &body).await;
+        assert_eq!(
+            (answer.status, answer.value()["field"].clone()),
+            (400, json!(field)),
+            "{body}: {:?}",
+            answer.value()
+        );
+    }
     // A struct's fields in order as an array: serde would take it; the API does not.
     let array_body = raw(messages.clone(), "[\"hi\"]").await;
     assert_eq!(array_body.status, 400);
@@ -394,6 +418,26 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
         (bad_limit.status, bad_limit.value()["field"].clone()),
         (400, json!("limit"))
     );
+    // A parameter that does not parse at all is named too.
+    for (path, field) in [
+        ("/v1/sessions?limit=abc".to_owned(), "limit"),
+        (
+            format!("/v1/sessions/{}/events?from_seq=x", session.id),
+            "from_seq",
+        ),
+        (
+            format!("/v1/runs/{}?wait=maybe", uuid::Uuid::now_v7()),
+            "wait",
+        ),
+    ] {
+        let answer = client.request("GET", &path, None).await.expect("answer");
+        assert_eq!(
+            (answer.status, answer.value()["field"].clone()),
+            (400, json!(field)),
+            "{path}: {:?}",
+            answer.value()
+        );
+    }
     let unknown = raw(
         format!("/v1/sessions/{}/messages", uuid::Uuid::now_v7()),
         "{\"text\": \"a\"}",

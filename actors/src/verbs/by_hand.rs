@@ -21,6 +21,19 @@ impl VerbSet {
             .collect()
     }
 
+    /// Checks `arguments` against the schema of the verb `name`, as a person's action must fit
+    /// before anything of it is written. A verb not run by hand has nothing to check.
+    pub fn check_by_hand(
+        &self,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> Result<(), crate::verbs::read::ArgumentProblem> {
+        match self.verbs.iter().find(|(verb, _)| verb.name() == name) {
+            Some((verb, _)) => crate::verbs::read::check_arguments(&verb.parameters(), arguments),
+            None => Ok(()),
+        }
+    }
+
     /// Runs the verb `name` by hand; `None` when no such verb may be run by hand.
     pub async fn run_by_hand(
         &self,
@@ -80,6 +93,16 @@ impl Runtime {
     /// The verbs a person may run by hand.
     pub fn verbs_by_hand(&self) -> Vec<&'static str> {
         self.env.verbs.by_hand_names()
+    }
+
+    /// Checks a person's arguments for `verb` against its schema: an action that does not fit
+    /// is refused with the field named before anything is written.
+    pub fn check_verb_arguments(
+        &self,
+        verb: &str,
+        arguments: &serde_json::Value,
+    ) -> Result<(), crate::verbs::read::ArgumentProblem> {
+        self.env.verbs.check_by_hand(verb, arguments)
     }
 
     /// Runs `verb` by hand in the account's session and returns its output; the caller writes

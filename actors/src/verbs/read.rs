@@ -237,7 +237,7 @@ pub(crate) fn parse_checked<T: DeserializeOwned>(
     schema: &Value,
     arguments: Value,
 ) -> Result<T, VerbOutput> {
-    if let Err(problem) = check(schema, &arguments, "") {
+    if let Err(problem) = check_arguments(schema, &arguments) {
         return Err(VerbOutput::error(format!(
             "invalid arguments for {verb}: {problem}"
         )));
@@ -245,13 +245,33 @@ pub(crate) fn parse_checked<T: DeserializeOwned>(
     parse_arguments(verb, arguments)
 }
 
-fn check(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
-    let at = |problem: String| {
-        if path.is_empty() {
-            format!("arguments: {problem}")
+/// What is wrong with a verb's arguments, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgumentProblem {
+    /// The path to the field (`steps[1].state`), or `arguments` for the whole object.
+    pub field: String,
+    pub problem: String,
+}
+
+impl std::fmt::Display for ArgumentProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.problem)
+    }
+}
+
+/// Checks `arguments` against a verb's schema (the subset [`parse_checked`] describes).
+pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), ArgumentProblem> {
+    check(schema, arguments, "")
+}
+
+fn check(schema: &Value, value: &Value, path: &str) -> Result<(), ArgumentProblem> {
+    let at = |problem: String| ArgumentProblem {
+        field: if path.is_empty() {
+            "arguments".to_owned()
         } else {
-            format!("{path}: {problem}")
-        }
+            path.to_owned()
+        },
+        problem,
     };
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
         && !allowed.contains(value)
@@ -342,7 +362,7 @@ fn check_object(
     schema: &Value,
     fields: &serde_json::Map<String, Value>,
     path: &str,
-) -> Result<(), String> {
+) -> Result<(), ArgumentProblem> {
     let field_path = |name: &str| {
         if path.is_empty() {
             name.to_owned()
@@ -365,15 +385,17 @@ fn check_object(
     if closed && let Some(name) = fields.keys().find(|name| !properties.contains_key(*name)) {
         let mut known: Vec<&str> = properties.keys().map(String::as_str).collect();
         known.sort_unstable();
-        return Err(format!(
-            "{}: unknown field (expected {})",
-            field_path(name),
-            known.join(", ")
-        ));
+        return Err(ArgumentProblem {
+            field: field_path(name),
+            problem: format!("unknown field (expected {})", known.join(", ")),
+        });
     }
     for name in &required {
         if fields.get(*name).is_none_or(Value::is_null) {
-            return Err(format!("{}: required", field_path(name)));
+            return Err(ArgumentProblem {
+                field: field_path(name),
+                problem: "required".to_owned(),
+            });
         }
     }
     for (name, value) in fields {
