@@ -155,7 +155,37 @@ async fn from_seq_to_seq_and_limit_pick_the_events() -> anyhow::Result<()> {
 
     let output = read(store, json!({"target": target, "limit": 1000})).await;
     assert_eq!(output, expected(session(0), &LINES, None));
+    // A number with no fractional part is an integer, as JSON Schema has it.
+    let output = read(store, json!({"target": target, "limit": 2.0})).await;
+    assert_eq!(
+        output,
+        expected(
+            session(0),
+            &LINES[..2],
+            Some("(limit 2 reached: read on with fromSeq 3)")
+        )
+    );
     Ok(())
+}
+
+/// A person's arguments are checked as JSON Schema reads the verb's schema: `2.0` is an
+/// integer, `2.5` is not, and a `null` is a value of the wrong type (a model's call is let off
+/// that: its `null` counts as an absent field).
+#[test]
+fn a_persons_arguments_are_checked_as_json_schema_reads_them() {
+    use seed_actors::verbs::read::check_arguments;
+    let schema = Read.parameters();
+    let field = |arguments: Value| check_arguments(&schema, &arguments).map_err(|e| e.field);
+    assert_eq!(field(json!({"target": "thread:x", "limit": 2.0})), Ok(()));
+    assert_eq!(
+        field(json!({"target": "thread:x", "limit": 2.5})),
+        Err("limit".to_owned())
+    );
+    assert_eq!(
+        field(json!({"target": "thread:x", "limit": null})),
+        Err("limit".to_owned())
+    );
+    assert_eq!(field(json!({"target": null})), Err("target".to_owned()));
 }
 
 #[actix::test]

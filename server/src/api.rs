@@ -447,6 +447,7 @@ pub struct EventsQuery {
         (status = 201, body = SessionInfo),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
     ),
     tag = "sessions"
 )]
@@ -492,6 +493,7 @@ async fn create_session(
         (status = 200, body = ListSessionsResponse),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
     ),
     tag = "sessions"
 )]
@@ -524,6 +526,7 @@ async fn list_sessions(
     responses(
         (status = 200, body = GetSessionResponse),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -555,6 +558,7 @@ async fn get_session(
     responses(
         (status = 200, body = ContinuationInfo),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -596,6 +600,7 @@ async fn get_continuation(
     responses(
         (status = 204, description = "Deleted"),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -768,6 +773,7 @@ fn message_response(event: SessionEvent, run: RunRow) -> MessageSessionResponse 
         (status = 200, body = EventsResponse),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -821,6 +827,7 @@ pub struct RunQuery {
         (status = 200, body = RunInfo),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
         (status = 404, body = ErrorBody),
     ),
     tag = "runs"
@@ -857,6 +864,7 @@ async fn get_run(
     responses(
         (status = 200, body = StopResponse),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -883,6 +891,7 @@ async fn stop_session(
         (status = 200, body = SessionInfo),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -932,6 +941,7 @@ async fn set_model(
         (status = 200, body = ActionResponse),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -1002,6 +1012,7 @@ async fn run_action(
     responses(
         (status = 200, body = TokenResponse),
         (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
     ),
     tag = "auth"
 )]
@@ -1070,7 +1081,10 @@ async fn login(
 
 /// Liveness: 200 while the service answers.
 #[utoipa::path(
-    responses((status = 200, description = "ok", content_type = "text/plain")),
+    responses(
+        (status = 200, description = "ok", content_type = "text/plain"),
+        (status = 503, description = "Draining: the service is shutting down", content_type = "text/plain"),
+    ),
     security(()),
     tag = "operations"
 )]
@@ -1102,7 +1116,9 @@ async fn metrics_route(state: web::Data<AppState>) -> Result<HttpResponse, ApiEr
         title = "Seed",
         description = "A durable agent runtime. Requests are signed (RFC 9421: Signature-Input, \
                        Signature and Content-Digest, ed25519, keyid = the account id) or carry \
-                       a bearer token minted by a signed POST /v1/tokens."
+                       a bearer token minted by a signed POST /v1/tokens. A method a path does \
+                       not offer is answered 405 with an Allow header naming those it does; a \
+                       path no route has, 404."
     ),
     components(schemas(ErrorBody)),
     modifiers(&Security),
@@ -1182,7 +1198,142 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
             .security(utoipa::openapi::security::SecurityRequirement::default())
             .build(),
     );
+    add_ui_pages(&mut document);
     document
+}
+
+/// The web UI's routes (`crate::ui`), which answer without signing: the page at `/` and
+/// `/s/{session_id}`, and its files at `/ui/{file}`. A method a path does not offer is
+/// answered 405 with `Allow` (see the document's description).
+fn add_ui_pages(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::path::{OperationBuilder, ParameterBuilder, ParameterIn};
+    use utoipa::openapi::{ContentBuilder, HttpMethod, Required, ResponseBuilder};
+    let media = |content_type: &str| {
+        content_type
+            .split(';')
+            .next()
+            .unwrap_or(content_type)
+            .trim()
+            .to_owned()
+    };
+    let response = |description: &str, media_types: &[String]| {
+        media_types
+            .iter()
+            .fold(
+                ResponseBuilder::new().description(description),
+                |builder, media_type| {
+                    builder.content(media_type.as_str(), ContentBuilder::new().build())
+                },
+            )
+            .build()
+    };
+    let html = vec!["text/html".to_owned()];
+    let not_found = vec!["text/plain".to_owned(), "application/json".to_owned()];
+    let mut file_types: Vec<String> = crate::ui::ASSETS
+        .iter()
+        .map(|(_, content_type, _)| media(content_type))
+        .collect();
+    file_types.sort();
+    file_types.dedup();
+    let path_parameter = |name: &str, description: &str| {
+        ParameterBuilder::new()
+            .name(name)
+            .parameter_in(ParameterIn::Path)
+            .required(Required::True)
+            .description(Some(description))
+            .schema(Some(
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String),
+            ))
+            .build()
+    };
+    let page = |parameter: Option<utoipa::openapi::path::Parameter>| {
+        let mut operation = OperationBuilder::new()
+            .summary(Some("The web UI's page"))
+            .tag("ui")
+            .response("200", response("The page", &html))
+            .response("404", response("No such route", &not_found))
+            .security(utoipa::openapi::security::SecurityRequirement::default());
+        if let Some(parameter) = parameter {
+            operation = operation.parameter(parameter);
+        }
+        operation.build()
+    };
+    document
+        .paths
+        .add_path_operation("/", vec![HttpMethod::Get], page(None));
+    document.paths.add_path_operation(
+        "/s/{session_id}",
+        vec![HttpMethod::Get],
+        page(Some(path_parameter(
+            "session_id",
+            "The session the page opens",
+        ))),
+    );
+    document.paths.add_path_operation(
+        "/ui/{file}",
+        vec![HttpMethod::Get],
+        OperationBuilder::new()
+            .summary(Some("A file of the web UI"))
+            .tag("ui")
+            .parameter(path_parameter("file", "The file's name, e.g. app.js"))
+            .response("200", response("The file", &file_types))
+            .response("404", response("No such file", &not_found))
+            .security(utoipa::openapi::security::SecurityRequirement::default())
+            .build(),
+    );
+}
+
+/// The document as served: [`openapi`], with `ActionRequest` stated exactly, one shape per
+/// verb a person may run by hand with that verb's own argument schema (the one the API checks
+/// arguments against), instead of "any object".
+pub fn document_text(
+    document: &utoipa::openapi::OpenApi,
+    runtime: &Runtime,
+) -> serde_json::Result<String> {
+    let mut value = serde_json::to_value(document)?;
+    let mut shapes = Vec::new();
+    for verb in [
+        ByHandVerb::Read,
+        ByHandVerb::Plan,
+        ByHandVerb::Status,
+        ByHandVerb::Memory,
+    ] {
+        let Some(parameters) = runtime.verb_parameters_by_hand(verb.name()) else {
+            continue;
+        };
+        // Arguments may be left out (they are `{}` then) only when the verb requires none.
+        let requires_some = parameters["required"]
+            .as_array()
+            .is_some_and(|required| !required.is_empty());
+        let required = if requires_some {
+            serde_json::json!(["verb", "arguments"])
+        } else {
+            serde_json::json!(["verb"])
+        };
+        shapes.push(serde_json::json!({
+            "type": "object",
+            "properties": {
+                "verb": { "type": "string", "enum": [verb.name()], "description": "The verb to run." },
+                "arguments": parameters,
+            },
+            "required": required,
+            "additionalProperties": false,
+        }));
+    }
+    if let Some(schemas) = value
+        .pointer_mut("/components/schemas")
+        .and_then(|schemas| schemas.as_object_mut())
+    {
+        schemas.insert(
+            "ActionRequest".to_owned(),
+            serde_json::json!({
+                "description": "A verb to run by hand, with its arguments as its schema says.",
+                "oneOf": shapes,
+            }),
+        );
+    }
+    serde_json::to_string(&value)
 }
 
 /// Serves the document.

@@ -193,7 +193,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     });
     let openapi = api::openapi();
     let routes = web::Data::new(api::routes_of(&openapi));
-    let document = web::Data::new(serde_json::to_string(&openapi)?);
+    let document = web::Data::new(api::document_text(&openapi, &state.runtime)?);
     let body_bytes_max = options.limits.body_bytes_max;
     let app_state = state.clone();
     let server = HttpServer::new(move || {
@@ -289,7 +289,8 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     while store.queued_writes() > 0 && started.elapsed() < DRAIN_WRITES_WAIT {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let n_released = store.release_leases_owned_by(&boot_id).await?;
+    // Runs still in flight go on until the exit, but nothing of theirs commits after this.
+    let n_released = store.release_leases_and_stop_writes(&boot_id).await?;
     let _ = std::fs::remove_file(&server_file);
     tracing::info!(n_leases_released = n_released, "drained");
     drop(state);

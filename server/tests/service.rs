@@ -628,6 +628,9 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
     }
     routes.sort();
     let mut expected = vec![
+        "GET /",
+        "GET /s/{session_id}",
+        "GET /ui/{file}",
         "DELETE /v1/sessions/{session_id}",
         "GET /healthz",
         "GET /login",
@@ -667,6 +670,33 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
             answer.value()
         );
     }
+    // The UI's files are documented with the media types they are served with.
+    let app_js = client
+        .send_raw("GET", "/ui/app.js", Vec::new(), &[])
+        .await
+        .expect("answer");
+    assert_eq!(app_js.status, 200);
+    assert!(
+        document["paths"]["/ui/{file}"]["get"]["responses"]["200"]["content"]
+            .get("text/javascript")
+            .is_some()
+    );
+    // Every operation that reads a body documents the 413 a body over the limit gets: all of
+    // those that take a signature.
+    for route in &routes {
+        let (method, path) = route.split_once(' ').expect("method and path");
+        let responses = &document["paths"][path][method.to_lowercase()]["responses"];
+        if responses.get("401").is_some() && path != "/v1/subscribe" && path != "/login" {
+            assert!(responses.get("413").is_some(), "{route} leaves out 413");
+        }
+    }
+    // A method a path does not offer: 405, naming those it does.
+    let wrong = client
+        .send_raw("POST", "/healthz", Vec::new(), &[])
+        .await
+        .expect("answer");
+    assert_eq!(wrong.status, 405);
+
     // And the operations all parse as the document says: JSON bodies are objects.
     let healthz = client
         .send_raw("GET", "/healthz", Vec::new(), &[])

@@ -62,14 +62,22 @@ impl Store {
             .await
     }
 
-    /// Releases the leases `owner` (this process) holds: a draining service lets the next
-    /// boot take its sessions at once. Returns how many.
-    pub async fn release_leases_owned_by(&self, owner: &str) -> Result<usize> {
+    /// A draining service's last write: releases the leases `owner` (this process) holds, so
+    /// that the next boot takes its sessions at once, and stops every write after it (they are
+    /// refused with [`crate::Error::Closed`], as after [`Store::fence`]). A turn still running
+    /// in this process can then commit nothing once its lease is let go: what it did not
+    /// commit, the next boot's sweep takes up. Writes in the same group commit with it. Returns
+    /// how many leases it released.
+    pub async fn release_leases_and_stop_writes(&self, owner: &str) -> Result<usize> {
         let owner = owner.to_owned();
+        let stop = self.fence_flag();
         self.write(None, move |connection| {
-            Ok(connection
+            let n_released = connection
                 .prepare_cached("DELETE FROM session_leases WHERE owner = ?1")?
-                .execute(params![owner])?)
+                .execute(params![owner])?;
+            // Checked before each group: this one commits, and none after it.
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(n_released)
         })
         .await
     }

@@ -123,6 +123,11 @@ impl Store {
         self.inner.writer.fence();
     }
 
+    /// The flag [`Store::fence`] sets, for a write that fences the store after itself.
+    pub(crate) fn fence_flag(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        self.inner.writer.fence_flag()
+    }
+
     /// Writes sent and not yet taken up by the writer (the queue a held writer builds up).
     pub fn queued_writes(&self) -> usize {
         self.inner.writer.queued()

@@ -361,6 +361,11 @@ impl Writer {
         self.sender.as_ref().map_or(0, Sender::len)
     }
 
+    /// The flag [`Writer::fence`] sets, for a job that fences the writer after itself.
+    pub(crate) fn fence_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.fenced)
+    }
+
     /// Stops every commit from now on, as a crash would: see [`crate::Store::fence`].
     pub(crate) fn fence(&self) {
         self.fenced.store(true, Ordering::SeqCst);

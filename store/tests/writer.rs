@@ -352,6 +352,30 @@ fn fence_and_reopen(inline: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A drain's last write releases this process's leases and lets nothing commit after it: a
+/// turn still running cannot write once its lease is gone. Another owner's lease stays.
+#[test]
+fn the_drains_release_of_leases_is_the_last_write() -> anyhow::Result<()> {
+    for inline in [false, true] {
+        let fixture = Fixture::with(|config| config.inline = inline)?;
+        let sessions = fixture.create_sessions(3)?;
+        let store = &fixture.store;
+        block_on(store.acquire_lease(sessions[0], "boot-a", None, 1))?;
+        block_on(store.acquire_lease(sessions[1], "boot-a", None, 1))?;
+        block_on(store.acquire_lease(sessions[2], "boot-z", None, 1))?;
+        let files = store.session_files(sessions[0]);
+        block_on(files.commit(batch(FileName::Entries, &["before"])))?;
+
+        assert_eq!(block_on(store.release_leases_and_stop_writes("boot-a"))?, 2);
+        let refused = block_on(files.commit(batch(FileName::Entries, &["after"])));
+        assert!(matches!(refused, Err(Error::Closed)), "{refused:?}");
+        assert_eq!(block_on(store.get_lease(sessions[0]))?, None);
+        assert!(block_on(store.get_lease(sessions[2]))?.is_some());
+        assert_eq!(lines(store, sessions[0], FileName::Entries)?, ["before"]);
+    }
+    Ok(())
+}
+
 /// Inline, the store runs every write and read on the caller's thread when asked: each future
 /// is ready at its first poll, and the results are those of the threaded store.
 #[test]

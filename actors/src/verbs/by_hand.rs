@@ -95,6 +95,23 @@ impl Runtime {
         self.env.verbs.by_hand_names()
     }
 
+    /// The schema of the arguments of `verb`, when a person may run it by hand.
+    pub fn verb_parameters_by_hand(&self, verb: &str) -> Option<serde_json::Value> {
+        self.env
+            .verbs
+            .by_hand_names()
+            .contains(&verb)
+            .then(|| {
+                self.env
+                    .verbs
+                    .verbs
+                    .iter()
+                    .find(|(known, _)| known.name() == verb)
+                    .map(|(known, _)| known.parameters())
+            })
+            .flatten()
+    }
+
     /// Checks a person's arguments for `verb` against its schema: an action that does not fit
     /// is refused with the field named before anything is written.
     pub fn check_verb_arguments(

@@ -235,9 +235,9 @@ async fn read_memory(context: VerbContext, path: &str) -> VerbOutput {
 pub(crate) fn parse_checked<T: DeserializeOwned>(
     verb: &str,
     schema: &Value,
-    arguments: Value,
+    mut arguments: Value,
 ) -> Result<T, VerbOutput> {
-    if let Err(problem) = check_arguments(schema, &arguments) {
+    if let Err(problem) = check(schema, &mut arguments, "", Nulls::Absent) {
         return Err(VerbOutput::error(format!(
             "invalid arguments for {verb}: {problem}"
         )));
@@ -259,12 +259,30 @@ impl std::fmt::Display for ArgumentProblem {
     }
 }
 
-/// Checks `arguments` against a verb's schema (the subset [`parse_checked`] describes).
+/// Checks `arguments` against a verb's schema (the subset [`parse_checked`] describes) as JSON
+/// Schema reads it, for a person's action: a `null` is a value of the wrong type, not an absent
+/// field (a model's call is let off that).
 pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), ArgumentProblem> {
-    check(schema, arguments, "")
+    check(schema, &mut arguments.clone(), "", Nulls::Typed)
 }
 
-fn check(schema: &Value, value: &Value, path: &str) -> Result<(), ArgumentProblem> {
+/// How a `null` for a property that is not required counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nulls {
+    /// As if the property were absent (what models send for "nothing").
+    Absent,
+    /// As a value, checked against the property's type (JSON Schema).
+    Typed,
+}
+
+/// Checks `value` against `schema`. A number with no fractional part where an integer is
+/// wanted (`5.0`) is one, as in JSON Schema, and is rewritten as an integer for the parse.
+fn check(
+    schema: &Value,
+    value: &mut Value,
+    path: &str,
+    nulls: Nulls,
+) -> Result<(), ArgumentProblem> {
     let at = |problem: String| ArgumentProblem {
         field: if path.is_empty() {
             "arguments".to_owned()
@@ -291,6 +309,15 @@ fn check(schema: &Value, value: &Value, path: &str) -> Result<(), ArgumentProble
     let Some(kind) = schema.get("type").and_then(Value::as_str) else {
         return Ok(());
     };
+    if kind == "integer"
+        && let Some(number) = value.as_f64().filter(|number| {
+            !(value.is_i64() || value.is_u64())
+                && number.fract() == 0.0
+                && number.abs() < 9_007_199_254_740_992.0
+        })
+    {
+        *value = Value::from(number as i64);
+    }
     let fits = match kind {
         "object" => value.is_object(),
         "array" => value.is_array(),
@@ -308,7 +335,7 @@ fn check(schema: &Value, value: &Value, path: &str) -> Result<(), ArgumentProble
         )));
     }
     match value {
-        Value::Object(fields) => check_object(schema, fields, path),
+        Value::Object(fields) => check_object(schema, fields, path, nulls),
         Value::Array(items) => {
             if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
                 && items.len() as u64 > max
@@ -316,8 +343,8 @@ fn check(schema: &Value, value: &Value, path: &str) -> Result<(), ArgumentProble
                 return Err(at(format!("at most {max} items, got {}", items.len())));
             }
             if let Some(item_schema) = schema.get("items") {
-                for (idx, item) in items.iter().enumerate() {
-                    check(item_schema, item, &format!("{path}[{idx}]"))?;
+                for (idx, item) in items.iter_mut().enumerate() {
+                    check(item_schema, item, &format!("{path}[{idx}]"), nulls)?;
                 }
             }
             Ok(())
@@ -360,8 +387,9 @@ fn check(schema: &Value, value: &Value, path: &str) -> Result<(), ArgumentProble
 
 fn check_object(
     schema: &Value,
-    fields: &serde_json::Map<String, Value>,
+    fields: &mut serde_json::Map<String, Value>,
     path: &str,
+    nulls: Nulls,
 ) -> Result<(), ArgumentProblem> {
     let field_path = |name: &str| {
         if path.is_empty() {
@@ -398,11 +426,11 @@ fn check_object(
             });
         }
     }
-    for (name, value) in fields {
+    for (name, value) in fields.iter_mut() {
         if let Some(property) = properties.get(name)
-            && !value.is_null()
+            && (nulls == Nulls::Typed || !value.is_null())
         {
-            check(property, value, &field_path(name))?;
+            check(property, value, &field_path(name), nulls)?;
         }
     }
     Ok(())
