@@ -41,6 +41,14 @@ pub enum Notification {
         run_id: RunId,
         status: RunStatus,
     },
+    /// The model asked for a tool call, which runs next (the log gets it with the turn's
+    /// entries, at the run's end): for clients that show calls as they run.
+    ToolCall {
+        session_id: SessionId,
+        run_id: RunId,
+        name: String,
+        arguments: serde_json::Value,
+    },
 }
 
 /// Keeps the subscribers and hands every notification to each.

@@ -1067,14 +1067,27 @@ impl Provider for TappedProvider {
         let session_id = self.session_id;
         let run_id = *self.run_id.lock().unwrap_or_else(|p| p.into_inner());
         let stream = self.inner.stream(request).inspect(move |event| {
-            if let StreamEvent::TextDelta(text) = event
-                && publisher.is_listened_to()
-            {
-                publisher.publish(Notification::TextDelta {
+            if !publisher.is_listened_to() {
+                return;
+            }
+            match event {
+                StreamEvent::TextDelta(text) => publisher.publish(Notification::TextDelta {
                     session_id,
                     run_id,
                     text: text.clone(),
-                });
+                }),
+                // The whole response: its calls run next.
+                StreamEvent::Done(message) if message.is_complete() => {
+                    for call in message.tool_calls() {
+                        publisher.publish(Notification::ToolCall {
+                            session_id,
+                            run_id,
+                            name: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                        });
+                    }
+                }
+                _ => {}
             }
         });
         if !self.crash_points.is_armed() {

@@ -423,6 +423,9 @@ async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()> {
         let run_id = sent.run_id;
         let target: SessionId = session_id.parse()?;
         let mut streaming = false;
+        // Other sessions' text and ends that came while this run went on: a successor's run
+        // may start (and even end) before this one has, and is replayed from here.
+        let mut others: Vec<Update> = Vec::new();
         loop {
             let Some(update) = next_update(&mut subscription).await else {
                 anyhow::bail!("the subscription closed");
@@ -437,11 +440,24 @@ async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()> {
                     std::io::stdout().flush()?;
                     streaming = true;
                 }
+                Update::ToolCall {
+                    session_id: s,
+                    name,
+                    arguments,
+                    ..
+                } if s == target => {
+                    // Shown as it runs; the log has it once the run ends.
+                    if streaming {
+                        println!();
+                        streaming = false;
+                    }
+                    println!("  tool call: {name}({arguments})");
+                }
                 Update::SessionChange { session_id: s, .. } if s == target => {
-                    // Tool calls and results appear in the log as they are committed.
+                    // The results, as they reach the log.
                     for event in all_events(&client, &session_id, seen_seq + 1).await? {
                         seen_seq = event.seq;
-                        if matches!(event.kind.as_str(), "tool_call" | "tool_result") {
+                        if event.kind == "tool_result" {
                             if streaming {
                                 println!();
                                 streaming = false;
@@ -461,6 +477,11 @@ async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()> {
                     }
                     break;
                 }
+                other @ (Update::TextDelta { .. } | Update::RunFinished { .. })
+                    if others.len() < OTHERS_KEPT_MAX =>
+                {
+                    others.push(other);
+                }
                 _ => {}
             }
         }
@@ -475,7 +496,7 @@ async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()> {
             println!("— the conversation continued in session {successor}; following it —");
             session_id = successor;
             seen_seq = 0;
-            follow_successor(&client, &mut subscription, &session_id).await?;
+            follow_successor(&client, &mut subscription, &session_id, others).await?;
         }
         info = client.get(&format!("/v1/sessions/{session_id}")).await?;
         let events = all_events(&client, &session_id, 1).await?;
@@ -486,39 +507,65 @@ async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()> {
     }
 }
 
-/// Prints the successor's answer: streamed if it is still being written, else from its log.
+/// How many other sessions' updates `seed chat` keeps while a run goes on.
+const OTHERS_KEPT_MAX: usize = 10_000;
+
+/// Streams the successor's answer until its run ends: first from `earlier` (the updates that
+/// came before the successor was known), then live. When nothing streamed (the run answered
+/// without text deltas), the answer is read from its log; a run that ended without one says so.
 async fn follow_successor(
     client: &Client,
     subscription: &mut actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>,
     session_id: &str,
+    earlier: Vec<Update>,
 ) -> anyhow::Result<()> {
     let target: SessionId = session_id.parse()?;
-    let answer = |events: &[EventInfo]| {
-        events
+    let mut earlier = earlier.into_iter();
+    let mut streamed = false;
+    let status = loop {
+        let update = match earlier.next() {
+            Some(update) => update,
+            None => match next_update(subscription).await {
+                Some(update) => update,
+                None => anyhow::bail!("the subscription closed"),
+            },
+        };
+        match update {
+            Update::TextDelta {
+                session_id: s,
+                text,
+                ..
+            } if s == target => {
+                print!("{text}");
+                std::io::stdout().flush()?;
+                streamed = true;
+            }
+            Update::RunFinished {
+                session_id: s,
+                status,
+                ..
+            } if s == target => break status,
+            _ => {}
+        }
+    };
+    if streamed {
+        println!();
+    } else {
+        let events = all_events(client, session_id, 1).await?;
+        let answer = events
             .iter()
             .rev()
             .find(|event| event.kind == "message" && event.role.as_deref() == Some("assistant"))
-            .and_then(|event| event.content["text"].as_str().map(str::to_owned))
-    };
-    loop {
-        if let Some(text) = answer(&all_events(client, session_id, 1).await?) {
-            println!("{text}");
-            return Ok(());
-        }
-        // Not answered yet: wait for the session to change, then look again.
-        loop {
-            match next_update(subscription).await {
-                None => anyhow::bail!("the subscription closed"),
-                Some(Update::SessionChange { session_id: s, .. })
-                | Some(Update::RunFinished { session_id: s, .. })
-                    if s == target =>
-                {
-                    break;
-                }
-                Some(_) => {}
-            }
+            .and_then(|event| event.content["text"].as_str().map(str::to_owned));
+        match answer {
+            Some(text) => println!("{text}"),
+            None => println!("  (the successor's run ended {status} without an answer)"),
         }
     }
+    if status != "succeeded" {
+        println!("  (the successor's run {status})");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

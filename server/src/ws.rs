@@ -36,6 +36,13 @@ pub enum Update {
         run_id: seed_events::RunId,
         status: String,
     },
+    /// A tool call the model asked for, about to run (the log has it once the run ends).
+    ToolCall {
+        session_id: SessionId,
+        run_id: seed_events::RunId,
+        name: String,
+        arguments: serde_json::Value,
+    },
 }
 
 impl Update {
@@ -70,6 +77,17 @@ impl Update {
                 session_id,
                 run_id,
                 status: status.to_string(),
+            },
+            Notification::ToolCall {
+                session_id,
+                run_id,
+                name,
+                arguments,
+            } => Update::ToolCall {
+                session_id,
+                run_id,
+                name,
+                arguments,
             },
         }
     }
@@ -129,6 +147,7 @@ pub async fn subscribe(
                     let session_id = match &notification {
                         Notification::SessionChanged { session_id, .. }
                         | Notification::TextDelta { session_id, .. }
+                        | Notification::ToolCall { session_id, .. }
                         | Notification::RunFinished { session_id, .. } => Some(*session_id),
                         Notification::AccountChanged { account_id: owner, .. }
                         | Notification::SessionDeleted { account_id: owner, .. } => {

@@ -59,6 +59,7 @@ async fn a_message_is_answered_over_http_and_streamed_over_the_websocket() {
                 break;
             }
             Update::AccountChange { .. } => {}
+            Update::ToolCall { name, .. } => panic!("this turn calls no tool, yet {name}"),
         }
     }
     assert_eq!(streamed, "You said: hello, seed");
@@ -927,14 +928,20 @@ async fn the_command_line_chats_lists_shows_and_adds_accounts() {
         out.contains("tool call: status("),
         "the status call shows: {out}"
     );
+    // As it runs: before the answer of its turn (the log has it only once the run ends).
+    assert!(
+        out.find("tool call: status(") < out.find("You said: title: Demo chat"),
+        "the call shows before the answer: {out}"
+    );
     assert!(out.contains("[context "), "the context meter shows: {out}");
     assert!(
         out.contains("the conversation continued in session"),
         "the continuation is followed with a note: {out}"
     );
-    assert!(
-        out.contains("You said: continue: Next topic"),
-        "the successor answers: {out}"
+    assert_eq!(
+        out.matches("You said: continue: Next topic").count(),
+        1,
+        "the successor answers, once: {out}"
     );
 
     let sessions = common::seed_cli(dir.path(), &["sessions"], "");
