@@ -107,7 +107,11 @@ CREATE TABLE runs (
     updated_at      INTEGER NOT NULL,
     -- the session's account, for the limit on its queued runs (added by migration 3: last, and
     -- left NULL-able, so that a new database and an upgraded one are the same)
-    account_id      TEXT
+    account_id      TEXT,
+    -- the boot sweeps that found the run cut off mid-turn (`running`): past the runtime's
+    -- limit the sweep fails the run instead of queueing it again, so a run that kills its
+    -- process each time it runs cannot crash the service at every boot (added by migration 6)
+    restarts        INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
 -- The runs waiting on each queue; rowid orders them: first queued, first claimed. Of just the

@@ -24,6 +24,9 @@ pub struct BootReport {
     pub n_leases_released: usize,
     /// Runs left `running` by a previous process, now queued again.
     pub n_runs_requeued: usize,
+    /// Runs left `running` that more boot sweeps than `RuntimeSettings::run_restarts_max` had
+    /// found cut off: failed, not queued again.
+    pub n_runs_given_up: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,27 +90,55 @@ impl Runtime {
         boot_id: String,
         clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     ) -> Result<(Runtime, BootReport), Error> {
-        let report = boot_sweep_with(&store, &boot_id, clock(), &settings.crash_points).await?;
+        let (report, given_up) = boot_sweep_with(
+            &store,
+            &boot_id,
+            clock(),
+            settings.run_restarts_max,
+            &settings.crash_points,
+        )
+        .await?;
         // The supervisor's mailbox exists first, so the env can name it; it starts once the
-        // queue it talks to does.
-        let supervisor_context = Context::<Supervisor>::new();
-        let env = Arc::new(RunEnv {
-            store,
-            provider,
-            verbs: VerbSet::start(verbs),
-            boot_id,
-            clock,
-            publisher: Publisher::start(),
-            supervisor: supervisor_context.address().downgrade(),
-            slots: crate::queue::Slots::new(
-                settings.interactive_runs_max,
-                settings.background_runs_max,
-            ),
-            settings,
-        });
-        let registry: Registry = Arc::new(DashMap::new());
-        let queue = RunQueue::new(Arc::clone(&env), Arc::clone(&registry)).start();
-        let supervisor = supervisor_context.run(Supervisor::new(Arc::clone(&env), queue.clone()));
+        // queue it talks to does. (In a block of its own: the context is not `Send`, and the
+        // future of `start` is.)
+        let (env, registry, queue, supervisor) = {
+            let supervisor_context = Context::<Supervisor>::new();
+            let env = Arc::new(RunEnv {
+                store,
+                provider,
+                verbs: VerbSet::start(verbs),
+                boot_id,
+                clock,
+                publisher: Publisher::start(),
+                supervisor: supervisor_context.address().downgrade(),
+                slots: crate::queue::Slots::new(
+                    settings.interactive_runs_max,
+                    settings.background_runs_max,
+                ),
+                settings,
+            });
+            let registry: Registry = Arc::new(DashMap::new());
+            let queue = RunQueue::new(Arc::clone(&env), Arc::clone(&registry)).start();
+            let supervisor =
+                supervisor_context.run(Supervisor::new(Arc::clone(&env), queue.clone()));
+            (env, registry, queue, supervisor)
+        };
+        // A run that every boot found cut off may be what stops the process: it ends failed
+        // (its parent hearing of it like of any other end) before the queue starts anything.
+        for run in given_up {
+            tracing::error!(
+                run_id = %run.id,
+                session_id = %run.session_id,
+                restarts_max = env.settings.run_restarts_max,
+                "a run cut off by every restart is failed"
+            );
+            let end = crate::turn::RunEnd::failed(format!(
+                "the turn was cut off by more than {} restarts of the service; it is not \
+                 started again",
+                env.settings.run_restarts_max
+            ));
+            crate::turn::finish(&env, &run, end).await;
+        }
         queue.do_send(Wake);
         Ok((
             Runtime {
@@ -440,28 +471,40 @@ impl Drop for RunWatch {
 
 /// Releases the leases other boots hold, queues again the runs they left running, and queues
 /// the run of any successor a crash left without one.
-pub async fn boot_sweep(store: &Store, boot_id: &str, now_ms: i64) -> Result<BootReport, Error> {
-    boot_sweep_with(
+/// A run more sweeps than `restarts_max` found cut off stays `running`, for the runtime to fail
+/// once it has started ([`Runtime::start`] does); this sweep alone leaves it so.
+pub async fn boot_sweep(
+    store: &Store,
+    boot_id: &str,
+    now_ms: i64,
+    restarts_max: i64,
+) -> Result<BootReport, Error> {
+    let (report, _) = boot_sweep_with(
         store,
         boot_id,
         now_ms,
+        restarts_max,
         &crate::crash::CrashPoints::default(),
     )
-    .await
+    .await?;
+    Ok(report)
 }
 
-/// [`boot_sweep`], reaching the crash point between its two steps.
+/// [`boot_sweep`], reaching the crash point between its two steps; also returns the runs given
+/// up.
 async fn boot_sweep_with(
     store: &Store,
     boot_id: &str,
     now_ms: i64,
+    restarts_max: i64,
     crash_points: &crate::crash::CrashPoints,
-) -> Result<BootReport, Error> {
+) -> Result<(BootReport, Vec<RunRow>), Error> {
     let released = store.release_leases_not_owned_by(boot_id).await?;
     crash_points
         .reach(crate::crash::points::BOOT_SWEEP_BETWEEN)
         .await;
-    let requeued = store.requeue_running_runs(now_ms).await?;
+    let seed_store::Swept { requeued, given_up } =
+        store.requeue_running_runs(now_ms, restarts_max).await?;
     // The files of sessions deleted just before a crash.
     store.remove_attachment_files(None).await;
     // A successor whose run a crash (or a full disk) kept from being queued gets it now.
@@ -470,15 +513,18 @@ async fn boot_sweep_with(
             crate::continuation::queue_successor_run(store, successor, copied.id, now_ms).await?;
         }
     }
-    if !released.is_empty() || !requeued.is_empty() {
+    if !released.is_empty() || !requeued.is_empty() || !given_up.is_empty() {
         tracing::info!(
             n_leases_released = released.len(),
             n_runs_requeued = requeued.len(),
+            n_runs_given_up = given_up.len(),
             "boot sweep"
         );
     }
-    Ok(BootReport {
+    let report = BootReport {
         n_leases_released: released.len(),
         n_runs_requeued: requeued.len(),
-    })
+        n_runs_given_up: given_up.len(),
+    };
+    Ok((report, given_up))
 }

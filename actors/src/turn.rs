@@ -85,6 +85,10 @@ pub struct RuntimeSettings {
     pub background_runs_max: usize,
     /// Attempts before a run that keeps failing its session actor is failed for good.
     pub run_attempts_max: i64,
+    /// Boot sweeps that may find a run cut off mid-turn and queue it again; the next one
+    /// fails it instead, so that a run which kills its process each time it runs cannot
+    /// crash the service at every boot.
+    pub run_restarts_max: i64,
     /// Later passes an open plan may give a run, beyond its first turn.
     pub plan_passes_max: i64,
     /// How long a session actor stays in memory after its last run.
@@ -128,6 +132,7 @@ impl Default for RuntimeSettings {
             interactive_runs_max: 64,
             background_runs_max: 16,
             run_attempts_max: 3,
+            run_restarts_max: 5,
             plan_passes_max: 2,
             session_idle: std::time::Duration::from_secs(30),
             utc_offset_minutes: 0,

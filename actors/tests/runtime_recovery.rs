@@ -11,6 +11,8 @@
 //!   before the crash is not requested again.
 //! - A run whose answer was committed: queued again (by hand, or left `running` by a crash and
 //!   requeued by the boot sweep), it ends with the committed answer and asks the model nothing.
+//! - A turn that every process dies in: the boot sweeps queue it again `run_restarts_max`
+//!   times, the next one fails it, and the session goes on.
 
 mod common;
 
@@ -19,11 +21,12 @@ use std::sync::{Arc, Mutex};
 
 use common::{
     Fixture, assert_log_agrees_with_store, conversation, in_process, log, open_store_with_sessions,
-    session, start_runtime, summary, within,
+    session, start_runtime, summary, test_clock, within,
 };
+use futures::StreamExt;
 use futures::channel::oneshot;
 use futures::future::BoxFuture;
-use seed_actors::{BootReport, Verb, VerbContext, VerbOutput};
+use seed_actors::{BootReport, Runtime, RuntimeSettings, Verb, VerbContext, VerbOutput};
 use seed_events::{RunId, RunStatus};
 use seed_providers::{
     Message, Request, ScriptedProvider, ScriptedStep, ToolCall, text_response, tool_response,
@@ -105,7 +108,8 @@ fn crash_mid_launch(
                     report,
                     BootReport {
                         n_leases_released: 0,
-                        n_runs_requeued: 0
+                        n_runs_requeued: 0,
+                        n_runs_given_up: 0
                     }
                 );
                 let (_, run_id) = runtime
@@ -163,7 +167,8 @@ fn a_crash_mid_call_of_an_unsafe_verb_is_recovered_without_running_it_again() ->
                 report,
                 BootReport {
                     n_leases_released: 1,
-                    n_runs_requeued: 1
+                    n_runs_requeued: 1,
+                    n_runs_given_up: 0
                 },
                 "the boot sweep found the crashed run and its lease"
             );
@@ -322,7 +327,8 @@ fn a_crash_after_the_answer_was_committed_is_recovered_without_asking_again() ->
                 report,
                 BootReport {
                     n_leases_released: 1,
-                    n_runs_requeued: 1
+                    n_runs_requeued: 1,
+                    n_runs_given_up: 0
                 }
             );
             let run = within("the recovered run", runtime.wait_for_run(run_id)).await?;
@@ -386,7 +392,8 @@ fn a_later_run_gives_up_a_turn_a_crashed_run_left_unsettled() -> anyhow::Result<
                 report,
                 BootReport {
                     n_leases_released: 1,
-                    n_runs_requeued: 0
+                    n_runs_requeued: 0,
+                    n_runs_given_up: 0
                 }
             );
             let (_, run_id) = runtime.send_message(session(0), "did it launch?").await?;
@@ -429,6 +436,151 @@ fn a_later_run_gives_up_a_turn_a_crashed_run_left_unsettled() -> anyhow::Result<
             "user: did it launch?".to_owned(),
         ],
         "a context rebuilt from the log"
+    );
+    Ok(())
+}
+
+/// A process whose model is asked for the run's answer and never gives it, killed there: a turn
+/// that brings every process down. Process 0 sends the message; each later one finds the run
+/// requeued by its boot sweep and starts it again. Returns the run.
+fn die_while_the_model_streams(
+    path: &std::path::Path,
+    process_idx: i64,
+    restarts_max: i64,
+    sent: Option<RunId>,
+) -> anyhow::Result<RunId> {
+    let path = path.to_owned();
+    in_process(move || {
+        Box::pin(async move {
+            let store = if sent.is_none() {
+                open_store_with_sessions(&path, 1).await?
+            } else {
+                Store::open(Config::new(&path))?
+            };
+            let (asked, mut was_asked) = futures::channel::mpsc::unbounded();
+            let provider = ScriptedProvider::from_fn(move |_, _| {
+                let _ = asked.unbounded_send(());
+                ScriptedStep::Hang {
+                    text: "Let me think".to_owned(),
+                }
+            });
+            let settings = RuntimeSettings {
+                run_restarts_max: restarts_max,
+                ..RuntimeSettings::default()
+            };
+            let (runtime, report) = Runtime::start(
+                store,
+                Arc::new(provider),
+                Vec::new(),
+                settings,
+                format!("boot-{process_idx}"),
+                test_clock(),
+            )
+            .await?;
+            let requeued = usize::from(sent.is_some());
+            assert_eq!(
+                report,
+                BootReport {
+                    n_leases_released: requeued,
+                    n_runs_requeued: requeued,
+                    n_runs_given_up: 0
+                },
+                "process {process_idx}"
+            );
+            let run_id = match sent {
+                Some(run_id) => run_id,
+                None => runtime.send_message(session(0), "hello").await?.1,
+            };
+            within("the model is asked", was_asked.next()).await;
+            Ok(run_id)
+        })
+    })
+}
+
+#[test]
+fn a_run_cut_off_by_every_restart_is_failed_after_the_limit_and_its_session_goes_on()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("seed.db");
+    let restarts_max = 2;
+    // The first process and `restarts_max` restarts each die in the run's turn.
+    let mut run_id = None;
+    for process_idx in 0..=restarts_max {
+        run_id = Some(die_while_the_model_streams(
+            &path,
+            process_idx,
+            restarts_max,
+            run_id,
+        )?);
+    }
+    let run_id = run_id.expect("the run");
+
+    // The next boot gives the run up: it ends failed, and the model is not asked for it.
+    let after = ScriptedProvider::new(vec![ScriptedStep::Respond(text_response("Hello again."))]);
+    let system = actix::System::new();
+    system.block_on({
+        let after = after.clone();
+        async move {
+            let store = Store::open(Config::new(&path))?;
+            let settings = RuntimeSettings {
+                run_restarts_max: restarts_max,
+                ..RuntimeSettings::default()
+            };
+            let (runtime, report) = Runtime::start(
+                store.clone(),
+                Arc::new(after),
+                Vec::new(),
+                settings,
+                "boot-last".to_owned(),
+                test_clock(),
+            )
+            .await?;
+            assert_eq!(
+                report,
+                BootReport {
+                    n_leases_released: 1,
+                    n_runs_requeued: 0,
+                    n_runs_given_up: 1
+                }
+            );
+            let run = store.get_run(run_id).await?.expect("the run");
+            assert_eq!(run.status, RunStatus::Failed, "{run:?}");
+            assert_eq!(
+                run.attempts,
+                restarts_max + 1,
+                "started by each process once"
+            );
+            let error = run
+                .result
+                .as_ref()
+                .and_then(|result| result["error"].as_str());
+            assert!(
+                error.is_some_and(|error| error.contains("restarts")),
+                "{run:?}"
+            );
+            assert!(
+                store.list_running_runs().await?.is_empty(),
+                "nothing left running"
+            );
+
+            // The session goes on: a new message is answered by a run of its own.
+            let (_, next_run) = runtime.send_message(session(0), "are you there?").await?;
+            let next = within("the next run", runtime.wait_for_run(next_run)).await?;
+            assert_eq!(next.status, RunStatus::Succeeded, "{next:?}");
+            assert_eq!(
+                next.result,
+                Some(serde_json::json!({"answer": "Hello again."}))
+            );
+            assert_log_agrees_with_store(&store, session(0)).await?;
+            anyhow::Ok(())
+        }
+    })?;
+    drop(system);
+    let requests = after.requests();
+    assert_eq!(
+        requests.len(),
+        1,
+        "only the new message's run asked: {requests:#?}"
     );
     Ok(())
 }

@@ -66,6 +66,11 @@ pub enum Command {
         /// Turns of background work (delegated children, later passes) in flight at once.
         #[arg(long, env = "SEED_BACKGROUND_RUNS_MAX", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
         background_runs_max: u32,
+        /// Restarts that may cut off one turn: a run that the next boot finds cut off once
+        /// more is failed rather than started again, so a turn that brings the service down
+        /// each time it runs stops doing so.
+        #[arg(long, env = "SEED_RUN_RESTARTS_MAX", default_value_t = 5, value_parser = clap::value_parser!(u32))]
+        run_restarts_max: u32,
         /// Delay between the scripted model's text deltas, in milliseconds (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         scripted_delay_ms: u64,
@@ -116,6 +121,7 @@ pub fn main() -> anyhow::Result<()> {
             http_workers,
             interactive_runs_max,
             background_runs_max,
+            run_restarts_max,
             scripted_delay_ms,
         } => {
             init_tracing(*log_json);
@@ -134,6 +140,7 @@ pub fn main() -> anyhow::Result<()> {
                     *interactive_runs_max as usize,
                     *background_runs_max as usize,
                 ),
+                run_restarts_max: i64::from(*run_restarts_max),
             })
         }
         Command::Key { new } => key(&cli, new.as_deref()),

@@ -40,6 +40,8 @@ pub struct ServeOptions {
     pub http_workers: usize,
     /// Runs in flight at once: (interactive, background).
     pub runs_max: (usize, usize),
+    /// Boot sweeps that may find one run cut off and queue it again.
+    pub run_restarts_max: i64,
 }
 
 /// Milliseconds since the epoch.
@@ -136,6 +138,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     let mut settings = RuntimeSettings {
         interactive_runs_max: options.runs_max.0,
         background_runs_max: options.runs_max.1,
+        run_restarts_max: options.run_restarts_max,
         ..RuntimeSettings::default()
     };
     let (inner, model_line): (Arc<dyn seed_providers::Provider>, String) =
@@ -174,6 +177,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     tracing::info!(
         n_leases_released = report.n_leases_released,
         n_runs_requeued = report.n_runs_requeued,
+        n_runs_given_up = report.n_runs_given_up,
         %boot_id,
         "runtime started"
     );

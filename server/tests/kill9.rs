@@ -40,6 +40,11 @@ const EARLY_KILL_CHANCE: f64 = 0.15;
 const EARLY_KILL_AFTER_MS: (u64, u64) = (0, 40);
 /// Delay between the scripted model's deltas, so that kills land mid-answer.
 const SCRIPTED_DELAY_MS: &str = "10";
+/// Restarts that may cut off one turn. Kills this close together can cut the same turn off
+/// many times; this test is about what a kill loses or repeats, not about a turn that brings
+/// the service down each time it runs (`runtime_recovery` tests that limit), so it is out of
+/// the way here.
+const RUN_RESTARTS_MAX: &str = "1000";
 /// The longest the service may take to answer everything once it runs undisturbed.
 const QUIET_WAIT: Duration = Duration::from_secs(120);
 /// The longest the clients may take to notice that the service was killed.
@@ -184,6 +189,7 @@ fn kill_while_starting(data_dir: &std::path::Path, after: Duration) {
         .args(["--listen", "127.0.0.1:0"])
         .env("RUST_LOG", "warn")
         .env("SEED_PROVIDER", "scripted")
+        .env("SEED_RUN_RESTARTS_MAX", RUN_RESTARTS_MAX)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -284,7 +290,15 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
             continue;
         }
         // A restart must cope with what the kill left: the lock file, server.json, the WAL.
-        let mut server = Server::start(dir.path(), &["--scripted-delay-ms", SCRIPTED_DELAY_MS]);
+        let mut server = Server::start(
+            dir.path(),
+            &[
+                "--scripted-delay-ms",
+                SCRIPTED_DELAY_MS,
+                "--run-restarts-max",
+                RUN_RESTARTS_MAX,
+            ],
+        );
         let client = server.client();
         let clients: Vec<_> = (0..N_CLIENTS)
             .map(|client_idx| {
@@ -324,7 +338,7 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
     );
 
     // Undisturbed: every run ends.
-    let server = Server::start(dir.path(), &[]);
+    let server = Server::start(dir.path(), &["--run-restarts-max", RUN_RESTARTS_MAX]);
     let client = server.client();
     let ledger = ledger.take();
     let quiet_deadline = Instant::now() + QUIET_WAIT;

@@ -47,7 +47,7 @@ pub use memory::MemoryFileRow;
 pub use memory_disk::MemoryDisk;
 pub use nonces::{NonceOutcome, RequestNonce, SendOutcome};
 pub use runs::{
-    ChildDelivery, DELEGATED_BY, DeliveringChild, NewRun, ParkOutcome, RunRow, delegated_by,
+    ChildDelivery, DELEGATED_BY, DeliveringChild, NewRun, ParkOutcome, RunRow, Swept, delegated_by,
 };
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
 pub use store::{PlanCheck, Projection, RunEndOutcome, Store};

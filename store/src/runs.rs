@@ -579,32 +579,53 @@ pub(crate) fn finish_run_delivering(
     Ok(finished)
 }
 
-/// The boot sweep's step: every run left `running` goes back to `queued`, its owner cleared and
-/// its attempts kept. Returns those runs as they are after the update, oldest first.
-pub(crate) fn requeue_running(connection: &Connection, now_ms: i64) -> Result<Vec<RunRow>> {
+/// What the boot sweep did with the runs a previous process left `running`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Swept {
+    /// Queued again, their owner cleared and their attempts kept, oldest first.
+    pub requeued: Vec<RunRow>,
+    /// Found cut off by more sweeps than the limit: left `running`, so that nothing else of
+    /// their sessions starts, for the runtime to fail (a run that kills its process each time
+    /// it runs would otherwise crash the service at every boot). Oldest first.
+    pub given_up: Vec<RunRow>,
+}
+
+/// The boot sweep's step: every run left `running` counts one more restart; those with at most
+/// `restarts_max` go back to `queued`, their owner cleared and their attempts kept, and the
+/// others stay `running` for the runtime to fail. Returns both as they are after the update.
+pub(crate) fn requeue_running(
+    connection: &Connection,
+    now_ms: i64,
+    restarts_max: i64,
+) -> Result<Swept> {
     let running = list_running(connection)?;
-    let n_updated = connection
+    let n_counted = connection
         .prepare_cached(
-            "UPDATE runs SET status = 'queued', owner = NULL, updated_at = ?1
-             WHERE status = 'running'",
+            "UPDATE runs SET restarts = restarts + 1, updated_at = ?1 WHERE status = 'running'",
         )?
         .execute(params![now_ms])?;
-    if n_updated != running.len() {
+    if n_counted != running.len() {
         return Err(Error::corrupt(
             "runs",
-            format_args!(
-                "{} runs listed running, {n_updated} requeued",
-                running.len()
-            ),
+            format_args!("{} runs listed running, {n_counted} counted", running.len()),
         ));
     }
-    let mut requeued = Vec::with_capacity(running.len());
+    connection
+        .prepare_cached(
+            "UPDATE runs SET status = 'queued', owner = NULL
+             WHERE status = 'running' AND restarts <= ?1",
+        )?
+        .execute(params![restarts_max])?;
+    let mut swept = Swept::default();
     for run in running {
         let run = get_run(connection, run.id)?
             .ok_or_else(|| Error::corrupt("runs", format_args!("run {} vanished", run.id)))?;
-        requeued.push(run);
+        match run.status {
+            RunStatus::Queued => swept.requeued.push(run),
+            _ => swept.given_up.push(run),
+        }
     }
-    Ok(requeued)
+    Ok(swept)
 }
 
 /// The query of [`queued_event_ids`], in `runs_open_by_session` (see [`NEXT_CLAIMABLE`]).

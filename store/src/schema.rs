@@ -23,6 +23,10 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
             rewrite_list_checks,
         ),
         M::up(include_str!("../migrations/0005-runs-open-by-session.sql")),
+        M::up_with_hook(
+            include_str!("../migrations/0006-runs-restarts.sql"),
+            add_runs_restarts,
+        ),
     ])
 });
 
@@ -45,6 +49,21 @@ fn add_runs_account(transaction: &rusqlite::Transaction) -> rusqlite_migration::
         "CREATE INDEX IF NOT EXISTS runs_queued_by_account ON runs (account_id)
              WHERE status = 'queued';",
     )?;
+    Ok(())
+}
+
+/// Migration 6: each run counts the boot sweeps that found it cut off mid-turn. The column is
+/// added only where it is missing (a database made by `sqlite-schema.sql` has it).
+fn add_runs_restarts(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
+    let has_column: bool = transaction.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('runs') WHERE name = 'restarts')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_column {
+        transaction
+            .execute_batch("ALTER TABLE runs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;")?;
+    }
     Ok(())
 }
 
@@ -202,7 +221,7 @@ mod tests {
     use super::*;
 
     /// The version a database has once every migration ran.
-    const LATEST_VERSION: i64 = 5;
+    const LATEST_VERSION: i64 = 6;
 
     #[test]
     fn migrations_are_valid() {
@@ -306,6 +325,40 @@ mod tests {
             )
             .expect("a plan");
         assert!(plan.contains("runs_queued_by_account"), "{plan}");
+        // Opening it again changes nothing.
+        drop(connection);
+        let connection = open_writer(&config).expect("opened again");
+        let version: i64 = connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .expect("the version");
+        assert_eq!(version, LATEST_VERSION);
+    }
+
+    #[test]
+    fn an_older_database_gets_the_restarts_of_each_run() {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let config = Config::new(dir.path().join("agents.db"));
+        let connection = open_writer(&config).expect("a new database");
+        // A database of version 5: runs without their restarts.
+        connection
+            .execute_batch(
+                "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc-a', x'00', 0);
+                 INSERT INTO sessions (id, account_id, created_at, updated_at)
+                     VALUES ('ses-a', 'acc-a', 0, 0);
+                 ALTER TABLE runs DROP COLUMN restarts;
+                 INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
+                     VALUES ('run-a', 'ses-a', 'interactive', 'running', 0, 0);
+                 PRAGMA user_version = 5;",
+            )
+            .expect("an old database");
+        drop(connection);
+        let connection = open_writer(&config).expect("the old database, upgraded");
+        let restarts: i64 = connection
+            .query_row("SELECT restarts FROM runs WHERE id = 'run-a'", [], |row| {
+                row.get(0)
+            })
+            .expect("the run's restarts");
+        assert_eq!(restarts, 0);
         // Opening it again changes nothing.
         drop(connection);
         let connection = open_writer(&config).expect("opened again");

@@ -16,7 +16,8 @@ use crate::{AccountRow, continuations, leases, log, memory, runs, sessions};
 use crate::{
     AttachmentRow, ChildDelivery, Config, ContinuationRow, CreatedSuccessor, LeaseOutcome,
     LeaseRow, MemoryFileRow, NewAttachment, NewContinuation, NewRun, NewSession, NewSuccessor,
-    ParkOutcome, Result, RunRow, SessionFiles, SessionRow, TitleSource, WriterHold, WriterStats,
+    ParkOutcome, Result, RunRow, SessionFiles, SessionRow, Swept, TitleSource, WriterHold,
+    WriterStats,
 };
 
 /// The agents database. Clones share one writer and one reader pool; the last clone dropped
@@ -539,11 +540,12 @@ impl Store {
         .await
     }
 
-    /// The boot sweep's step: every run left `running` goes back to `queued`, owner cleared and
-    /// attempts kept. Returns those runs as they are after the update, oldest first.
-    pub async fn requeue_running_runs(&self, now_ms: i64) -> Result<Vec<RunRow>> {
+    /// The boot sweep's step: every run left `running` counts a restart and goes back to
+    /// `queued`, owner cleared and attempts kept, unless it has now been found cut off more
+    /// than `restarts_max` times: then it stays `running` for the caller to fail.
+    pub async fn requeue_running_runs(&self, now_ms: i64, restarts_max: i64) -> Result<Swept> {
         self.write(None, move |connection| {
-            runs::requeue_running(connection, now_ms)
+            runs::requeue_running(connection, now_ms, restarts_max)
         })
         .await
     }

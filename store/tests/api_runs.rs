@@ -178,7 +178,9 @@ fn requeue_returns_running_runs_to_the_queue_and_leaves_the_others() -> anyhow::
     block_on(store.set_run_status(RunId::from_u128(2), RunStatus::Succeeded, None, 110))?;
     block_on(store.set_run_status(RunId::from_u128(3), RunStatus::Parked, None, 111))?;
 
-    let requeued = block_on(store.requeue_running_runs(200))?;
+    let swept = block_on(store.requeue_running_runs(200, 5))?;
+    assert!(swept.given_up.is_empty());
+    let requeued = swept.requeued;
     assert_eq!(
         statuses(&requeued),
         [(RunId::from_u128(1), RunStatus::Queued)]
@@ -198,10 +200,63 @@ fn requeue_returns_running_runs_to_the_queue_and_leaves_the_others() -> anyhow::
     assert_eq!(after(4)?.map(|run| run.updated_at_ms), Some(4), "untouched");
 
     // Nothing left running: a second sweep finds nothing. The requeued run is claimed again.
-    assert!(block_on(store.requeue_running_runs(300))?.is_empty());
+    assert_eq!(
+        block_on(store.requeue_running_runs(300, 5))?,
+        seed_store::Swept::default()
+    );
     let claimed = block_on(store.claim_next_run(Queue::Interactive, "boot-b", 301))?
         .expect("the requeued run");
     assert_eq!((claimed.id, claimed.attempts), (RunId::from_u128(1), 2));
+    Ok(())
+}
+
+#[test]
+fn a_run_found_cut_off_by_more_sweeps_than_the_limit_is_given_up_and_left_running()
+-> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(2)?;
+    let store = &fixture.store;
+    // Run 1 is cut off at every boot; run 2 is cut off once, by the last one. A sweep may
+    // queue a run again `restarts_max` times.
+    block_on(store.enqueue_run(run(1, sessions[0], &[])))?;
+    block_on(store.enqueue_run(run(2, sessions[1], &[])))?;
+    let restarts_max = 2;
+    for boot_idx in 0..restarts_max {
+        let boot = format!("boot-{boot_idx}");
+        let claimed = block_on(store.claim_next_run(Queue::Interactive, &boot, 100))?
+            .expect("run 1 is claimed");
+        assert_eq!(claimed.id, RunId::from_u128(1));
+        let swept = block_on(store.requeue_running_runs(200, restarts_max))?;
+        assert_eq!(statuses(&swept.requeued), [(claimed.id, RunStatus::Queued)]);
+        assert!(swept.given_up.is_empty(), "cut off {} times", boot_idx + 1);
+    }
+    for now_ms in 300..302 {
+        block_on(store.claim_next_run(Queue::Interactive, "boot-last", now_ms))?
+            .expect("a run to claim");
+    }
+    let swept = block_on(store.requeue_running_runs(400, restarts_max))?;
+    assert_eq!(
+        statuses(&swept.requeued),
+        [(RunId::from_u128(2), RunStatus::Queued)]
+    );
+    assert_eq!(
+        statuses(&swept.given_up),
+        [(RunId::from_u128(1), RunStatus::Running)]
+    );
+    // It stays running, so its session starts nothing else, until the runtime fails it.
+    let given_up = &swept.given_up[0];
+    assert_eq!(given_up.attempts, restarts_max + 1, "claimed at each boot");
+    assert_eq!(
+        block_on(store.get_run(given_up.id))?.as_ref(),
+        Some(given_up)
+    );
+    assert_eq!(
+        block_on(store.list_running_runs())?
+            .iter()
+            .map(|run| run.id)
+            .collect::<Vec<_>>(),
+        [given_up.id]
+    );
     Ok(())
 }
 

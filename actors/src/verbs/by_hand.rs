@@ -21,15 +21,27 @@ impl VerbSet {
             .collect()
     }
 
+    /// The argument schema of the verb `name`, when a person may run it by hand.
+    pub fn parameters_by_hand(&self, name: &str) -> Option<serde_json::Value> {
+        if !self.by_hand_names().contains(&name) {
+            return None;
+        }
+        self.verbs
+            .iter()
+            .find(|(verb, _)| verb.name() == name)
+            .map(|(verb, _)| verb.parameters())
+    }
+
     /// Checks `arguments` against the schema of the verb `name`, as a person's action must fit
-    /// before anything of it is written. A verb not run by hand has nothing to check.
+    /// before anything of it is written. A verb not run by hand has nothing to check (the
+    /// action is refused as such).
     pub fn check_by_hand(
         &self,
         name: &str,
         arguments: &serde_json::Value,
     ) -> Result<(), crate::verbs::read::ArgumentProblem> {
-        match self.verbs.iter().find(|(verb, _)| verb.name() == name) {
-            Some((verb, _)) => crate::verbs::read::check_arguments(&verb.parameters(), arguments),
+        match self.parameters_by_hand(name) {
+            Some(schema) => crate::verbs::read::check_arguments(&schema, arguments),
             None => Ok(()),
         }
     }
@@ -97,19 +109,7 @@ impl Runtime {
 
     /// The schema of the arguments of `verb`, when a person may run it by hand.
     pub fn verb_parameters_by_hand(&self, verb: &str) -> Option<serde_json::Value> {
-        self.env
-            .verbs
-            .by_hand_names()
-            .contains(&verb)
-            .then(|| {
-                self.env
-                    .verbs
-                    .verbs
-                    .iter()
-                    .find(|(known, _)| known.name() == verb)
-                    .map(|(known, _)| known.parameters())
-            })
-            .flatten()
+        self.env.verbs.parameters_by_hand(verb)
     }
 
     /// Checks a person's arguments for `verb` against its schema: an action that does not fit

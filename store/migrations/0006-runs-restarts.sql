@@ -1,0 +1,4 @@
+-- Migration 6: each run counts the boot sweeps that found it cut off mid-turn (`runs.restarts`),
+-- so that a run which kills its process each time it runs is failed after a few restarts
+-- rather than queued again at every boot. `add_runs_restarts` in src/schema.rs adds the column
+-- where it is missing; this file itself changes nothing.
