@@ -73,8 +73,8 @@ CREATE TABLE session_events (
     UNIQUE (session_key, seq)
 ) STRICT;
 
-CREATE INDEX session_events_by_entry ON session_events (session_key, pi_entry_id)
-    WHERE pi_entry_id IS NOT NULL;
+-- No index of pi_entry_id: the log's highest mark is its newest one, found back from the newest
+-- seq (src/log.rs, `newest_pi_entry_id`). Migration 7 drops the index databases had before.
 
 -- The store: a session's durable files, where a file is its rows in id order and an append is
 -- one inserted row. file: 0 entries.jsonl, 1 documents.jsonl, 2 tasks.jsonl.

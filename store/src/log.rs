@@ -59,6 +59,10 @@ pub(crate) fn insert_rows(
 ) -> Result<Vec<Placed>> {
     let session_key = key_for_write(connection, session_id)?;
     let last_seq = last_seq_of_key(connection, session_key)?;
+    // The log's newest mark is its highest only while marks never go down (see
+    // `newest_pi_entry_id`): checked at every append the tests make.
+    #[cfg(debug_assertions)]
+    let mut newest_mark = newest_pi_entry_id(connection, session_key)?;
     let mut insert = connection.prepare_cached(
         "INSERT INTO session_events
              (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
@@ -67,6 +71,14 @@ pub(crate) fn insert_rows(
     let mut placed = Vec::with_capacity(rows.len());
     for (row_idx, row) in rows.iter().enumerate() {
         let seq = last_seq + 1 + row_idx as i64;
+        #[cfg(debug_assertions)]
+        if let Some(entry_id) = row.pi_entry_id {
+            assert!(
+                newest_mark.is_none_or(|newest| entry_id >= newest),
+                "session {session_id}: entry {entry_id} projected after entry {newest_mark:?}"
+            );
+            newest_mark = Some(entry_id);
+        }
         insert.execute(params![
             session_key,
             seq,
@@ -181,15 +193,25 @@ pub(crate) fn max_pi_entry_id(
     connection: &Connection,
     session_id: SessionId,
 ) -> Result<Option<i64>> {
-    let session_key = key_for_read(connection, session_id)?;
+    newest_pi_entry_id(connection, key_for_read(connection, session_id)?)
+}
+
+/// The query of [`newest_pi_entry_id`]: back from the newest seq by the (session, seq) index.
+pub(crate) const NEWEST_PI_ENTRY_ID: &str = "SELECT pi_entry_id FROM session_events
+     WHERE session_key = ?1 AND pi_entry_id IS NOT NULL
+     ORDER BY seq DESC LIMIT 1";
+
+/// The mark of the session's newest event projected from the store, walking back from its
+/// newest seq past the events Seed wrote itself. It is also the highest mark: a projection is
+/// always of the entries above the log's highest mark, in entry order, so marks never go down
+/// along the log ([`insert_rows`] asserts it in debug builds). So no index of the marks is
+/// kept, which would cost every projected event an entry on a leaf of its session's
+/// (migration 7 drops the one there was).
+fn newest_pi_entry_id(connection: &Connection, session_key: i64) -> Result<Option<i64>> {
     Ok(connection
-        .prepare_cached(
-            "SELECT MAX(pi_entry_id) FROM session_events
-             WHERE session_key = ?1 AND pi_entry_id IS NOT NULL",
-        )?
+        .prepare_cached(NEWEST_PI_ENTRY_ID)?
         .query_row(params![session_key], |row| row.get(0))
-        .optional()?
-        .flatten())
+        .optional()?)
 }
 
 /// The session's highest seq, 0 for an empty log.

@@ -27,6 +27,9 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
             include_str!("../migrations/0006-runs-restarts.sql"),
             add_runs_restarts,
         ),
+        M::up(include_str!(
+            "../migrations/0007-no-index-of-entry-marks.sql"
+        )),
     ])
 });
 
@@ -221,7 +224,7 @@ mod tests {
     use super::*;
 
     /// The version a database has once every migration ran.
-    const LATEST_VERSION: i64 = 6;
+    const LATEST_VERSION: i64 = 7;
 
     #[test]
     fn migrations_are_valid() {
@@ -366,6 +369,52 @@ mod tests {
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .expect("the version");
         assert_eq!(version, LATEST_VERSION);
+    }
+
+    /// The indexes of the log: names, by name.
+    fn log_indexes(connection: &Connection) -> Vec<String> {
+        let mut statement = connection
+            .prepare(
+                "SELECT name FROM sqlite_schema
+                 WHERE type = 'index' AND tbl_name = 'session_events' ORDER BY name",
+            )
+            .expect("a query of the schema");
+        statement
+            .query_map([], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .expect("the indexes")
+    }
+
+    fn assert_the_newest_mark_is_read_back_from_the_newest_seq(connection: &Connection) {
+        assert_eq!(
+            log_indexes(connection),
+            ["sqlite_autoindex_session_events_1"]
+        );
+        let plan = query_plan(connection, crate::log::NEWEST_PI_ENTRY_ID);
+        assert!(
+            plan.contains("USING INDEX sqlite_autoindex_session_events_1 (session_key=?)")
+                && !plan.contains("TEMP B-TREE"),
+            "{plan}"
+        );
+    }
+
+    #[test]
+    fn the_log_keeps_no_index_of_its_marks_in_a_new_database_and_an_upgraded_one() {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let config = Config::new(dir.path().join("agents.db"));
+        let connection = open_writer(&config).expect("a new database");
+        assert_the_newest_mark_is_read_back_from_the_newest_seq(&connection);
+        // A database of version 6, with the index.
+        connection
+            .execute_batch(
+                "CREATE INDEX session_events_by_entry ON session_events (session_key, pi_entry_id)
+                     WHERE pi_entry_id IS NOT NULL;
+                 PRAGMA user_version = 6;",
+            )
+            .expect("an old database");
+        drop(connection);
+        let connection = open_writer(&config).expect("the old database, upgraded");
+        assert_the_newest_mark_is_read_back_from_the_newest_seq(&connection);
     }
 
     /// The schema's text of each table [`LIST_CHECKS`] changes.
