@@ -291,26 +291,47 @@ mod tests {
         assert_eq!(version, LATEST_VERSION);
     }
 
+    /// A new database at `config`, made an older one by `sql` (which sets its version), then
+    /// opened again, and so upgraded.
+    fn upgraded(config: &Config, sql: &str) -> Connection {
+        let connection = open_writer(config).expect("a new database");
+        connection.execute_batch(sql).expect("an old database");
+        drop(connection);
+        open_writer(config).expect("the old database, upgraded")
+    }
+
+    /// Opening `config`'s upgraded database again changes nothing: it stays at the latest
+    /// version.
+    fn assert_reopened_at_the_latest_version(config: &Config) {
+        let connection = open_writer(config).expect("opened again");
+        let version: i64 = connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .expect("the version");
+        assert_eq!(version, LATEST_VERSION);
+    }
+
+    /// An account and its session, `ses-a`, for a run to belong to.
+    const ONE_SESSION: &str =
+        "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc-a', x'00', 0);
+         INSERT INTO sessions (id, account_id, created_at, updated_at)
+             VALUES ('ses-a', 'acc-a', 0, 0);";
+
     #[test]
     fn an_older_database_gets_each_runs_account_and_their_index() {
         let dir = tempfile::tempdir().expect("a temporary dir");
         let config = Config::new(dir.path().join("agents.db"));
-        let connection = open_writer(&config).expect("a new database");
         // A database of version 2: runs without their account.
-        connection
-            .execute_batch(
-                "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc-a', x'00', 0);
-                 INSERT INTO sessions (id, account_id, created_at, updated_at)
-                     VALUES ('ses-a', 'acc-a', 0, 0);
+        let connection = upgraded(
+            &config,
+            &format!(
+                "{ONE_SESSION}
                  DROP INDEX runs_queued_by_account;
                  ALTER TABLE runs DROP COLUMN account_id;
                  INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
                      VALUES ('run-a', 'ses-a', 'interactive', 'queued', 0, 0);
-                 PRAGMA user_version = 2;",
-            )
-            .expect("an old database");
-        drop(connection);
-        let connection = open_writer(&config).expect("the old database, upgraded");
+                 PRAGMA user_version = 2;"
+            ),
+        );
         let account: Option<String> = connection
             .query_row(
                 "SELECT account_id FROM runs WHERE id = 'run-a'",
@@ -328,47 +349,33 @@ mod tests {
             )
             .expect("a plan");
         assert!(plan.contains("runs_queued_by_account"), "{plan}");
-        // Opening it again changes nothing.
         drop(connection);
-        let connection = open_writer(&config).expect("opened again");
-        let version: i64 = connection
-            .query_row("PRAGMA user_version", [], |row| row.get(0))
-            .expect("the version");
-        assert_eq!(version, LATEST_VERSION);
+        assert_reopened_at_the_latest_version(&config);
     }
 
     #[test]
     fn an_older_database_gets_the_restarts_of_each_run() {
         let dir = tempfile::tempdir().expect("a temporary dir");
         let config = Config::new(dir.path().join("agents.db"));
-        let connection = open_writer(&config).expect("a new database");
         // A database of version 5: runs without their restarts.
-        connection
-            .execute_batch(
-                "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc-a', x'00', 0);
-                 INSERT INTO sessions (id, account_id, created_at, updated_at)
-                     VALUES ('ses-a', 'acc-a', 0, 0);
+        let connection = upgraded(
+            &config,
+            &format!(
+                "{ONE_SESSION}
                  ALTER TABLE runs DROP COLUMN restarts;
                  INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
                      VALUES ('run-a', 'ses-a', 'interactive', 'running', 0, 0);
-                 PRAGMA user_version = 5;",
-            )
-            .expect("an old database");
-        drop(connection);
-        let connection = open_writer(&config).expect("the old database, upgraded");
+                 PRAGMA user_version = 5;"
+            ),
+        );
         let restarts: i64 = connection
             .query_row("SELECT restarts FROM runs WHERE id = 'run-a'", [], |row| {
                 row.get(0)
             })
             .expect("the run's restarts");
         assert_eq!(restarts, 0);
-        // Opening it again changes nothing.
         drop(connection);
-        let connection = open_writer(&config).expect("opened again");
-        let version: i64 = connection
-            .query_row("PRAGMA user_version", [], |row| row.get(0))
-            .expect("the version");
-        assert_eq!(version, LATEST_VERSION);
+        assert_reopened_at_the_latest_version(&config);
     }
 
     /// The indexes of the log: names, by name.
@@ -404,17 +411,17 @@ mod tests {
         let config = Config::new(dir.path().join("agents.db"));
         let connection = open_writer(&config).expect("a new database");
         assert_the_newest_mark_is_read_back_from_the_newest_seq(&connection);
-        // A database of version 6, with the index.
-        connection
-            .execute_batch(
-                "CREATE INDEX session_events_by_entry ON session_events (session_key, pi_entry_id)
-                     WHERE pi_entry_id IS NOT NULL;
-                 PRAGMA user_version = 6;",
-            )
-            .expect("an old database");
         drop(connection);
-        let connection = open_writer(&config).expect("the old database, upgraded");
+        // A database of version 6, with the index.
+        let connection = upgraded(
+            &config,
+            "CREATE INDEX session_events_by_entry ON session_events (session_key, pi_entry_id)
+                 WHERE pi_entry_id IS NOT NULL;
+             PRAGMA user_version = 6;",
+        );
         assert_the_newest_mark_is_read_back_from_the_newest_seq(&connection);
+        drop(connection);
+        assert_reopened_at_the_latest_version(&config);
     }
 
     /// The schema's text of each table [`LIST_CHECKS`] changes.
