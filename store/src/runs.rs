@@ -76,13 +76,20 @@ impl NewRun {
 
 /// Queues a run; it is stored as [`NewRun::queued`] says.
 pub(crate) fn insert_run(connection: &Connection, run: &NewRun) -> Result<()> {
+    insert_run_as(connection, run, None)
+}
+
+/// Inserts `run` queued or, with an owner, already running for it (its first attempt): a run
+/// claimed in the transaction that queues it is written once, so it never enters the indexes
+/// of queued runs only to leave them in the same commit.
+fn insert_run_as(connection: &Connection, run: &NewRun, owner: Option<&str>) -> Result<()> {
     let user_event_ids: Vec<i64> = run.user_event_ids.iter().map(|id| id.0).collect();
     connection
         .prepare_cached(
             "INSERT INTO runs (id, session_id, queue, status, user_event_ids, parent_run_id,
-                 typed, created_at, updated_at, account_id)
-             VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6, ?7, ?7,
-                 (SELECT account_id FROM sessions WHERE id = ?2))",
+                 typed, owner, attempts, created_at, updated_at, account_id)
+             VALUES (?1, ?2, ?3, IIF(?8 IS NULL, 'queued', 'running'), ?4, ?5, ?6, ?8,
+                 IIF(?8 IS NULL, 0, 1), ?7, ?7, (SELECT account_id FROM sessions WHERE id = ?2))",
         )?
         .execute(params![
             run.id.to_string(),
@@ -92,6 +99,7 @@ pub(crate) fn insert_run(connection: &Connection, run: &NewRun) -> Result<()> {
             run.parent_run_id.map(|id| id.to_string()),
             run.typed,
             run.created_at_ms,
+            owner,
         ])?;
     Ok(())
 }
@@ -257,6 +265,12 @@ pub(crate) fn claim_next_run_leased(
 /// Marks the queued `run` running for `owner` and takes its session's lease for it.
 fn start_leased(connection: &Connection, run: RunRow, owner: &str, now_ms: i64) -> Result<RunRow> {
     let run = start_claimed(connection, run, owner, now_ms)?;
+    take_lease(connection, &run, owner, now_ms)?;
+    Ok(run)
+}
+
+/// Takes the session's lease for the run `run` starts.
+fn take_lease(connection: &Connection, run: &RunRow, owner: &str, now_ms: i64) -> Result<()> {
     // Held already by this owner for this run (a claim redone), or taken now.
     connection
         .prepare_cached(
@@ -269,7 +283,7 @@ fn start_leased(connection: &Connection, run: RunRow, owner: &str, now_ms: i64) 
             run.id.to_string(),
             now_ms
         ])?;
-    Ok(run)
+    Ok(())
 }
 
 /// The id of the run [`NEXT_CLAIMABLE`] would claim.
@@ -279,29 +293,42 @@ pub(crate) const QUEUES_NEXT_CLAIMABLE_ID: &str = concat!(
     " ORDER BY rowid LIMIT 1"
 );
 
-/// Whether the queued run `run_id` may start for `owner` at once, claimed in the transaction
-/// that queued it: it is the run the queue's next claim would take ([`NEXT_CLAIMABLE`]), so it
-/// overtakes no older run that could start, of its own session or another (fair between
-/// sessions), and its session is free.
-fn queues_next_claimable(
+/// Whether a new run of `session_id` on `queue` may start for `owner` at once, in the
+/// transaction that queues it: it would be the run the queue's next claim takes
+/// ([`NEXT_CLAIMABLE`]): no older queued run there could start (it overtakes none, of its own
+/// session or another: fair between sessions), and its session is free (no run in flight, no
+/// lease held). The new run, the newest of all, is asked about before it is inserted: no
+/// other run's turn to start depends on it.
+fn starts_at_once(
     connection: &Connection,
     queue: Queue,
-    run_id: RunId,
+    session_id: SessionId,
     owner: &str,
 ) -> Result<bool> {
-    let next: Option<String> = connection
+    let older_claimable = connection
         .prepare_cached(QUEUES_NEXT_CLAIMABLE_ID)?
-        .query_row(params![queue.as_str(), owner], |row| row.get(0))
-        .optional()?;
-    Ok(next == Some(run_id.to_string()))
+        .query_row(params![queue.as_str(), owner], |_| Ok(()))
+        .optional()?
+        .is_some();
+    if older_claimable {
+        return Ok(false);
+    }
+    Ok(connection
+        .prepare_cached(SESSION_FREE_FOR_A_NEW_RUN)?
+        .query_row(params![session_id.to_string()], |row| row.get(0))?)
 }
+
+/// [`starts_at_once`]'s look at the session: [`session_free!`] for a run that has no lease yet.
+pub(crate) const SESSION_FREE_FOR_A_NEW_RUN: &str =
+    "SELECT NOT EXISTS (SELECT 1 FROM runs WHERE session_id = ?1 AND status = 'running')
+        AND NOT EXISTS (SELECT 1 FROM session_leases WHERE session_id = ?1)";
 
 /// Moves a run to `status`, with its result when it has one. Returns whether the run exists.
 pub(crate) fn set_run_status(
     connection: &Connection,
     id: RunId,
     status: RunStatus,
-    result: Option<&serde_json::Value>,
+    result: Option<&str>,
     now_ms: i64,
 ) -> Result<bool> {
     update_status(connection, SET_STATUS, id, status, result, now_ms)
@@ -326,13 +353,13 @@ fn update_status(
     sql: &'static str,
     id: RunId,
     status: RunStatus,
-    result: Option<&serde_json::Value>,
+    result: Option<&str>,
     now_ms: i64,
 ) -> Result<bool> {
     let n_updated = connection.prepare_cached(sql)?.execute(params![
         id.to_string(),
         status.as_str(),
-        result.map(serde_json::Value::to_string),
+        result,
         now_ms
     ])?;
     Ok(n_updated == 1)
@@ -375,7 +402,7 @@ pub(crate) fn finish_run(
     connection: &Connection,
     id: RunId,
     status: RunStatus,
-    result: Option<&serde_json::Value>,
+    result: Option<&str>,
     now_ms: i64,
 ) -> Result<bool> {
     update_status(connection, FINISH_RUN, id, status, result, now_ms)
@@ -568,7 +595,7 @@ pub(crate) fn finish_run_delivering(
     connection: &Connection,
     id: RunId,
     status: RunStatus,
-    result: Option<&serde_json::Value>,
+    result: Option<&str>,
     now_ms: i64,
     delivery: Option<&ChildDelivery>,
 ) -> Result<bool> {
@@ -673,16 +700,19 @@ pub(crate) fn sessions_with_open_runs(connection: &Connection) -> Result<Vec<Ses
 /// `claim_for` (a slot of the queue is held for it), the run is claimed for that owner at once,
 /// with the session's lease, when it is the session's next and the session is free; it stays
 /// queued otherwise.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn send_user_message(
     connection: &Connection,
     session_id: SessionId,
     event: &NewEvent,
+    row: &log::EventRow,
     run_id: RunId,
     queue: Queue,
     now_ms: i64,
     claim_for: Option<&str>,
 ) -> Result<(SessionEvent, RunRow)> {
-    let stored = log::append_events(connection, session_id, std::slice::from_ref(event))?
+    let placed = log::insert_rows(connection, session_id, std::slice::from_ref(row))?;
+    let stored = log::stored_events(session_id, vec![event.clone()], &placed)
         .pop()
         .ok_or_else(|| Error::corrupt("session_events", "an append stored no event"))?;
     let run = NewRun {
@@ -694,15 +724,20 @@ pub(crate) fn send_user_message(
         typed: false,
         created_at_ms: now_ms,
     };
-    insert_run(connection, &run)?;
+    let owner = match claim_for {
+        Some(owner) if starts_at_once(connection, queue, session_id, owner)? => Some(owner),
+        _ => None,
+    };
+    insert_run_as(connection, &run, owner)?;
     sessions::touch_session(connection, session_id, now_ms)?;
-    let run = run.queued();
-    match claim_for {
-        Some(owner) if queues_next_claimable(connection, queue, run_id, owner)? => {
-            Ok((stored, start_leased(connection, run, owner, now_ms)?))
-        }
-        _ => Ok((stored, run)),
+    let mut run = run.queued();
+    if let Some(owner) = owner {
+        run.status = RunStatus::Running;
+        run.owner = Some(owner.to_owned());
+        run.attempts = 1;
+        take_lease(connection, &run, owner, now_ms)?;
     }
+    Ok((stored, run))
 }
 
 /// Inserts a delegated child: its session, the task as its first message, and its run, in one
@@ -836,6 +871,62 @@ mod tests {
             .any(|op| op == "OpenEphemeral")
     }
 
+    /// A message whose run starts at once writes that run once, running: it never enters the
+    /// indexes of queued runs only to leave them in the same transaction. Counted in rows
+    /// written (SQLite's `changes`): the event, the run, the session's time and the lease.
+    #[test]
+    fn a_run_started_with_its_message_is_written_once() {
+        let (_dir, connection) = new_database();
+        connection
+            .execute_batch(
+                "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc', x'00', 0);",
+            )
+            .expect("an account");
+        let session_id = SessionId::from_u128(1);
+        connection
+            .execute(
+                "INSERT INTO sessions (id, account_id, created_at, updated_at)
+                 VALUES (?1, 'acc', 0, 0)",
+                params![session_id.to_string()],
+            )
+            .expect("a session");
+        let send = |run_id: u128, now_ms: i64| {
+            let event = NewEvent::message(
+                seed_events::EventRole::User,
+                "user",
+                serde_json::json!({"text": "hello"}),
+                now_ms,
+            );
+            let before = connection.total_changes();
+            let (_, run) = send_user_message(
+                &connection,
+                session_id,
+                &event,
+                &log::EventRow::of(&event),
+                RunId::from_u128(run_id),
+                Queue::Interactive,
+                now_ms,
+                Some("boot-a"),
+            )
+            .expect("sent");
+            (run, connection.total_changes() - before)
+        };
+        let (started, n_rows) = send(1, 10);
+        assert_eq!(
+            (started.status, started.owner.as_deref(), started.attempts),
+            (RunStatus::Running, Some("boot-a"), 1)
+        );
+        assert_eq!(
+            get_run(&connection, started.id).expect("read").as_ref(),
+            Some(&started)
+        );
+        assert_eq!(n_rows, 4, "the event, the run, the session, the lease");
+        // The session is busy now: the next message's run waits in the queue.
+        let (waiting, n_rows) = send(2, 11);
+        assert_eq!((waiting.status, waiting.attempts), (RunStatus::Queued, 0));
+        assert_eq!(n_rows, 3, "the event, the run, the session");
+    }
+
     #[test]
     fn a_runs_end_and_the_delegation_checks_build_no_temporary_btree() {
         let (_dir, connection) = new_database();
@@ -852,6 +943,7 @@ mod tests {
             RESUME_IF_CHILDREN_DONE,
             NEXT_CLAIMABLE,
             QUEUES_NEXT_CLAIMABLE_ID,
+            SESSION_FREE_FOR_A_NEW_RUN,
         ] {
             assert!(!builds_a_temporary_btree(&connection, sql), "{sql}");
         }

@@ -417,8 +417,9 @@ impl Store {
         result: Option<serde_json::Value>,
         now_ms: i64,
     ) -> Result<bool> {
+        let result = result.map(|result| result.to_string());
         self.write(None, move |connection| {
-            runs::set_run_status(connection, id, status, result.as_ref(), now_ms)
+            runs::set_run_status(connection, id, status, result.as_deref(), now_ms)
         })
         .await
     }
@@ -488,11 +489,14 @@ impl Store {
         now_ms: i64,
         claim_for: Option<String>,
     ) -> Result<(SessionEvent, RunRow)> {
+        // Serialized here, not on the writer's thread.
+        let row = log::EventRow::of(&event);
         self.write(Some(session_id), move |connection| {
             runs::send_user_message(
                 connection,
                 session_id,
                 &event,
+                &row,
                 run_id,
                 queue,
                 now_ms,
@@ -560,8 +564,9 @@ impl Store {
         result: Option<serde_json::Value>,
         now_ms: i64,
     ) -> Result<bool> {
+        let result = result.map(|result| result.to_string());
         self.write(None, move |connection| {
-            runs::finish_run(connection, run_id, status, result.as_ref(), now_ms)
+            runs::finish_run(connection, run_id, status, result.as_deref(), now_ms)
         })
         .await
     }
@@ -602,6 +607,8 @@ impl Store {
             .as_ref()
             .map(|(session_id, _)| *session_id)
             .or(lease.as_ref().map(|(session_id, _)| *session_id));
+        // Serialized here, not on the writer's thread, which every session's commits wait on.
+        let result = result.map(|result| result.to_string());
         self.write(scope, move |connection| {
             if let Some((session_id, projection)) = &projection {
                 projection.write(connection, *session_id)?;
@@ -624,7 +631,7 @@ impl Store {
                 connection,
                 run_id,
                 status,
-                result.as_ref(),
+                result.as_deref(),
                 now_ms,
                 delivery.as_ref(),
             )?;
