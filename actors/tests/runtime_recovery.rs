@@ -440,6 +440,28 @@ fn a_later_run_gives_up_a_turn_a_crashed_run_left_unsettled() -> anyhow::Result<
     Ok(())
 }
 
+/// A runtime on `store` whose boot sweeps may queue a cut-off run again `restarts_max` times.
+async fn start_with_restarts_max(
+    store: Store,
+    provider: ScriptedProvider,
+    restarts_max: i64,
+    boot_id: &str,
+) -> anyhow::Result<(Runtime, BootReport)> {
+    let settings = RuntimeSettings {
+        run_restarts_max: restarts_max,
+        ..RuntimeSettings::default()
+    };
+    Ok(Runtime::start(
+        store,
+        Arc::new(provider),
+        Vec::new(),
+        settings,
+        boot_id.to_owned(),
+        test_clock(),
+    )
+    .await?)
+}
+
 /// A process whose model is asked for the run's answer and never gives it, killed there: a turn
 /// that brings every process down. Process 0 sends the message; each later one finds the run
 /// requeued by its boot sweep and starts it again. Returns the run.
@@ -464,17 +486,11 @@ fn die_while_the_model_streams(
                     text: "Let me think".to_owned(),
                 }
             });
-            let settings = RuntimeSettings {
-                run_restarts_max: restarts_max,
-                ..RuntimeSettings::default()
-            };
-            let (runtime, report) = Runtime::start(
+            let (runtime, report) = start_with_restarts_max(
                 store,
-                Arc::new(provider),
-                Vec::new(),
-                settings,
-                format!("boot-{process_idx}"),
-                test_clock(),
+                provider,
+                restarts_max,
+                &format!("boot-{process_idx}"),
             )
             .await?;
             let requeued = usize::from(sent.is_some());
@@ -522,19 +538,8 @@ fn a_run_cut_off_by_every_restart_is_failed_after_the_limit_and_its_session_goes
         let after = after.clone();
         async move {
             let store = Store::open(Config::new(&path))?;
-            let settings = RuntimeSettings {
-                run_restarts_max: restarts_max,
-                ..RuntimeSettings::default()
-            };
-            let (runtime, report) = Runtime::start(
-                store.clone(),
-                Arc::new(after),
-                Vec::new(),
-                settings,
-                "boot-last".to_owned(),
-                test_clock(),
-            )
-            .await?;
+            let (runtime, report) =
+                start_with_restarts_max(store.clone(), after, restarts_max, "boot-last").await?;
             assert_eq!(
                 report,
                 BootReport {

@@ -69,8 +69,13 @@ pub enum Command {
         /// Restarts that may cut off one turn: a run that the next boot finds cut off once
         /// more is failed rather than started again, so a turn that brings the service down
         /// each time it runs stops doing so.
-        #[arg(long, env = "SEED_RUN_RESTARTS_MAX", default_value_t = 5, value_parser = clap::value_parser!(u32))]
-        run_restarts_max: u32,
+        #[arg(
+            long,
+            env = "SEED_RUN_RESTARTS_MAX",
+            default_value_t = seed_actors::RuntimeSettings::default().run_restarts_max,
+            value_parser = clap::value_parser!(i64).range(0..)
+        )]
+        run_restarts_max: i64,
         /// Delay between the scripted model's text deltas, in milliseconds (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         scripted_delay_ms: u64,
@@ -140,7 +145,7 @@ pub fn main() -> anyhow::Result<()> {
                     *interactive_runs_max as usize,
                     *background_runs_max as usize,
                 ),
-                run_restarts_max: i64::from(*run_restarts_max),
+                run_restarts_max: *run_restarts_max,
             })
         }
         Command::Key { new } => key(&cli, new.as_deref()),
@@ -615,6 +620,35 @@ mod tests {
             serde_json::json!({"id": "c", "name": "status", "arguments": {"title": "x"}});
         assert_eq!(event_line(&call), r#"[1] tool call: status({"title":"x"})"#);
         assert_eq!(event_line(&assistant(0)), "[1] agent: hi");
+    }
+
+    #[test]
+    fn serve_takes_the_restarts_a_turn_may_have_and_defaults_to_the_runtimes() {
+        let restarts_max = |args: &[&str]| {
+            Cli::try_parse_from(["seed", "serve"].iter().chain(args)).map(|cli| match cli.command {
+                Command::Serve {
+                    run_restarts_max, ..
+                } => run_restarts_max,
+                _ => unreachable!("parsed serve"),
+            })
+        };
+        assert_eq!(
+            restarts_max(&[]).ok(),
+            Some(seed_actors::RuntimeSettings::default().run_restarts_max)
+        );
+        assert_eq!(
+            restarts_max(&["--run-restarts-max", "1000"]).ok(),
+            Some(1000)
+        );
+        let refused = restarts_max(&["--run-restarts-max=-1"])
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("--run-restarts-max")),
+            "{refused:?}"
+        );
     }
 
     #[test]

@@ -197,12 +197,24 @@ macro_rules! session_free {
     };
 }
 
+/// The queued runs on queue `?1` that may start (for owner `?2`, see [`session_free!`]), as
+/// a literal for `concat!`: what [`NEXT_CLAIMABLE`] takes the oldest of, and what a new run
+/// must not overtake ([`STARTS_AT_ONCE`]).
+macro_rules! claimable {
+    () => {
+        concat!(
+            "runs AS queued WHERE queue = ?1 AND status = 'queued' AND ",
+            session_free!()
+        )
+    };
+}
+
 /// The query of [`next_claimable`]: the oldest queued run on queue `?1` that may start.
 pub(crate) const NEXT_CLAIMABLE: &str = concat!(
     "SELECT ",
     run_columns!(),
-    " FROM runs AS queued WHERE queue = ?1 AND status = 'queued' AND ",
-    session_free!(),
+    " FROM ",
+    claimable!(),
     " ORDER BY rowid LIMIT 1"
 );
 
@@ -240,11 +252,16 @@ fn start_claimed(
             format_args!("run {} vanished while claimed", run.id),
         ));
     }
+    started(&mut run, owner, now_ms);
+    Ok(run)
+}
+
+/// `run` as starting it for `owner` leaves its row: running, one more attempt.
+fn started(run: &mut RunRow, owner: &str, now_ms: i64) {
     run.status = RunStatus::Running;
     run.owner = Some(owner.to_owned());
     run.attempts += 1;
     run.updated_at_ms = now_ms;
-    Ok(run)
 }
 
 /// Claims the next run as [`claim_next_run`] does, and takes its session's store lease for it in
@@ -286,42 +303,40 @@ fn take_lease(connection: &Connection, run: &RunRow, owner: &str, now_ms: i64) -
     Ok(())
 }
 
-/// The id of the run [`NEXT_CLAIMABLE`] would claim.
-pub(crate) const QUEUES_NEXT_CLAIMABLE_ID: &str = concat!(
-    "SELECT id FROM runs AS queued WHERE queue = ?1 AND status = 'queued' AND ",
+/// The query of [`starts_at_once`]: no queued run on queue `?1` may start (so the queue's next
+/// claim would take the new run), and the session `?3` of the new run `?4` is free for owner
+/// `?2`, by the same [`session_free!`] as a queued run's, over a row that stands for the run
+/// not yet inserted.
+pub(crate) const STARTS_AT_ONCE: &str = concat!(
+    "SELECT NOT EXISTS (SELECT 1 FROM ",
+    claimable!(),
+    ") AND EXISTS (SELECT 1 FROM (SELECT ?3 AS session_id, ?4 AS id) AS queued WHERE ",
     session_free!(),
-    " ORDER BY rowid LIMIT 1"
+    ")"
 );
 
-/// Whether a new run of `session_id` on `queue` may start for `owner` at once, in the
-/// transaction that queues it: it would be the run the queue's next claim takes
-/// ([`NEXT_CLAIMABLE`]): no older queued run there could start (it overtakes none, of its own
-/// session or another: fair between sessions), and its session is free (no run in flight, no
-/// lease held). The new run, the newest of all, is asked about before it is inserted: no
-/// other run's turn to start depends on it.
+/// Whether the new run `run_id` of `session_id` on `queue` may start for `owner` at once, in
+/// the transaction that queues it: it would be the run the queue's next claim takes
+/// ([`NEXT_CLAIMABLE`]), so it overtakes no older run that could start, of its own session or
+/// another (fair between sessions), and its session is free. Asked before the run is
+/// inserted: it is the newest of all, and no other run's turn to start depends on it.
 fn starts_at_once(
     connection: &Connection,
     queue: Queue,
     session_id: SessionId,
+    run_id: RunId,
     owner: &str,
 ) -> Result<bool> {
-    let older_claimable = connection
-        .prepare_cached(QUEUES_NEXT_CLAIMABLE_ID)?
-        .query_row(params![queue.as_str(), owner], |_| Ok(()))
-        .optional()?
-        .is_some();
-    if older_claimable {
-        return Ok(false);
-    }
-    Ok(connection
-        .prepare_cached(SESSION_FREE_FOR_A_NEW_RUN)?
-        .query_row(params![session_id.to_string()], |row| row.get(0))?)
+    Ok(connection.prepare_cached(STARTS_AT_ONCE)?.query_row(
+        params![
+            queue.as_str(),
+            owner,
+            session_id.to_string(),
+            run_id.to_string()
+        ],
+        |row| row.get(0),
+    )?)
 }
-
-/// [`starts_at_once`]'s look at the session: [`session_free!`] for a run that has no lease yet.
-pub(crate) const SESSION_FREE_FOR_A_NEW_RUN: &str =
-    "SELECT NOT EXISTS (SELECT 1 FROM runs WHERE session_id = ?1 AND status = 'running')
-        AND NOT EXISTS (SELECT 1 FROM session_leases WHERE session_id = ?1)";
 
 /// Moves a run to `status`, with its result when it has one. Returns whether the run exists.
 pub(crate) fn set_run_status(
@@ -725,16 +740,14 @@ pub(crate) fn send_user_message(
         created_at_ms: now_ms,
     };
     let owner = match claim_for {
-        Some(owner) if starts_at_once(connection, queue, session_id, owner)? => Some(owner),
+        Some(owner) if starts_at_once(connection, queue, session_id, run_id, owner)? => Some(owner),
         _ => None,
     };
     insert_run_as(connection, &run, owner)?;
     sessions::touch_session(connection, session_id, now_ms)?;
     let mut run = run.queued();
     if let Some(owner) = owner {
-        run.status = RunStatus::Running;
-        run.owner = Some(owner.to_owned());
-        run.attempts = 1;
+        started(&mut run, owner, now_ms);
         take_lease(connection, &run, owner, now_ms)?;
     }
     Ok((stored, run))
@@ -942,8 +955,7 @@ mod tests {
             HAS_OPEN_CHILDREN,
             RESUME_IF_CHILDREN_DONE,
             NEXT_CLAIMABLE,
-            QUEUES_NEXT_CLAIMABLE_ID,
-            SESSION_FREE_FOR_A_NEW_RUN,
+            STARTS_AT_ONCE,
         ] {
             assert!(!builds_a_temporary_btree(&connection, sql), "{sql}");
         }

@@ -479,16 +479,13 @@ mod tests {
     fn assert_runs_are_claimed_by_index(connection: &Connection) {
         for sql in [
             crate::runs::NEXT_CLAIMABLE,
-            crate::runs::QUEUES_NEXT_CLAIMABLE_ID,
+            crate::runs::STARTS_AT_ONCE,
             crate::runs::QUEUED_EVENT_IDS,
         ] {
             let plan = query_plan(connection, sql);
             assert!(plan.contains("runs_open_by_session"), "{sql}\n{plan}");
         }
-        for sql in [
-            crate::runs::NEXT_CLAIMABLE,
-            crate::runs::QUEUES_NEXT_CLAIMABLE_ID,
-        ] {
+        for sql in [crate::runs::NEXT_CLAIMABLE, crate::runs::STARTS_AT_ONCE] {
             let plan = query_plan(connection, sql);
             assert!(plan.contains("runs_by_queue (queue=?)"), "{sql}\n{plan}");
         }
