@@ -255,8 +255,14 @@ async fn store_with_sessions(
 /// CPU time (user and system) of each thread of this process, by thread name, summed over
 /// threads of the same name; from `/proc/self/task/*/stat`, in clock ticks of 10 ms.
 pub fn thread_cpu() -> anyhow::Result<std::collections::BTreeMap<String, Duration>> {
+    thread_cpu_of("self")
+}
+
+/// [`thread_cpu`] of the process `pid` (`"self"`: this one).
+pub fn thread_cpu_of(pid: &str) -> anyhow::Result<std::collections::BTreeMap<String, Duration>> {
     let mut cpu = std::collections::BTreeMap::new();
-    for task in std::fs::read_dir("/proc/self/task").context("listing /proc/self/task")? {
+    let tasks = format!("/proc/{pid}/task");
+    for task in std::fs::read_dir(&tasks).with_context(|| format!("listing {tasks}"))? {
         let stat = match std::fs::read_to_string(task?.path().join("stat")) {
             Ok(stat) => stat,
             // The thread ended meanwhile.

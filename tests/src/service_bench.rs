@@ -1,8 +1,15 @@
 //! The `service` bench: messages through a real `seed serve` (the scripted model) over loopback
 //! HTTP from this second process, each client a session of its own sending one message after
 //! another with `wait` (the answer has been committed when the response comes back). Reports
-//! messages/s and the p50 / p99 latency of a message at each level of concurrency.
+//! messages/s and the p50 / p99 latency of a message at each level of concurrency, and the CPU
+//! time each thread of both processes spent on it.
+//!
+//! Two lighter loads bound what any message can cost: [`Load::SignedReads`] (a signed `GET` of
+//! the client's session: the signature checked, the session read, the nonce committed) and
+//! [`Load::Health`] (`/healthz`, unsigned: HTTP alone, both ends). A message is a signed request
+//! and a turn, so it can go no faster than the signed reads.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -82,30 +89,82 @@ pub fn start(seed: &Path, scratch: &Path) -> anyhow::Result<Service> {
     })
 }
 
+/// What each client sends, one request after another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    /// A signed message to the client's session, with `wait`: a whole turn.
+    Messages,
+    /// A signed `GET` of the client's session: everything a signed request costs, no turn.
+    SignedReads,
+    /// `GET /healthz`, unsigned: the HTTP of both ends alone.
+    Health,
+}
+
 /// What one level of concurrency measured.
 #[derive(Debug, Clone)]
 pub struct Measurement {
-    pub n_messages: usize,
+    /// Requests answered in the timed part (messages, for [`Load::Messages`]).
+    pub n_requests: usize,
     pub elapsed: Duration,
     pub p50: Duration,
     pub p99: Duration,
+    /// CPU time of each thread (by name) of the service and of this client process during the
+    /// timed part.
+    pub service_cpu: BTreeMap<String, Duration>,
+    pub client_cpu: BTreeMap<String, Duration>,
 }
 
 impl Measurement {
     pub fn rate(&self) -> f64 {
-        self.n_messages as f64 / self.elapsed.as_secs_f64()
+        self.n_requests as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// The CPU time of both processes per request, in µs, thread by thread (the client's
+    /// threads prefixed `client `), busiest first, then the total.
+    pub fn cpu_per_request(&self) -> (Vec<(String, f64)>, f64) {
+        let per_request = |cpu: &Duration| cpu.as_secs_f64() * 1e6 / self.n_requests.max(1) as f64;
+        let mut threads: Vec<(String, f64)> = self
+            .service_cpu
+            .iter()
+            .map(|(name, cpu)| (name.clone(), per_request(cpu)))
+            .chain(
+                self.client_cpu
+                    .iter()
+                    .map(|(name, cpu)| (format!("client {name}"), per_request(cpu))),
+            )
+            .filter(|(_, us)| *us > 0.0)
+            .collect();
+        threads.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let total = threads.iter().map(|(_, us)| us).sum();
+        (threads, total)
     }
 }
 
-/// `n_clients` clients, each in a session of its own, sending messages with `wait` for
-/// `duration` (after one warm-up message each).
+/// How much CPU time each thread gained from `before` to `after`.
+fn cpu_spent(
+    before: &BTreeMap<String, Duration>,
+    after: BTreeMap<String, Duration>,
+) -> BTreeMap<String, Duration> {
+    after
+        .into_iter()
+        .map(|(name, cpu)| {
+            let spent = cpu.saturating_sub(before.get(&name).copied().unwrap_or_default());
+            (name, spent)
+        })
+        .collect()
+}
+
+/// `n_clients` clients, each in a session of its own, sending `load` for `duration` (after one
+/// warm-up request each).
 pub fn measure(
     service: &Service,
     n_clients: usize,
     duration: Duration,
+    load: Load,
 ) -> anyhow::Result<Measurement> {
     let key = AccountKey::load(&service.data_dir.join(LOCAL_KEY_FILE))?;
     let url = service.url.clone();
+    let service_pid = service.child.id().to_string();
     actix_web::rt::System::new().block_on(async move {
         let client = Client::new(&url, key)?;
         let mut sessions = Vec::with_capacity(n_clients);
@@ -116,27 +175,35 @@ pub fn measure(
         }
         let send = |client: Client, session_id: uuid::Uuid, idx: usize| async move {
             let started = Instant::now();
-            let answer = client
-                .request(
-                    "POST",
-                    &format!("/v1/sessions/{session_id}/messages"),
-                    Some(&serde_json::json!({"text": format!("message {idx}"), "wait": true})),
-                )
-                .await?;
+            let answer = match load {
+                Load::Messages => {
+                    let message =
+                        serde_json::json!({"text": format!("message {idx}"), "wait": true});
+                    let path = format!("/v1/sessions/{session_id}/messages");
+                    client.request("POST", &path, Some(&message)).await?
+                }
+                Load::SignedReads => {
+                    let path = format!("/v1/sessions/{session_id}");
+                    client.request("GET", &path, None).await?
+                }
+                Load::Health => client.send_raw("GET", "/healthz", Vec::new(), &[]).await?,
+            };
             if answer.status != 200 {
                 bail!(
-                    "a message was answered {}: {:?}",
+                    "a request ({load:?}) was answered {}: {:?}",
                     answer.status,
                     answer.value()
                 );
             }
             anyhow::Ok(started.elapsed())
         };
-        // Warm-up: a message in every session.
+        // Warm-up: a request in every session.
         let warm_up = sessions.iter().map(|id| send(client.clone(), *id, 0));
         for result in futures::future::join_all(warm_up).await {
             result?;
         }
+        let service_cpu_before = crate::runtime_bench::thread_cpu_of(&service_pid)?;
+        let client_cpu_before = crate::runtime_bench::thread_cpu()?;
         let started = Instant::now();
         let deadline = started + duration;
         let lanes = sessions.iter().map(|session_id| {
@@ -157,6 +224,11 @@ pub fn measure(
             latencies.extend(lane?);
         }
         let elapsed = started.elapsed();
+        let service_cpu = cpu_spent(
+            &service_cpu_before,
+            crate::runtime_bench::thread_cpu_of(&service_pid)?,
+        );
+        let client_cpu = cpu_spent(&client_cpu_before, crate::runtime_bench::thread_cpu()?);
         latencies.sort();
         let percentile = |p: f64| {
             latencies
@@ -165,10 +237,57 @@ pub fn measure(
                 .unwrap_or_default()
         };
         Ok(Measurement {
-            n_messages: latencies.len(),
+            n_requests: latencies.len(),
             elapsed,
             p50: percentile(0.50),
             p99: percentile(0.99),
+            service_cpu,
+            client_cpu,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn cpu_is_what_each_thread_gained_and_a_new_thread_counts_whole() {
+        let before = BTreeMap::from([("writer".to_owned(), ms(100)), ("http".to_owned(), ms(50))]);
+        let after = BTreeMap::from([
+            ("writer".to_owned(), ms(300)),
+            ("http".to_owned(), ms(50)),
+            ("reader".to_owned(), ms(20)),
+        ]);
+        let spent = cpu_spent(&before, after);
+        assert_eq!(spent["writer"], ms(200));
+        assert_eq!(spent["http"], ms(0));
+        assert_eq!(spent["reader"], ms(20));
+    }
+
+    #[test]
+    fn cpu_per_request_names_the_clients_threads_sorts_busiest_first_and_sums() {
+        let measurement = Measurement {
+            n_requests: 1_000,
+            elapsed: Duration::from_secs(1),
+            p50: ms(1),
+            p99: ms(2),
+            service_cpu: BTreeMap::from([
+                ("writer".to_owned(), ms(30)),
+                ("idle".to_owned(), ms(0)),
+                ("http".to_owned(), ms(50)),
+            ]),
+            client_cpu: BTreeMap::from([("bench".to_owned(), ms(40))]),
+        };
+        let (threads, total) = measurement.cpu_per_request();
+        let names: Vec<&str> = threads.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["http", "client bench", "writer"]);
+        assert_eq!(threads[0].1, 50.0);
+        assert_eq!(total, 120.0);
+        assert_eq!(measurement.rate(), 1_000.0);
+    }
 }

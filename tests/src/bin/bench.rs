@@ -21,6 +21,11 @@
 //! 5 seconds (`SEED_BENCH_SERVICE_SECONDS=N` for a longer soak). `service N clients` is
 //! messages/s against the raw floor of the same run (a message is two steps, its input and its
 //! answer, each committed); `… p50` and `… p99` are a message's latency in ms, their own floor.
+//! Two rows at 256 clients bound a message from below: `service 256 clients signed reads`
+//! (each client `GET`s its session, signed: the signature checked, the session read, the nonce
+//! committed; no turn) and `service 256 clients health` (unsigned `/healthz`: the HTTP of both
+//! ends alone), in requests/s. `SEED_BENCH_VERBOSE=1` adds the CPU time each thread of the
+//! service and of this client spent a request.
 //!
 //! The `projections` suite touches no disk, so it has no SQLite floor: for it the `floor`
 //! column is the smallest case and the ratio is growth against it, not against SQLite. The
@@ -86,6 +91,7 @@ use seed_tests::bench::{Row, write_report};
 use seed_tests::projections_bench;
 use seed_tests::providers_bench;
 use seed_tests::runtime_bench::{self, TurnShape};
+use seed_tests::service_bench::Load;
 use seed_tests::turn_loop::{self, CommitStats, TURNS_PER_SESSION, TimedFs};
 
 const SUITES: [&str; 7] = [
@@ -353,9 +359,26 @@ const RUNTIME_STEPS_CASES: [(&str, usize, usize, TurnShape); 4] = [
     ),
 ];
 
-/// Concurrent clients of the `service` suite, and how long each level runs unless
-/// `SEED_BENCH_SERVICE_SECONDS` says.
-const SERVICE_CLIENTS: [usize; 3] = [1, 32, 256];
+/// The rows of the `service` suite: concurrent clients and what each sends. Messages at three
+/// levels, then the two lighter loads at the highest, which bound a message from below.
+const SERVICE_CASES: [(&str, usize, Load, &str); 5] = [
+    ("service 1 clients", 1, Load::Messages, "messages/s"),
+    ("service 32 clients", 32, Load::Messages, "messages/s"),
+    ("service 256 clients", 256, Load::Messages, "messages/s"),
+    (
+        "service 256 clients signed reads",
+        256,
+        Load::SignedReads,
+        "requests/s",
+    ),
+    (
+        "service 256 clients health",
+        256,
+        Load::Health,
+        "requests/s",
+    ),
+];
+/// How long each row runs unless `SEED_BENCH_SERVICE_SECONDS` says.
 const SERVICE_DURATION: Duration = Duration::from_secs(5);
 
 fn service_duration() -> anyhow::Result<Duration> {
@@ -372,30 +395,36 @@ fn service_duration() -> anyhow::Result<Duration> {
 fn service_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
     use seed_tests::service_bench;
     let duration = service_duration()?;
+    let verbose = std::env::var_os("SEED_BENCH_VERBOSE").is_some();
     let scratch = scratch_dir()?;
     let normal = config(&scratch, Synchronous::Normal, BatchMode::Optimistic);
     let mut rows = Vec::new();
     let floor_normal = best_of_n(3, || floor_rate(&normal, 20_000))?;
     rows.push(Row::floor("floor normal", floor_normal));
     let seed = service_bench::seed_binary()?;
-    for n_clients in SERVICE_CLIENTS {
-        let name = format!("service {n_clients} clients");
-        if !selected(&name, filter) {
+    for (name, n_clients, load, unit) in SERVICE_CASES {
+        if !selected(name, filter) {
             continue;
         }
         let service = service_bench::start(&seed, &scratch)?;
-        let measured = service_bench::measure(&service, n_clients, duration)?;
+        let measured = service_bench::measure(&service, n_clients, duration, load)?;
         drop(service);
         eprintln!(
-            "{name}: {} messages in {:?}, p50 {:?}, p99 {:?}",
-            measured.n_messages, measured.elapsed, measured.p50, measured.p99
+            "{name}: {} requests in {:?}, p50 {:?}, p99 {:?}",
+            measured.n_requests, measured.elapsed, measured.p50, measured.p99
         );
-        rows.push(Row::ratio(
-            &name,
-            measured.rate(),
-            "messages/s",
-            floor_normal,
-        ));
+        if verbose {
+            let (threads, total) = measured.cpu_per_request();
+            let threads: Vec<String> = threads
+                .iter()
+                .map(|(thread, us)| format!("{thread} {us:.0}"))
+                .collect();
+            eprintln!(
+                "{name}: CPU µs a request, by thread: {} (in all {total:.0})",
+                threads.join(", ")
+            );
+        }
+        rows.push(Row::ratio(name, measured.rate(), unit, floor_normal));
         for (suffix, latency) in [("p50", measured.p50), ("p99", measured.p99)] {
             let ms = latency.as_secs_f64() * 1000.0;
             rows.push(Row::ratio(&format!("{name} {suffix}"), ms, "ms", ms));
