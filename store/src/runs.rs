@@ -113,6 +113,19 @@ macro_rules! run_columns {
 }
 
 const RUN_COLUMNS: &str = run_columns!();
+/// How many columns [`RUN_COLUMNS`] names: the index of a column selected after them.
+const RUN_COLUMNS_COUNT: usize = {
+    let bytes = RUN_COLUMNS.as_bytes();
+    let mut n_columns = 1;
+    let mut idx = 0;
+    while idx < bytes.len() {
+        if bytes[idx] == b',' {
+            n_columns += 1;
+        }
+        idx += 1;
+    }
+    n_columns
+};
 
 /// That a run is still open (queued, running or parked), as a literal for `concat!`. Written as
 /// equalities: SQLite builds an IN list of three values or more into a temporary b-tree each
@@ -634,37 +647,43 @@ pub struct Swept {
 
 /// The boot sweep's step: every run left `running` counts one more restart; those with at most
 /// `restarts_max` go back to `queued`, their owner cleared and their attempts kept, and the
-/// others stay `running` for the runtime to fail. Returns both as they are after the update.
+/// others stay `running` for the runtime to fail. Returns both as the update leaves them.
 pub(crate) fn requeue_running(
     connection: &Connection,
     now_ms: i64,
     restarts_max: i64,
 ) -> Result<Swept> {
-    let running = list_running(connection)?;
-    let n_counted = connection
+    let mut listed = connection.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS}, restarts FROM runs WHERE status = 'running' ORDER BY rowid"
+    ))?;
+    let running = collect_rows(listed.query_map([], |row| {
+        let restarts: i64 = row.get(RUN_COLUMNS_COUNT)?;
+        Ok(run_from_row(row)?.map(|run| (run, restarts + 1)))
+    })?)?;
+    let n_updated = connection
         .prepare_cached(
-            "UPDATE runs SET restarts = restarts + 1, updated_at = ?1 WHERE status = 'running'",
+            "UPDATE runs SET restarts = restarts + 1, updated_at = ?1,
+                 status = IIF(restarts < ?2, 'queued', status),
+                 owner = IIF(restarts < ?2, NULL, owner)
+             WHERE status = 'running'",
         )?
-        .execute(params![now_ms])?;
-    if n_counted != running.len() {
+        .execute(params![now_ms, restarts_max])?;
+    if n_updated != running.len() {
         return Err(Error::corrupt(
             "runs",
-            format_args!("{} runs listed running, {n_counted} counted", running.len()),
+            format_args!("{} runs listed running, {n_updated} counted", running.len()),
         ));
     }
-    connection
-        .prepare_cached(
-            "UPDATE runs SET status = 'queued', owner = NULL
-             WHERE status = 'running' AND restarts <= ?1",
-        )?
-        .execute(params![restarts_max])?;
+    // Each row as the update left it, without reading it back.
     let mut swept = Swept::default();
-    for run in running {
-        let run = get_run(connection, run.id)?
-            .ok_or_else(|| Error::corrupt("runs", format_args!("run {} vanished", run.id)))?;
-        match run.status {
-            RunStatus::Queued => swept.requeued.push(run),
-            _ => swept.given_up.push(run),
+    for (mut run, restarts) in running {
+        run.updated_at_ms = now_ms;
+        if restarts <= restarts_max {
+            run.status = RunStatus::Queued;
+            run.owner = None;
+            swept.requeued.push(run);
+        } else {
+            swept.given_up.push(run);
         }
     }
     Ok(swept)

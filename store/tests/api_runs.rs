@@ -229,6 +229,11 @@ fn a_run_found_cut_off_by_more_sweeps_than_the_limit_is_given_up_and_left_runnin
         let swept = block_on(store.requeue_running_runs(200, restarts_max))?;
         assert_eq!(statuses(&swept.requeued), [(claimed.id, RunStatus::Queued)]);
         assert!(swept.given_up.is_empty(), "cut off {} times", boot_idx + 1);
+        assert_eq!(
+            block_on(store.get_run(claimed.id))?.as_ref(),
+            swept.requeued.first(),
+            "the sweep returns the run as it stored it"
+        );
     }
     for now_ms in 300..302 {
         block_on(store.claim_next_run(Queue::Interactive, "boot-last", now_ms))?
