@@ -96,6 +96,33 @@ pub(crate) fn insert_rows(
     Ok(placed)
 }
 
+/// One event ready for the writer: serialized on the caller's thread, so that the writer's job
+/// (which every session's commits wait on) only inserts it, again after a rollback.
+#[derive(Debug, Clone)]
+pub(crate) struct PreparedEvent {
+    event: NewEvent,
+    row: EventRow,
+}
+
+impl PreparedEvent {
+    pub(crate) fn of(event: NewEvent) -> PreparedEvent {
+        let row = EventRow::of(&event);
+        PreparedEvent { event, row }
+    }
+
+    /// Appends the event to the session's log, as [`append_events`] would.
+    pub(crate) fn append(
+        &self,
+        connection: &Connection,
+        session_id: SessionId,
+    ) -> Result<SessionEvent> {
+        let placed = insert_rows(connection, session_id, std::slice::from_ref(&self.row))?;
+        stored_events(session_id, vec![self.event.clone()], &placed)
+            .pop()
+            .ok_or_else(|| crate::Error::corrupt("session_events", "an append stored no event"))
+    }
+}
+
 /// `events` as stored, once [`insert_rows`] placed them.
 pub(crate) fn stored_events(
     session_id: SessionId,

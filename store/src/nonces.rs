@@ -163,8 +163,7 @@ impl Store {
         now_ms: i64,
         claim_for: Option<String>,
     ) -> Result<NonceOutcome<SendOutcome>> {
-        // Serialized here, not on the writer's thread.
-        let row = crate::log::EventRow::of(&event);
+        let event = crate::log::PreparedEvent::of(event);
         self.write(Some(session_id), move |connection| {
             if !owned_by(connection, session_id, account_id)? {
                 return Ok(NonceOutcome::Fresh(SendOutcome::NotFound));
@@ -179,7 +178,6 @@ impl Store {
                 connection,
                 session_id,
                 &event,
-                &row,
                 run_id,
                 queue,
                 now_ms,

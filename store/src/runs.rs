@@ -734,21 +734,16 @@ pub(crate) fn sessions_with_open_runs(connection: &Connection) -> Result<Vec<Ses
 /// `claim_for` (a slot of the queue is held for it), the run is claimed for that owner at once,
 /// with the session's lease, when it is the session's next and the session is free; it stays
 /// queued otherwise.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn send_user_message(
     connection: &Connection,
     session_id: SessionId,
-    event: &NewEvent,
-    row: &log::EventRow,
+    event: &log::PreparedEvent,
     run_id: RunId,
     queue: Queue,
     now_ms: i64,
     claim_for: Option<&str>,
 ) -> Result<(SessionEvent, RunRow)> {
-    let placed = log::insert_rows(connection, session_id, std::slice::from_ref(row))?;
-    let stored = log::stored_events(session_id, vec![event.clone()], &placed)
-        .pop()
-        .ok_or_else(|| Error::corrupt("session_events", "an append stored no event"))?;
+    let stored = event.append(connection, session_id)?;
     let run = NewRun {
         id: run_id,
         session_id,
@@ -933,8 +928,7 @@ mod tests {
             let (_, run) = send_user_message(
                 &connection,
                 session_id,
-                &event,
-                &log::EventRow::of(&event),
+                &log::PreparedEvent::of(event),
                 RunId::from_u128(run_id),
                 Queue::Interactive,
                 now_ms,

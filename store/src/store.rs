@@ -489,14 +489,12 @@ impl Store {
         now_ms: i64,
         claim_for: Option<String>,
     ) -> Result<(SessionEvent, RunRow)> {
-        // Serialized here, not on the writer's thread.
-        let row = log::EventRow::of(&event);
+        let event = log::PreparedEvent::of(event);
         self.write(Some(session_id), move |connection| {
             runs::send_user_message(
                 connection,
                 session_id,
                 &event,
-                &row,
                 run_id,
                 queue,
                 now_ms,
