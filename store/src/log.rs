@@ -354,24 +354,14 @@ pub(crate) fn has_tool_result(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Config;
 
     /// The log's highest mark is read as its newest, which holds only while marks never go
     /// down along a session's log: an append that would break that is a bug, and stops there.
     #[test]
     #[cfg(debug_assertions)]
     fn an_event_projected_from_an_older_entry_than_the_newest_mark_is_refused() {
-        let dir = tempfile::tempdir().expect("a temporary dir");
-        let connection = crate::schema::open_writer(&Config::new(dir.path().join("agents.db")))
-            .expect("a new database");
         let session_id = SessionId::from_u128(1);
-        connection
-            .execute_batch(&format!(
-                "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc', x'00', 0);
-                 INSERT INTO sessions (id, account_id, created_at, updated_at)
-                     VALUES ('{session_id}', 'acc', 0, 0);"
-            ))
-            .expect("a session");
+        let (_dir, connection) = crate::schema::database_with_a_session(&session_id.to_string());
         let projected = |entry_id| {
             let mut event = NewEvent::message(
                 seed_events::EventRole::Assistant,

@@ -883,14 +883,7 @@ pub(crate) fn claim_runs_leased(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Config;
-
-    fn new_database() -> (tempfile::TempDir, Connection) {
-        let dir = tempfile::tempdir().expect("a temporary dir");
-        let connection = crate::schema::open_writer(&Config::new(dir.path().join("agents.db")))
-            .expect("a new database");
-        (dir, connection)
-    }
+    use crate::schema::{database_with_a_session, new_database};
 
     fn builds_a_temporary_btree(connection: &Connection, sql: &str) -> bool {
         crate::schema::program(connection, sql)
@@ -903,20 +896,8 @@ mod tests {
     /// written (SQLite's `changes`): the event, the run, the session's time and the lease.
     #[test]
     fn a_run_started_with_its_message_is_written_once() {
-        let (_dir, connection) = new_database();
-        connection
-            .execute_batch(
-                "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc', x'00', 0);",
-            )
-            .expect("an account");
         let session_id = SessionId::from_u128(1);
-        connection
-            .execute(
-                "INSERT INTO sessions (id, account_id, created_at, updated_at)
-                 VALUES (?1, 'acc', 0, 0)",
-                params![session_id.to_string()],
-            )
-            .expect("a session");
+        let (_dir, connection) = database_with_a_session(&session_id.to_string());
         let send = |run_id: u128, now_ms: i64| {
             let event = NewEvent::message(
                 seed_events::EventRole::User,
@@ -976,14 +957,7 @@ mod tests {
 
     #[test]
     fn an_open_run_is_one_whose_status_is_not_terminal() {
-        let (_dir, connection) = new_database();
-        connection
-            .execute_batch(
-                "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc', x'00', 0);
-                 INSERT INTO sessions (id, account_id, created_at, updated_at)
-                     VALUES ('ses', 'acc', 0, 0);",
-            )
-            .expect("a session");
+        let (_dir, connection) = database_with_a_session("ses");
         for status in RunStatus::ALL {
             connection
                 .execute(

@@ -205,6 +205,29 @@ pub fn apply_pragmas(connection: &Connection, config: &Config) -> Result<()> {
     Ok(())
 }
 
+/// A new database in a temporary dir: what a test of the store's statements starts from.
+#[cfg(test)]
+pub(crate) fn new_database() -> (tempfile::TempDir, Connection) {
+    let dir = tempfile::tempdir().expect("a temporary dir");
+    let connection =
+        open_writer(&Config::new(dir.path().join("agents.db"))).expect("a new database");
+    (dir, connection)
+}
+
+/// [`new_database`] holding the account `acc` and its session `session_id`.
+#[cfg(test)]
+pub(crate) fn database_with_a_session(session_id: &str) -> (tempfile::TempDir, Connection) {
+    let (dir, connection) = new_database();
+    connection
+        .execute_batch(&format!(
+            "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc', x'00', 0);
+             INSERT INTO sessions (id, account_id, created_at, updated_at)
+                 VALUES ('{session_id}', 'acc', 0, 0);"
+        ))
+        .expect("an account and its session");
+    (dir, connection)
+}
+
 /// The opcodes of `sql`'s program (`EXPLAIN`, its parameters bound to NULL): what a test reads
 /// to see how SQLite runs a statement.
 #[cfg(test)]
