@@ -214,16 +214,22 @@ pub(crate) fn new_database() -> (tempfile::TempDir, Connection) {
     (dir, connection)
 }
 
+/// The SQL that stores the account `account_id` and its session `session_id`.
+#[cfg(test)]
+pub(crate) fn account_and_session(account_id: &str, session_id: &str) -> String {
+    format!(
+        "INSERT INTO accounts (id, public_key, created_at) VALUES ('{account_id}', x'00', 0);
+         INSERT INTO sessions (id, account_id, created_at, updated_at)
+             VALUES ('{session_id}', '{account_id}', 0, 0);"
+    )
+}
+
 /// [`new_database`] holding the account `acc` and its session `session_id`.
 #[cfg(test)]
 pub(crate) fn database_with_a_session(session_id: &str) -> (tempfile::TempDir, Connection) {
     let (dir, connection) = new_database();
     connection
-        .execute_batch(&format!(
-            "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc', x'00', 0);
-             INSERT INTO sessions (id, account_id, created_at, updated_at)
-                 VALUES ('{session_id}', 'acc', 0, 0);"
-        ))
+        .execute_batch(&account_and_session("acc", session_id))
         .expect("an account and its session");
     (dir, connection)
 }
@@ -333,21 +339,16 @@ mod tests {
         assert_eq!(version, LATEST_VERSION);
     }
 
-    /// An account and its session, `ses-a`, for a run to belong to.
-    const ONE_SESSION: &str =
-        "INSERT INTO accounts (id, public_key, created_at) VALUES ('acc-a', x'00', 0);
-         INSERT INTO sessions (id, account_id, created_at, updated_at)
-             VALUES ('ses-a', 'acc-a', 0, 0);";
-
     #[test]
     fn an_older_database_gets_each_runs_account_and_their_index() {
         let dir = tempfile::tempdir().expect("a temporary dir");
         let config = Config::new(dir.path().join("agents.db"));
         // A database of version 2: runs without their account.
+        let one_session = account_and_session("acc-a", "ses-a");
         let connection = upgraded(
             &config,
             &format!(
-                "{ONE_SESSION}
+                "{one_session}
                  DROP INDEX runs_queued_by_account;
                  ALTER TABLE runs DROP COLUMN account_id;
                  INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
@@ -381,10 +382,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary dir");
         let config = Config::new(dir.path().join("agents.db"));
         // A database of version 5: runs without their restarts.
+        let one_session = account_and_session("acc-a", "ses-a");
         let connection = upgraded(
             &config,
             &format!(
-                "{ONE_SESSION}
+                "{one_session}
                  ALTER TABLE runs DROP COLUMN restarts;
                  INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
                      VALUES ('run-a', 'ses-a', 'interactive', 'running', 0, 0);
