@@ -622,66 +622,56 @@ mod tests {
         assert_eq!(event_line(&assistant(0)), "[1] agent: hi");
     }
 
-    #[test]
-    fn serve_takes_the_restarts_a_turn_may_have_and_defaults_to_the_runtimes() {
-        let restarts_max = |args: &[&str]| {
-            Cli::try_parse_from(["seed", "serve"].iter().chain(args)).map(|cli| match cli.command {
-                Command::Serve {
-                    run_restarts_max, ..
-                } => run_restarts_max,
-                _ => unreachable!("parsed serve"),
-            })
-        };
-        assert_eq!(
-            restarts_max(&[]).ok(),
-            Some(seed_actors::RuntimeSettings::default().run_restarts_max)
-        );
-        assert_eq!(
-            restarts_max(&["--run-restarts-max", "1000"]).ok(),
-            Some(1000)
-        );
-        let refused = restarts_max(&["--run-restarts-max=-1"])
-            .err()
-            .map(|e| e.to_string());
+    /// `seed serve ARGS`, parsed.
+    fn parse_serve(args: &[&str]) -> Result<Command, clap::Error> {
+        Cli::try_parse_from(["seed", "serve"].iter().chain(args)).map(|cli| cli.command)
+    }
+
+    /// `seed serve ARGS` is refused, and the refusal names `flag`.
+    fn assert_serve_refuses(args: &[&str], flag: &str) {
+        let refused = parse_serve(args).err().map(|e| e.to_string());
         assert!(
-            refused
-                .as_deref()
-                .is_some_and(|e| e.contains("--run-restarts-max")),
-            "{refused:?}"
+            refused.as_deref().is_some_and(|e| e.contains(flag)),
+            "{args:?}: {refused:?}"
         );
     }
 
     #[test]
-    fn serve_takes_the_runs_in_flight_and_refuses_none() {
-        let runs_max = |args: &[&str]| {
-            Cli::try_parse_from(["seed", "serve"].iter().chain(args)).map(|cli| match cli.command {
-                Command::Serve {
-                    interactive_runs_max,
-                    background_runs_max,
-                    ..
-                } => (interactive_runs_max, background_runs_max),
-                _ => unreachable!("parsed serve"),
-            })
+    fn serve_takes_the_restarts_a_turn_may_have_and_defaults_to_the_runtimes() {
+        let restarts_max = |args: &[&str]| match parse_serve(args).ok() {
+            Some(Command::Serve {
+                run_restarts_max, ..
+            }) => Some(run_restarts_max),
+            _ => None,
         };
-        assert_eq!(runs_max(&[]).ok(), Some((64, 16)));
+        assert_eq!(
+            restarts_max(&[]),
+            Some(seed_actors::RuntimeSettings::default().run_restarts_max)
+        );
+        assert_eq!(restarts_max(&["--run-restarts-max", "1000"]), Some(1000));
+        assert_serve_refuses(&["--run-restarts-max=-1"], "--run-restarts-max");
+    }
+
+    #[test]
+    fn serve_takes_the_runs_in_flight_and_refuses_none() {
+        let runs_max = |args: &[&str]| match parse_serve(args).ok() {
+            Some(Command::Serve {
+                interactive_runs_max,
+                background_runs_max,
+                ..
+            }) => Some((interactive_runs_max, background_runs_max)),
+            _ => None,
+        };
+        assert_eq!(runs_max(&[]), Some((64, 16)));
         assert_eq!(
             runs_max(&[
                 "--interactive-runs-max",
                 "1024",
                 "--background-runs-max",
                 "4"
-            ])
-            .ok(),
+            ]),
             Some((1024, 4))
         );
-        let refused = runs_max(&["--interactive-runs-max", "0"])
-            .err()
-            .map(|e| e.to_string());
-        assert!(
-            refused
-                .as_deref()
-                .is_some_and(|e| e.contains("--interactive-runs-max")),
-            "{refused:?}"
-        );
+        assert_serve_refuses(&["--interactive-runs-max", "0"], "--interactive-runs-max");
     }
 }
