@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use common::{
     Fixture, assert_log_agrees_with_store, conversation, in_process, log, open_store_with_sessions,
-    session, start_runtime, summary, test_clock, within,
+    session, start_runtime, start_runtime_with, summary, within,
 };
 use futures::StreamExt;
 use futures::channel::oneshot;
@@ -451,15 +451,7 @@ async fn start_with_restarts_max(
         run_restarts_max: restarts_max,
         ..RuntimeSettings::default()
     };
-    Ok(Runtime::start(
-        store,
-        Arc::new(provider),
-        Vec::new(),
-        settings,
-        boot_id.to_owned(),
-        test_clock(),
-    )
-    .await?)
+    start_runtime_with(store, Arc::new(provider), Vec::new(), settings, boot_id).await
 }
 
 /// A process whose model is asked for the run's answer and never gives it, killed there: a turn

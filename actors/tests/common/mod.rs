@@ -120,13 +120,12 @@ impl Fixture {
         settings: RuntimeSettings,
         boot_id: &str,
     ) -> anyhow::Result<Runtime> {
-        let (runtime, _) = Runtime::start(
+        let (runtime, _) = start_runtime_with(
             self.store.clone(),
             Arc::new(provider),
             vec![Arc::new(Echo)],
             settings,
-            boot_id.to_owned(),
-            test_clock(),
+            boot_id,
         )
         .await?;
         Ok(runtime)
@@ -203,11 +202,22 @@ pub async fn start_runtime(
     verbs: Vec<Arc<dyn Verb>>,
     boot_id: &str,
 ) -> anyhow::Result<(Runtime, seed_actors::BootReport)> {
+    start_runtime_with(store, provider, verbs, RuntimeSettings::default(), boot_id).await
+}
+
+/// [`start_runtime`] with `settings`.
+pub async fn start_runtime_with(
+    store: Store,
+    provider: Arc<dyn Provider>,
+    verbs: Vec<Arc<dyn Verb>>,
+    settings: RuntimeSettings,
+    boot_id: &str,
+) -> anyhow::Result<(Runtime, seed_actors::BootReport)> {
     Ok(Runtime::start(
         store,
         provider,
         verbs,
-        RuntimeSettings::default(),
+        settings,
         boot_id.to_owned(),
         test_clock(),
     )
@@ -227,15 +237,7 @@ pub async fn start_with_crash_points(
         crash_points,
         ..RuntimeSettings::default()
     };
-    let (runtime, _) = Runtime::start(
-        store,
-        provider,
-        verbs,
-        settings,
-        boot_id.to_owned(),
-        test_clock(),
-    )
-    .await?;
+    let (runtime, _) = start_runtime_with(store, provider, verbs, settings, boot_id).await?;
     Ok(runtime)
 }
 
