@@ -575,7 +575,9 @@ pub fn boot_sweep_time(config: &Config, n_runs: usize) -> anyhow::Result<SweepMe
             claimed?;
         }
         let started = Instant::now();
-        let report = seed_actors::runtime::boot_sweep(&store, "new-boot", now + 1, 5).await?;
+        let restarts_max = seed_actors::RuntimeSettings::default().run_restarts_max;
+        let report =
+            seed_actors::runtime::boot_sweep(&store, "new-boot", now + 1, restarts_max).await?;
         let elapsed = started.elapsed();
         if report.n_runs_requeued != n_runs || report.n_leases_released != n_runs {
             bail!("the boot sweep over {n_runs} runs did {report:?}");
