@@ -12,7 +12,8 @@
 //! - A run whose answer was committed: queued again (by hand, or left `running` by a crash and
 //!   requeued by the boot sweep), it ends with the committed answer and asks the model nothing.
 //! - A turn that every process dies in: the boot sweeps queue it again `run_restarts_max`
-//!   times, the next one fails it, and the session goes on.
+//!   times, the next one fails it, and the session goes on. A delegated child's parent hears of
+//!   that failure as of any other end of the child, and takes its later pass.
 
 mod common;
 
@@ -444,6 +445,7 @@ fn a_later_run_gives_up_a_turn_a_crashed_run_left_unsettled() -> anyhow::Result<
 async fn start_with_restarts_max(
     store: Store,
     provider: ScriptedProvider,
+    verbs: Vec<Arc<dyn Verb>>,
     restarts_max: i64,
     boot_id: &str,
 ) -> anyhow::Result<(Runtime, BootReport)> {
@@ -451,7 +453,7 @@ async fn start_with_restarts_max(
         run_restarts_max: restarts_max,
         ..RuntimeSettings::default()
     };
-    start_runtime_with(store, Arc::new(provider), Vec::new(), settings, boot_id).await
+    start_runtime_with(store, Arc::new(provider), verbs, settings, boot_id).await
 }
 
 /// A process whose model is asked for the run's answer and never gives it, killed there: a turn
@@ -481,6 +483,7 @@ fn die_while_the_model_streams(
             let (runtime, report) = start_with_restarts_max(
                 store,
                 provider,
+                Vec::new(),
                 restarts_max,
                 &format!("boot-{process_idx}"),
             )
@@ -530,8 +533,14 @@ fn a_run_cut_off_by_every_restart_is_failed_after_the_limit_and_its_session_goes
         let after = after.clone();
         async move {
             let store = Store::open(Config::new(&path))?;
-            let (runtime, report) =
-                start_with_restarts_max(store.clone(), after, restarts_max, "boot-last").await?;
+            let (runtime, report) = start_with_restarts_max(
+                store.clone(),
+                after,
+                Vec::new(),
+                restarts_max,
+                "boot-last",
+            )
+            .await?;
             assert_eq!(
                 report,
                 BootReport {
@@ -579,5 +588,132 @@ fn a_run_cut_off_by_every_restart_is_failed_after_the_limit_and_its_session_goes
         1,
         "only the new message's run asked: {requests:#?}"
     );
+    Ok(())
+}
+
+/// The delegation verbs, for a parent to delegate with.
+fn delegation_verbs() -> Vec<Arc<dyn Verb>> {
+    use seed_actors::verbs::delegate::{Delegate, ReturnResult};
+    vec![Arc::new(Delegate), Arc::new(ReturnResult)]
+}
+
+/// The user's newest message in `request`, past what the runtime adds to each turn.
+fn newest_user_text(request: &Request) -> Option<&str> {
+    request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m.as_ref() {
+            Message::User(user) if !user.text.starts_with('<') => Some(user.text.as_str()),
+            _ => None,
+        })
+}
+
+/// The result of the parent's delegate call, once the request holds one.
+fn delegate_result(request: &Request) -> Option<String> {
+    request.messages.iter().find_map(|m| match m.as_ref() {
+        Message::ToolResult(result) if result.tool_name == "delegate" => {
+            Some(result.content.clone())
+        }
+        _ => None,
+    })
+}
+
+/// The parent delegates "find the answer" and then reports what it reads; the child's model
+/// is asked (told on `asked`) and never answers.
+fn delegating_provider(asked: futures::channel::mpsc::UnboundedSender<()>) -> ScriptedProvider {
+    ScriptedProvider::from_fn(move |request: &Request, _| {
+        if newest_user_text(request) == Some("find the answer") {
+            let _ = asked.unbounded_send(());
+            return ScriptedStep::Hang {
+                text: "Looking".to_owned(),
+            };
+        }
+        match delegate_result(request) {
+            Some(result) => ScriptedStep::Respond(text_response(&format!("parent: got {result}"))),
+            None => ScriptedStep::Respond(tool_response(
+                "",
+                vec![ToolCall {
+                    id: "d1".to_owned(),
+                    name: "delegate".to_owned(),
+                    arguments: serde_json::json!({ "task": "find the answer" }),
+                }],
+            )),
+        }
+    })
+}
+
+#[test]
+fn a_delegated_child_cut_off_by_every_restart_is_failed_and_its_parent_hears_of_it()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("seed.db");
+    let restarts_max = 1;
+    // The first process delegates; it and each restart die while the child's model streams.
+    let mut parent_run = None;
+    for process_idx in 0..=restarts_max {
+        let path = path.clone();
+        parent_run = Some(in_process(move || {
+            Box::pin(async move {
+                let store = if parent_run.is_none() {
+                    open_store_with_sessions(&path, 1).await?
+                } else {
+                    Store::open(Config::new(&path))?
+                };
+                let (asked, mut child_asked) = futures::channel::mpsc::unbounded();
+                let (runtime, report) = start_with_restarts_max(
+                    store,
+                    delegating_provider(asked),
+                    delegation_verbs(),
+                    restarts_max,
+                    &format!("boot-{process_idx}"),
+                )
+                .await?;
+                assert_eq!(report.n_runs_given_up, 0, "process {process_idx}");
+                let parent_run = match parent_run {
+                    Some(run_id) => run_id,
+                    None => runtime.send_message(session(0), "research it").await?.1,
+                };
+                within("the child's model is asked", child_asked.next()).await;
+                Ok(parent_run)
+            })
+        })?);
+    }
+    let parent_run = parent_run.expect("the parent's run");
+
+    // The next boot gives the child up; the parent hears of it and answers with what it heard.
+    let (asked, mut child_asked) = futures::channel::mpsc::unbounded();
+    let provider = delegating_provider(asked);
+    let system = actix::System::new();
+    let child_run = system.block_on({
+        let provider = provider.clone();
+        async move {
+            let store = Store::open(Config::new(&path))?;
+            let (runtime, report) = start_with_restarts_max(
+                store.clone(),
+                provider,
+                delegation_verbs(),
+                restarts_max,
+                "boot-last",
+            )
+            .await?;
+            assert_eq!(report.n_runs_given_up, 1, "{report:?}");
+            let parent = within("the parent's run", runtime.wait_for_run(parent_run)).await?;
+            assert_eq!(parent.status, RunStatus::Succeeded, "{parent:?}");
+            let answer = parent.result.as_ref().and_then(|r| r["answer"].as_str());
+            assert!(
+                answer.is_some_and(|a| a.contains("ended failed") && a.contains("restarts")),
+                "the parent read the child's failure: {parent:?}"
+            );
+            assert!(
+                store.list_running_runs().await?.is_empty(),
+                "nothing left running"
+            );
+            assert_log_agrees_with_store(&store, session(0)).await?;
+            anyhow::Ok(child_asked.try_recv().is_ok())
+        }
+    })?;
+    drop(system);
+    assert!(!child_run, "the given-up child's model is not asked again");
     Ok(())
 }
