@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use common::{Fixture, assert_log_agrees_with_store, log, session};
+use common::{Fixture, assert_log_agrees_with_store, delegate_result, log, session};
 use seed_actors::verbs::delegate::{Delegate, ReturnResult};
 use seed_actors::{Runtime, RuntimeSettings};
 use seed_events::RunStatus;
@@ -31,15 +31,6 @@ fn newest_input(request: &Request) -> String {
             _ => None,
         })
         .unwrap_or_default()
-}
-
-fn delegate_result(request: &Request) -> Option<String> {
-    request.messages.iter().find_map(|m| match m.as_ref() {
-        Message::ToolResult(result) if result.tool_name == "delegate" => {
-            Some(result.content.clone())
-        }
-        _ => None,
-    })
 }
 
 /// The parent delegates, the child answers (typed children return), the parent reports.

@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{
-    Fixture, assert_log_agrees_with_store, conversation, in_process, log, open_store_with_sessions,
-    session, start_runtime, start_runtime_with, summary, within,
+    Fixture, assert_log_agrees_with_store, conversation, delegate_result, in_process, log,
+    open_store_with_sessions, session, start_runtime, start_runtime_with, summary, within,
 };
 use futures::StreamExt;
 use futures::channel::oneshot;
@@ -456,6 +456,16 @@ async fn start_with_restarts_max(
     start_runtime_with(store, Arc::new(provider), verbs, settings, boot_id).await
 }
 
+/// The store of a "process": the first makes the database with its one session, a restart
+/// opens what the processes before it left.
+async fn open_for_process(path: &std::path::Path, first: bool) -> anyhow::Result<Store> {
+    if first {
+        open_store_with_sessions(path, 1).await
+    } else {
+        Ok(Store::open(Config::new(path))?)
+    }
+}
+
 /// A process whose model is asked for the run's answer and never gives it, killed there: a turn
 /// that brings every process down. Process 0 sends the message; each later one finds the run
 /// requeued by its boot sweep and starts it again. Returns the run.
@@ -468,11 +478,7 @@ fn die_while_the_model_streams(
     let path = path.to_owned();
     in_process(move || {
         Box::pin(async move {
-            let store = if sent.is_none() {
-                open_store_with_sessions(&path, 1).await?
-            } else {
-                Store::open(Config::new(&path))?
-            };
+            let store = open_for_process(&path, sent.is_none()).await?;
             let (asked, mut was_asked) = futures::channel::mpsc::unbounded();
             let provider = ScriptedProvider::from_fn(move |_, _| {
                 let _ = asked.unbounded_send(());
@@ -609,16 +615,6 @@ fn newest_user_text(request: &Request) -> Option<&str> {
         })
 }
 
-/// The result of the parent's delegate call, once the request holds one.
-fn delegate_result(request: &Request) -> Option<String> {
-    request.messages.iter().find_map(|m| match m.as_ref() {
-        Message::ToolResult(result) if result.tool_name == "delegate" => {
-            Some(result.content.clone())
-        }
-        _ => None,
-    })
-}
-
 /// The parent delegates "find the answer" and then reports what it reads; the child's model
 /// is asked (told on `asked`) and never answers.
 fn delegating_provider(asked: futures::channel::mpsc::UnboundedSender<()>) -> ScriptedProvider {
@@ -655,11 +651,7 @@ fn a_delegated_child_cut_off_by_every_restart_is_failed_and_its_parent_hears_of_
         let path = path.clone();
         parent_run = Some(in_process(move || {
             Box::pin(async move {
-                let store = if parent_run.is_none() {
-                    open_store_with_sessions(&path, 1).await?
-                } else {
-                    Store::open(Config::new(&path))?
-                };
+                let store = open_for_process(&path, parent_run.is_none()).await?;
                 let (asked, mut child_asked) = futures::channel::mpsc::unbounded();
                 let (runtime, report) = start_with_restarts_max(
                     store,

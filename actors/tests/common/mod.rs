@@ -375,3 +375,13 @@ pub fn in_process<T: Send + 'static>(
     .join()
     .map_err(|_| anyhow::anyhow!("the process panicked"))?
 }
+
+/// The result of a parent's `delegate` call in `request`, once it holds one.
+pub fn delegate_result(request: &Request) -> Option<String> {
+    request.messages.iter().find_map(|m| match m.as_ref() {
+        Message::ToolResult(result) if result.tool_name == "delegate" => {
+            Some(result.content.clone())
+        }
+        _ => None,
+    })
+}
