@@ -6,7 +6,9 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use common::{Fixture, assert_log_agrees_with_store, delegate_result, log, session};
+use common::{
+    Fixture, assert_log_agrees_with_store, delegate_result, delegating_parent_step, log, session,
+};
 use seed_actors::verbs::delegate::{Delegate, ReturnResult};
 use seed_actors::{Runtime, RuntimeSettings};
 use seed_events::RunStatus;
@@ -56,23 +58,8 @@ fn provider(typed: bool) -> ScriptedProvider {
                 ScriptedStep::Respond(text_response("42"))
             };
         }
-        parent_step(request, typed)
+        delegating_parent_step(request, typed)
     })
-}
-
-/// The parent: delegates "find the answer", then reports the result it reads.
-fn parent_step(request: &Request, typed: bool) -> ScriptedStep {
-    match delegate_result(request) {
-        Some(result) => ScriptedStep::Respond(text_response(&format!("parent: got {result}"))),
-        None => ScriptedStep::Respond(tool_response(
-            "",
-            vec![ToolCall {
-                id: "d1".to_owned(),
-                name: "delegate".to_owned(),
-                arguments: serde_json::json!({ "task": "find the answer", "typed": typed }),
-            }],
-        )),
-    }
 }
 
 async fn start(fixture: &Fixture, provider: ScriptedProvider) -> anyhow::Result<Runtime> {
@@ -161,7 +148,7 @@ async fn deleting_a_child_answers_its_parents_call_and_resumes_the_parent() -> a
                 text: String::new(),
             }
         } else {
-            parent_step(request, false)
+            delegating_parent_step(request, false)
         }
     });
     let runtime = start(&fixture, provider).await?;

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{
-    Fixture, assert_log_agrees_with_store, conversation, delegate_result, in_process, log,
+    Fixture, assert_log_agrees_with_store, conversation, delegating_parent_step, in_process, log,
     open_store_with_sessions, session, start_runtime, start_runtime_with, summary, within,
 };
 use futures::StreamExt;
@@ -625,17 +625,7 @@ fn delegating_provider(asked: futures::channel::mpsc::UnboundedSender<()>) -> Sc
                 text: "Looking".to_owned(),
             };
         }
-        match delegate_result(request) {
-            Some(result) => ScriptedStep::Respond(text_response(&format!("parent: got {result}"))),
-            None => ScriptedStep::Respond(tool_response(
-                "",
-                vec![ToolCall {
-                    id: "d1".to_owned(),
-                    name: "delegate".to_owned(),
-                    arguments: serde_json::json!({ "task": "find the answer" }),
-                }],
-            )),
-        }
+        delegating_parent_step(request, false)
     })
 }
 

@@ -385,3 +385,18 @@ pub fn delegate_result(request: &Request) -> Option<String> {
         _ => None,
     })
 }
+
+/// A parent's model: delegates "find the answer", then reports the result it reads.
+pub fn delegating_parent_step(request: &Request, typed: bool) -> ScriptedStep {
+    match delegate_result(request) {
+        Some(result) => ScriptedStep::Respond(text_response(&format!("parent: got {result}"))),
+        None => ScriptedStep::Respond(tool_response(
+            "",
+            vec![ToolCall {
+                id: "d1".to_owned(),
+                name: "delegate".to_owned(),
+                arguments: serde_json::json!({ "task": "find the answer", "typed": typed }),
+            }],
+        )),
+    }
+}
