@@ -180,3 +180,15 @@ CREATE TABLE request_nonces (
 ) STRICT, WITHOUT ROWID;
 
 CREATE INDEX request_nonces_by_expiry ON request_nonces (expires_at);
+
+-- What a call of a verb that is not safe to repeat did, recorded in the transaction of its
+-- effect (a memory write): a call cut off by a crash after it took effect is answered with
+-- this result instead of as interrupted (the verb's reconcile), and never run again.
+CREATE TABLE call_effects (
+    session_key   INTEGER NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+    tool_call_id  TEXT NOT NULL,
+    verb          TEXT NOT NULL,
+    result        TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    PRIMARY KEY (session_key, tool_call_id)
+) STRICT, WITHOUT ROWID;

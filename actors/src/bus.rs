@@ -10,14 +10,34 @@ use futures::channel::{mpsc, oneshot};
 use seed_events::{AccountId, RunId, RunStatus, SessionId};
 use seed_store::RunRow;
 
-/// Something a subscriber may want to know.
+/// The seqs of a session's log that a commit made visible, `from` to `to` inclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqRange {
+    pub from: i64,
+    pub to: i64,
+}
+
+impl SeqRange {
+    /// The seqs of `events`, appended together (so consecutive); `None` for none.
+    pub fn of(events: &[seed_events::SessionEvent]) -> Option<SeqRange> {
+        Some(SeqRange {
+            from: events.first()?.seq,
+            to: events.last()?.seq,
+        })
+    }
+}
+
+/// Something a subscriber may want to know. Every notification follows the commit of what it
+/// tells: nothing is published that a crash could take back.
 #[derive(Debug, Clone, PartialEq, Message)]
 #[rtype(result = "()")]
 pub enum Notification {
-    /// The session's log, title, runs or links changed.
+    /// The session's log, title, runs or links changed. When events were appended to its log,
+    /// `seqs` are the ones the commit made visible, so a client can fetch exactly those.
     SessionChanged {
         session_id: SessionId,
         reason: &'static str,
+        seqs: Option<SeqRange>,
     },
     /// The session is gone. It names the account it belonged to, since nobody can look that
     /// up any more (the wire shows it as a session change with reason `deleted`).
@@ -25,15 +45,20 @@ pub enum Notification {
         session_id: SessionId,
         account_id: AccountId,
     },
-    /// The account's list of sessions changed.
+    /// The account's list of sessions changed, for every reason given (one change, one
+    /// notification).
     AccountChanged {
         account_id: AccountId,
-        reason: &'static str,
+        reasons: Vec<&'static str>,
     },
-    /// More text of the response in flight (never stored as such: the log gets the whole).
+    /// More text of the response in flight, published once the commit of `pi.live` (or of the
+    /// response itself) that holds it succeeded, so a viewer never sees text a crash could
+    /// lose. `offset_chars` is how much of the response's text came before it, in chars
+    /// (Unicode scalar values): a client that read the text in flight can tell what it has.
     TextDelta {
         session_id: SessionId,
         run_id: RunId,
+        offset_chars: usize,
         text: String,
     },
     RunFinished {
@@ -41,11 +66,14 @@ pub enum Notification {
         run_id: RunId,
         status: RunStatus,
     },
-    /// The model asked for a tool call, which runs next (the log gets it with the turn's
-    /// entries, at the run's end): for clients that show calls as they run.
+    /// The model asked for a tool call, which runs next: published once the response that
+    /// asks for it is committed, with its `tool_call` event's seq. For clients that show calls
+    /// as they run.
     ToolCall {
         session_id: SessionId,
         run_id: RunId,
+        seq: i64,
+        call_id: String,
         name: String,
         arguments: serde_json::Value,
     },

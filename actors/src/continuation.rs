@@ -21,7 +21,7 @@ use seed_store::{
 };
 use serde_json::{Value, json};
 
-use crate::bus::Notification;
+use crate::bus::{Notification, SeqRange};
 use crate::crash::points;
 use crate::turn::RunEnv;
 use crate::verb::{VerbContext, VerbOutput};
@@ -245,17 +245,20 @@ async fn attempt(
     publisher.publish(Notification::SessionChanged {
         session_id: predecessor_id,
         reason: "continued",
+        seqs: None,
     });
     publisher.publish(Notification::SessionChanged {
         session_id: successor_id,
         reason: "continued-from",
+        seqs: Some(SeqRange {
+            from: created.projection.seq,
+            to: created.message.seq,
+        }),
     });
-    for reason in ["session-updated", "session-continued"] {
-        publisher.publish(Notification::AccountChanged {
-            account_id: predecessor.account_id,
-            reason,
-        });
-    }
+    publisher.publish(Notification::AccountChanged {
+        account_id: predecessor.account_id,
+        reasons: vec!["session-updated", "session-continued"],
+    });
     Ok(Outcome {
         output: continued_output(successor_id, &input.title),
         successor_to_start: started.then_some(successor_id),

@@ -4,7 +4,12 @@
 
 use std::sync::Arc;
 
-use seed_durable::{Append, DurableFs, FileName};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use seed_providers::{Provider, Request, StreamEvent};
+
+use seed_durable::record::{Task, ToolTaskState};
+use seed_durable::{Append, Batch, DurableFs, EntryBody, FileName};
 
 /// The named points, for tests to arm and for coverage counts.
 pub mod points {
@@ -14,7 +19,7 @@ pub mod points {
     pub const INPUT_BEFORE_COMMIT: &str = "input.before_commit";
     /// A response arrived and is about to be committed.
     pub const RESPONSE_BEFORE_COMMIT: &str = "response.before_commit";
-    /// A response was committed to the store and is not yet in the log.
+    /// A response was committed to the store, and its events to the log with it.
     pub const RESPONSE_AFTER_COMMIT: &str = "response.after_commit";
     /// A tool's intent (its task started) was committed; the tool has not run.
     pub const TOOL_INTENT_COMMITTED: &str = "tool.intent_committed";
@@ -22,7 +27,7 @@ pub mod points {
     pub const TOOL_MID_RUN: &str = "tool.mid_run";
     /// A tool result arrived and is about to be committed.
     pub const RESULT_BEFORE_COMMIT: &str = "result.before_commit";
-    /// A tool result was committed to the store and is not yet in the log.
+    /// A tool result was committed to the store, and its event to the log with it.
     pub const RESULT_AFTER_COMMIT: &str = "result.after_commit";
     /// The boot sweep released the old leases and has not requeued the runs yet.
     pub const BOOT_SWEEP_BETWEEN: &str = "boot.sweep_between";
@@ -33,7 +38,7 @@ pub mod points {
     /// continue_session: the successor's run queued, before the verb answers (the tool result
     /// is not committed yet).
     pub const CONTINUATION_AFTER_ENQUEUE: &str = "continuation.after_enqueue";
-    /// A run's turn is over and its entries projected; before the run is closed.
+    /// A run's turn is over (its entries in the log); before the run is closed.
     pub const RUN_BEFORE_FINISH: &str = "run.before_finish";
 
     /// Every named point.
@@ -106,25 +111,29 @@ impl<F> CrashFs<F> {
 }
 
 /// The points around a batch's commit, by what the batch holds.
-fn commit_points(batch: &[Append]) -> (Option<&'static str>, Option<&'static str>) {
-    let holds = |file: FileName, needle: &str| {
-        batch
-            .iter()
-            .any(|append| append.file == file && append.line.contains(needle))
-    };
-    if holds(FileName::Entries, "\"type\":\"pi.assistant\"") {
+fn commit_points(batch: &Batch) -> (Option<&'static str>, Option<&'static str>) {
+    let holds = |matches: fn(&EntryBody) -> bool| batch.entries().iter().any(|e| matches(&e.body));
+    if holds(|body| matches!(body, EntryBody::Assistant { .. })) {
         (
             Some(points::RESPONSE_BEFORE_COMMIT),
             Some(points::RESPONSE_AFTER_COMMIT),
         )
-    } else if holds(FileName::Entries, "\"type\":\"pi.tool-result\"") {
+    } else if holds(|body| matches!(body, EntryBody::ToolResult { .. })) {
         (
             Some(points::RESULT_BEFORE_COMMIT),
             Some(points::RESULT_AFTER_COMMIT),
         )
-    } else if holds(FileName::Tasks, "\"state\":\"started\"") {
+    } else if batch.tasks().iter().any(|task| {
+        matches!(
+            task,
+            Task::Tool {
+                state: ToolTaskState::Started,
+                ..
+            }
+        )
+    }) {
         (None, Some(points::TOOL_INTENT_COMMITTED))
-    } else if holds(FileName::Entries, "\"type\":\"pi.user\"") {
+    } else if holds(|body| matches!(body, EntryBody::User { .. })) {
         (Some(points::INPUT_BEFORE_COMMIT), None)
     } else {
         (None, None)
@@ -141,19 +150,63 @@ impl<F: DurableFs> DurableFs for CrashFs<F> {
         self.inner.read(file)
     }
 
-    async fn commit(&self, batch: Vec<Append>) -> Result<(), Self::Error> {
+    /// Lines committed other than by the harness pass no point.
+    fn commit(
+        &self,
+        batch: Vec<Append>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.commit(batch)
+    }
+
+    async fn commit_batch(&self, batch: &Batch) -> Result<(), Self::Error> {
         let (before, after) = if self.points.is_armed() {
-            commit_points(&batch)
+            commit_points(batch)
         } else {
             (None, None)
         };
         if let Some(point) = before {
             self.points.reach(point).await;
         }
-        self.inner.commit(batch).await?;
+        self.inner.commit_batch(batch).await?;
         if let Some(point) = after {
             self.points.reach(point).await;
         }
         Ok(())
+    }
+}
+
+/// A provider whose requests reach [`points::MODEL_REQUEST_SENT`] once sent. Without a hook it
+/// is the inner provider.
+pub struct CrashProvider {
+    inner: Arc<dyn Provider>,
+    points: CrashPoints,
+}
+
+impl std::fmt::Debug for CrashProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CrashProvider").finish_non_exhaustive()
+    }
+}
+
+impl CrashProvider {
+    pub fn new(inner: Arc<dyn Provider>, points: CrashPoints) -> CrashProvider {
+        CrashProvider { inner, points }
+    }
+}
+
+impl Provider for CrashProvider {
+    fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
+        let stream = self.inner.stream(request);
+        if !self.points.is_armed() {
+            return stream;
+        }
+        // The request has left; a crash here loses its response before any of it arrives.
+        let points = self.points.clone();
+        futures::stream::once(async move {
+            points.reach(points::MODEL_REQUEST_SENT).await;
+        })
+        .filter_map(|()| futures::future::ready(None))
+        .chain(stream)
+        .boxed()
     }
 }

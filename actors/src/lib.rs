@@ -7,11 +7,13 @@
 //!   for each, one turn per session.
 //! - `session`: the [`SessionActor`](session::SessionActor) — one per active session, holding
 //!   its run in flight; stopped after it has been idle.
-//! - `turn`: one run, start to end — the steps around the durable harness (lease, projection,
-//!   import, blocks, the turn, projection, closing the run).
+//! - `turn`: one run, start to end — the steps around the durable harness (lease, projection of
+//!   what the log lacks, import, blocks, the turn, closing the run).
 //! - `verb`: the verb extension API ([`Verb`]); `verbs`: the verbs Seed ships.
 //! - `supervisor`: creates sessions for running turns — a continuation is a message to it;
 //!   `continuation` is the shell of a continue_session call.
+//! - `logged_files`: a session's durable files with the log following them commit by commit,
+//!   and subscribers told what each commit made visible.
 //! - `crash`: named crash points, for crash-injection tests and the simulator.
 //! - `bus`: notifications and streaming deltas for subscribers.
 //!
@@ -20,6 +22,7 @@
 pub mod bus;
 pub mod continuation;
 pub mod crash;
+pub mod logged_files;
 pub mod queue;
 pub mod runtime;
 pub mod session;

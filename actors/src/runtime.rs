@@ -9,7 +9,7 @@ use seed_events::{AccountId, EventId, EventRole, NewEvent, Queue, RunId, Session
 use seed_providers::Provider;
 use seed_store::{RunRow, Store};
 
-use crate::bus::{Notification, Publisher};
+use crate::bus::{Notification, Publisher, SeqRange};
 use crate::queue::{RunQueue, StartClaimed, Wake};
 use crate::session::{Registry, StopSession};
 use crate::supervisor::Supervisor;
@@ -221,6 +221,10 @@ impl Runtime {
         self.env.publisher.publish(Notification::SessionChanged {
             session_id,
             reason: "message",
+            seqs: Some(SeqRange {
+                from: event.seq,
+                to: event.seq,
+            }),
         });
         Ok(event.id)
     }
@@ -383,7 +387,7 @@ impl Runtime {
     pub async fn session_deleted(&self, session_id: SessionId, account_id: AccountId) {
         self.env.publisher.publish(Notification::AccountChanged {
             account_id,
-            reason: "session-deleted",
+            reasons: vec!["session-deleted"],
         });
         self.stop_session(session_id).await;
         self.env.publisher.publish(Notification::SessionDeleted {

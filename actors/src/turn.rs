@@ -11,8 +11,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use futures::StreamExt;
-use futures::stream::BoxStream;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use seed_durable::{Harness, HarnessConfig, StopSignal, StoreState, TurnOutcome, TurnRequest};
 use seed_events::{EventRole, NewEvent, RunStatus, SessionId};
 use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks};
@@ -20,12 +20,14 @@ use seed_projections::import::{
     ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, delegated_in_turn, plan_import,
 };
 use seed_projections::store_to_log::{events_above, stale_marks_above};
-use seed_providers::{Provider, Request, StreamEvent, model_context_window};
-use seed_store::{PlanCheck, Projection, RunEndOutcome, RunRow, Store};
+use seed_providers::{Provider, model_context_window};
+use seed_store::{PlanCheck, Projection, RunClosing, RunEndOutcome, RunRow, Store};
 
 use seed_projections::continuation::SESSION_CONTINUATION_PROMPT;
 
-use crate::bus::{Notification, Publisher};
+use crate::bus::{Notification, Publisher, SeqRange};
+use crate::crash::{CrashFs, CrashProvider};
+use crate::logged_files::{LoggedFiles, RunCell, delivered_calls};
 use crate::verb::{RunBinding, VerbContext};
 use crate::verbs::VerbSet;
 use crate::verbs::continue_session::CONTINUE_SESSION;
@@ -49,7 +51,14 @@ impl seed_durable::Clock for RuntimeClock {
     fn now(&self) -> std::time::Duration {
         self.origin.elapsed()
     }
+
+    fn sleep(&self, duration: std::time::Duration) -> Option<BoxFuture<'static, ()>> {
+        Some(actix::clock::sleep(duration).boxed())
+    }
 }
+
+/// How long the partial text of a response waits, at most, for its commit to `pi.live`.
+pub const LIVE_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What every run of this process shares.
 pub struct RunEnv {
@@ -93,6 +102,9 @@ pub struct RuntimeSettings {
     pub plan_passes_max: i64,
     /// How long a session actor stays in memory after its last run.
     pub session_idle: std::time::Duration,
+    /// The partial text of a response in flight is committed to `pi.live` (and only then sent
+    /// to subscribers) at most this long after it arrived.
+    pub live_interval: std::time::Duration,
     pub utc_offset_minutes: i32,
     /// Where crash-injection tests stop the world; empty in a service.
     pub crash_points: crate::crash::CrashPoints,
@@ -135,6 +147,7 @@ impl Default for RuntimeSettings {
             run_restarts_max: 5,
             plan_passes_max: 2,
             session_idle: std::time::Duration::from_secs(30),
+            live_interval: LIVE_INTERVAL_DEFAULT,
             utc_offset_minutes: 0,
             crash_points: crate::crash::CrashPoints::default(),
             context_windows: std::collections::BTreeMap::new(),
@@ -171,8 +184,10 @@ pub enum NotNow {
 /// A session's harness, kept open by its actor between runs so a run does not read and fold the
 /// whole store again, with its tools: built once, and bound to each run in turn.
 pub struct SessionHarness {
-    harness: Harness<crate::crash::CrashFs<seed_store::SessionFiles>, TappedProvider>,
+    harness: Harness<CrashFs<LoggedFiles>, CrashProvider>,
     binding: RunBinding,
+    /// The run its commits belong to, set by each run.
+    run: RunCell,
     /// Whom the tools were chosen for: (a delegated child's session, a typed run).
     tools_for: (bool, bool),
 }
@@ -197,7 +212,7 @@ pub async fn execute_run(
     harness: &mut Option<SessionHarness>,
 ) -> Result<RunEnd, NotNow> {
     let session_id = run.session_id;
-    let (end, projection, plan_check) = match turn(env, run, stop, harness).await {
+    let (end, plan_check) = match turn(env, run, stop, harness).await {
         Ok(ended) => ended,
         // A full disk is no fault of the turn: it waits for space however long that takes
         // (the queue retries it after a pause), so nothing it committed is left unshown.
@@ -206,22 +221,22 @@ pub async fn execute_run(
             let _ = env.store.release_lease(session_id, &env.boot_id).await;
             return Err(NotNow::DiskFull);
         }
-        Err(error) => (RunEnd::failed(error), None, None),
+        Err(error) => (RunEnd::failed(error), None),
     };
     // A delete stops the turn under it; the spec has that turn end with an error, not as a
     // person's stop.
-    let (end, projection) = if end.status == RunStatus::Canceled
+    let end = if end.status == RunStatus::Canceled
         && matches!(env.store.get_session(session_id).await, Ok(None))
     {
-        (RunEnd::failed(TurnError::SessionGone), None)
+        RunEnd::failed(TurnError::SessionGone)
     } else {
-        (end, projection)
+        end
     };
     env.settings
         .crash_points
         .reach(crate::crash::points::RUN_BEFORE_FINISH)
         .await;
-    match record_end(env, run, end, projection, plan_check).await {
+    match record_end(env, run, end, plan_check).await {
         (_, Err(not_now)) => {
             *harness = None;
             Err(not_now)
@@ -243,14 +258,12 @@ fn is_disk_full(error: &TurnError) -> bool {
 /// Records a run's end: closes it (a child's with its delivery to the parent, and the release
 /// of the session's lease, in one transaction) and tells subscribers.
 pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
-    record_end(env, run, end, None, None).await.0
+    record_end(env, run, end, None).await.0
 }
 
 /// [`finish`], saying whether the store refused the end because the disk was full: the run
 /// then goes back to the queue like a turn the disk cut off, and tells no one it finished.
-/// `projection`, the turn's last entries for the log, is written with the (terminal) end, in
-/// its transaction; a refused end leaves them to the next turn, which projects what the log
-/// lacks.
+/// The turn's entries are in the log already: each commit of the store wrote its own.
 ///
 /// With `plan_check`, the end's transaction may give the run a later pass instead (see
 /// [`seed_store::PlanCheck`]): the end returned is then `Queued`.
@@ -258,14 +271,9 @@ async fn record_end(
     env: &RunEnv,
     run: &RunRow,
     mut end: RunEnd,
-    projection: Option<Projection>,
     plan_check: Option<PlanCheck>,
 ) -> (RunEnd, Result<(), NotNow>) {
     let now = (env.clock)();
-    // Only a terminal end carries one: a turn that parks wrote it before it did (the parking
-    // branch).
-    debug_assert!(end.status.is_terminal() || projection.is_none());
-    let projected = projection.is_some();
     // The run holds its session's lease (the queue's claim took it); its end lets it go. The
     // lease goes with the session when it was deleted; nothing to release then.
     let release_alone = || async {
@@ -281,16 +289,15 @@ async fn record_end(
         let parent_session = delivery.as_ref().map(|delivery| delivery.parent_session_id);
         let recorded = env
             .store
-            .finish_run_releasing(
-                run.id,
-                end.status,
-                Some(end.result.clone()),
-                now,
+            .finish_run_releasing(RunClosing {
+                run_id: run.id,
+                status: end.status,
+                result: Some(end.result.clone()),
+                now_ms: now,
                 delivery,
-                Some((run.session_id, env.boot_id.clone())),
-                projection,
+                lease: Some((run.session_id, env.boot_id.clone())),
                 plan_check,
-            )
+            })
             .await;
         let outcome = match recorded {
             Ok(outcome) => outcome,
@@ -305,11 +312,12 @@ async fn record_end(
             }
         };
         if outcome == RunEndOutcome::LaterPass {
-            // The turn's entries and the plan's notice are in the log, and the run is queued
-            // again; no child's result was delivered.
+            // The plan's notice is in the log, and the run is queued again; no child's result
+            // was delivered.
             env.publisher.publish(Notification::SessionChanged {
                 session_id: run.session_id,
                 reason: "events",
+                seqs: None,
             });
             end.status = RunStatus::Queued;
         } else {
@@ -318,12 +326,7 @@ async fn record_end(
                 env.publisher.publish(Notification::SessionChanged {
                     session_id: parent_session,
                     reason: "child-result",
-                });
-            }
-            if recorded && projected {
-                env.publisher.publish(Notification::SessionChanged {
-                    session_id: run.session_id,
-                    reason: "events",
+                    seqs: None,
                 });
             }
             if recorded {
@@ -350,6 +353,7 @@ async fn record_end(
     env.publisher.publish(Notification::SessionChanged {
         session_id: run.session_id,
         reason: "run-finished",
+        seqs: None,
     });
     (end, Ok(()))
 }
@@ -421,7 +425,7 @@ async fn turn(
     run: &RunRow,
     stop: StopSignal,
     kept: &mut Option<SessionHarness>,
-) -> Result<(RunEnd, Option<Projection>, Option<PlanCheck>), TurnError> {
+) -> Result<(RunEnd, Option<PlanCheck>), TurnError> {
     let store = &env.store;
     let session_id = run.session_id;
     // Everything the turn reads before it starts, in one read; with a kept harness, the log's
@@ -467,31 +471,29 @@ async fn turn(
             &env.settings.crash_points,
         )
     };
-    let (mut harness, binding) = match kept.take() {
+    let (mut harness, binding, run_cell) = match kept.take() {
         // A harness kept from an earlier run serves only while the session's model is the
         // one it was opened with (a person may have changed it in between).
         Some(SessionHarness {
             mut harness,
             binding,
+            run: run_cell,
             tools_for: kept_for,
         }) if !harness.is_closed()
             && harness.config().model == env.settings.session_model(&session) =>
         {
             binding.set(context);
+            run_cell.set(run.id);
             if kept_for != tools_for {
                 harness.set_tools(tools(&binding));
             }
-            (harness, binding)
+            (harness, binding, run_cell)
         }
         _ => {
             let binding = RunBinding::new(context);
-            let provider = TappedProvider {
-                crash_points: env.settings.crash_points.clone(),
-                inner: Arc::clone(&env.provider),
-                publisher: env.publisher.clone(),
-                session_id,
-                run_id: Arc::new(std::sync::Mutex::new(run.id)),
-            };
+            let run_cell = RunCell::new(run.id);
+            let provider =
+                CrashProvider::new(Arc::clone(&env.provider), env.settings.crash_points.clone());
             let system_prompt = if can_continue {
                 format!(
                     "{}\n\n{SESSION_CONTINUATION_PROMPT}",
@@ -502,19 +504,24 @@ async fn turn(
             };
             let config = HarnessConfig {
                 session_id: Some(session_id.to_string()),
+                live_interval: env.settings.live_interval,
                 ..HarnessConfig::new(env.settings.session_model(&session), system_prompt)
             };
-            let files = crate::crash::CrashFs::new(
-                store.session_files(session_id),
+            let files = CrashFs::new(
+                LoggedFiles::new(
+                    store.session_files(session_id),
+                    env.publisher.clone(),
+                    Arc::clone(&env.clock),
+                    run_cell.clone(),
+                ),
                 env.settings.crash_points.clone(),
             );
             let harness = Harness::open(files, provider, tools(&binding), config)
                 .await?
                 .with_clock(Arc::new(RuntimeClock::default()));
-            (harness, binding)
+            (harness, binding, run_cell)
         }
     };
-    harness.provider().set_run(run.id);
 
     // On open: marks the store cannot back are cleared, and every entry the log lacks is
     // projected again, so a crash between the store's commit and the log's write loses
@@ -532,17 +539,9 @@ async fn turn(
     }
     project(env, session_id, run, harness.state(), &mut log_max).await?;
 
-    // A turn another run left unsettled is given up, and the context rebuilt.
+    // A turn another run left unsettled is given up (its calls' restart results go to the log
+    // with the commit that writes them), and the context rebuilt.
     let rebuild = harness.abort_unsettled(&request_id).await?;
-    project(env, session_id, run, harness.state(), &mut log_max).await?;
-    // This run's own turn, adopted after a crash, ends where a cut-off call had ended it.
-    let cut_off = cut_off_effects(store, run, harness.state(), &request_id).await?;
-    harness.set_before_request(Box::new(move |_| match cut_off {
-        Some(effect) => seed_durable::HookDecision::EndTurn {
-            reason: effect.reason().to_owned(),
-        },
-        None => seed_durable::HookDecision::Continue,
-    }));
 
     let sync = sync_document(harness.state());
     let own: BTreeSet<_> = run.user_event_ids.iter().copied().collect();
@@ -612,22 +611,15 @@ async fn turn(
         documents: vec![(SYNC_DOCUMENT.to_owned(), sync_value)],
         stop,
     };
+    // Each commit of the turn writes its entries' events to the log in its own transaction.
     let outcome = harness.run_turn(turn).await;
-    // The turn's entries go to the log with the run's end, in its transaction, unless
-    // something is written to the log after them before that (flushed there).
-    let mut pending = projection_above(env, session_id, run, harness.state(), log_max);
-    if outcome.is_err() {
-        // The turn ends with an error of the harness (a refused commit): what it did commit
-        // goes to the log now, before the error is reported.
-        write_projection(env, &mut pending).await?;
-    }
     let continued = continued_by(env, session_id, harness.state(), &request_id).await?;
-    let delegated = delegated_in_turn(harness.state(), &request_id)
-        || cut_off == Some(CutOffEffect::ChildStarted);
+    let delegated = delegated_in_turn(harness.state(), &request_id);
     if outcome.is_ok() && !harness.is_closed() {
         *kept = Some(SessionHarness {
             harness,
             binding,
+            run: run_cell,
             tools_for,
         });
     }
@@ -653,11 +645,6 @@ async fn turn(
             }
         }
         TurnOutcome::Ended { reason } => {
-            if continued.is_none() {
-                // A typed child's result is read back from the log, and a delegating pass parks
-                // before its children deliver to the log: the entries go there first.
-                write_projection(env, &mut pending).await?;
-            }
             if let Some(edge) = continued {
                 // The successor answers; nothing is owed here any more, so no obligations.
                 RunEnd {
@@ -701,7 +688,6 @@ async fn turn(
         TurnOutcome::Stopped { partial_text } => {
             // What streamed stays in the log as an assistant message, after what the turn
             // committed; the next turn imports it, so the model knows what it had said.
-            write_projection(env, &mut pending).await?;
             if !partial_text.is_empty() {
                 let mut event = NewEvent::message(
                     EventRole::Assistant,
@@ -711,7 +697,12 @@ async fn turn(
                 );
                 event.run_id = Some(run.id);
                 event.meta = serde_json::json!({ "stopped": true });
-                store.append_events(session_id, vec![event]).await?;
+                let written = store.append_events(session_id, vec![event]).await?;
+                env.publisher.publish(Notification::SessionChanged {
+                    session_id,
+                    reason: "events",
+                    seqs: SeqRange::of(&written),
+                });
             }
             RunEnd {
                 status: RunStatus::Canceled,
@@ -720,7 +711,7 @@ async fn turn(
         }
         TurnOutcome::Failed { error, .. } => RunEnd::failed(error),
     };
-    Ok((end, pending, plan_check))
+    Ok((end, plan_check))
 }
 
 /// The notice an open plan with unfinished steps gives a run's end, which then takes a later
@@ -771,73 +762,6 @@ fn returned_result(log: &[seed_events::SessionEvent], run: &RunRow) -> Option<se
                 .unwrap_or_else(|_| serde_json::Value::String(text.to_owned()))
         })
     })
-}
-
-/// What a call of an adopted turn had done before a crash cut it off or it was answered as
-/// interrupted: a delegate or continue_session call is not safe to repeat, but when its child
-/// had started or its successor had been created, the turn ends there as the call's result
-/// would have ended it (parked on the child; continued).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CutOffEffect {
-    ChildStarted,
-    SuccessorCreated,
-}
-
-impl CutOffEffect {
-    fn reason(self) -> &'static str {
-        match self {
-            CutOffEffect::ChildStarted => {
-                "a delegate call cut off by a crash had started its child"
-            }
-            CutOffEffect::SuccessorCreated => {
-                "a continue_session call cut off by a crash had created its successor"
-            }
-        }
-    }
-}
-
-/// [`CutOffEffect`] of the run's own turn `request_id`, when the store holds it open (adopted
-/// after a crash) or ended. A fresh turn reads nothing.
-async fn cut_off_effects(
-    store: &Store,
-    run: &RunRow,
-    state: &StoreState,
-    request_id: &str,
-) -> Result<Option<CutOffEffect>, TurnError> {
-    let Some(turn) = state.turn().filter(|turn| {
-        turn.request_id == request_id
-            && matches!(
-                turn.state,
-                seed_durable::record::TurnState::Open | seed_durable::record::TurnState::Ended
-            )
-    }) else {
-        return Ok(None);
-    };
-    let calls = seed_durable::turn::calls_not_ending_turn(state, &turn);
-    let mut children = None;
-    for call in calls {
-        if call.name == CONTINUE_SESSION
-            && store
-                .find_continuation(run.session_id, &call.id)
-                .await?
-                .is_some()
-        {
-            return Ok(Some(CutOffEffect::SuccessorCreated));
-        }
-        if call.name == crate::verbs::delegate::DELEGATE {
-            if children.is_none() {
-                children = Some(store.child_runs(run.id).await?);
-            }
-            let children = children.as_deref().unwrap_or_default();
-            if crate::verbs::delegate::child_of_call(store, children, &call.id)
-                .await?
-                .is_some()
-            {
-                return Ok(Some(CutOffEffect::ChildStarted));
-            }
-        }
-    }
-    Ok(None)
 }
 
 /// The edge this turn's continue_session call made, if the turn ended by continuing: a
@@ -917,20 +841,10 @@ fn projection_above(
     if events.is_empty() {
         return None;
     }
-    // A delegated child's end writes its result to the parent's log itself; the store's own
-    // result for that call (a recovered call's, a restart's) then goes to the log as a notice.
-    let delivered_calls: Vec<String> = events
-        .iter()
-        .filter(|event| {
-            event.kind == "tool_result"
-                && event.content["tool_name"].as_str() == Some(crate::verbs::delegate::DELEGATE)
-        })
-        .filter_map(|event| event.content["tool_call_id"].as_str().map(str::to_owned))
-        .collect();
     Some(Projection {
         session_id,
+        delivered_calls: delivered_calls(&events),
         events,
-        delivered_calls,
     })
 }
 
@@ -940,20 +854,15 @@ async fn write_projection(
     env: &RunEnv,
     projection: &mut Option<Projection>,
 ) -> Result<(), TurnError> {
-    let Some(Projection {
-        session_id,
-        events,
-        delivered_calls,
-    }) = projection.take()
-    else {
+    let Some(projection) = projection.take() else {
         return Ok(());
     };
-    env.store
-        .append_projection(session_id, events, delivered_calls)
-        .await?;
+    let session_id = projection.session_id;
+    let written = env.store.append_projection(projection).await?;
     env.publisher.publish(Notification::SessionChanged {
         session_id,
         reason: "events",
+        seqs: SeqRange::of(&written),
     });
     Ok(())
 }
@@ -1039,74 +948,5 @@ async fn name_if_untitled(env: &RunEnv, session_id: SessionId) {
         .await
     {
         tracing::debug!(%session_id, %error, "fallback namer");
-    }
-}
-
-/// The provider, with its text deltas published for the session's subscribers.
-pub struct TappedProvider {
-    crash_points: crate::crash::CrashPoints,
-    inner: Arc<dyn Provider>,
-    publisher: Publisher,
-    session_id: SessionId,
-    /// The run the deltas belong to: the harness outlives a run.
-    run_id: Arc<std::sync::Mutex<seed_events::RunId>>,
-}
-
-impl std::fmt::Debug for TappedProvider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TappedProvider")
-            .field("session_id", &self.session_id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl TappedProvider {
-    fn set_run(&self, run_id: seed_events::RunId) {
-        *self.run_id.lock().unwrap_or_else(|p| p.into_inner()) = run_id;
-    }
-}
-
-impl Provider for TappedProvider {
-    fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
-        let publisher = self.publisher.clone();
-        let session_id = self.session_id;
-        let run_id = *self.run_id.lock().unwrap_or_else(|p| p.into_inner());
-        let stream = self.inner.stream(request).inspect(move |event| {
-            if !publisher.is_listened_to() {
-                return;
-            }
-            match event {
-                StreamEvent::TextDelta(text) => publisher.publish(Notification::TextDelta {
-                    session_id,
-                    run_id,
-                    text: text.clone(),
-                }),
-                // The whole response: its calls run next.
-                StreamEvent::Done(message) if message.is_complete() => {
-                    for call in message.tool_calls() {
-                        publisher.publish(Notification::ToolCall {
-                            session_id,
-                            run_id,
-                            name: call.name.clone(),
-                            arguments: call.arguments.clone(),
-                        });
-                    }
-                }
-                _ => {}
-            }
-        });
-        if !self.crash_points.is_armed() {
-            return stream.boxed();
-        }
-        // The request has left; a crash here loses its response before any of it arrives.
-        let crash_points = self.crash_points.clone();
-        futures::stream::once(async move {
-            crash_points
-                .reach(crate::crash::points::MODEL_REQUEST_SENT)
-                .await;
-        })
-        .filter_map(|()| futures::future::ready(None))
-        .chain(stream)
-        .boxed()
     }
 }

@@ -73,6 +73,21 @@ pub trait Verb: Send + Sync + 'static {
         context: VerbContext,
         arguments: serde_json::Value,
     ) -> BoxFuture<'static, VerbOutput>;
+
+    /// For a verb that is not safe to repeat: whether the call `context.tool_call_id` (with
+    /// `arguments`), cut off by a crash after its intent was committed, took effect. `Some`
+    /// with the result it had: the call is answered with it and not run again. `None` (the
+    /// default, for a verb that cannot tell): it is answered as interrupted, and the model
+    /// decides what to verify. It must not run the call; a verb that can tell records its
+    /// effect by call id in the transaction that makes it.
+    fn reconcile(
+        &self,
+        context: VerbContext,
+        arguments: serde_json::Value,
+    ) -> BoxFuture<'static, Option<VerbOutput>> {
+        let _ = (context, arguments);
+        Box::pin(async { None })
+    }
 }
 
 /// Parses a call's arguments into `T`, or the error result the model reads, naming the field:
@@ -148,6 +163,43 @@ impl Handler<Invoke> for VerbActor {
                     .unwrap_or_else(|_| failed())
             }),
             Err(_) => Box::pin(async move { failed() }),
+        }
+    }
+}
+
+/// Asks the verb actor whether a cut-off call took effect ([`Verb::reconcile`]).
+#[derive(Message)]
+#[rtype(result = "Option<VerbOutput>")]
+pub struct Reconcile {
+    pub context: VerbContext,
+    pub arguments: serde_json::Value,
+}
+
+impl std::fmt::Debug for Reconcile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reconcile")
+            .field("tool_call_id", &self.context.tool_call_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handler<Reconcile> for VerbActor {
+    type Result = ResponseFuture<Option<VerbOutput>>;
+
+    fn handle(&mut self, reconcile: Reconcile, _: &mut Context<Self>) -> Self::Result {
+        // A verb with a bug cannot tell: the call is answered as interrupted.
+        let verb = Arc::clone(&self.verb);
+        let look = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            verb.reconcile(reconcile.context, reconcile.arguments)
+        }));
+        match look {
+            Ok(future) => Box::pin(async move {
+                std::panic::AssertUnwindSafe(future)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or(None)
+            }),
+            Err(_) => Box::pin(async { None }),
         }
     }
 }
@@ -255,6 +307,22 @@ impl Tool for VerbTool {
                 }
                 Err(error) => ToolOutput::error(format!("the {name} verb is not running: {error}")),
             }
+        })
+    }
+
+    fn reconcile<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, Option<ToolOutput>> {
+        let mut context = self.binding.get();
+        context.tool_call_id = call.id.clone();
+        let reconcile = Reconcile {
+            context,
+            arguments: call.arguments.clone(),
+        };
+        let ends_turn = self.ends_turn;
+        Box::pin(async move {
+            let mut output = self.actor.send(reconcile).await.ok().flatten()?;
+            // The call took effect: it ends the turn as it would have.
+            output.ends_turn |= ends_turn && !output.is_error;
+            Some(output)
         })
     }
 }

@@ -3,11 +3,13 @@
 //! A "process" is an actix system with its own store and runtime; a crash stops the world at a
 //! named point (nothing more is written) and drops the system; the restart is a new system on
 //! the same file with the boot sweep. continue_session is not safe to repeat (the spec: only
-//! read, plan and status are), so a call the crash cut off is answered as interrupted:
-//! - cut off before the creation committed: nothing was created; the model, asked again with the
-//!   interrupted result, decides (here it answers in the session);
-//! - cut off after it: the turn still ends there, continued, and the successor answers; the
-//!   predecessor's call has its interrupted result;
+//! read, plan and status are), so a call the crash cut off is never run again; the verb's
+//! reconcile asks whether it took effect:
+//! - cut off before the creation committed: nothing was created; the call is answered as
+//!   interrupted, and the model, asked again, decides (here it answers in the session);
+//! - cut off after it: the call is answered with its effect, the same successor (found by
+//!   (predecessor, call id), no error), the turn ends there, continued, and the successor
+//!   answers;
 //! - after the result committed: the run closes with the result it had.
 //!
 //! Where a successor exists: one, with its edge, manifest and two first events, answered once;
@@ -93,9 +95,8 @@ fn crash_at(path: &std::path::Path, point: &'static str) -> anyhow::Result<(RunI
 enum Expected {
     /// Nothing was created; the call is answered as interrupted and the model answers.
     NotContinued,
-    /// The successor was created; the call is answered as interrupted and the turn ends there.
-    ContinuedInterrupted,
-    /// The call's own result (naming the successor) was committed before the crash.
+    /// The successor was created before the crash: the call's result names it, whether that
+    /// result was committed before the crash or the recovery answered the call with its effect.
     Continued,
 }
 
@@ -132,7 +133,7 @@ fn restart(
             let successor_run =
                 within("the successor's run", runtime.wait_for_run(runs[0].id)).await?;
             assert_eq!(successor_run.status, RunStatus::Succeeded);
-            assert_one_continuation(&store, successor, expected).await?;
+            assert_one_continuation(&store, successor).await?;
             Ok(provider.requests())
         })
     })
@@ -181,11 +182,7 @@ async fn assert_not_continued(store: &Store, run: &seed_store::RunRow) -> anyhow
 }
 
 /// The outcome every crash after the creation must come to.
-async fn assert_one_continuation(
-    store: &Store,
-    successor: SessionId,
-    expected: Expected,
-) -> anyhow::Result<()> {
+async fn assert_one_continuation(store: &Store, successor: SessionId) -> anyhow::Result<()> {
     assert_eq!(store.count_successors(session(0)).await?, 1, "one edge");
     assert_eq!(
         store.list_sessions(common::account()).await?.len(),
@@ -211,19 +208,16 @@ async fn assert_one_continuation(
         "projection, copied message, one answer"
     );
 
+    // Recovered or not, the call's result is its effect: the successor, no error.
     let (predecessor_log, result) = the_call_and_its_result(store).await?;
-    if expected == Expected::ContinuedInterrupted {
-        assert!(is_interrupted(&result), "{}", result.content);
-    } else {
-        assert_eq!(result.content["is_error"], serde_json::json!(false));
-        assert!(
-            result.content["content"]
-                .as_str()
-                .is_some_and(|text| text.contains(&successor.to_string())),
-            "{}",
-            result.content
-        );
-    }
+    assert_eq!(result.content["is_error"], serde_json::json!(false));
+    assert!(
+        result.content["content"]
+            .as_str()
+            .is_some_and(|text| text.contains(&successor.to_string())),
+        "{}",
+        result.content
+    );
     // The turn ended at the call: no answer in the predecessor after it.
     assert_eq!(
         predecessor_log.last().map(|event| event.kind.as_str()),
@@ -271,19 +265,13 @@ fn a_crash_before_the_creation_commits_creates_nothing_and_the_model_decides() -
 
 #[test]
 fn a_crash_after_the_creation_and_before_the_run_is_queued_is_recovered() -> anyhow::Result<()> {
-    crash_and_recover(
-        points::CONTINUATION_AFTER_CREATE,
-        Expected::ContinuedInterrupted,
-    )
+    crash_and_recover(points::CONTINUATION_AFTER_CREATE, Expected::Continued)
 }
 
 #[test]
 fn a_crash_after_the_run_is_queued_and_before_the_result_commits_is_recovered() -> anyhow::Result<()>
 {
-    crash_and_recover(
-        points::CONTINUATION_AFTER_ENQUEUE,
-        Expected::ContinuedInterrupted,
-    )
+    crash_and_recover(points::CONTINUATION_AFTER_ENQUEUE, Expected::Continued)
 }
 
 #[test]

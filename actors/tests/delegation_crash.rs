@@ -1,10 +1,12 @@
 //! A crash in the middle of a delegation, over a real SQLite file: after the restart the parent
 //! still parks on its child (or takes its later pass at once when the child has ended), and its
-//! model reads the child's real result. delegate is not safe to repeat: a call cut off after
-//! its child started is answered as interrupted, the adopted turn ends there and parks, and the
-//! child's result arrives as a notice. A parent that ended "succeeded" here would never take
-//! the later pass its child's result is owed (the first two points did, before the run's end
-//! read the placeholder from the store's entries).
+//! model reads the child's real result in its call's place. delegate is not safe to repeat: a
+//! call cut off after its child started is not run again; its reconcile finds the child by the
+//! call's id and the call is answered as it would have been (the placeholder), so the adopted
+//! turn ends there and parks, and the child's result replaces the placeholder like any other.
+//! A parent that ended "succeeded" here would never take the later pass its child's result is
+//! owed (the first two points did, before the run's end read the placeholder from the store's
+//! entries).
 //!
 //! A "process" is an actix system with its own store and runtime; a crash stops the world at a
 //! named point (nothing more is written) and drops the system; the restart is a new system on
@@ -52,22 +54,9 @@ fn provider(child_hangs: bool) -> ScriptedProvider {
             }
             _ => None,
         });
-        // A call answered as interrupted gets its child's result later, in a notice.
-        let late = request.messages.iter().find_map(|m| match m.as_ref() {
-            Message::User(user) => user
-                .text
-                .split_once("Its result: ")
-                .map(|(_, result)| result.to_owned()),
-            _ => None,
-        });
-        match (delegated, late) {
-            (Some(result), Some(late)) if result.starts_with("interrupted:") => {
-                ScriptedStep::Respond(text_response(&format!("parent: got {late}")))
-            }
-            (Some(result), _) => {
-                ScriptedStep::Respond(text_response(&format!("parent: got {result}")))
-            }
-            (None, _) => ScriptedStep::Respond(tool_response(
+        match delegated {
+            Some(result) => ScriptedStep::Respond(text_response(&format!("parent: got {result}"))),
+            None => ScriptedStep::Respond(tool_response(
                 "",
                 vec![ToolCall {
                     id: "d1".to_owned(),
@@ -148,22 +137,12 @@ fn restart(path: &std::path::Path, run_id: RunId, point: &'static str) -> anyhow
                 .map(|e| &e.content)
                 .collect();
             assert_eq!(results.len(), 1, "{point}: one result for the call");
-            if point == points::TOOL_MID_RUN {
-                // delegate is not safe to repeat: the cut-off call is answered as interrupted,
-                // and the child's result comes as a notice. Which of the two reached the log
-                // first is a race of the two runs; the other is the notice.
-                let notices: Vec<String> = parent_log
-                    .iter()
-                    .filter(|e| e.kind == "notice")
-                    .map(|e| e.content.to_string())
-                    .collect();
-                assert_eq!(notices.len(), 1, "{point}: {notices:?}");
-                let told = format!("{} {}", results[0], notices[0]);
-                assert!(told.contains("interrupted: the delegate call"), "{told}");
-                assert!(told.contains("42"), "{told}");
-            } else {
-                assert_eq!(results[0]["content"], "42", "{point}");
-            }
+            // The call is answered with its effect (the child, then its real result), never
+            // as interrupted, wherever the crash cut it off.
+            assert_eq!(results[0]["content"], "42", "{point}");
+            assert_eq!(results[0]["is_error"], false, "{point}");
+            let notices = parent_log.iter().filter(|e| e.kind == "notice").count();
+            assert_eq!(notices, 0, "{point}: the result came in its call's place");
             assert_log_agrees_with_store(&store, session(0)).await?;
             Ok(())
         })

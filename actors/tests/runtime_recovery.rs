@@ -187,10 +187,10 @@ fn a_crash_mid_call_of_an_unsafe_verb_is_recovered_without_running_it_again() ->
             let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
             assert_eq!(
                 kinds,
-                ["message", "message", "tool_call", "tool_result", "message"],
+                ["message", "tool_call", "tool_result", "message"],
                 "{events:#?}"
             );
-            let result = &events[3];
+            let result = &events[2];
             assert_eq!(result.content["tool_call_id"], LAUNCH_CALL_ID);
             assert_eq!(result.content["is_error"], true);
             assert!(

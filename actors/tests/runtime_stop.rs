@@ -246,7 +246,9 @@ async fn a_delete_mid_turn(streamed: &str) -> anyhow::Result<()> {
 }
 
 /// A stop that lands while the text is still arriving: the log keeps exactly what had streamed
-/// to subscribers, a prefix of the response, no more and no less.
+/// to subscribers, a prefix of the response, no more and no less. (Subscribers hear the text
+/// as `pi.live` commits it, at most an interval after it arrived: the text streams slowly
+/// enough for three of those to hold a part of it.)
 #[actix::test]
 async fn a_stop_keeps_exactly_the_text_subscribers_saw() -> anyhow::Result<()> {
     use futures::StreamExt;
@@ -255,7 +257,7 @@ async fn a_stop_keeps_exactly_the_text_subscribers_saw() -> anyhow::Result<()> {
     let long: String = (0..40).map(|idx| format!("word{idx} ")).collect();
     let provider = ScriptedProvider::new(vec![ScriptedStep::Hang { text: long.clone() }])
         .with_chunk_chars(4)
-        .with_delta_delay(std::time::Duration::from_millis(2));
+        .with_delta_delay(std::time::Duration::from_millis(20));
     let runtime = fixture.start(provider, "boot-1").await?;
     let mut bus = runtime.publisher().subscribe().await.expect("the bus");
 

@@ -32,13 +32,13 @@ async fn a_message_gets_an_answer_its_verb_runs_and_the_log_agrees_with_the_stor
         kinds,
         [
             ("message", Some("hello there")),
-            ("message", Some("")),
+            // The response that only called the verb says nothing: its call stands for it.
             ("tool_call", None),
             ("tool_result", None),
             ("message", Some("answer: hello there")),
         ]
     );
-    assert_eq!(log[3].content["content"], "echo: hello there");
+    assert_eq!(log[2].content["content"], "echo: hello there");
     assert_log_agrees_with_store(&fixture.store, session(0)).await?;
 
     // The fallback namer titled the session from its first message.

@@ -5,6 +5,8 @@ use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use crate::state::Batch;
+
 /// The files a durable store keeps. Each is an append-only list of lines (JSON documents).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FileName {
@@ -79,6 +81,13 @@ pub trait DurableFs: Send + Sync {
 
     /// Appends every line of `batch` atomically, across files, in the order given.
     fn commit(&self, batch: Vec<Append>) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Commits a harness's batch: its lines, as [`DurableFs::commit`] appends them. A file
+    /// system that writes more in the same transaction (Seed's log, projected from the batch's
+    /// entries) reads the typed records here instead of parsing the lines again.
+    fn commit_batch(&self, batch: &Batch) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.commit(batch.to_appends())
+    }
 }
 
 /// An error from [`MemoryFs`]: its only failure is one a test asked for.

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use futures::future::{Either, select};
+use futures::future::{BoxFuture, Either, select};
 use seed_providers::{
     AssistantMessage, Message, Provider, ProviderError, ProviderErrorKind, Request, StreamEvent,
-    ToolResultMessage, ToolSpec, UserMessage,
+    ToolCall, ToolResultMessage, ToolSpec, UserMessage,
 };
 
 use crate::context::{MessageCache, block_messages, conversation_cached, request_messages};
@@ -49,6 +49,14 @@ pub enum Error {
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Time since some fixed origin.
     fn now(&self) -> Duration;
+
+    /// A future that resolves after `duration`, when this clock can wait (the shell's runtime
+    /// clock can); `None` when it cannot, and then the partial text of a response is committed
+    /// only as more of it arrives.
+    fn sleep(&self, duration: Duration) -> Option<BoxFuture<'static, ()>> {
+        let _ = duration;
+        None
+    }
 }
 
 /// The process's monotonic clock.
@@ -167,6 +175,14 @@ enum ResultKind {
         /// An intent was committed before the tool ran.
         had_intent: bool,
     },
+}
+
+/// What woke the stream's reader.
+enum Wake {
+    Event(Option<StreamEvent>),
+    Stopped,
+    /// The partial text has waited an interval for its commit.
+    Flush,
 }
 
 enum Streamed {
@@ -459,8 +475,28 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                     return Ok(TurnOutcome::Ended { reason });
                 }
                 Action::InterruptTool { call } => {
-                    let result = interrupted_result(&call.id, &call.name);
-                    self.commit_result(&doc, &call.id, &call.name, result, ResultKind::Interrupted)
+                    // Before it is answered as interrupted, its tool says whether the call
+                    // took effect; if it did, the call is answered with that effect.
+                    let tool = self.tools.get(&call.name).cloned();
+                    let reconciled = match &tool {
+                        Some(tool) => tool.reconcile(&call).await,
+                        None => None,
+                    };
+                    let (result, kind) = match reconciled {
+                        Some(output) => (
+                            result_of(&call, output.content, output.is_error),
+                            ResultKind::Ran {
+                                ends_turn: output.ends_turn,
+                                placeholder: output.placeholder,
+                                had_intent: true,
+                            },
+                        ),
+                        None => (
+                            interrupted_result(&call.id, &call.name),
+                            ResultKind::Interrupted,
+                        ),
+                    };
+                    self.commit_result(&doc, &call.id, &call.name, result, kind)
                         .await?;
                 }
                 Action::RunTool { call, rerun } => {
@@ -481,12 +517,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                         Some(tool) => tool.call(&call).await,
                         None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
                     };
-                    let result = ToolResultMessage {
-                        tool_call_id: call.id.clone(),
-                        tool_name: call.name.clone(),
-                        content: output.content,
-                        is_error: output.is_error,
-                    };
+                    let result = result_of(&call, output.content, output.is_error);
                     let kind = ResultKind::Ran {
                         ends_turn: output.ends_turn,
                         placeholder: output.placeholder,
@@ -641,13 +672,36 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         // that completes sooner costs no commit for it.
         let mut live_committed = false;
         let mut last_live_at = self.clock.now();
+        // Text that arrived since the last commit of `pi.live` waits at most one interval for
+        // the next: when the clock can sleep, a timer commits it even if the stream goes quiet.
+        let mut flush: Option<BoxFuture<'static, ()>> = None;
         loop {
-            let event = match select(events.next(), &mut stopped).await {
+            let next = select(events.next(), &mut stopped);
+            let wake = match flush.as_mut() {
+                Some(timer) => match select(next, timer).await {
+                    Either::Left((Either::Left((event, _)), _)) => Wake::Event(event),
+                    Either::Left((Either::Right(((), _)), _)) => Wake::Stopped,
+                    Either::Right(((), _)) => Wake::Flush,
+                },
+                None => match next.await {
+                    Either::Left((event, _)) => Wake::Event(event),
+                    Either::Right(((), _)) => Wake::Stopped,
+                },
+            };
+            let event = match wake {
                 // Dropping the stream cancels the request.
-                Either::Right(((), _)) => {
+                Wake::Stopped => {
                     return Ok((Streamed::Stopped { text, thinking }, live_committed));
                 }
-                Either::Left((event, _)) => event,
+                Wake::Flush => {
+                    flush = None;
+                    self.commit_live(doc, step, &text, &thinking, live_committed)
+                        .await?;
+                    live_committed = true;
+                    last_live_at = self.clock.now();
+                    continue;
+                }
+                Wake::Event(event) => event,
             };
             match event {
                 None => {
@@ -678,24 +732,42 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 Some(StreamEvent::ToolCall(_) | StreamEvent::Usage(_)) => continue,
             }
             let now = self.clock.now();
-            if now.saturating_sub(last_live_at) >= self.config.live_interval {
-                let mut batch = Batch::new(&self.state);
-                if !live_committed {
-                    batch.task(Task::Model {
-                        request_id: doc.request_id.clone(),
-                        step,
-                        state: ModelTaskState::Streaming,
-                    });
-                }
-                batch.document(
-                    LIVE_DOCUMENT,
-                    Some(&live(doc, &text, &thinking, LiveState::Streaming, None)),
-                );
-                self.commit(batch).await?;
+            let since = now.saturating_sub(last_live_at);
+            if since >= self.config.live_interval {
+                flush = None;
+                self.commit_live(doc, step, &text, &thinking, live_committed)
+                    .await?;
                 live_committed = true;
                 last_live_at = now;
+            } else if flush.is_none() {
+                flush = self.clock.sleep(self.config.live_interval - since);
             }
         }
+    }
+
+    /// Commits the partial text of the response in flight to `pi.live` (the first time, with the
+    /// model task's line that says it is streaming).
+    async fn commit_live(
+        &mut self,
+        doc: &TurnDocument,
+        step: u32,
+        text: &str,
+        thinking: &str,
+        live_committed: bool,
+    ) -> Result<()> {
+        let mut batch = Batch::new(&self.state);
+        if !live_committed {
+            batch.task(Task::Model {
+                request_id: doc.request_id.clone(),
+                step,
+                state: ModelTaskState::Streaming,
+            });
+        }
+        batch.document(
+            LIVE_DOCUMENT,
+            Some(&live(doc, text, thinking, LiveState::Streaming, None)),
+        );
+        self.commit(batch).await
     }
 
     fn request(&mut self, doc: &TurnDocument, blocks: &[Arc<Message>]) -> Request {
@@ -775,7 +847,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         if self.closed {
             return Err(Error::Closed);
         }
-        match self.fs.commit(batch.to_appends()).await {
+        match self.fs.commit_batch(&batch).await {
             Ok(()) => {
                 self.state.apply(batch);
                 Ok(())
@@ -786,6 +858,16 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 Err(Error::StoreRefused(Box::new(error)))
             }
         }
+    }
+}
+
+/// The result message of `call`.
+fn result_of(call: &ToolCall, content: String, is_error: bool) -> ToolResultMessage {
+    ToolResultMessage {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        content,
+        is_error,
     }
 }
 

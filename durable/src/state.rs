@@ -208,6 +208,20 @@ impl Batch {
         self.entries.is_empty() && self.documents.is_empty() && self.tasks.is_empty()
     }
 
+    /// The entries, with the ids they will have.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The documents set (a `null` value clears one), in order.
+    pub fn documents(&self) -> &[DocumentLine] {
+        &self.documents
+    }
+
+    pub fn tasks(&self) -> &[Task] {
+        &self.tasks
+    }
+
     /// The lines to append, entries first.
     pub fn to_appends(&self) -> Vec<Append> {
         let entries = self

@@ -49,6 +49,15 @@ pub trait Tool: Send + Sync {
     fn safe_to_repeat(&self) -> bool;
 
     fn call<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, ToolOutput>;
+
+    /// Whether a call of a tool that is not safe to repeat, cut off by a crash after its intent
+    /// was committed, took effect: `Some` with the result it had (the harness answers the call
+    /// with it, and it is not run again), `None` when it did not or the tool cannot tell (the
+    /// call is answered as interrupted). Keyed by the call's id; it must not run the call.
+    fn reconcile<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, Option<ToolOutput>> {
+        let _ = call;
+        Box::pin(async { None })
+    }
 }
 
 /// The tools on offer, by name.

@@ -17,7 +17,9 @@ pub enum Action {
     RequestModel { step: u32 },
     /// Run a call. `rerun`: it was cut off before, and its tool is safe to repeat.
     RunTool { call: ToolCall, rerun: bool },
-    /// Answer a cut-off call of a tool that is not safe to repeat with an interrupted result.
+    /// Answer a cut-off call of a tool that is not safe to repeat: with its effect when the
+    /// tool finds the call took effect ([`crate::Tool::reconcile`]), else with an interrupted
+    /// result.
     InterruptTool { call: ToolCall },
     /// The model answered, in this entry.
     Answered { entry_id: EntryId },

@@ -332,7 +332,7 @@ fn replay_message(event: &SessionEvent) -> Option<Message> {
 }
 
 /// The log replayed as messages: an assistant message and the calls projected from the same
-/// entry become one message; results are placed behind their calls by the context.
+/// entry (or the calls alone, for a response that only called) become one message; results are placed behind their calls by the context.
 fn replay_messages<'a>(events: impl Iterator<Item = &'a SessionEvent>) -> Vec<Message> {
     let mut messages: Vec<Message> = Vec::new();
     // The entry the last assistant message came from, while its calls may still follow.
@@ -354,7 +354,11 @@ fn replay_messages<'a>(events: impl Iterator<Item = &'a SessionEvent>) -> Vec<Me
                         message.content.push(AssistantBlock::ToolCall(call));
                         message.stop_reason = StopReason::ToolUse;
                     }
-                    _ => messages.push(Message::Assistant(assistant(String::new(), vec![call]))),
+                    _ => {
+                        // A response of calls alone has no message event: its calls start it.
+                        messages.push(Message::Assistant(assistant(String::new(), vec![call])));
+                        open_entry = event.pi_entry_id;
+                    }
                 }
             }
             _ => {

@@ -1,7 +1,7 @@
 //! From the store to the log: the events each store entry becomes.
 //!
-//! One `pi.assistant` entry becomes an assistant message event and one `tool_call` event per
-//! call; one `pi.tool-result` becomes a `tool_result` event (a delegate's placeholder result is
+//! One `pi.assistant` entry becomes an assistant message event (none when the response only
+//! calls tools) and one `tool_call` event per call; one `pi.tool-result` becomes a `tool_result` event (a delegate's placeholder result is
 //! not: the log keeps the call unanswered until the real result arrives). Every event carries
 //! the entry's id in `pi_entry_id`; the events of one entry are appended in one transaction by
 //! the caller. When a store is opened, every entry above the highest `pi_entry_id` in the log is
@@ -45,14 +45,22 @@ pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) ->
                 "model": message.model,
                 "error_message": message.error_message,
             });
-            let mut events = vec![event(
-                "message",
-                EventRole::Assistant,
-                "agent",
-                content,
-                meta,
-            )];
-            for call in message.tool_calls() {
+            let calls = message.tool_calls();
+            // A response that only calls tools says nothing: its calls stand for it (a
+            // continuation's predecessor gains just the call and its result).
+            let says_something =
+                message.text_len() > 0 || !thinking.is_empty() || message.error_message.is_some();
+            let mut events = Vec::with_capacity(1 + calls.len());
+            if says_something || calls.is_empty() {
+                events.push(event(
+                    "message",
+                    EventRole::Assistant,
+                    "agent",
+                    content,
+                    meta,
+                ));
+            }
+            for call in calls {
                 events.push(event(
                     "tool_call",
                     EventRole::Assistant,
@@ -249,6 +257,43 @@ mod tests {
         assert_eq!(events[0].content, json!({"text": "let me look"}));
         assert_eq!(events[1].content["name"], "read");
         assert_eq!(events[2].content["id"], "c2");
+    }
+
+    #[test]
+    fn a_response_that_only_calls_tools_becomes_its_calls_alone() {
+        let entry = |message| Entry {
+            id: 6,
+            body: EntryBody::Assistant {
+                request_id: "r".to_owned(),
+                message,
+            },
+        };
+        let continue_call = ToolCall {
+            id: "c1".to_owned(),
+            name: "continue_session".to_owned(),
+            arguments: json!({}),
+        };
+        let kinds = |message| -> Vec<String> {
+            entry_events(&entry(message), None, 0)
+                .into_iter()
+                .map(|event| event.kind)
+                .collect()
+        };
+        assert_eq!(
+            kinds(tool_response("", vec![continue_call.clone()])),
+            ["tool_call"]
+        );
+        // Thinking is something said; so is an empty answer (no calls).
+        let mut thought = tool_response("", vec![continue_call]);
+        thought.content.insert(
+            0,
+            AssistantBlock::Thinking {
+                thinking: "first, continue".to_owned(),
+                signature: None,
+            },
+        );
+        assert_eq!(kinds(thought), ["message", "tool_call"]);
+        assert_eq!(kinds(seed_providers::text_response("")), ["message"]);
     }
 
     #[test]

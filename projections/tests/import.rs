@@ -510,3 +510,37 @@ fn a_turn_delegated_when_it_answered_a_call_with_a_placeholder() {
     // No turn, no delegation.
     assert!(!delegated_in_turn(&parked_turn(), "r-old"));
 }
+
+/// A response that only called tools has no message event: its calls, projected from one
+/// entry, are replayed as one assistant message, and the calls of the next such response as
+/// another.
+#[test]
+fn a_rebuild_replays_the_calls_of_one_silent_response_as_one_message() {
+    let empty = StoreState::default();
+    let log = vec![
+        user(1, "hi"),
+        from_store(call_event(2, "c1", "status"), 2),
+        from_store(call_event(3, "c2", "plan"), 2),
+        from_store(result_event(4, "c1", "status", "ok"), 3),
+        from_store(result_event(5, "c2", "plan", "ok"), 4),
+        from_store(call_event(6, "c3", "read"), 5),
+        from_store(result_event(7, "c3", "read", "text"), 6),
+        from_store(assistant_event(8, "done"), 7),
+        user(9, "again"),
+    ];
+    let planned = plan(&log, &empty, SyncDocument::default(), &[9], &[]);
+    assert_eq!(planned.mode, ImportMode::Rebuild);
+    assert_eq!(
+        planned.entries,
+        [
+            EntryBody::Reset {},
+            replay_user("hi"),
+            replay_assistant("", vec![call("c1", "status"), call("c2", "plan")]),
+            replay_result("c1", "status", "ok"),
+            replay_result("c2", "plan", "ok"),
+            replay_assistant("", vec![call("c3", "read")]),
+            replay_result("c3", "read", "text"),
+            replay_assistant("done", vec![]),
+        ]
+    );
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, put, web};
-use seed_actors::bus::Notification;
+use seed_actors::bus::{Notification, SeqRange};
 use seed_actors::{RunWatch, Runtime};
 use seed_events::{AccountId, EventRole, NewEvent, Queue, RunId, SessionEvent, SessionId};
 use seed_store::{NewSession, NonceOutcome, RunRow, SendOutcome, SessionRow, Store, TitleSource};
@@ -480,7 +480,7 @@ async fn create_session(
     )?;
     state.publish(Notification::AccountChanged {
         account_id: caller.account_id,
-        reason: "session-created",
+        reasons: vec!["session-created"],
     });
     let session = state.own_session(&caller, session_id).await?;
     Ok(HttpResponse::Created().json(state.session_info(session).await?))
@@ -713,6 +713,10 @@ async fn send_message(
     state.publish(Notification::SessionChanged {
         session_id,
         reason: "message",
+        seqs: Some(SeqRange {
+            from: event.seq,
+            to: event.seq,
+        }),
     });
     let run = match watch {
         Some(watch) => wait_for_run(&state, run, Some(watch)).await?,
@@ -927,6 +931,7 @@ async fn set_model(
     state.publish(Notification::SessionChanged {
         session_id,
         reason: "model",
+        seqs: None,
     });
     let session = state.own_session(&caller, session_id).await?;
     Ok(HttpResponse::Ok().json(state.session_info(session).await?))
@@ -998,6 +1003,10 @@ async fn run_action(
     state.publish(Notification::SessionChanged {
         session_id: session.id,
         reason: "action",
+        seqs: Some(SeqRange {
+            from: stored.seq,
+            to: stored.seq,
+        }),
     });
     Ok(HttpResponse::Ok().json(ActionResponse {
         event_id: stored.id.0,

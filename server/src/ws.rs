@@ -7,28 +7,43 @@ use std::collections::HashMap;
 
 use actix_web::{HttpRequest, HttpResponse, get, web};
 use futures::StreamExt;
-use seed_actors::bus::Notification;
+use seed_actors::bus::{Notification, SeqRange};
 use seed_events::{AccountId, SessionId};
 use serde::Serialize;
 
 use crate::api::AppState;
 use crate::error::{ApiError, ErrorBody};
 
-/// What a subscriber receives.
+/// What a subscriber receives. Each follows the commit of what it tells, so nothing a
+/// subscriber sees can be lost by a crash.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Update {
     SessionChange {
         session_id: SessionId,
         reason: String,
+        /// The first and last seq of the events the change appended to the log, when it
+        /// appended some: fetch exactly those.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_seq: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to_seq: Option<i64>,
     },
     AccountChange {
         account_id: AccountId,
+        /// Every reason of this one change.
+        reasons: Vec<String>,
+        /// The first of `reasons`. Deprecated: read `reasons`; kept for one release.
         reason: String,
     },
+    /// More text of the response in flight, sent once the store holds it.
     TextDelta {
         session_id: SessionId,
         run_id: seed_events::RunId,
+        /// How much of the response's text came before this delta, in chars (Unicode scalar
+        /// values): with the text in flight read from `GET /v1/sessions/{id}/live`, a client
+        /// keeps only what it lacks.
+        offset_chars: usize,
         text: String,
     },
     RunFinished {
@@ -36,10 +51,13 @@ pub enum Update {
         run_id: seed_events::RunId,
         status: String,
     },
-    /// A tool call the model asked for, about to run (the log has it once the run ends).
+    /// A tool call the model asked for, about to run: sent once the response that asks for it
+    /// is committed (its `tool_call` event is at `seq`).
     ToolCall {
         session_id: SessionId,
         run_id: seed_events::RunId,
+        seq: i64,
+        call_id: String,
         name: String,
         arguments: serde_json::Value,
     },
@@ -48,25 +66,39 @@ pub enum Update {
 impl Update {
     fn of(notification: Notification) -> Update {
         match notification {
-            Notification::SessionChanged { session_id, reason } => Update::SessionChange {
+            Notification::SessionChanged {
+                session_id,
+                reason,
+                seqs,
+            } => Update::SessionChange {
                 session_id,
                 reason: reason.to_owned(),
+                from_seq: seqs.map(|seqs: SeqRange| seqs.from),
+                to_seq: seqs.map(|seqs| seqs.to),
             },
             Notification::SessionDeleted { session_id, .. } => Update::SessionChange {
                 session_id,
                 reason: "deleted".to_owned(),
+                from_seq: None,
+                to_seq: None,
             },
-            Notification::AccountChanged { account_id, reason } => Update::AccountChange {
+            Notification::AccountChanged {
                 account_id,
-                reason: reason.to_owned(),
+                reasons,
+            } => Update::AccountChange {
+                account_id,
+                reason: reasons.first().copied().unwrap_or_default().to_owned(),
+                reasons: reasons.into_iter().map(str::to_owned).collect(),
             },
             Notification::TextDelta {
                 session_id,
                 run_id,
+                offset_chars,
                 text,
             } => Update::TextDelta {
                 session_id,
                 run_id,
+                offset_chars,
                 text,
             },
             Notification::RunFinished {
@@ -81,11 +113,15 @@ impl Update {
             Notification::ToolCall {
                 session_id,
                 run_id,
+                seq,
+                call_id,
                 name,
                 arguments,
             } => Update::ToolCall {
                 session_id,
                 run_id,
+                seq,
+                call_id,
                 name,
                 arguments,
             },

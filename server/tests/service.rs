@@ -286,7 +286,9 @@ async fn another_account_gets_404_for_a_session_and_hears_nothing_of_it() {
     // Bob's first update is about his own session: none of Alice's went to him.
     let own = new_session(&bob).await;
     match next_update(&mut bob_updates).await.expect("an update") {
-        Update::AccountChange { account_id, reason } => {
+        Update::AccountChange {
+            account_id, reason, ..
+        } => {
             assert_eq!(account_id, bob.key().account_id);
             assert_eq!(reason, "session-created");
         }
@@ -859,8 +861,9 @@ async fn a_continuation_is_reported_to_the_sender_and_to_subscribers_of_both_ses
     // Session-change for both sessions.
     let (mut predecessor_changed, mut successor_changed) = (false, false);
     while !(predecessor_changed && successor_changed) {
-        if let Update::SessionChange { session_id, reason } =
-            next_update(&mut subscription).await.expect("an update")
+        if let Update::SessionChange {
+            session_id, reason, ..
+        } = next_update(&mut subscription).await.expect("an update")
         {
             predecessor_changed |= session_id.0 == session.id && reason == "continued";
             successor_changed |= session_id.0 == successor && reason == "continued-from";
@@ -1067,7 +1070,9 @@ async fn a_deletion_is_reported_to_a_subscriber_that_never_saw_the_session() {
     let heard = actix_web::rt::time::timeout(std::time::Duration::from_secs(30), async {
         loop {
             match next_update(&mut subscription).await {
-                Some(Update::SessionChange { session_id, reason }) if reason == "deleted" => {
+                Some(Update::SessionChange {
+                    session_id, reason, ..
+                }) if reason == "deleted" => {
                     return Some(session_id.0);
                 }
                 Some(_) => {}

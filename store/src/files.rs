@@ -13,11 +13,11 @@ use crate::{Error, Result, Store};
 /// One session's durable files, as the durable loop sees them.
 #[derive(Debug, Clone)]
 pub struct SessionFiles {
-    store: Store,
+    pub(crate) store: Store,
     session_id: SessionId,
     /// The session's integer key, looked up by the first commit. Keys are never reused, so
     /// once the session is deleted a commit under this key is refused by its foreign key.
-    session_key: Arc<OnceLock<i64>>,
+    pub(crate) session_key: Arc<OnceLock<i64>>,
 }
 
 impl SessionFiles {
@@ -50,16 +50,25 @@ impl DurableFs for SessionFiles {
         let known_key = session_key.get().copied();
         self.store
             .write_appends(session_id, known_key, move |connection| {
-                let key = match session_key.get() {
-                    Some(key) => *key,
-                    None => {
-                        let key = key_for_write(connection, session_id)?;
-                        *session_key.get_or_init(|| key)
-                    }
-                };
+                let key = known_key_for_write(&session_key, connection, session_id)?;
                 append_lines(connection, key, &batch)
             })
             .await
+    }
+}
+
+/// The session's key, as `known` holds it once a commit looked it up.
+pub(crate) fn known_key_for_write(
+    known: &OnceLock<i64>,
+    connection: &Connection,
+    session_id: SessionId,
+) -> Result<i64> {
+    match known.get() {
+        Some(key) => Ok(*key),
+        None => {
+            let key = key_for_write(connection, session_id)?;
+            Ok(*known.get_or_init(|| key))
+        }
     }
 }
 
@@ -91,4 +100,45 @@ pub(crate) fn append_lines(
         insert.execute(params![session_key, append.file.code(), append.line])?;
     }
     Ok(())
+}
+
+/// How many of a session's newest document lines are searched for `pi.live`: while a response
+/// streams, nothing but its own `pi.live` lines is committed to the documents, so the one in
+/// flight is always among the newest few.
+const LIVE_SEARCH_LINES_MAX: usize = 16;
+
+impl Store {
+    /// The response in flight in the session's store, as its newest `pi.live` line holds it:
+    /// `None` when none of the newest document lines sets it (nothing streamed since, or it
+    /// was cleared by the response's commit).
+    pub async fn live_document(
+        &self,
+        session_id: SessionId,
+    ) -> Result<Option<seed_durable::record::LiveDocument>> {
+        self.read(move |connection| {
+            let session_key = key_for_read(connection, session_id)?;
+            let mut statement = connection.prepare_cached(
+                "SELECT line FROM session_durable_files WHERE session_key = ?1 AND file = ?2
+                 ORDER BY id DESC LIMIT ?3",
+            )?;
+            let mut rows = statement.query(params![
+                session_key,
+                FileName::Documents.code(),
+                LIVE_SEARCH_LINES_MAX as i64
+            ])?;
+            while let Some(row) = rows.next()? {
+                let line: String = row.get(0)?;
+                let Ok(document) =
+                    serde_json::from_str::<seed_durable::record::DocumentLine>(&line)
+                else {
+                    continue;
+                };
+                if document.name == seed_durable::record::LIVE_DOCUMENT {
+                    return Ok(serde_json::from_value(document.value).ok());
+                }
+            }
+            Ok(None)
+        })
+        .await
+    }
 }

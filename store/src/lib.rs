@@ -6,7 +6,8 @@
 //!   thread (`writer`, group commit) and a small pool of read connections (`readers`).
 //! - [`SessionFiles`] is the durable file system over `session_durable_files`.
 //! - The typed APIs live one table to a module: `sessions`, `log`, `runs`, `leases`,
-//!   `continuations`, `memory`, `attachments` (files under the data dir). Each has plain functions over a connection (so several can
+//!   `continuations`, `memory`, `effects` (what a call that must not run twice did),
+//!   `attachments` (files under the data dir). Each has plain functions over a connection (so several can
 //!   share one transaction) and the [`Store`] methods that run them through the writer or a
 //!   reader.
 //! - `nonces` and `accounts`: what the service needs — signed writes that take the request's
@@ -20,6 +21,7 @@ mod attachments;
 mod checkpoint;
 mod config;
 mod continuations;
+mod effects;
 mod error;
 mod files;
 pub mod floor;
@@ -28,6 +30,7 @@ mod log;
 mod memory;
 mod memory_disk;
 mod nonces;
+mod projection;
 mod readers;
 mod runs;
 mod schema;
@@ -40,16 +43,18 @@ mod writer;
 pub use attachments::{AttachmentRow, NewAttachment};
 pub use config::{BatchMode, Config, FaultInjector, Synchronous};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
+pub use effects::CallEffect;
 pub use error::{Error, Refusal, Result};
 pub use files::SessionFiles;
 pub use leases::{LeaseOutcome, LeaseRow};
-pub use memory::MemoryFileRow;
+pub use memory::{MemoryChange, MemoryFileRow};
 pub use memory_disk::MemoryDisk;
 pub use nonces::{NonceOutcome, RequestNonce, SendOutcome};
+pub use projection::Projection;
 pub use runs::{
     ChildDelivery, DELEGATED_BY, DeliveringChild, NewRun, ParkOutcome, RunRow, Swept, delegated_by,
 };
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
-pub use store::{PlanCheck, Projection, RunEndOutcome, Store};
+pub use store::{PlanCheck, RunClosing, RunEndOutcome, Store};
 pub use turn_view::{PendingEvents, TurnView};
 pub use writer::{LatencyHistogram, WriterHold, WriterStats};

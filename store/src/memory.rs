@@ -4,7 +4,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use seed_events::AccountId;
 
-use crate::{Error, Result};
+use crate::effects::{self, CallEffect};
+use crate::{Error, Result, Store};
 
 /// Every memory path starts with this.
 pub(crate) const MEMORY_PATH_PREFIX: &str = "~/memory/";
@@ -143,4 +144,113 @@ pub(crate) fn list_memory(
         });
     }
     Ok(files)
+}
+
+/// One change to a memory file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryChange {
+    /// Creates the file, or replaces its content.
+    Write { content: String },
+    /// Appends `text` as given (no separator added), creating the file if it is missing.
+    Append { text: String },
+    /// Removes the file.
+    Delete,
+}
+
+impl Store {
+    /// Changes the account's memory file at `path` (under `~/memory/`). With `effect`, the
+    /// same transaction records that the call took effect ([`CallEffect`]), when it did: a
+    /// delete of a file that does not exist changes nothing and records nothing. Returns
+    /// whether it took effect. An invalid path is refused with [`crate::Error::InvalidPath`]
+    /// before anything is sent to the writer.
+    pub async fn change_memory(
+        &self,
+        account_id: AccountId,
+        path: &str,
+        change: MemoryChange,
+        now_ms: i64,
+        effect: Option<CallEffect>,
+    ) -> Result<bool> {
+        validate_path(path)?;
+        let path = path.to_owned();
+        let scope = effect.as_ref().map(|effect| effect.session_id);
+        self.write(scope, move |connection| {
+            let took_effect = match &change {
+                MemoryChange::Write { content } => {
+                    write_memory(connection, account_id, &path, content, now_ms)?;
+                    true
+                }
+                MemoryChange::Append { text } => {
+                    append_memory(connection, account_id, &path, text, now_ms)?;
+                    true
+                }
+                MemoryChange::Delete => delete_memory(connection, account_id, &path)?,
+            };
+            if took_effect && let Some(effect) = &effect {
+                effects::record(connection, effect, now_ms)?;
+            }
+            Ok(took_effect)
+        })
+        .await
+    }
+
+    /// Creates the account's memory file at `path` (under `~/memory/`), or replaces its
+    /// content. An invalid path is refused with [`crate::Error::InvalidPath`] before anything is sent
+    /// to the writer.
+    pub async fn write_memory(
+        &self,
+        account_id: AccountId,
+        path: &str,
+        content: String,
+        now_ms: i64,
+    ) -> Result<()> {
+        validate_path(path)?;
+        let path = path.to_owned();
+        self.write(None, move |connection| {
+            write_memory(connection, account_id, &path, &content, now_ms)
+        })
+        .await
+    }
+
+    /// Appends `text` to the account's memory file at `path` as given (no separator added),
+    /// creating the file if it is missing. An invalid path is refused with
+    /// [`crate::Error::InvalidPath`].
+    pub async fn append_memory(
+        &self,
+        account_id: AccountId,
+        path: &str,
+        text: String,
+        now_ms: i64,
+    ) -> Result<()> {
+        validate_path(path)?;
+        let path = path.to_owned();
+        self.write(None, move |connection| {
+            append_memory(connection, account_id, &path, &text, now_ms)
+        })
+        .await
+    }
+
+    /// Deletes the account's memory file at `path`. Returns whether it existed.
+    pub async fn delete_memory(&self, account_id: AccountId, path: &str) -> Result<bool> {
+        validate_path(path)?;
+        let path = path.to_owned();
+        self.write(None, move |connection| {
+            delete_memory(connection, account_id, &path)
+        })
+        .await
+    }
+
+    /// The content of the account's memory file at `path`, `None` when there is none.
+    pub async fn read_memory(&self, account_id: AccountId, path: &str) -> Result<Option<String>> {
+        validate_path(path)?;
+        let path = path.to_owned();
+        self.read(move |connection| read_memory(connection, account_id, &path))
+            .await
+    }
+
+    /// The account's memory files, sorted by path.
+    pub async fn list_memory(&self, account_id: AccountId) -> Result<Vec<MemoryFileRow>> {
+        self.read(move |connection| list_memory(connection, account_id))
+            .await
+    }
 }

@@ -30,6 +30,7 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!(
             "../migrations/0007-no-index-of-entry-marks.sql"
         )),
+        M::up(include_str!("../migrations/0008-call-effects.sql")),
     ])
 });
 
@@ -253,7 +254,7 @@ mod tests {
     use super::*;
 
     /// The version a database has once every migration ran.
-    const LATEST_VERSION: i64 = 7;
+    const LATEST_VERSION: i64 = 8;
 
     #[test]
     fn migrations_are_valid() {
@@ -445,6 +446,33 @@ mod tests {
              PRAGMA user_version = 6;",
         );
         assert_the_newest_mark_is_read_back_from_the_newest_seq(&connection);
+        drop(connection);
+        assert_reopened_at_the_latest_version(&config);
+    }
+
+    /// Whether the database has the `call_effects` table, keyed by session and call.
+    fn has_call_effects(connection: &Connection) -> bool {
+        connection
+            .query_row(
+                "SELECT count(*) FROM pragma_table_info('call_effects')
+                 WHERE (name = 'session_key' AND pk = 1) OR (name = 'tool_call_id' AND pk = 2)",
+                [],
+                |row| row.get::<_, i64>(0),
+            )
+            .expect("the table's columns")
+            == 2
+    }
+
+    #[test]
+    fn calls_record_their_effects_in_a_new_database_and_an_upgraded_one() {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let config = Config::new(dir.path().join("agents.db"));
+        let connection = open_writer(&config).expect("a new database");
+        assert!(has_call_effects(&connection));
+        drop(connection);
+        // A database of version 7, without the table.
+        let connection = upgraded(&config, "DROP TABLE call_effects; PRAGMA user_version = 7;");
+        assert!(has_call_effects(&connection));
         drop(connection);
         assert_reopened_at_the_latest_version(&config);
     }

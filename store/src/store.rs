@@ -12,12 +12,11 @@ use seed_events::{
 
 use crate::readers::Readers;
 use crate::writer::{Scope, Writer};
-use crate::{AccountRow, continuations, leases, log, memory, runs, sessions};
+use crate::{AccountRow, continuations, leases, log, runs, sessions};
 use crate::{
     AttachmentRow, ChildDelivery, Config, ContinuationRow, CreatedSuccessor, LeaseOutcome,
-    LeaseRow, MemoryFileRow, NewAttachment, NewContinuation, NewRun, NewSession, NewSuccessor,
-    ParkOutcome, Result, RunRow, SessionFiles, SessionRow, Swept, TitleSource, WriterHold,
-    WriterStats,
+    LeaseRow, NewAttachment, NewContinuation, NewRun, NewSession, NewSuccessor, ParkOutcome,
+    Result, RunRow, SessionFiles, SessionRow, Swept, TitleSource, WriterHold, WriterStats,
 };
 
 /// The agents database. Clones share one writer and one reader pool; the last clone dropped
@@ -287,31 +286,6 @@ impl Store {
         Ok(log::stored_events(session_id, events, &placed))
     }
 
-    /// Appends a projection of store entries, as [`Store::append_events`], except that a
-    /// `tool_result` for one of `delivered_calls` (calls whose result the runtime may already
-    /// have written to the log: a delegated child's) is written as a `notice` when the log
-    /// already holds a result for that call. Checked in the appending transaction, so a
-    /// delivery racing the projection still leaves exactly one result per call in the log.
-    pub async fn append_projection(
-        &self,
-        session_id: SessionId,
-        events: Vec<NewEvent>,
-        delivered_calls: Vec<String>,
-    ) -> Result<Vec<SessionEvent>> {
-        let projection = PreparedProjection::of(&events, &delivered_calls);
-        let (placed, answered_earlier) = self
-            .write(Some(session_id), move |connection| {
-                projection.write(connection, session_id)
-            })
-            .await?;
-        let mut events = events;
-        for (idx, call_id) in answered_earlier {
-            events[idx].kind = "notice".to_owned();
-            events[idx].meta = answered_earlier_meta(&call_id);
-        }
-        Ok(log::stored_events(session_id, events, &placed))
-    }
-
     /// Events with `from_seq <= seq <= to_seq`, in order, at most `limit` of them.
     pub async fn read_events(
         &self,
@@ -569,48 +543,30 @@ impl Store {
         .await
     }
 
-    /// Ends a run and, for a delegated child, delivers its result to the parent and resumes the
-    /// parent once all its children have ended; with `lease` (a session and its holder), lets
-    /// that lease go too. One transaction: a crash cannot leave a parent parked on a child that
-    /// has ended, nor a session leased to a run that has ended. Returns whether this call ended
-    /// the run.
+    /// Closes a run ([`RunClosing`]): ends it and, for a delegated child, delivers its result to
+    /// the parent and resumes the parent once all its children have ended; with a lease (a
+    /// session and its holder), lets that lease go too. One transaction: a crash cannot leave a
+    /// parent parked on a child that has ended, nor a session leased to a run that has ended.
+    /// The turn's entries are in the log already (each commit of the store wrote its own).
     ///
-    /// With `projection`, the run's session's last store entries go to its log first, in the
-    /// same transaction, as [`Store::append_projection`] writes them: a run's end then costs
-    /// one commit. A refused end writes none of it (the next turn projects them).
-    ///
-    /// With `plan_check`, the session's plan as it stands in this transaction may owe a run
-    /// that is still running a later pass instead ([`PlanCheck`]): then the projection and the
-    /// plan's notice go to the log, the run is queued again with its pass counted up, the
-    /// lease is let go, and the end asked for (with its delivery) is not written.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn finish_run_releasing(
-        &self,
-        run_id: RunId,
-        status: RunStatus,
-        result: Option<serde_json::Value>,
-        now_ms: i64,
-        delivery: Option<ChildDelivery>,
-        lease: Option<(SessionId, String)>,
-        projection: Option<Projection>,
-        plan_check: Option<PlanCheck>,
-    ) -> Result<RunEndOutcome> {
-        let projection = projection.map(|projection| {
-            (
-                projection.session_id,
-                PreparedProjection::of(&projection.events, &projection.delivered_calls),
-            )
-        });
-        let scope = projection
-            .as_ref()
-            .map(|(session_id, _)| *session_id)
-            .or(lease.as_ref().map(|(session_id, _)| *session_id));
+    /// With a plan check, the session's plan as it stands in this transaction may owe a run
+    /// that is still running a later pass instead ([`PlanCheck`]): then the plan's notice goes
+    /// to the log, the run is queued again with its pass counted up, the lease is let go, and
+    /// the end asked for (with its delivery) is not written.
+    pub async fn finish_run_releasing(&self, closing: RunClosing) -> Result<RunEndOutcome> {
+        let RunClosing {
+            run_id,
+            status,
+            result,
+            now_ms,
+            delivery,
+            lease,
+            plan_check,
+        } = closing;
+        let scope = lease.as_ref().map(|(session_id, _)| *session_id);
         // Serialized here, not on the writer's thread, which every session's commits wait on.
         let result = result.map(|result| result.to_string());
         self.write(scope, move |connection| {
-            if let Some((session_id, projection)) = &projection {
-                projection.write(connection, *session_id)?;
-            }
             if let Some((session_id, owner)) = &lease {
                 leases::release_lease(connection, *session_id, owner)?;
             }
@@ -818,77 +774,21 @@ impl Store {
     }
 
     // Memory files.
-
-    /// Creates the account's memory file at `path` (under `~/memory/`), or replaces its
-    /// content. An invalid path is refused with [`crate::Error::InvalidPath`] before anything is sent
-    /// to the writer.
-    pub async fn write_memory(
-        &self,
-        account_id: AccountId,
-        path: &str,
-        content: String,
-        now_ms: i64,
-    ) -> Result<()> {
-        memory::validate_path(path)?;
-        let path = path.to_owned();
-        self.write(None, move |connection| {
-            memory::write_memory(connection, account_id, &path, &content, now_ms)
-        })
-        .await
-    }
-
-    /// Appends `text` to the account's memory file at `path` as given (no separator added),
-    /// creating the file if it is missing. An invalid path is refused with
-    /// [`crate::Error::InvalidPath`].
-    pub async fn append_memory(
-        &self,
-        account_id: AccountId,
-        path: &str,
-        text: String,
-        now_ms: i64,
-    ) -> Result<()> {
-        memory::validate_path(path)?;
-        let path = path.to_owned();
-        self.write(None, move |connection| {
-            memory::append_memory(connection, account_id, &path, &text, now_ms)
-        })
-        .await
-    }
-
-    /// Deletes the account's memory file at `path`. Returns whether it existed.
-    pub async fn delete_memory(&self, account_id: AccountId, path: &str) -> Result<bool> {
-        memory::validate_path(path)?;
-        let path = path.to_owned();
-        self.write(None, move |connection| {
-            memory::delete_memory(connection, account_id, &path)
-        })
-        .await
-    }
-
-    /// The content of the account's memory file at `path`, `None` when there is none.
-    pub async fn read_memory(&self, account_id: AccountId, path: &str) -> Result<Option<String>> {
-        memory::validate_path(path)?;
-        let path = path.to_owned();
-        self.read(move |connection| memory::read_memory(connection, account_id, &path))
-            .await
-    }
-
-    /// The account's memory files, sorted by path.
-    pub async fn list_memory(&self, account_id: AccountId) -> Result<Vec<MemoryFileRow>> {
-        self.read(move |connection| memory::list_memory(connection, account_id))
-            .await
-    }
 }
 
-/// Store entries' events for a session's log, as [`Store::append_projection`] takes them; for
-/// [`Store::finish_run_releasing`], which writes them with the run's end.
-#[derive(Debug, Clone)]
-pub struct Projection {
-    pub session_id: SessionId,
-    pub events: Vec<NewEvent>,
-    /// Calls whose result the runtime may already have written to the log (a delegated
-    /// child's): such a result is written as a `notice` when the log holds one.
-    pub delivered_calls: Vec<String>,
+/// How a run is closed, for [`Store::finish_run_releasing`].
+#[derive(Debug)]
+pub struct RunClosing {
+    pub run_id: RunId,
+    pub status: RunStatus,
+    pub result: Option<serde_json::Value>,
+    pub now_ms: i64,
+    /// A delegated child's result for its parent, delivered in the same transaction.
+    pub delivery: Option<ChildDelivery>,
+    /// The session's lease and its holder, let go in the same transaction.
+    pub lease: Option<(SessionId, String)>,
+    /// What the session's plan may owe an answered run (a later pass instead of the end).
+    pub plan_check: Option<PlanCheck>,
 }
 
 /// What a run's plan may owe it when its turn was answered: a later pass, decided in the run's
@@ -923,64 +823,4 @@ pub enum RunEndOutcome {
     /// The plan owed the run a later pass: its notice is in the log after the turn's entries,
     /// and the run is queued again with its pass counted up. It did not end.
     LaterPass,
-}
-
-/// Results of a projection, by their place in the batch and their call.
-type ResultsAt = Vec<(usize, String)>;
-
-/// A projection ready for the writer: its rows serialized on the caller's thread, and the
-/// results that may have been delivered (their place in the batch, their call).
-struct PreparedProjection {
-    rows: Vec<log::EventRow>,
-    delivered: ResultsAt,
-}
-
-impl PreparedProjection {
-    fn of(events: &[NewEvent], delivered_calls: &[String]) -> PreparedProjection {
-        let delivered = events
-            .iter()
-            .enumerate()
-            .filter(|(_, event)| event.kind == "tool_result")
-            .filter_map(|(idx, event)| {
-                let call_id = event.content["tool_call_id"].as_str()?;
-                delivered_calls
-                    .iter()
-                    .any(|delivered| delivered == call_id)
-                    .then(|| (idx, call_id.to_owned()))
-            })
-            .collect();
-        PreparedProjection {
-            rows: events.iter().map(log::EventRow::of).collect(),
-            delivered,
-        }
-    }
-
-    /// Appends the rows, a delivered call's result as a notice where the log already answers
-    /// the call. Returns where the rows went and the results written as notices. May run
-    /// again after a rollback: it rewrites a copy, when it rewrites.
-    fn write(
-        &self,
-        connection: &Connection,
-        session_id: SessionId,
-    ) -> Result<(Vec<log::Placed>, ResultsAt)> {
-        let mut answered_earlier = Vec::new();
-        for (idx, call_id) in &self.delivered {
-            if log::has_tool_result(connection, session_id, call_id)? {
-                answered_earlier.push((*idx, call_id.clone()));
-            }
-        }
-        let mut rows = std::borrow::Cow::Borrowed(&self.rows[..]);
-        for (idx, call_id) in &answered_earlier {
-            let row = &mut rows.to_mut()[*idx];
-            row.kind = "notice".to_owned();
-            row.meta = answered_earlier_meta(call_id).to_string();
-        }
-        let placed = log::insert_rows(connection, session_id, &rows)?;
-        Ok((placed, answered_earlier))
-    }
-}
-
-/// The meta of a delegated call's result written as a notice: the call had its result already.
-fn answered_earlier_meta(call_id: &str) -> serde_json::Value {
-    serde_json::json!({ "answered_earlier": call_id })
 }

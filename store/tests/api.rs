@@ -5,7 +5,9 @@ mod common;
 use common::{Fixture, account};
 use futures::executor::block_on;
 use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, RunStatus};
-use seed_store::{LeaseOutcome, NewRun, NewSession, PlanCheck, RunEndOutcome, TitleSource};
+use seed_store::{
+    LeaseOutcome, NewRun, NewSession, PlanCheck, RunClosing, RunEndOutcome, TitleSource,
+};
 
 fn message(text: &str, pi_entry_id: Option<i64>) -> NewEvent {
     let mut event = NewEvent::message(
@@ -398,15 +400,15 @@ fn a_projected_result_for_a_delivered_call_becomes_a_notice() -> anyhow::Result<
             .store
             .append_events(session, vec![result("c1", None)]),
     )?;
-    let written = block_on(fixture.store.append_projection(
-        session,
-        vec![
+    let written = block_on(fixture.store.append_projection(seed_store::Projection {
+        session_id: session,
+        events: vec![
             result("c1", Some(7)),
             result("c2", Some(8)),
             result("c3", Some(9)),
         ],
-        vec!["c1".to_owned(), "c2".to_owned()],
-    ))?;
+        delivered_calls: vec!["c1".to_owned(), "c2".to_owned()],
+    }))?;
     let kinds: Vec<(&str, Option<i64>)> = written
         .iter()
         .map(|event| (event.kind.as_str(), event.pi_entry_id))
@@ -423,80 +425,70 @@ fn a_projected_result_for_a_delivered_call_becomes_a_notice() -> anyhow::Result<
     Ok(())
 }
 
-/// A run's end can carry its turn's last projection: both land in one transaction, or, when
-/// the database refuses any of it, neither does, and the run keeps running with its lease.
+/// A commit of a session's durable files writes its entries' log events in the same
+/// transaction: both are there once it returns, the events as the log holds them. When the
+/// database refuses any of it (here the log's rows do not fit a full disk, after the lines were
+/// inserted), neither is.
 #[test]
-fn a_runs_end_writes_its_projection_in_the_same_transaction() -> anyhow::Result<()> {
-    let fixture = Fixture::new()?;
-    let sessions = fixture.create_sessions(2)?;
-    let store = &fixture.store;
-    block_on(store.enqueue_run(run(1, sessions[0], Queue::Interactive)))?;
-    block_on(store.enqueue_run(run(2, sessions[1], Queue::Interactive)))?;
-    let claimed =
-        block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 2)], "boot-a", 10))?;
-    assert_eq!(claimed.len(), 2);
-    for run in &claimed {
-        // Claimed with its lease, and returned as stored.
-        assert_eq!(block_on(store.get_run(run.id))?.as_ref(), Some(run));
-    }
-    let answer = |pi_entry_id| NewEvent {
-        pi_entry_id: Some(pi_entry_id),
-        ..NewEvent::message(
-            EventRole::Assistant,
-            "agent",
-            serde_json::json!({"text": "done"}),
-            11,
-        )
-    };
-    let projection = |session_id| seed_store::Projection {
-        session_id,
-        events: vec![answer(4)],
+fn a_store_commit_writes_its_log_events_in_the_same_transaction() -> anyhow::Result<()> {
+    let roomy = Fixture::new()?;
+    let sessions = roomy.create_sessions(1)?;
+    let session = sessions[0];
+    let path = roomy.db_path();
+    let n_pages: u32 = roomy
+        .raw()?
+        .query_row("PRAGMA page_count", [], |row| row.get(0))?;
+    let Fixture { dir, store } = roomy;
+    drop(store);
+    // About 40 pages (160 KiB) of room left.
+    let mut config = seed_store::Config::new(&path);
+    config.max_page_count = Some(n_pages + 40);
+    let store = seed_store::Store::open(config)?;
+    let files = store.session_files(session);
+    let line = |text: &str| seed_durable::Append::new(seed_durable::FileName::Entries, text);
+    let projection = |events| seed_store::Projection {
+        session_id: session,
+        events,
         delivered_calls: Vec::new(),
     };
 
+    let written = block_on(files.commit_projecting(
+        vec![line("entry 1")],
+        Some(projection(vec![message("the answer", Some(1))])),
+    ))?;
     assert_eq!(
-        block_on(store.finish_run_releasing(
-            RunId::from_u128(1),
-            RunStatus::Succeeded,
-            Some(serde_json::json!({"answer": "done"})),
-            12,
-            None,
-            Some((sessions[0], "boot-a".to_owned())),
-            Some(projection(sessions[0])),
-            None,
-        ))?,
-        RunEndOutcome::Ended
+        written
+            .iter()
+            .map(|event| (event.seq, event.pi_entry_id))
+            .collect::<Vec<_>>(),
+        [(1, Some(1))]
     );
-    let log = block_on(store.read_events(sessions[0], 1, i64::MAX, usize::MAX))?;
-    assert_eq!(log.len(), 1);
-    assert_eq!(log[0].pi_entry_id, Some(4));
-    let ended = block_on(store.get_run(RunId::from_u128(1)))?.expect("the run");
-    assert_eq!(ended.status, RunStatus::Succeeded);
-    assert!(matches!(
-        block_on(store.acquire_lease(sessions[0], "boot-b", None, 13))?,
-        LeaseOutcome::Acquired(_)
-    ));
+    let log = block_on(store.read_events(session, 1, i64::MAX, usize::MAX))?;
+    assert_eq!(log, written);
+    let entries = || {
+        block_on(seed_durable::DurableFs::read(
+            &files,
+            seed_durable::FileName::Entries,
+        ))
+    };
+    assert_eq!(entries()?, ["entry 1"]);
+    // Without a projection, a commit is the lines alone.
+    assert!(block_on(files.commit_projecting(vec![line("entry 2")], None))?.is_empty());
+    assert_eq!(entries()?.len(), 2);
 
-    // A projection into a session that is not there is refused, and so is the end with it.
-    let nowhere = seed_events::SessionId::from_u128(999);
-    let refused = block_on(store.finish_run_releasing(
-        RunId::from_u128(2),
-        RunStatus::Succeeded,
-        None,
-        14,
-        None,
-        Some((sessions[1], "boot-a".to_owned())),
-        Some(projection(nowhere)),
-        None,
-    ));
-    assert!(refused.is_err(), "{refused:?}");
-    let running = block_on(store.get_run(RunId::from_u128(2)))?.expect("the run");
-    assert_eq!(running.status, RunStatus::Running);
-    assert!(block_on(store.read_events(sessions[1], 1, i64::MAX, usize::MAX))?.is_empty());
-    assert!(!matches!(
-        block_on(store.acquire_lease(sessions[1], "boot-b", None, 15))?,
-        LeaseOutcome::Acquired(_)
-    ));
+    // The lines fit; the log's rows (800 KiB) do not: the whole commit is refused.
+    let big = message(&"x".repeat(800 * 1024), Some(3));
+    let refused =
+        block_on(files.commit_projecting(vec![line("entry 3")], Some(projection(vec![big]))));
+    let error = refused.expect_err("800 KiB fit in 160 KiB");
+    assert!(error.is_disk_full(), "{error:?}");
+    assert_eq!(entries()?.len(), 2, "no line of the refused commit");
+    assert_eq!(
+        block_on(store.read_events(session, 1, i64::MAX, usize::MAX))?,
+        log,
+        "no event of the refused commit"
+    );
+    drop(dir);
     Ok(())
 }
 
@@ -540,21 +532,18 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
             })
         }),
     };
-    let end = |idx: u128, session_id, delivery| {
-        block_on(store.finish_run_releasing(
-            RunId::from_u128(idx),
-            RunStatus::Succeeded,
-            Some(serde_json::json!({"answer": "done"})),
-            12,
+    // The turn's answer is in the log (its commit wrote it); then the run's end.
+    let end = |idx: u128, session_id, delivery| -> anyhow::Result<RunEndOutcome> {
+        block_on(store.append_events(session_id, vec![message("the answer", Some(4))]))?;
+        Ok(block_on(store.finish_run_releasing(RunClosing {
+            run_id: RunId::from_u128(idx),
+            status: RunStatus::Succeeded,
+            result: Some(serde_json::json!({"answer": "done"})),
+            now_ms: 12,
             delivery,
-            Some((session_id, "boot-a".to_owned())),
-            Some(seed_store::Projection {
-                session_id,
-                events: vec![message("the answer", Some(4))],
-                delivered_calls: Vec::new(),
-            }),
-            Some(check(session_id)),
-        ))
+            lease: Some((session_id, "boot-a".to_owned())),
+            plan_check: Some(check(session_id)),
+        }))?)
     };
     let log_of = |session_id| -> anyhow::Result<Vec<(String, String)>> {
         Ok(

@@ -6,7 +6,7 @@ mod common;
 use common::{Fixture, user_message};
 use futures::executor::block_on;
 use seed_events::{EventId, Queue, RunId, RunStatus, SessionId};
-use seed_store::{BatchMode, NewRun, Refusal, RunRow, Store};
+use seed_store::{BatchMode, NewRun, Refusal, RunClosing, RunRow, Store};
 
 const MODES: [BatchMode; 2] = [BatchMode::Optimistic, BatchMode::Savepoint];
 
@@ -493,16 +493,15 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_queues_next_and_the_sess
     assert_eq!(second.owner, None);
     // Its turn over, the session is free, but the queued run comes first: a third message
     // does not overtake it.
-    block_on(store.finish_run_releasing(
-        first.id,
-        RunStatus::Succeeded,
-        None,
-        150,
-        None,
-        Some((sessions[0], "boot-a".to_owned())),
-        None,
-        None,
-    ))?;
+    block_on(store.finish_run_releasing(RunClosing {
+        run_id: first.id,
+        status: RunStatus::Succeeded,
+        result: None,
+        now_ms: 150,
+        delivery: None,
+        lease: Some((sessions[0], "boot-a".to_owned())),
+        plan_check: None,
+    }))?;
     let (_, third) = send(sessions[0], 3)?;
     assert_eq!(third.status, RunStatus::Queued);
     let claimed = block_on(store.claim_next_run(Queue::Interactive, "boot-a", 160))?;
@@ -540,16 +539,15 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_queues_next_and_the_sess
     // message back.
     let claimed = claim(220)?;
     assert_eq!(statuses(&claimed), [(later.id, RunStatus::Running)]);
-    block_on(store.finish_run_releasing(
-        later.id,
-        RunStatus::Succeeded,
-        None,
-        230,
-        None,
-        Some((sessions[3], "boot-a".to_owned())),
-        None,
-        None,
-    ))?;
+    block_on(store.finish_run_releasing(RunClosing {
+        run_id: later.id,
+        status: RunStatus::Succeeded,
+        result: None,
+        now_ms: 230,
+        delivery: None,
+        lease: Some((sessions[3], "boot-a".to_owned())),
+        plan_check: None,
+    }))?;
     let (_, free) = send(sessions[3], 7)?;
     assert_eq!(free.status, RunStatus::Running);
     Ok(())

@@ -255,9 +255,9 @@ pub struct PendingLog {
 /// text Seed wrote), the newest of them a user message: the importing run's own.
 pub fn pending_log(n_history: usize, n_pending: usize) -> PendingLog {
     assert!(n_pending >= 1, "the run's own message is pending");
-    // Five events per four entries of a turn (an assistant entry with a call is two events):
-    // as many entries as events is plenty, resets and all.
-    let n_entries = n_history.max(2);
+    // About one event per entry (an assistant entry that only calls is one event, a reset or
+    // a system entry none): twice as many entries as events is plenty.
+    let n_entries = (2 * n_history).max(2);
     let source = session(n_entries, n_entries.min(100));
     let mut log: Vec<SessionEvent> = Vec::with_capacity(n_history + n_pending);
     let mut store = StoreState::default();

@@ -117,12 +117,35 @@ impl Verb for ContinueSession {
         })
     }
 
-    /// A call cut off by a crash is answered as interrupted, as the spec has it for every verb
-    /// but read, plan and status; when its successor had been created, the adopted turn ends
-    /// there, continued (see `turn::cut_off_effects`). A call made twice with one id still
-    /// finds the successor it made, by (session, call id).
+    /// Not safe to repeat, as the spec has it for every verb but read, plan and status: a call
+    /// cut off by a crash is not run again. When its successor had been created it is answered
+    /// with that successor ([`Verb::reconcile`]: the edge of (session, call id)), else as
+    /// interrupted.
     fn safe_to_repeat(&self) -> bool {
         false
+    }
+
+    /// The spec's replayed tool call: the same successor, found by (predecessor, call id); the
+    /// supervisor answers as a replay (and queues the successor's run if a crash lost it).
+    fn reconcile(
+        &self,
+        context: VerbContext,
+        arguments: Value,
+    ) -> BoxFuture<'static, Option<VerbOutput>> {
+        Box::pin(async move {
+            let edge = context
+                .store
+                .find_continuation(context.session_id, &context.tool_call_id)
+                .await;
+            match edge {
+                Ok(Some(_)) => Some(ask_supervisor(context, arguments).await),
+                Ok(None) => None,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot look up a cut-off continue_session call");
+                    None
+                }
+            }
+        })
     }
 
     fn ends_turn(&self) -> bool {
@@ -134,18 +157,21 @@ impl Verb for ContinueSession {
     }
 
     fn call(&self, context: VerbContext, arguments: Value) -> BoxFuture<'static, VerbOutput> {
-        Box::pin(async move {
-            let Some(supervisor) = context.supervisor.clone() else {
-                return VerbOutput::error(
-                    "continue_session refused: continuing needs a running Seed runtime",
-                );
-            };
-            match supervisor.send(Continue { context, arguments }).await {
-                Ok(output) => output,
-                Err(error) => VerbOutput::error(format!(
-                    "continue_session failed: the supervisor is not running ({error})"
-                )),
-            }
-        })
+        Box::pin(ask_supervisor(context, arguments))
+    }
+}
+
+/// A call, as a message to the supervisor (which replays a call whose successor exists).
+async fn ask_supervisor(context: VerbContext, arguments: Value) -> VerbOutput {
+    let Some(supervisor) = context.supervisor.clone() else {
+        return VerbOutput::error(
+            "continue_session refused: continuing needs a running Seed runtime",
+        );
+    };
+    match supervisor.send(Continue { context, arguments }).await {
+        Ok(output) => output,
+        Err(error) => VerbOutput::error(format!(
+            "continue_session failed: the supervisor is not running ({error})"
+        )),
     }
 }

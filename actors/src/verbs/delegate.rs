@@ -60,11 +60,34 @@ impl Verb for Delegate {
         })
     }
 
-    /// A call cut off by a crash is answered as interrupted, as the spec has it for every verb
-    /// but read, plan and status; when its child had started, the adopted turn ends there and
-    /// parks on it (see `turn::cut_off_effects`).
+    /// Not safe to repeat, as the spec has it for every verb but read, plan and status: a call
+    /// cut off by a crash is not run again. When its child had started it is answered as the
+    /// call would have been (the placeholder: the turn ends and parks on the child), else as
+    /// interrupted.
     fn safe_to_repeat(&self) -> bool {
         false
+    }
+
+    /// The child this call started, found by the call id its task names.
+    fn reconcile(
+        &self,
+        context: VerbContext,
+        _: serde_json::Value,
+    ) -> BoxFuture<'static, Option<VerbOutput>> {
+        Box::pin(async move {
+            let store = &context.store;
+            let started = async {
+                let children = store.child_runs(context.run_id).await?;
+                child_of_call(store, &children, &context.tool_call_id).await
+            };
+            match started.await {
+                Ok(child) => child.map(delegated),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot look up a cut-off delegate call");
+                    None
+                }
+            }
+        })
     }
 
     fn ends_turn(&self) -> bool {
@@ -92,17 +115,20 @@ impl Verb for Delegate {
                 );
             }
             match start_child(&context, &args).await {
-                Ok(child_session_id) => VerbOutput {
-                    content: format!(
-                        "delegated to session {child_session_id}; the child is still running"
-                    ),
-                    is_error: false,
-                    ends_turn: true,
-                    placeholder: true,
-                },
+                Ok(child_session_id) => delegated(child_session_id),
                 Err(error) => VerbOutput::error(error),
             }
         })
+    }
+}
+
+/// A delegate call's answer once its child started: a placeholder until the child's result.
+fn delegated(child_session_id: SessionId) -> VerbOutput {
+    VerbOutput {
+        content: format!("delegated to session {child_session_id}; the child is still running"),
+        is_error: false,
+        ends_turn: true,
+        placeholder: true,
     }
 }
 

@@ -5,6 +5,8 @@ use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use seed_store::{CallEffect, MemoryChange};
+
 use crate::verb::{Verb, VerbContext, VerbOutput};
 use crate::verbs::read::parse_checked;
 
@@ -68,8 +70,27 @@ impl Verb for Memory {
         })
     }
 
+    /// An append run twice appends twice: a call cut off by a crash is not run again. Each
+    /// change records its call's effect with it, so such a call is answered with what it did
+    /// when it took effect ([`Verb::reconcile`]), and as interrupted when it did not.
     fn safe_to_repeat(&self) -> bool {
         false
+    }
+
+    fn reconcile(&self, context: VerbContext, _: Value) -> BoxFuture<'static, Option<VerbOutput>> {
+        Box::pin(async move {
+            match context
+                .store
+                .call_effect(context.session_id, &context.tool_call_id)
+                .await
+            {
+                Ok(effect) => effect.map(|effect| VerbOutput::ok(effect.result)),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot look up a cut-off memory call");
+                    None
+                }
+            }
+        })
     }
 
     fn call(&self, context: VerbContext, arguments: Value) -> BoxFuture<'static, VerbOutput> {
@@ -89,8 +110,7 @@ async fn change(context: VerbContext, args: MemoryArgs) -> VerbOutput {
         path,
         content,
     } = args;
-    let store = &context.store;
-    let result = match (action, content) {
+    let (change, done) = match (action, content) {
         (Action::Write | Action::Append, None) => {
             return VerbOutput::error(
                 "invalid arguments for memory: content: required for write and append",
@@ -100,27 +120,35 @@ async fn change(context: VerbContext, args: MemoryArgs) -> VerbOutput {
             return VerbOutput::error("invalid arguments for memory: content: not used by delete");
         }
         (Action::Write, Some(content)) => {
-            let n_bytes = content.len();
-            store
-                .write_memory(context.account_id, &path, content, context.now_ms)
-                .await
-                .map(|()| format!("wrote {path} ({n_bytes} bytes)"))
+            let done = format!("wrote {path} ({} bytes)", content.len());
+            (MemoryChange::Write { content }, done)
         }
-        (Action::Append, Some(content)) => {
-            let n_bytes = content.len();
-            store
-                .append_memory(context.account_id, &path, content, context.now_ms)
-                .await
-                .map(|()| format!("appended {n_bytes} bytes to {path}"))
+        (Action::Append, Some(text)) => {
+            let done = format!("appended {} bytes to {path}", text.len());
+            (MemoryChange::Append { text }, done)
         }
-        (Action::Delete, None) => match store.delete_memory(context.account_id, &path).await {
-            Ok(true) => Ok(format!("deleted {path}")),
-            Ok(false) => return VerbOutput::error(format!("no such file: {path}")),
-            Err(error) => Err(error),
-        },
+        (Action::Delete, None) => (MemoryChange::Delete, format!("deleted {path}")),
     };
-    match result {
-        Ok(done) => VerbOutput::ok(done),
+    // Recorded with the change, in its transaction: what a call cut off after it answers.
+    let effect = CallEffect {
+        session_id: context.session_id,
+        tool_call_id: context.tool_call_id.clone(),
+        verb: "memory".to_owned(),
+        result: done.clone(),
+    };
+    let changed = context
+        .store
+        .change_memory(
+            context.account_id,
+            &path,
+            change,
+            context.now_ms,
+            Some(effect),
+        )
+        .await;
+    match changed {
+        Ok(true) => VerbOutput::ok(done),
+        Ok(false) => VerbOutput::error(format!("no such file: {path}")),
         Err(error @ seed_store::Error::InvalidPath { .. }) => VerbOutput::error(error.to_string()),
         Err(error) => VerbOutput::error(format!("memory failed: {error}")),
     }

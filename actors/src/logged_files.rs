@@ -1,0 +1,214 @@
+//! A session's durable files as its harness commits to them, with the log following commit by
+//! commit: each commit that adds entries writes their log events in the same transaction, and
+//! subscribers hear of a step only after its commit — the events it made visible (by seq), the
+//! tool calls of a committed response, and the text of the response in flight once `pi.live`
+//! (or the response itself) holds it. Nothing a viewer sees can be lost by a crash.
+
+use std::sync::{Arc, Mutex};
+
+use seed_durable::record::LIVE_DOCUMENT;
+use seed_durable::{Append, Batch, DurableFs, EntryBody, FileName};
+use seed_events::{NewEvent, RunId, SessionEvent, SessionId};
+use seed_projections::store_to_log::entry_events;
+use seed_store::{Projection, SessionFiles};
+
+use crate::bus::{Notification, Publisher, SeqRange};
+
+/// The run a session's commits belong to now: a harness outlives a run, and each run sets
+/// itself here.
+#[derive(Debug, Clone)]
+pub struct RunCell(Arc<Mutex<RunId>>);
+
+impl RunCell {
+    pub fn new(run_id: RunId) -> RunCell {
+        RunCell(Arc::new(Mutex::new(run_id)))
+    }
+
+    pub fn set(&self, run_id: RunId) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = run_id;
+    }
+
+    pub fn get(&self) -> RunId {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// How much of the response in flight subscribers have been sent.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sent {
+    bytes: usize,
+    chars: usize,
+}
+
+/// A session's [`SessionFiles`], projecting each commit's entries to the log in its own
+/// transaction and telling subscribers once it committed.
+pub struct LoggedFiles {
+    files: SessionFiles,
+    publisher: Publisher,
+    clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+    run: RunCell,
+    /// The text of the response in flight that deltas have carried so far.
+    sent: Mutex<Sent>,
+}
+
+impl std::fmt::Debug for LoggedFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoggedFiles")
+            .field("session_id", &self.files.session_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoggedFiles {
+    pub fn new(
+        files: SessionFiles,
+        publisher: Publisher,
+        clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+        run: RunCell,
+    ) -> LoggedFiles {
+        LoggedFiles {
+            files,
+            publisher,
+            clock,
+            run,
+            sent: Mutex::default(),
+        }
+    }
+
+    fn session_id(&self) -> SessionId {
+        self.files.session_id()
+    }
+
+    /// Tells subscribers what `batch`'s commit made visible: `placed`, its events in the log.
+    fn tell(&self, batch: &Batch, placed: &[SessionEvent], run_id: RunId) {
+        let session_id = self.session_id();
+        let listened = self.publisher.is_listened_to();
+        let mut sent = self.sent.lock().unwrap_or_else(|p| p.into_inner());
+        let delta = |text: &str, sent: &mut Sent| {
+            let Some(new) = text.get(sent.bytes..).filter(|new| !new.is_empty()) else {
+                return;
+            };
+            let offset_chars = sent.chars;
+            sent.bytes = text.len();
+            sent.chars += new.chars().count();
+            if listened {
+                self.publisher.publish(Notification::TextDelta {
+                    session_id,
+                    run_id,
+                    offset_chars,
+                    text: new.to_owned(),
+                });
+            }
+        };
+        for document in batch.documents() {
+            if document.name != LIVE_DOCUMENT {
+                continue;
+            }
+            // Streaming, or cut off (its text stays there): what it holds beyond what was sent.
+            if let Some(text) = document.value.get("text").and_then(|text| text.as_str()) {
+                delta(text, &mut sent);
+            }
+            let streaming =
+                document.value.get("state").and_then(|state| state.as_str()) == Some("streaming");
+            if !streaming {
+                // Cleared by the response's commit, stopped, or failed: the next starts afresh
+                // (after the response's own text, below).
+                if !batch
+                    .entries()
+                    .iter()
+                    .any(|entry| matches!(entry.body, EntryBody::Assistant { .. }))
+                {
+                    *sent = Sent::default();
+                }
+            }
+        }
+        for entry in batch.entries() {
+            if let EntryBody::Assistant { message, .. } = &entry.body {
+                // A response that completed within an interval never reached `pi.live`.
+                if listened && message.text_len() > sent.bytes {
+                    delta(&message.text(), &mut sent);
+                }
+                *sent = Sent::default();
+            }
+        }
+        drop(sent);
+        if !listened {
+            return;
+        }
+        if let Some(seqs) = SeqRange::of(placed) {
+            self.publisher.publish(Notification::SessionChanged {
+                session_id,
+                reason: "events",
+                seqs: Some(seqs),
+            });
+        }
+        for event in placed.iter().filter(|event| event.kind == "tool_call") {
+            self.publisher.publish(Notification::ToolCall {
+                session_id,
+                run_id,
+                seq: event.seq,
+                call_id: event.content["id"].as_str().unwrap_or_default().to_owned(),
+                name: event.content["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                arguments: event.content["arguments"].clone(),
+            });
+        }
+    }
+}
+
+/// The calls among `events` whose result a delegated child's end writes to the log itself: the
+/// store's own result for such a call (a recovered call's, a restart's) then goes to the log
+/// as a notice when the log answers the call already.
+pub(crate) fn delivered_calls(events: &[NewEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|event| {
+            event.kind == "tool_result"
+                && event.content["tool_name"].as_str() == Some(crate::verbs::delegate::DELEGATE)
+        })
+        .filter_map(|event| event.content["tool_call_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+impl DurableFs for LoggedFiles {
+    type Error = seed_store::Error;
+
+    fn read(
+        &self,
+        file: FileName,
+    ) -> impl std::future::Future<Output = Result<Vec<String>, Self::Error>> + Send {
+        self.files.read(file)
+    }
+
+    /// Lines committed other than by the harness carry no log events.
+    fn commit(
+        &self,
+        batch: Vec<Append>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        self.files.commit(batch)
+    }
+
+    async fn commit_batch(&self, batch: &Batch) -> Result<(), Self::Error> {
+        let session_id = self.session_id();
+        let run_id = self.run.get();
+        let now_ms = (self.clock)();
+        let events: Vec<NewEvent> = batch
+            .entries()
+            .iter()
+            .flat_map(|entry| entry_events(entry, Some(run_id), now_ms))
+            .collect();
+        let projection = (!events.is_empty()).then(|| Projection {
+            session_id,
+            delivered_calls: delivered_calls(&events),
+            events,
+        });
+        let placed = self
+            .files
+            .commit_projecting(batch.to_appends(), projection)
+            .await?;
+        self.tell(batch, &placed, run_id);
+        Ok(())
+    }
+}
