@@ -1,0 +1,251 @@
+//! Messages and runs: a person's message queues a run (optionally waited for); a run is read
+//! by id.
+
+use std::time::Instant;
+
+use actix_web::{HttpRequest, HttpResponse, get, post, web};
+use seed_actors::RunWatch;
+use seed_actors::bus::{Notification, SeqRange};
+use seed_events::{EventRole, NewEvent, Queue, RunId, SessionEvent};
+use seed_store::{NonceOutcome, RunRow, SendOutcome};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::{AppState, Body, fresh, session_path};
+use crate::error::{ApiError, ErrorBody};
+use crate::input::{self, parse_json};
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessageRequest {
+    #[schema(min_length = 1, max_length = 65536)]
+    pub text: String,
+    /// Block until the run ends (at most the server's wait limit).
+    #[serde(default)]
+    pub wait: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MessageSessionResponse {
+    pub run_id: Uuid,
+    pub event_id: i64,
+    pub seq: i64,
+    /// The run's status when the response was made.
+    pub status: String,
+    /// The run's result once it ended.
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<serde_json::Value>,
+    /// When the answer went to a successor session, its id.
+    pub continued_to_session_id: Option<Uuid>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunInfo {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub queue: String,
+    pub status: String,
+    pub attempts: i64,
+    pub pass: i64,
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<serde_json::Value>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+impl From<RunRow> for RunInfo {
+    fn from(run: RunRow) -> RunInfo {
+        RunInfo {
+            id: run.id.0,
+            session_id: run.session_id.0,
+            queue: run.queue.to_string(),
+            status: run.status.to_string(),
+            attempts: run.attempts,
+            pass: run.pass,
+            result: run.result,
+            created_at_ms: run.created_at_ms,
+            updated_at_ms: run.updated_at_ms,
+        }
+    }
+}
+
+/// Sends a person's message; a run is queued to answer it.
+#[utoipa::path(
+    params(("session_id" = Uuid, Path, description = "The session")),
+    request_body(content = SendMessageRequest, content_type = "application/json"),
+    responses(
+        (status = 200, body = MessageSessionResponse),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
+        (status = 429, body = ErrorBody),
+    ),
+    tag = "messages"
+)]
+#[post("/v1/sessions/{session_id}/messages")]
+pub(super) async fn send_message(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<Uuid>,
+    body: Body,
+) -> Result<HttpResponse, ApiError> {
+    let caller = state.caller(&request, &body).await?;
+    let input: SendMessageRequest = parse_json(&body)?;
+    input::check_chars("text", &input.text, 1, input::MESSAGE_CHARS_MAX)?;
+    let session_id = session_path(&path);
+    let now_ms = state.now_ms();
+    let event = NewEvent::message(
+        EventRole::User,
+        "user",
+        serde_json::json!({ "text": input.text }),
+        now_ms,
+    );
+    // A waiting caller's watch is registered before the run is queued, so its end is had
+    // without reading the run; dropped on a refusal, it leaves nothing behind.
+    let run_id = RunId::new_v7();
+    let watch = input.wait.then(|| state.runtime.watch_run(run_id));
+    let started = Instant::now();
+    let store = state.store.clone();
+    let nonce = caller.nonce.clone();
+    let account_id = caller.account_id;
+    let queued_runs_max = state.limits.queued_runs_per_account_max;
+    // With a slot free, the run is claimed in the message's own transaction and starts at once.
+    let outcome = state
+        .runtime
+        .queue_run_with(move |claim_for| async move {
+            let outcome = store
+                .send_user_message_signed(
+                    nonce,
+                    account_id,
+                    session_id,
+                    event,
+                    run_id,
+                    Queue::Interactive,
+                    queued_runs_max,
+                    now_ms,
+                    claim_for,
+                )
+                .await?;
+            let run = match &outcome {
+                NonceOutcome::Fresh(SendOutcome::Sent { run, .. }) => Some(run.as_ref().clone()),
+                _ => None,
+            };
+            Ok((outcome, run))
+        })
+        .await?;
+    metrics::histogram!("seed_message_commit_seconds").record(started.elapsed().as_secs_f64());
+    let (event, run) = match fresh(outcome)? {
+        SendOutcome::Sent { event, run } => (*event, *run),
+        SendOutcome::NotFound => return Err(ApiError::NotFound("session")),
+        SendOutcome::TooManyQueued => {
+            return Err(ApiError::TooManyQueued(
+                state.limits.queued_runs_per_account_max,
+            ));
+        }
+    };
+    state.publish(Notification::SessionChanged {
+        session_id,
+        reason: "message",
+        seqs: Some(SeqRange {
+            from: event.seq,
+            to: event.seq,
+        }),
+    });
+    let run = match watch {
+        Some(watch) => wait_for_run(&state, run, Some(watch)).await?,
+        None => run,
+    };
+    Ok(HttpResponse::Ok().json(message_response(event, run)))
+}
+
+/// Waits for the run to end, at most the wait limit, and no longer than the service runs.
+/// `watch`, when given, was registered for the run before it was queued.
+pub(super) async fn wait_for_run(
+    state: &AppState,
+    run: RunRow,
+    watch: Option<RunWatch>,
+) -> Result<RunRow, ApiError> {
+    let mut draining = state.draining.clone();
+    let runtime = &state.runtime;
+    let wait = async move {
+        match watch {
+            Some(watch) => watch.ended().await,
+            None => runtime.wait_for_run(run.id).await,
+        }
+    };
+    let drained = async move {
+        let _ = draining.wait_for(|draining| *draining).await;
+    };
+    tokio::select! {
+        ended = tokio::time::timeout(state.limits.wait_max, wait) => match ended {
+            Ok(ended) => Ok(ended?),
+            Err(_) => Ok(state.store.get_run(run.id).await?.unwrap_or(run)),
+        },
+        () = drained => Ok(state.store.get_run(run.id).await?.unwrap_or(run)),
+    }
+}
+
+fn message_response(event: SessionEvent, run: RunRow) -> MessageSessionResponse {
+    // A run that ended by continuing names its successor in its result.
+    let continued_to_session_id = run
+        .result
+        .as_ref()
+        .and_then(|result| result.get("continued_to_session_id"))
+        .and_then(|id| id.as_str())
+        .and_then(|id| id.parse().ok());
+    MessageSessionResponse {
+        run_id: run.id.0,
+        event_id: event.id.0,
+        seq: event.seq,
+        status: run.status.to_string(),
+        result: run.result,
+        continued_to_session_id,
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RunQuery {
+    /// Block until the run ends (at most the server's wait limit).
+    pub wait: Option<bool>,
+}
+
+/// One run.
+#[utoipa::path(
+    params(("run_id" = Uuid, Path, description = "The run"), RunQuery),
+    responses(
+        (status = 200, body = RunInfo),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
+        (status = 404, body = ErrorBody),
+    ),
+    tag = "runs"
+)]
+#[get("/v1/runs/{run_id}")]
+pub(super) async fn get_run(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<Uuid>,
+    query: crate::error::Query<RunQuery>,
+    body: Body,
+) -> Result<HttpResponse, ApiError> {
+    let caller = state.caller(&request, &body).await?;
+    let run = state
+        .store
+        .get_run(RunId(*path))
+        .await?
+        .ok_or(ApiError::NotFound("run"))?;
+    if state.store.session_owner(run.session_id).await? != Some(caller.account_id) {
+        return Err(ApiError::NotFound("run"));
+    }
+    state.take_nonce(&caller).await?;
+    let run = if query.wait == Some(true) {
+        wait_for_run(&state, run, None).await?
+    } else {
+        run
+    };
+    Ok(HttpResponse::Ok().json(RunInfo::from(run)))
+}

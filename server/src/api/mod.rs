@@ -1,0 +1,210 @@
+//! The REST API under `/v1`: JSON in and out, every request signed (or carrying a bearer
+//! token), every route described in the OpenAPI document at `/v1/openapi.json`. Handlers are
+//! thin: authenticate, parse and check the input (`input`), call the store or the runtime,
+//! shape the answer.
+//!
+//! Layout, one resource a module: `sessions`, `messages` (and runs), `events` (the log),
+//! `actions` (verbs run by hand), `tokens`, `operations` (health, metrics); `openapi` (the
+//! document, and what answers a request no route took). Here: the state every handler shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{HttpRequest, web};
+use seed_actors::Runtime;
+use seed_actors::bus::Notification;
+use seed_events::{AccountId, SessionId};
+use seed_store::{NonceOutcome, SessionRow, Store};
+use uuid::Uuid;
+
+use crate::auth::{self, Caller, Tokens};
+use crate::error::ApiError;
+
+mod actions;
+mod events;
+mod messages;
+mod openapi;
+mod operations;
+mod sessions;
+mod tokens;
+
+pub use actions::{ActionRequest, ActionResponse, ByHandVerb};
+pub use events::{EventInfo, EventsQuery, EventsResponse};
+pub use messages::{MessageSessionResponse, RunInfo, RunQuery, SendMessageRequest};
+pub use openapi::{
+    allowed_methods, base_document, document_text, no_route, openapi, openapi_json, routes_of,
+};
+pub use sessions::{
+    ContinuationInfo, ContinuationLink, CreateSessionRequest, GetSessionResponse,
+    ListSessionsQuery, ListSessionsResponse, SessionInfo, SetModelRequest, StopResponse,
+};
+pub use tokens::{LoginQuery, TokenResponse};
+
+/// The service's limits.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Runs an account may have waiting their turn before a message is refused (429).
+    pub queued_runs_per_account_max: i64,
+    /// The longest a `wait` message request blocks.
+    pub wait_max: Duration,
+    /// The largest request body (413 above).
+    pub body_bytes_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            queued_runs_per_account_max: 256,
+            wait_max: Duration::from_secs(120),
+            body_bytes_max: 1024 * 1024,
+        }
+    }
+}
+
+/// What every handler shares.
+pub struct AppState {
+    pub runtime: Runtime,
+    pub store: Store,
+    pub tokens: Tokens,
+    /// Accounts' public keys, read once.
+    pub keys: auth::KeyCache,
+    pub limits: Limits,
+    /// The runtime's settings: the provider, the model sessions use unless they name one, and
+    /// the context windows.
+    pub settings: seed_actors::RuntimeSettings,
+    pub clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// Turns true when the service starts draining: waits and streams end.
+    pub draining: tokio::sync::watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    pub fn now_ms(&self) -> i64 {
+        (self.clock)()
+    }
+
+    pub async fn caller(&self, request: &HttpRequest, body: &[u8]) -> Result<Caller, ApiError> {
+        auth::authenticate(
+            &self.store,
+            &self.keys,
+            &self.tokens,
+            request,
+            body,
+            self.now_ms(),
+        )
+        .await
+    }
+
+    /// A read-only request takes its nonce once it has its answer: a replay is refused, and a
+    /// request refused before (404) wrote nothing.
+    pub async fn take_nonce(&self, caller: &Caller) -> Result<(), ApiError> {
+        if let Some(nonce) = caller.nonce.clone()
+            && !self.store.take_nonce(nonce).await?
+        {
+            return Err(replayed());
+        }
+        Ok(())
+    }
+
+    /// The caller's session, or 404 (another account's session is not found either).
+    async fn own_session(
+        &self,
+        caller: &Caller,
+        session_id: SessionId,
+    ) -> Result<SessionRow, ApiError> {
+        match self.store.get_session(session_id).await? {
+            Some(session) if session.account_id == caller.account_id => Ok(session),
+            _ => Err(ApiError::NotFound("session")),
+        }
+    }
+
+    /// The session as the API shows it, with its continuation links.
+    async fn session_info(&self, session: SessionRow) -> Result<SessionInfo, ApiError> {
+        let (continued_from, continued_to) = self.store.continuation_links(session.id).await?;
+        Ok(SessionInfo {
+            id: session.id.0,
+            title: session.title,
+            description: session.description,
+            title_source: session.title_source.to_string(),
+            model: session.model_override,
+            parent_session_id: session.parent_session_id.map(|id| id.0),
+            created_at_ms: session.created_at_ms,
+            updated_at_ms: session.updated_at_ms,
+            continued_from: continued_from.map(ContinuationLink::from),
+            continued_to: continued_to.map(ContinuationLink::from),
+        })
+    }
+
+    fn publish(&self, notification: Notification) {
+        self.runtime.publisher().publish(notification);
+    }
+}
+
+fn replayed() -> ApiError {
+    ApiError::Unauthorized("the nonce was used before: a replayed request".to_owned())
+}
+
+fn fresh<T>(outcome: NonceOutcome<T>) -> Result<T, ApiError> {
+    match outcome {
+        NonceOutcome::Fresh(value) => Ok(value),
+        NonceOutcome::Replayed => Err(replayed()),
+    }
+}
+
+/// The request body as bytes: it is read whole, because the signature covers its digest
+/// (`web::Bytes` itself would be described as a binary body by the OpenAPI generator).
+#[derive(Debug)]
+pub struct Body(pub web::Bytes);
+
+impl std::ops::Deref for Body {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl actix_web::FromRequest for Body {
+    type Error = actix_web::Error;
+    type Future = futures::future::LocalBoxFuture<'static, Result<Body, actix_web::Error>>;
+
+    fn from_request(request: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
+        let bytes = web::Bytes::from_request(request, payload);
+        Box::pin(async move { Ok(Body(bytes.await?)) })
+    }
+}
+
+fn session_path(path: &Uuid) -> SessionId {
+    SessionId(*path)
+}
+
+/// Registers every route with its OpenAPI description.
+pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    config
+        .service(sessions::create_session)
+        .service(sessions::list_sessions)
+        .service(sessions::get_session)
+        .service(sessions::get_continuation)
+        .service(sessions::delete_session)
+        .service(messages::send_message)
+        .service(events::list_events)
+        .service(messages::get_run)
+        .service(sessions::stop_session)
+        .service(sessions::set_model)
+        .service(actions::run_action)
+        .service(tokens::mint_token)
+        .service(crate::ws::subscribe)
+        .service(tokens::login)
+        .service(operations::healthz)
+        .service(operations::metrics_route);
+}
+
+/// The account a session belongs to (for subscribers).
+pub async fn session_owner(store: &Store, session_id: SessionId) -> Option<AccountId> {
+    store.session_owner(session_id).await.ok().flatten()
+}
