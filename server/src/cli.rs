@@ -76,9 +76,29 @@ pub enum Command {
             value_parser = clap::value_parser!(i64).range(0..)
         )]
         run_restarts_max: i64,
+        /// How long the text of a response in flight waits, at most, before it is committed
+        /// to the store and sent to subscribers (the web UI, `seed chat`), in milliseconds.
+        /// Nothing is shown before it is committed, so a crash never takes back text a viewer
+        /// saw; a shorter interval streams more smoothly and commits more often.
+        #[arg(
+            long,
+            env = "SEED_LIVE_INTERVAL_MS",
+            default_value_t = seed_actors::turn::LIVE_INTERVAL_DEFAULT.as_millis() as u64,
+            value_parser = clap::value_parser!(u64).range(1..=10_000)
+        )]
+        live_interval_ms: u64,
         /// Delay between the scripted model's text deltas, in milliseconds (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         scripted_delay_ms: u64,
+        /// Aborts the process the first time a turn reaches this named crash point, as a
+        /// crash would (for crash tests of the service).
+        #[arg(
+            long,
+            env = "SEED_CRASH_AT",
+            hide = true,
+            value_parser = clap::builder::PossibleValuesParser::new(seed_actors::crash::points::ALL)
+        )]
+        crash_at: Option<String>,
     },
     /// Talks with an agent in a session (a new one unless given), streaming its answers.
     Chat { session: Option<String> },
@@ -127,7 +147,9 @@ pub fn main() -> anyhow::Result<()> {
             interactive_runs_max,
             background_runs_max,
             run_restarts_max,
+            live_interval_ms,
             scripted_delay_ms,
+            crash_at,
         } => {
             init_tracing(*log_json);
             serve::serve(ServeOptions {
@@ -146,6 +168,12 @@ pub fn main() -> anyhow::Result<()> {
                     *background_runs_max as usize,
                 ),
                 run_restarts_max: *run_restarts_max,
+                live_interval: Duration::from_millis(*live_interval_ms),
+                crash_at: crash_at.as_deref().and_then(|point| {
+                    seed_actors::crash::points::ALL
+                        .into_iter()
+                        .find(|known| *known == point)
+                }),
             })
         }
         Command::Key { new } => key(&cli, new.as_deref()),
@@ -312,7 +340,7 @@ fn describe(session: &SessionInfo) -> String {
 /// One log event as a transcript line.
 fn event_line(event: &EventInfo) -> String {
     let text = event.content.get("text").and_then(|t| t.as_str());
-    match event.kind.as_str() {
+    match event.event_type.as_str() {
         "tool_call" => format!(
             "[{}] tool call: {}({})",
             event.seq,
@@ -370,7 +398,7 @@ fn context_meter(events: &[EventInfo], window: Option<u64>) -> Option<String> {
     let usage = events
         .iter()
         .rev()
-        .find(|event| event.kind == "message" && event.role.as_deref() == Some("assistant"))?
+        .find(|event| event.event_type == "message" && event.role.as_deref() == Some("assistant"))?
         .meta
         .get("usage")?;
     let tokens: u64 = ["input", "cache_read", "cache_write"]
@@ -469,7 +497,7 @@ async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()> {
                     // The results, as they reach the log.
                     for event in all_events(&client, &session_id, seen_seq + 1).await? {
                         seen_seq = event.seq;
-                        if event.kind == "tool_result" {
+                        if event.event_type == "tool_result" {
                             if streaming {
                                 println!();
                                 streaming = false;
@@ -567,7 +595,9 @@ async fn follow_successor(
         let answer = events
             .iter()
             .rev()
-            .find(|event| event.kind == "message" && event.role.as_deref() == Some("assistant"))
+            .find(|event| {
+                event.event_type == "message" && event.role.as_deref() == Some("assistant")
+            })
             .and_then(|event| event.content["text"].as_str().map(str::to_owned));
         match answer {
             Some(text) => println!("{text}"),
@@ -588,6 +618,7 @@ mod tests {
         EventInfo {
             id: 1,
             seq: 1,
+            event_type: "message".to_owned(),
             kind: "message".to_owned(),
             role: Some("assistant".to_owned()),
             actor: Some("agent".to_owned()),
@@ -615,7 +646,7 @@ mod tests {
     #[test]
     fn transcript_lines() {
         let mut call = assistant(0);
-        call.kind = "tool_call".to_owned();
+        call.event_type = "tool_call".to_owned();
         call.content =
             serde_json::json!({"id": "c", "name": "status", "arguments": {"title": "x"}});
         assert_eq!(event_line(&call), r#"[1] tool call: status({"title":"x"})"#);
@@ -650,6 +681,30 @@ mod tests {
         );
         assert_eq!(restarts_max(&["--run-restarts-max", "1000"]), Some(1000));
         assert_serve_refuses(&["--run-restarts-max=-1"], "--run-restarts-max");
+    }
+
+    #[test]
+    fn serve_takes_the_live_interval_and_a_crash_point_it_knows() {
+        let taken = |args: &[&str]| match parse_serve(args).ok() {
+            Some(Command::Serve {
+                live_interval_ms,
+                crash_at,
+                ..
+            }) => Some((live_interval_ms, crash_at)),
+            _ => None,
+        };
+        assert_eq!(taken(&[]), Some((100, None)));
+        assert_eq!(
+            taken(&[
+                "--live-interval-ms",
+                "20",
+                "--crash-at",
+                "continuation.after_create"
+            ]),
+            Some((20, Some("continuation.after_create".to_owned())))
+        );
+        assert_serve_refuses(&["--live-interval-ms", "0"], "--live-interval-ms");
+        assert_serve_refuses(&["--crash-at", "nowhere"], "--crash-at");
     }
 
     #[test]

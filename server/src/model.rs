@@ -10,7 +10,9 @@
 //!   (the figure the context meter draws);
 //! - `[slow N]` — the answer streams with N milliseconds between deltas (at most 2000);
 //! - `[refuse]` — with `continue:`, the call cites a seq range past the end of the log, so the
-//!   runtime refuses it and nothing is created.
+//!   runtime refuses it and nothing is created;
+//! - `[steps N]` — the turn takes N steps: N − 1 responses that each say which step it is and
+//!   call the status verb (its description "step k of N"), then the answer (at most 20).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +26,8 @@ use seed_providers::{
 
 /// The longest `[slow N]` pause between two deltas.
 const SLOW_DELAY_MS_MAX: u64 = 2000;
+/// The most steps `[steps N]` asks of a turn.
+const STEPS_MAX: u32 = 20;
 
 /// What a message's directives ask of the scripted model.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -34,6 +38,8 @@ pub struct Directives {
     pub slow_ms: Option<u64>,
     /// `[refuse]`: a continuation the runtime refuses.
     pub refuse: bool,
+    /// `[steps N]`: the responses the turn takes, the answer included.
+    pub steps: Option<u32>,
 }
 
 /// The directives in `text`, and the text without them (its spaces collapsed where directives
@@ -68,6 +74,12 @@ pub fn parse_directives(text: &str) -> (Directives, String) {
                 directives.refuse = true;
                 true
             }
+            (Some("steps"), Some(value), None) => value
+                .parse::<u32>()
+                .ok()
+                .filter(|steps| *steps >= 1)
+                .map(|steps| directives.steps = Some(steps.min(STEPS_MAX)))
+                .is_some(),
             _ => false,
         };
         if !known {
@@ -87,6 +99,15 @@ pub fn parse_directives(text: &str) -> (Directives, String) {
 /// Whether `message` is one a person wrote (the per-turn blocks start with `<`).
 fn is_input(message: &Message) -> bool {
     matches!(message, Message::User(user) if !user.text.starts_with('<'))
+}
+
+/// How many responses the model gave since the message at `position`.
+fn responses_since(request: &Request, position: usize) -> u32 {
+    let n = request.messages[position.min(request.messages.len())..]
+        .iter()
+        .filter(|message| matches!(message.as_ref(), Message::Assistant(_)))
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// The newest message a person wrote, whether the model has answered anything since, and
@@ -110,14 +131,20 @@ fn newest_input(request: &Request) -> (String, bool, usize) {
     (user.text.clone(), answered, position)
 }
 
-/// How many log events came before the message at `position`: a message each, plus an event
-/// per tool call; the per-turn blocks are not in the log. It walks the whole conversation,
+/// How many log events came before the message at `position`: a message each (but for a
+/// response that only called tools), plus an event per tool call; the per-turn blocks are not
+/// in the log. It walks the whole conversation,
 /// so only a continuation, which cites them, asks.
 fn events_before(request: &Request, position: usize) -> i64 {
     request.messages[..position]
         .iter()
         .map(|message| match message.as_ref() {
-            Message::Assistant(assistant) => 1 + assistant.tool_calls().len() as i64,
+            // A response that only calls tools is its calls alone in the log.
+            Message::Assistant(assistant) => {
+                let n_calls = assistant.tool_calls().len() as i64;
+                let says_something = assistant.text_len() > 0 || n_calls == 0;
+                i64::from(says_something) + n_calls
+            }
             Message::ToolResult(_) => 1,
             user => i64::from(is_input(user)),
         })
@@ -205,7 +232,21 @@ pub fn scripted(
         };
         let call_id = format!("call-{}", request.messages.len());
         let continue_topic = input.strip_prefix("continue:").map(str::trim);
+        let step = responses_since(request, position) + 1;
         let mut message = match input.strip_prefix("title:") {
+            _ if directives.steps.is_some_and(|steps| step < steps) => {
+                let steps = directives.steps.unwrap_or(1);
+                tool_response(
+                    &format!("Step {step} of {steps}."),
+                    vec![ToolCall {
+                        id: call_id,
+                        name: "status".to_owned(),
+                        arguments: serde_json::json!({
+                            "description": format!("step {step} of {steps}"),
+                        }),
+                    }],
+                )
+            }
             _ if !answered && continue_topic.is_some() && !in_successor() => tool_response(
                 "",
                 vec![continue_call(
@@ -316,10 +357,15 @@ mod tests {
             Directives {
                 usage_percent: Some(75),
                 slow_ms: Some(40),
-                refuse: true
+                refuse: true,
+                steps: None,
             }
         );
         assert_eq!(rest, "hello there");
+        let (directives, rest) = parse_directives("go [steps 3] [steps 0]");
+        assert_eq!(directives.steps, Some(3));
+        assert_eq!(rest, "go [steps 0]");
+        assert_eq!(parse_directives("[steps 99]").0.steps, Some(STEPS_MAX));
         let (directives, rest) = parse_directives("a [link] and [usage much] [slow 99999ms] b [");
         assert_eq!(
             directives,
@@ -407,11 +453,12 @@ mod tests {
             user("<context_usage tokens=\"1\"/>"),
             user("continue: Lisbon hotels"),
         ];
-        // user, assistant, tool_call, tool_result, assistant: the last four are cited.
+        // user, tool_call (the response says nothing else), tool_result, assistant: the four
+        // events are cited.
         let cited = continue_arguments(&provider, earlier.clone());
         assert_eq!(
             cited["sources"][1],
-            serde_json::json!({"type": "session_events", "fromSeq": 2, "toSeq": 5})
+            serde_json::json!({"type": "session_events", "fromSeq": 1, "toSeq": 4})
         );
         assert!(cited["handoff"]["nextActions"].is_array());
         let mut refused = earlier;
@@ -419,6 +466,32 @@ mod tests {
         let refused = continue_arguments(&provider, refused);
         assert_eq!(refused["title"], "Lisbon hotels");
         assert_eq!(refused["sources"][1]["toSeq"], 1_000_000);
+    }
+
+    #[test]
+    fn steps_make_a_turn_of_that_many_responses() {
+        let provider = scripted(None, |_| None);
+        let mut messages = vec![user("[steps 3] plan the trip")];
+        for step in 1..3 {
+            let message = answer(&provider, request(messages.clone()));
+            assert_eq!(message.text(), format!("Step {step} of 3."));
+            let calls: Vec<ToolCall> = message.tool_calls().into_iter().cloned().collect();
+            assert_eq!(calls.len(), 1);
+            assert_eq!(
+                calls[0].arguments,
+                serde_json::json!({"description": format!("step {step} of 3")})
+            );
+            messages.push(Message::Assistant(message));
+            messages.push(Message::ToolResult(seed_providers::ToolResultMessage {
+                tool_call_id: calls[0].id.clone(),
+                tool_name: "status".to_owned(),
+                content: "ok".to_owned(),
+                is_error: false,
+            }));
+        }
+        let message = answer(&provider, request(messages));
+        assert!(message.tool_calls().is_empty());
+        assert_eq!(message.text(), "You said: plan the trip");
     }
 
     #[actix_web::test]

@@ -42,6 +42,11 @@ pub struct ServeOptions {
     pub runs_max: (usize, usize),
     /// Boot sweeps that may find one run cut off and queue it again.
     pub run_restarts_max: i64,
+    /// How long the text of a response in flight waits, at most, for its commit.
+    pub live_interval: Duration,
+    /// A named crash point where the process aborts, the first time a turn reaches it
+    /// (crash tests of the service); `None` in service.
+    pub crash_at: Option<&'static str>,
 }
 
 /// Milliseconds since the epoch.
@@ -139,6 +144,17 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         interactive_runs_max: options.runs_max.0,
         background_runs_max: options.runs_max.1,
         run_restarts_max: options.run_restarts_max,
+        live_interval: options.live_interval,
+        crash_points: match options.crash_at {
+            Some(point) => seed_actors::CrashPoints::new(move |reached| {
+                if reached == point {
+                    tracing::error!(point, "aborting at the crash point, as asked");
+                    std::process::abort();
+                }
+                false
+            }),
+            None => seed_actors::CrashPoints::default(),
+        },
         ..RuntimeSettings::default()
     };
     let (inner, model_line): (Arc<dyn seed_providers::Provider>, String) =

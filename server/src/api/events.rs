@@ -1,7 +1,10 @@
-//! A session's log, read by seq range.
+//! A session's log: its events by seq range, the same range as the transcript lines the model
+//! reads (`read thread:`), and the response in flight.
 
 use actix_web::{HttpRequest, HttpResponse, get, web};
-use seed_events::SessionEvent;
+use seed_durable::record::LiveState;
+use seed_events::{RunId, RunStatus, SessionEvent};
+use seed_projections::transcript::transcript_event_line;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -15,6 +18,10 @@ pub struct EventInfo {
     pub id: i64,
     pub seq: i64,
     /// message, tool_call, tool_result, action, notice, ...
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// The same as `type`. Deprecated: read `type`; kept for one release.
+    #[schema(deprecated)]
     pub kind: String,
     pub role: Option<String>,
     pub actor: Option<String>,
@@ -31,6 +38,7 @@ impl From<SessionEvent> for EventInfo {
         EventInfo {
             id: event.id.0,
             seq: event.seq,
+            event_type: event.kind.clone(),
             kind: event.kind,
             role: event.role.map(|role| role.to_string()),
             actor: event.actor,
@@ -84,15 +92,7 @@ pub(super) async fn list_events(
     body: Body,
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
-    let from_seq = query.from_seq.unwrap_or(1);
-    if from_seq < 1 {
-        return Err(ApiError::bad("from_seq", "must be at least 1"));
-    }
-    // A range that ends before it starts is empty.
-    let to_seq = query.to_seq.unwrap_or(i64::MAX);
-    if to_seq < 1 {
-        return Err(ApiError::bad("to_seq", "must be at least 1"));
-    }
+    let (from_seq, to_seq) = seq_range(query.from_seq, query.to_seq)?;
     let limit = input::page_limit(query.limit, 200)?;
     let session = state.own_session(&caller, session_path(&path)).await?;
     let events = state
@@ -100,12 +100,152 @@ pub(super) async fn list_events(
         .read_events(session.id, from_seq, to_seq, limit)
         .await?;
     state.take_nonce(&caller).await?;
-    let next_seq = (events.len() == limit)
-        .then(|| events.last().map(|event| event.seq + 1))
-        .flatten()
-        .filter(|next| *next <= to_seq);
+    let next_seq = next_seq(&events, limit, to_seq);
     Ok(HttpResponse::Ok().json(EventsResponse {
         events: events.into_iter().map(EventInfo::from).collect(),
         next_seq,
     }))
+}
+
+/// The first and last seq a range query asks for (`from_seq` defaults to 1, `to_seq` to the
+/// log's end), checked.
+fn seq_range(from_seq: Option<i64>, to_seq: Option<i64>) -> Result<(i64, i64), ApiError> {
+    let from_seq = from_seq.unwrap_or(1);
+    if from_seq < 1 {
+        return Err(ApiError::bad("from_seq", "must be at least 1"));
+    }
+    // A range that ends before it starts is empty.
+    let to_seq = to_seq.unwrap_or(i64::MAX);
+    if to_seq < 1 {
+        return Err(ApiError::bad("to_seq", "must be at least 1"));
+    }
+    Ok((from_seq, to_seq))
+}
+
+/// Where the next page of a range starts: after a full page that did not reach `to_seq`.
+fn next_seq(events: &[SessionEvent], limit: usize, to_seq: i64) -> Option<i64> {
+    (events.len() == limit)
+        .then(|| events.last().map(|event| event.seq + 1))
+        .flatten()
+        .filter(|next| *next <= to_seq)
+}
+
+/// One line of a transcript, as the model reads it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TranscriptLine {
+    pub seq: i64,
+    /// `[seq] who: text`, escaped as inside a frame, on one line.
+    pub line: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TranscriptResponse {
+    /// The range's events that show in a transcript, one line each.
+    pub lines: Vec<TranscriptLine>,
+    /// Where the next page starts; null when this page reached `to_seq` or the log's end.
+    pub next_seq: Option<i64>,
+}
+
+/// Reads a range of a session's log as transcript lines, exactly as the model reads them with
+/// `read thread:` and in a successor's excerpts (`[seq] assistant: …`).
+#[utoipa::path(
+    params(("session_id" = Uuid, Path, description = "The session"), EventsQuery),
+    responses(
+        (status = 200, body = TranscriptResponse),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
+        (status = 404, body = ErrorBody),
+    ),
+    tag = "sessions"
+)]
+#[get("/v1/sessions/{session_id}/transcript")]
+pub(super) async fn transcript(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<Uuid>,
+    query: crate::error::Query<EventsQuery>,
+    body: Body,
+) -> Result<HttpResponse, ApiError> {
+    let caller = state.caller(&request, &body).await?;
+    let (from_seq, to_seq) = seq_range(query.from_seq, query.to_seq)?;
+    let limit = input::page_limit(query.limit, 200)?;
+    let session = state.own_session(&caller, session_path(&path)).await?;
+    let events = state
+        .store
+        .read_events(session.id, from_seq, to_seq, limit)
+        .await?;
+    state.take_nonce(&caller).await?;
+    let next_seq = next_seq(&events, limit, to_seq);
+    let lines = events
+        .iter()
+        .filter_map(|event| {
+            Some(TranscriptLine {
+                seq: event.seq,
+                line: transcript_event_line(event)?,
+            })
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(TranscriptResponse { lines, next_seq }))
+}
+
+/// The response in flight: its text so far, as the store holds it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct LiveInfo {
+    pub run_id: Uuid,
+    /// The text so far. Text deltas on the WebSocket carry their `offset_chars` into it.
+    pub text: String,
+    /// The model's reasoning so far, where the wire carries it.
+    pub thinking: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct LiveResponse {
+    /// Null when no response of a running turn is in flight.
+    pub live: Option<LiveInfo>,
+}
+
+/// The response in flight in the session's turn, as committed to the store (at most the live
+/// interval behind the model): what a page opened mid-turn shows until the response is in the
+/// log.
+#[utoipa::path(
+    params(("session_id" = Uuid, Path, description = "The session")),
+    responses(
+        (status = 200, body = LiveResponse),
+        (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large"),
+        (status = 404, body = ErrorBody),
+    ),
+    tag = "sessions"
+)]
+#[get("/v1/sessions/{session_id}/live")]
+pub(super) async fn live(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<Uuid>,
+    body: Body,
+) -> Result<HttpResponse, ApiError> {
+    let caller = state.caller(&request, &body).await?;
+    let session = state.own_session(&caller, session_path(&path)).await?;
+    let document = state.store.live_document(session.id).await?;
+    // Only a response that streams in a run still running: one a crash cut off stays in the
+    // store until its run takes the turn up again.
+    let mut live = None;
+    if let Some(document) = document.filter(|document| document.state == LiveState::Streaming)
+        && let Some(run_id) = document
+            .request_id
+            .split_once('#')
+            .and_then(|(run_id, _)| run_id.parse::<Uuid>().ok())
+        && let Some(run) = state.store.get_run(RunId(run_id)).await?
+        && run.status == RunStatus::Running
+        && run.session_id == session.id
+    {
+        live = Some(LiveInfo {
+            run_id,
+            text: document.text,
+            thinking: document.thinking,
+        });
+    }
+    state.take_nonce(&caller).await?;
+    Ok(HttpResponse::Ok().json(LiveResponse { live }))
 }

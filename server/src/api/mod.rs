@@ -29,7 +29,10 @@ mod sessions;
 mod tokens;
 
 pub use actions::{ActionRequest, ActionResponse, ByHandVerb};
-pub use events::{EventInfo, EventsQuery, EventsResponse};
+pub use events::{
+    EventInfo, EventsQuery, EventsResponse, LiveInfo, LiveResponse, TranscriptLine,
+    TranscriptResponse,
+};
 pub use messages::{MessageSessionResponse, RunInfo, RunQuery, SendMessageRequest};
 pub use openapi::{
     allowed_methods, base_document, document_text, no_route, openapi, openapi_json, routes_of,
@@ -193,6 +196,8 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sessions::delete_session)
         .service(messages::send_message)
         .service(events::list_events)
+        .service(events::transcript)
+        .service(events::live)
         .service(messages::get_run)
         .service(sessions::stop_session)
         .service(sessions::set_model)
