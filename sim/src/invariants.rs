@@ -1,7 +1,9 @@
 //! The invariants a quiet database must keep, whatever crashed on the way: integrity, gapless
 //! seqs, one result per call, every person's message in exactly one run, log and store in
-//! agreement, no lease left, every continuation edge whole and replayable, and no verb that is
-//! not safe to repeat run twice. Used by the simulation and by the kill -9 test of `seed serve`.
+//! agreement (at every moment, since each commit writes both), no lease left, every
+//! continuation edge whole and replayable, a cut-off call whose effect exists answered with it,
+//! and no verb that is not safe to repeat run twice. Used by the simulation and by the kill -9
+//! test of `seed serve`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -153,9 +155,10 @@ async fn check_database(
             }
         }
 
-        // Once quiet, the log and the store agree: every entry projected exactly once, no mark
-        // the store cannot back. (Mid-step the store may be a commit ahead of the log.)
-        if quiet {
+        // The log and the store agree: every entry projected exactly once, no mark the store
+        // cannot back. At every moment, since each commit of the store writes its entries'
+        // events in the same transaction.
+        {
             n_checked += 1;
             let files = store.session_files(id);
             let state = StoreState::fold(
@@ -186,8 +189,10 @@ async fn check_database(
                     violations.push(format!("{id}: {problem} (runs: {runs:?})"));
                 }
             }
+        }
 
-            // No lease held once quiet.
+        // No lease held once quiet.
+        if quiet {
             n_checked += 1;
             if let Some(lease) = store.get_lease(id).await? {
                 violations.push(format!("{id}: lease still held by {}", lease.owner));
@@ -224,11 +229,65 @@ async fn check_database(
         }
     }
 
+    n_checked += check_cut_off_calls(store, &sessions, violations).await?;
+
     // A verb that is not safe to repeat ran at most once per call.
     n_checked += 1;
     for ((session, call), n) in launches {
         if *n > 1 {
             violations.push(format!("{session}: launch call {call} ran {n} times"));
+        }
+    }
+    Ok(n_checked)
+}
+
+/// A call a crash cut off is answered as interrupted only when it did not take effect: a
+/// continue_session call whose successor exists, a delegate call whose child started, or a
+/// memory call whose change recorded its effect is answered with that effect (the verbs'
+/// reconcile). Returns how many checks ran.
+async fn check_cut_off_calls(
+    store: &Store,
+    sessions: &[seed_store::SessionRow],
+    violations: &mut Vec<String>,
+) -> anyhow::Result<usize> {
+    // The calls that started a child: (parent session, call id), from each child's task.
+    let mut delegations = BTreeSet::new();
+    for child in sessions.iter().filter(|s| s.parent_session_id.is_some()) {
+        if let Some(task) = store.read_events(child.id, 1, 1, 1).await?.first()
+            && let Some(by) = seed_store::delegated_by(&task.meta)
+        {
+            delegations.insert(by);
+        }
+    }
+    let mut n_checked = 0;
+    for session in sessions {
+        let log = store
+            .read_events(session.id, 1, i64::MAX, usize::MAX)
+            .await?;
+        for result in log.iter().filter(|event| {
+            event.kind == "tool_result"
+                && event.content["is_error"] == json!(true)
+                && event.content["content"]
+                    .as_str()
+                    .is_some_and(|text| text.starts_with("interrupted:"))
+        }) {
+            n_checked += 1;
+            let call_id = result.content["tool_call_id"].as_str().unwrap_or_default();
+            let took_effect = match result.content["tool_name"].as_str().unwrap_or_default() {
+                "continue_session" => store
+                    .find_continuation(session.id, call_id)
+                    .await?
+                    .is_some(),
+                "delegate" => delegations.contains(&(session.id, call_id.to_owned())),
+                "memory" => store.call_effect(session.id, call_id).await?.is_some(),
+                _ => false,
+            };
+            if took_effect {
+                violations.push(format!(
+                    "{}: call {call_id} took effect but was answered as interrupted (seq {})",
+                    session.id, result.seq
+                ));
+            }
         }
     }
     Ok(n_checked)
