@@ -6,7 +6,7 @@ mod common;
 use common::{Fixture, account};
 use futures::executor::block_on;
 use seed_events::AccountId;
-use seed_store::{Error, MemoryFileRow};
+use seed_store::{CallEffect, Error, MemoryChange, MemoryFileRow};
 
 fn listed(fixture: &Fixture, account_id: AccountId) -> anyhow::Result<Vec<(String, u64, i64)>> {
     Ok(block_on(fixture.store.list_memory(account_id))?
@@ -152,6 +152,66 @@ fn invalid_memory_paths_are_refused_and_write_nothing() -> anyhow::Result<()> {
     assert_eq!(
         block_on(store.read_memory(account(), &longest))?.as_deref(),
         Some("fits")
+    );
+    Ok(())
+}
+
+/// A change made for a call records the call's effect in its own transaction, when it took
+/// effect: the effect is found by (session, call id), and a delete of a missing file records
+/// nothing. A change of a deleted session's call is refused whole.
+#[test]
+fn a_change_for_a_call_records_its_effect_with_it() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let store = &fixture.store;
+    let sessions = fixture.create_sessions(2)?;
+    let effect = |session_id, call: &str, result: &str| CallEffect {
+        session_id,
+        tool_call_id: call.to_owned(),
+        verb: "memory".to_owned(),
+        result: result.to_owned(),
+    };
+    let path = "~/memory/notes.md";
+    let append = |text: &str| MemoryChange::Append {
+        text: text.to_owned(),
+    };
+    assert!(block_on(store.change_memory(
+        account(),
+        path,
+        append("a"),
+        10,
+        Some(effect(sessions[0], "c1", "appended 1 bytes"))
+    ))?);
+    assert_eq!(
+        block_on(store.call_effect(sessions[0], "c1"))?,
+        Some(effect(sessions[0], "c1", "appended 1 bytes"))
+    );
+    // Another session's call with the same id is another call.
+    assert_eq!(block_on(store.call_effect(sessions[1], "c1"))?, None);
+
+    // A delete of a missing file takes no effect and records none.
+    let missing = "~/memory/missing.md";
+    assert!(!block_on(store.change_memory(
+        account(),
+        missing,
+        MemoryChange::Delete,
+        11,
+        Some(effect(sessions[0], "c2", "deleted"))
+    ))?);
+    assert_eq!(block_on(store.call_effect(sessions[0], "c2"))?, None);
+
+    // A call of a session that is gone: neither the change nor its effect is written.
+    block_on(store.delete_session(sessions[1], 12))?;
+    let refused = block_on(store.change_memory(
+        account(),
+        path,
+        append("b"),
+        13,
+        Some(effect(sessions[1], "c3", "appended 1 bytes")),
+    ));
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(
+        block_on(store.read_memory(account(), path))?.as_deref(),
+        Some("a")
     );
     Ok(())
 }
