@@ -122,7 +122,7 @@ fn crash_after_the_send(forget: bool) -> (String, usize, Option<ToolTaskState>) 
         .values()
         .find_map(|task| match task {
             seed_durable::record::Task::Tool { call_id, state, .. } if call_id == "s1" => {
-                Some(state.clone())
+                Some(*state)
             }
             _ => None,
         });
