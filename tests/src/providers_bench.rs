@@ -105,14 +105,11 @@ pub fn decode_once(kind: ProviderKind, sse: &str) -> anyhow::Result<(Duration, u
     Ok((elapsed, n_deltas))
 }
 
-/// Measured delays from a delta's write to its `StreamEvent`, in microseconds, sorted.
-pub async fn delta_latencies(
-    kind: ProviderKind,
-    n_deltas: usize,
-    interval: Duration,
-) -> anyhow::Result<Vec<u64>> {
+/// A reply of `kind`'s wire streaming `n_deltas` text deltas `interval` apart, each the
+/// microseconds since the Unix epoch when it was written, followed by a space.
+pub fn stamped_reply(kind: ProviderKind, n_deltas: usize, interval: Duration) -> Reply {
     let (head, template, tail) = match kind {
-        ProviderKind::Openai => (oa::role(), oa::text("{STAMP}"), {
+        ProviderKind::Openai => (oa::role(), oa::text("{STAMP} "), {
             let mut tail = oa::finish("stop");
             tail.push_str(&oa::done());
             tail
@@ -123,7 +120,7 @@ pub async fn delta_latencies(
                 head.push_str(&an::text_start(0));
                 head
             },
-            an::text(0, "{STAMP}"),
+            an::text(0, "{STAMP} "),
             {
                 let mut tail = an::block_stop(0);
                 tail.push_str(&an::message_delta("end_turn", 5));
@@ -132,14 +129,22 @@ pub async fn delta_latencies(
             },
         ),
     };
-    let server = SseServer::start(vec![Reply::Stamped {
+    Reply::Stamped {
         head,
         template,
         n_deltas,
         interval,
         tail,
-    }])
-    .await?;
+    }
+}
+
+/// Measured delays from a delta's write to its `StreamEvent`, in microseconds, sorted.
+pub async fn delta_latencies(
+    kind: ProviderKind,
+    n_deltas: usize,
+    interval: Duration,
+) -> anyhow::Result<Vec<u64>> {
+    let server = SseServer::start(vec![stamped_reply(kind, n_deltas, interval)]).await?;
     let config = ProviderConfig {
         provider: kind,
         base_url: Some(match kind {
@@ -165,7 +170,7 @@ pub async fn delta_latencies(
         match event {
             StreamEvent::TextDelta(stamp) => {
                 let arrived = now_micros();
-                let sent: u64 = stamp.parse()?;
+                let sent: u64 = stamp.trim_end().parse()?;
                 latencies.push(arrived.saturating_sub(sent));
             }
             StreamEvent::Done(_) => break,

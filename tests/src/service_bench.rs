@@ -54,8 +54,18 @@ pub fn seed_binary() -> anyhow::Result<PathBuf> {
     Ok(seed)
 }
 
-/// Starts `seed serve` on a fresh data dir under `scratch`.
+/// Starts `seed serve` on a fresh data dir under `scratch`, with the scripted model.
 pub fn start(seed: &Path, scratch: &Path) -> anyhow::Result<Service> {
+    start_with_model(seed, scratch, &[("SEED_PROVIDER", "scripted")])
+}
+
+/// Starts `seed serve` on a fresh data dir under `scratch`, with the model `model_env` (the
+/// provider's environment variables) configures.
+pub fn start_with_model(
+    seed: &Path,
+    scratch: &Path,
+    model_env: &[(&str, &str)],
+) -> anyhow::Result<Service> {
     let data_dir = scratch.join("service");
     let _ = std::fs::remove_dir_all(&data_dir);
     let mut child = Command::new(seed)
@@ -66,7 +76,7 @@ pub fn start(seed: &Path, scratch: &Path) -> anyhow::Result<Service> {
         // As the runtime suite: no client waits for a free turn slot.
         .args(["--interactive-runs-max", "1024"])
         .env("RUST_LOG", "warn")
-        .env("SEED_PROVIDER", "scripted")
+        .envs(model_env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -244,6 +254,96 @@ pub fn measure(
             service_cpu,
             client_cpu,
         })
+    })
+}
+
+/// The delay of each text delta from the model's socket to a WebSocket subscriber, in
+/// microseconds, sorted: `seed serve` talks to an OpenAI-compatible server in this process
+/// that streams `n_deltas` deltas `interval` apart to each of `n_sessions` sessions (one
+/// message each, all at once), each delta the time it was written; the subscriber notes when
+/// each arrives. A delta is sent to subscribers once the store holds it (`pi.live`, at most
+/// the live interval after it arrived, or the committed response), so the live interval
+/// bounds this from above.
+pub fn delta_latencies(
+    seed: &Path,
+    scratch: &Path,
+    n_sessions: usize,
+    n_deltas: usize,
+    interval: Duration,
+) -> anyhow::Result<Vec<u64>> {
+    use crate::sse_server::{SseServer, now_micros};
+    use seed_providers::ProviderKind;
+    use seed_server::client::next_update;
+    use seed_server::ws::Update;
+    let seed = seed.to_owned();
+    let scratch = scratch.to_owned();
+    actix_web::rt::System::new().block_on(async move {
+        let reply = crate::providers_bench::stamped_reply(ProviderKind::Openai, n_deltas, interval);
+        let model = SseServer::start(vec![reply; n_sessions]).await?;
+        let base_url = format!("{}/v1", model.url);
+        let service = start_with_model(
+            &seed,
+            &scratch,
+            &[
+                ("SEED_PROVIDER", "openai"),
+                ("SEED_BASE_URL", base_url.as_str()),
+                ("SEED_API_KEY", "bench"),
+                ("SEED_MODEL", "bench"),
+            ],
+        )?;
+        let key = AccountKey::load(&service.data_dir.join(LOCAL_KEY_FILE))?;
+        let client = Client::new(&service.url, key)?;
+        let mut subscription = client.subscribe().await?;
+        let mut sessions = Vec::with_capacity(n_sessions);
+        for _ in 0..n_sessions {
+            let session: seed_server::api::SessionInfo =
+                client.post("/v1/sessions", &serde_json::json!({})).await?;
+            sessions.push(session.id);
+        }
+        let sends = sessions.iter().map(|session_id| {
+            let client = client.clone();
+            let path = format!("/v1/sessions/{session_id}/messages");
+            async move {
+                let sent: seed_server::api::MessageSessionResponse = client
+                    .post(&path, &serde_json::json!({"text": "stream"}))
+                    .await?;
+                anyhow::Ok(sent.run_id)
+            }
+        });
+        let mut runs = std::collections::BTreeSet::new();
+        for sent in futures::future::join_all(sends).await {
+            runs.insert(sent?);
+        }
+        let mut latencies = Vec::with_capacity(n_sessions * n_deltas);
+        while !runs.is_empty() {
+            let update =
+                tokio::time::timeout(Duration::from_secs(60), next_update(&mut subscription))
+                    .await
+                    .context("no update for a minute")?
+                    .context("the subscription closed")?;
+            match update {
+                Update::TextDelta { text, .. } => {
+                    let arrived = now_micros();
+                    for stamp in text.split_whitespace() {
+                        latencies.push(arrived.saturating_sub(stamp.parse()?));
+                    }
+                }
+                Update::RunFinished { run_id, status, .. } => {
+                    anyhow::ensure!(status == "succeeded", "a run ended {status}");
+                    runs.remove(&run_id.0);
+                }
+                _ => {}
+            }
+        }
+        anyhow::ensure!(
+            latencies.len() == n_sessions * n_deltas,
+            "{} deltas heard of {}",
+            latencies.len(),
+            n_sessions * n_deltas
+        );
+        latencies.sort_unstable();
+        drop(service);
+        Ok(latencies)
     })
 }
 

@@ -25,7 +25,11 @@
 //! (each client `GET`s its session, signed: the signature checked, the session read, the nonce
 //! committed; no turn) and `service 256 clients health` (unsigned `/healthz`: the HTTP of both
 //! ends alone), in requests/s. `SEED_BENCH_VERBOSE=1` adds the CPU time each thread of the
-//! service and of this client spent a request.
+//! service and of this client spent a request. `service delta latency 1 session` and `… 256
+//! sessions` (p50 and p99, in ms) time a text delta from the model's socket (an
+//! OpenAI-compatible server in this process, 50 deltas a second to each session) to a
+//! WebSocket subscriber: a delta is sent once the store holds it, so the live interval (100 ms)
+//! bounds it from above.
 //!
 //! The `projections` suite touches no disk, so it has no SQLite floor: for it the `floor`
 //! column is the smallest case and the ratio is growth against it, not against SQLite. The
@@ -430,8 +434,47 @@ fn service_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
             rows.push(Row::ratio(&format!("{name} {suffix}"), ms, "ms", ms));
         }
     }
+    for (name, n_sessions) in SERVICE_DELTA_CASES {
+        if !selected(name, filter) {
+            continue;
+        }
+        let latencies = service_bench::delta_latencies(
+            &seed,
+            &scratch,
+            n_sessions,
+            SERVICE_DELTAS_PER_RESPONSE,
+            SERVICE_DELTA_INTERVAL,
+        )?;
+        let percentile = |p: f64| {
+            let idx = ((latencies.len() as f64 * p) as usize).min(latencies.len() - 1);
+            latencies[idx] as f64 / 1000.0
+        };
+        eprintln!(
+            "{name}: {} deltas, min {:.2} ms, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            latencies.len(),
+            percentile(0.0),
+            percentile(0.50),
+            percentile(0.99),
+            percentile(1.0),
+        );
+        for (suffix, p) in [("p50", 0.50), ("p99", 0.99)] {
+            let ms = percentile(p);
+            rows.push(Row::ratio(&format!("{name} {suffix}"), ms, "ms", ms));
+        }
+    }
     Ok(rows)
 }
+
+/// The `service delta latency` rows: a text delta from the model's socket to a WebSocket
+/// subscriber, with one session and with 256 streaming at once (p50 and p99, in ms).
+const SERVICE_DELTA_CASES: [(&str, usize); 2] = [
+    ("service delta latency 1 session", 1),
+    ("service delta latency 256 sessions", 256),
+];
+/// Each response of the delta rows: this many deltas, this far apart (a model streaming 50
+/// deltas a second).
+const SERVICE_DELTAS_PER_RESPONSE: usize = 50;
+const SERVICE_DELTA_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Rounds of each `runtime` measurement (each on a fresh database): this many, or as many as
 /// have started within [`RUNTIME_ROUND_BUDGET`], at least one.
