@@ -4,9 +4,10 @@
 //! turn needs in one read; open the harness (or take the one kept from the session's last
 //! run); clear `pi_entry_id` marks the store cannot back and project every entry the log lacks;
 //! give up on a turn another run left unsettled; import what is pending from the log; run the
-//! turn with this turn's blocks; close the run, project its last entries and release the lease
-//! in one commit. Everything here awaits the store's async API, so no SQLite work runs on an
-//! actix arbiter thread.
+//! turn with this turn's blocks (each of its commits writes its entries' events to the log in
+//! its own transaction, `LoggedFiles`); close the run and release the lease in one commit.
+//! Everything here awaits the store's async API, so no SQLite work runs on an actix arbiter
+//! thread.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -175,9 +176,9 @@ impl RunEnd {
 /// Why a run could not run now.
 #[derive(Debug)]
 pub enum NotNow {
-    /// The disk was full: the turn stopped where the store refused it, and the run goes back
-    /// to the queue, after a pause, for its next attempt, which reopens the store and
-    /// projects whatever had committed but not reached the log.
+    /// The disk was full: the turn stopped where the store refused it (everything it had
+    /// committed is in the log: each commit wrote both), and the run goes back to the queue,
+    /// after a pause, for its next attempt, which reopens the store.
     DiskFull,
 }
 
@@ -524,8 +525,9 @@ async fn turn(
     };
 
     // On open: marks the store cannot back are cleared, and every entry the log lacks is
-    // projected again, so a crash between the store's commit and the log's write loses
-    // nothing and repeats nothing.
+    // projected again (the store's own commits write their entries' events; this is the net
+    // for a store written before that, or restored from elsewhere), so nothing is lost and
+    // nothing repeated.
     let store_last = harness.state().entries.last().map(|entry| entry.id);
     let mut log_max = view_max_pi_entry_id.map(|id| id.max(0) as u64);
     let mut view_pending = view_pending;
@@ -537,7 +539,7 @@ async fn turn(
         // The events whose marks were cleared are pending now.
         view_pending = None;
     }
-    project(env, session_id, run, harness.state(), &mut log_max).await?;
+    project_what_the_log_lacks(env, run, harness.state(), log_max).await?;
 
     // A turn another run left unsettled is given up (its calls' restart results go to the log
     // with the commit that writes them), and the context rebuilt.
@@ -809,58 +811,28 @@ async fn max_pi_entry_id(store: &Store, session_id: SessionId) -> Result<Option<
         .map(|id| id.max(0) as u64))
 }
 
-/// Appends the events of every entry above `log_max` (the highest entry the log names, which
-/// this keeps up to date) in one transaction: an entry's events are never split, and a step's
-/// projection costs one commit.
-async fn project(
+/// Appends the events of every entry above `log_max` (the highest entry the log names) in one
+/// transaction, and says so to subscribers. Each commit of a turn writes its own entries'
+/// events; this is the net for what a store holds that the log lacks (a store written before,
+/// or restored from elsewhere).
+async fn project_what_the_log_lacks(
     env: &RunEnv,
-    session_id: SessionId,
-    run: &RunRow,
-    state: &StoreState,
-    log_max: &mut Option<u64>,
-) -> Result<(), TurnError> {
-    let mut projection = projection_above(env, session_id, run, state, *log_max);
-    write_projection(env, &mut projection).await?;
-    if let Some(newest) = state.entries.last().map(|entry| entry.id) {
-        *log_max = Some(newest.max(log_max.unwrap_or(0)));
-    }
-    Ok(())
-}
-
-/// The events of every entry above `log_max`; `None` when there are none (the log has every
-/// entry, or the newer ones have no events: a reset, a system prompt).
-fn projection_above(
-    env: &RunEnv,
-    session_id: SessionId,
     run: &RunRow,
     state: &StoreState,
     log_max: Option<u64>,
-) -> Option<Projection> {
-    let now = (env.clock)();
-    let events = events_above(&state.entries, log_max, Some(run.id), now);
+) -> Result<(), TurnError> {
+    let events = events_above(&state.entries, log_max, Some(run.id), (env.clock)());
     if events.is_empty() {
-        return None;
+        return Ok(());
     }
-    Some(Projection {
-        session_id,
+    let projection = Projection {
+        session_id: run.session_id,
         delivered_calls: delivered_calls(&events),
         events,
-    })
-}
-
-/// Writes `projection`, if there is one still to write, in a transaction of its own, and says
-/// so to subscribers; afterwards there is none.
-async fn write_projection(
-    env: &RunEnv,
-    projection: &mut Option<Projection>,
-) -> Result<(), TurnError> {
-    let Some(projection) = projection.take() else {
-        return Ok(());
     };
-    let session_id = projection.session_id;
     let written = env.store.append_projection(projection).await?;
     env.publisher.publish(Notification::SessionChanged {
-        session_id,
+        session_id: run.session_id,
         reason: "events",
         seqs: SeqRange::of(&written),
     });
