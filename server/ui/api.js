@@ -73,6 +73,21 @@ export async function events(sessionId, fromSeq = 1, toSeq = null) {
 }
 
 /**
+ * A range of a session's log as the transcript lines the model reads (`[seq] who: text`),
+ * rendered by the server, page by page.
+ */
+export async function transcript(sessionId, fromSeq, toSeq) {
+  const lines = [];
+  let next = fromSeq;
+  while (next !== null && next !== undefined) {
+    const page = await get(`/v1/sessions/${sessionId}/transcript?from_seq=${next}&to_seq=${toSeq}&limit=500`);
+    lines.push(...page.lines.map((entry) => entry.line));
+    next = page.next_seq;
+  }
+  return lines;
+}
+
+/**
  * The subscription: calls `onUpdate(update)` for every message and `onOpen(reconnected)` each
  * time it (re)connects, so the caller can catch up on what it missed.
  */

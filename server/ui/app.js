@@ -2,7 +2,7 @@
 // context meter), continuation cards and follow-continuation. Plain ES modules, no build step.
 
 import * as api from "./api.js";
-import { Follower, contextUsage, eventLine, isUuid, relativeTime } from "./logic.js";
+import { Follower, contextUsage, isUuid, noticeLine, relativeTime } from "./logic.js";
 import {
   actionRow,
   bubble,
@@ -460,7 +460,7 @@ class SessionView {
       const node = this.render(event);
       if (node) this.transcript.append(node);
       // The streamed text that this message now holds is no longer streaming.
-      if (this.stream && event.kind === "message" && event.role === "assistant" && event.run_id === this.stream.runId) {
+      if (this.stream && event.type === "message" && event.role === "assistant" && event.run_id === this.stream.runId) {
         const text = event.content?.text || "";
         this.stream.text = this.stream.text.startsWith(text) ? this.stream.text.slice(text.length) : "";
         if (this.stream.text) this.stream.element.setText(this.stream.text);
@@ -474,14 +474,14 @@ class SessionView {
 
   render(event) {
     const open = (path) => navigate(path);
-    switch (event.kind) {
+    switch (event.type) {
       case "message":
         if (event.meta && event.meta.continuation) {
           return handoffCard(event, this.sessionId, this.info?.session?.continued_from, open);
         }
         if (event.role === "assistant" && !event.content?.text && !event.content?.thinking && !event.meta?.error_message) return null;
         if (event.role === "user" || event.role === "assistant") return bubble(event, { onOpenPredecessor: (id) => open(`/s/${id}`) });
-        return h("div", { class: "notice-line" }, eventLine(event));
+        return h("div", { class: "notice-line" }, noticeLine(event));
       case "tool_call": {
         const result = this.results.get(event.content.id);
         const row = event.content.name === "continue_session" ? transitionRow(event, result, open, this.sessionId) : toolRow(event, result);
@@ -500,7 +500,7 @@ class SessionView {
       case "action":
         return actionRow(event);
       default:
-        return h("div", { class: "notice-line" }, eventLine(event));
+        return h("div", { class: "notice-line" }, noticeLine(event));
     }
   }
 

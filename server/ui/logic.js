@@ -23,7 +23,7 @@ export function contextUsage(events, contextWindow) {
   if (!contextWindow || contextWindow <= 0) return null;
   for (let i = events.length - 1; i >= 0; i--) {
     const event = events[i];
-    if (event.kind === "message" && event.role === "assistant" && event.meta && event.meta.usage) {
+    if (event.type === "message" && event.role === "assistant" && event.meta && event.meta.usage) {
       const tokens = promptTokens(event.meta.usage);
       if (tokens === null) continue;
       const percent = (tokens * 100) / contextWindow;
@@ -178,7 +178,7 @@ export function handoffMarkdown(handoff) {
 /** A source (manifest or call form) as a short label and, for thread ranges, the range. */
 export function describeSource(source, thisThread) {
   if (typeof source === "string") return { label: source, kind: "resource" };
-  const type = source.type || source.kind;
+  const type = source.type;
   if (type === "resource") return { label: source.uri || source.url || source.address, kind: "resource" };
   if (type === "memory") return { label: source.path, kind: "memory" };
   if (type === "session_events" || type === "session_event") {
@@ -191,13 +191,16 @@ export function describeSource(source, thisThread) {
   return { label: JSON.stringify(source), kind: "other" };
 }
 
-/** One log event as a transcript line, as `read thread:` prints it: `[seq] who: text`. */
-export function eventLine(event) {
-  const who = event.actor || event.role || "?";
-  const content = event.content || {};
+/**
+ * A notice (or a message from neither side) as one line, `who: text`. The transcript lines the
+ * model reads come from the server (`GET /v1/sessions/{id}/transcript`), not from here.
+ */
+export function noticeLine(event) {
+  const content = event.content ?? {};
   let text;
-  if (event.kind === "tool_call") text = `${content.name}(${JSON.stringify(content.arguments)})`;
-  else if (event.kind === "tool_result") text = `${content.is_error ? "error: " : ""}${content.content}`;
-  else text = typeof content.text === "string" ? content.text : JSON.stringify(content);
-  return `[${event.seq}] ${who}: ${text}`;
+  if (typeof content === "string") text = content;
+  else if (typeof content.text === "string") text = content.text;
+  else if (typeof content.content === "string") text = content.content;
+  else text = JSON.stringify(content);
+  return `${event.actor || event.role || "system"}: ${text}`;
 }

@@ -6,7 +6,6 @@
 import { renderMarkdown } from "./markdown.js";
 import {
   describeSource,
-  eventLine,
   handoffMarkdown,
   meterTitle,
   successorFromResult,
@@ -237,7 +236,7 @@ export function streamingBubble() {
   return element;
 }
 
-/** A range of a thread read through the events API, as `[seq] who: text` lines. */
+/** A range of a thread as the transcript lines the model reads, rendered by the server. */
 function excerptBlock(source) {
   const container = h("div", { class: "excerpt-slot" });
   const button = h("button", { type: "button", class: "load-excerpt" }, "Load excerpt");
@@ -245,8 +244,7 @@ function excerptBlock(source) {
     button.disabled = true;
     button.textContent = "Loading…";
     try {
-      const events = await api.events(source.thread, source.from, source.to);
-      const lines = events.filter((event) => event.seq >= source.from && event.seq <= source.to).map(eventLine);
+      const lines = await api.transcript(source.thread, source.from, source.to);
       container.replaceChildren(
         h("pre", { class: "excerpt" }, lines.length ? lines.join("\n") : "(no events in this range)"),
       );
@@ -274,7 +272,7 @@ function sourceItem(source, thisThread) {
 
 /**
  * The successor's projection as a handoff card, never a bubble: the handoff as markdown, the
- * sources, cited and left-out ranges loaded on demand through the events API, and the
+ * sources, cited and left-out ranges loaded on demand as the model reads them, and the
  * projection text as the model read it (collapsed).
  */
 export function handoffCard(event, sessionId, predecessor, navigate) {

@@ -316,24 +316,31 @@ test("a continuation: the row appears, the client follows once, the pill leads b
   await shot(page, "09-session-list");
 });
 
-test("the handoff card loads an excerpt on demand through the events API", async () => {
+test("the handoff card loads an excerpt on demand, as the model reads it", async () => {
   const predecessor = await predecessorWithHistory("Reading list");
   await say("continue: Poetry", null);
   await page.waitForURL(new RegExp(`/s/(?!${predecessor})[0-9a-f-]{36}$`));
   const card = page.locator(".handoff-card");
   const threadSource = card.locator(".source-thread").first();
   await threadSource.waitFor();
-  assert.match(await threadSource.innerText(), /seqs 2–5/);
+  assert.match(await threadSource.innerText(), /seqs 1–4/);
   assert.equal(await card.locator(".excerpt").count(), 0, "nothing loaded before it is asked for");
-  const loaded = page.waitForResponse((response) => response.url().includes(`/v1/sessions/${predecessor}/events`) && response.status() === 200);
+  const loaded = page.waitForResponse(
+    (response) => response.url().includes(`/v1/sessions/${predecessor}/transcript?from_seq=1&to_seq=4`) && response.status() === 200,
+  );
   await threadSource.locator(".load-excerpt").click();
-  await loaded;
+  const served = (await (await loaded).json()).lines.map((entry) => entry.line);
   const excerpt = threadSource.locator(".excerpt");
   await excerpt.waitFor();
   const text = await excerpt.innerText();
-  assert.match(text, /^\[2\] agent: /m);
-  assert.match(text, /^\[5\] agent: You said: title: Reading list$/m);
-  assert.equal(text.split("\n").length, 4, text);
+  // The server's lines, word for word: the title call (no empty message before it), its
+  // result, and the answer.
+  assert.equal(text, served.join("\n"));
+  assert.equal(served.length, 4, text);
+  assert.equal(served[0], "[1] user: title: Reading list");
+  assert.match(served[1], /^\[2\] assistant → status\(\{.*"title":"Reading list".*\}\)$/);
+  assert.equal(served[2], "[3] tool status: status set");
+  assert.equal(served[3], "[4] assistant: You said: title: Reading list");
   await shot(page, "07-handoff-excerpt-loaded");
 });
 

@@ -12,6 +12,7 @@ import {
   handoffMarkdown,
   meterLevel,
   meterTitle,
+  noticeLine,
   successorFromResult,
 } from "../../ui/logic.js";
 
@@ -37,10 +38,10 @@ test("markdown renders blocks: headings, lists, code fences, quotes", () => {
 test("the meter is muted below 70%, amber from 70%, red from 85%", () => {
   assert.deepEqual([0, 69.9, 70, 84.9, 85, 120].map(meterLevel), ["muted", "muted", "amber", "amber", "red", "red"]);
   const events = [
-    { kind: "message", role: "assistant", meta: { usage: { input: 10, cache_read: 0, cache_write: 0 } } },
-    { kind: "message", role: "user", meta: {} },
-    { kind: "message", role: "assistant", meta: { usage: { input: 100000, cache_read: 40000, cache_write: 10000 } } },
-    { kind: "tool_call", role: "assistant", meta: {} },
+    { type: "message", role: "assistant", meta: { usage: { input: 10, cache_read: 0, cache_write: 0 } } },
+    { type: "message", role: "user", meta: {} },
+    { type: "message", role: "assistant", meta: { usage: { input: 100000, cache_read: 40000, cache_write: 10000 } } },
+    { type: "tool_call", role: "assistant", meta: {} },
   ];
   const usage = contextUsage(events, 200000);
   assert.deepEqual(usage, { tokens: 150000, window: 200000, percent: 75, level: "amber" });
@@ -87,4 +88,10 @@ test("the handoff renders as markdown sections, sources as labels", () => {
   });
   assert.equal(successorFromResult(`Continued in session ${thread} (“x”). This turn ends here`), thread);
   assert.equal(successorFromResult("error: nope"), null);
+});
+
+test("a notice reads as one line: who, then its text", () => {
+  assert.equal(noticeLine({ type: "notice", actor: "system", content: { text: "The plan has 1 unfinished step(s)." } }), "system: The plan has 1 unfinished step(s).");
+  assert.equal(noticeLine({ type: "notice", actor: "runtime", content: { tool_call_id: "c1", content: "done" } }), "runtime: done");
+  assert.equal(noticeLine({ type: "message", role: "system", content: { n: 1 } }), "system: {\"n\":1}");
 });
