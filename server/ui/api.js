@@ -87,6 +87,11 @@ export async function transcript(sessionId, fromSeq, toSeq) {
   return lines;
 }
 
+/** The response in flight of the session's running turn (`{run_id, text, thinking}`), or null. */
+export async function live(sessionId) {
+  return (await get(`/v1/sessions/${sessionId}/live`)).live;
+}
+
 /**
  * The subscription: calls `onUpdate(update)` for every message and `onOpen(reconnected)` each
  * time it (re)connects, so the caller can catch up on what it missed.

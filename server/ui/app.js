@@ -2,7 +2,7 @@
 // context meter), continuation cards and follow-continuation. Plain ES modules, no build step.
 
 import * as api from "./api.js";
-import { Follower, contextUsage, isUuid, noticeLine, relativeTime } from "./logic.js";
+import { Follower, contextUsage, isUuid, listRefreshDelay, mergeDelta, noticeLine, relativeTime } from "./logic.js";
 import {
   actionRow,
   bubble,
@@ -23,9 +23,6 @@ let subscription = null;
 let shell = null;
 let listTimer = null;
 let automaticFollows = 0;
-// The text each session's turn in flight has streamed so far, so that a view opened mid-turn
-// (a followed successor, say) shows the answer from its start.
-const live = new Map(); // session id -> { runId, text }
 
 // Routing: `/` is the list, `/s/<id>` a session; history entries are real, so Back works.
 
@@ -185,26 +182,20 @@ function ensureSubscription() {
     document.documentElement.dataset.live = "1";
     if (reconnected) {
       refreshSessions();
-      if (view) view.refresh().catch(handleError);
+      if (view) view.catchUp();
     }
   });
 }
 
 function onUpdate(update) {
-  if (update.type === "text-delta") {
-    const entry = live.get(update.session_id);
-    if (entry && entry.runId === update.run_id) entry.text += update.text;
-    else live.set(update.session_id, { runId: update.run_id, text: update.text });
-  } else {
-    if (update.type === "run-finished") live.delete(update.session_id);
-    scheduleListRefresh();
-  }
+  const delay = listRefreshDelay(update);
+  if (delay !== null) scheduleListRefresh(delay);
   if (view) view.onUpdate(update);
 }
 
-function scheduleListRefresh() {
+function scheduleListRefresh(delayMs) {
   clearTimeout(listTimer);
-  listTimer = setTimeout(refreshSessions, 150);
+  listTimer = setTimeout(refreshSessions, delayMs);
 }
 
 async function refreshSessions() {
@@ -285,10 +276,13 @@ class SessionView {
     this.lastSeq = 0;
     this.calls = new Map(); // tool call id -> row with setResult
     this.results = new Map(); // tool call id -> result event, for calls rendered later
-    this.stream = null; // { runId, text, element }
+    this.stream = null; // the response in flight: { runId, text, element }
     this.busy = false;
     this.knownSuccessor = null;
     this.closed = false;
+    // Loading, catching up and streamed text are applied one at a time, in the order the
+    // subscription told of them, so that a step's events are in view before the next step's
+    // text streams (its deltas start again at offset 0).
     this.queue = Promise.resolve();
     this.usage = null;
 
@@ -340,14 +334,6 @@ class SessionView {
       this.scroller,
       composer,
     );
-    const streaming = live.get(sessionId);
-    if (streaming) {
-      // Seeing the session stream counts as following its turn.
-      follower.follow(sessionId);
-      this.stream = { runId: streaming.runId, text: streaming.text, element: streamingBubble() };
-      this.stream.element.setText(streaming.text);
-      this.setBusy(true);
-    }
   }
 
   close() {
@@ -371,25 +357,40 @@ class SessionView {
     );
   }
 
-  async load() {
-    const [info, events] = await Promise.all([api.get(`/v1/sessions/${this.sessionId}`), api.events(this.sessionId, 1)]);
-    if (this.closed) return;
-    this.info = info;
-    this.knownSuccessor = info.session.continued_to ? info.session.continued_to.session_id : null;
-    this.append(events);
-    this.renderHeader();
-    this.element.dataset.ready = "1";
-    this.scrollToEnd(true);
-    this.input.focus();
+  /** Runs `task` after every task queued before it; a failed task does not stop the queue. */
+  serial(task) {
+    const run = this.queue.then(() => (this.closed ? undefined : task()));
+    this.queue = run.catch(() => {});
+    return run;
   }
 
-  /** Catches up: the session's info and the events after the last one shown. Serialized. */
-  refresh() {
-    this.queue = this.queue.then(async () => {
+  load() {
+    return this.serial(async () => {
+      const [info, events] = await Promise.all([api.get(`/v1/sessions/${this.sessionId}`), api.events(this.sessionId, 1)]);
       if (this.closed) return;
+      this.info = info;
+      this.knownSuccessor = info.session.continued_to ? info.session.continued_to.session_id : null;
+      this.append(events);
+      this.renderHeader();
+      // Read after the events, so that the text in flight is no older than what they hold.
+      await this.readLive();
+      if (this.closed) return;
+      this.element.dataset.ready = "1";
+      this.scrollToEnd();
+      this.input.focus();
+    });
+  }
+
+  /**
+   * Catches up: the session's info, and its events after the last one shown up to `toSeq` (the
+   * last seq a change made visible), or to the log's end.
+   */
+  refresh(toSeq = null) {
+    return this.serial(async () => {
+      const wanted = toSeq === null || toSeq > this.lastSeq;
       const [info, events] = await Promise.all([
         api.get(`/v1/sessions/${this.sessionId}`),
-        api.events(this.sessionId, this.lastSeq + 1),
+        wanted ? api.events(this.sessionId, this.lastSeq + 1, toSeq) : [],
       ]);
       if (this.closed) return;
       this.info = info;
@@ -401,7 +402,57 @@ class SessionView {
         this.continued(successor, {});
       }
     });
-    return this.queue;
+  }
+
+  /** After a reconnection: what was committed meanwhile, and the text in flight now. */
+  catchUp() {
+    this.refresh().catch(handleError);
+    this.serial(() => this.readLive()).catch(handleError);
+  }
+
+  /** The response in flight, as the store holds it, shown as the streaming answer. */
+  async readLive() {
+    const live = await api.live(this.sessionId);
+    if (this.closed || !live) return;
+    // Seeing the session stream counts as following its turn.
+    follower.follow(this.sessionId);
+    this.setBusy(true);
+    this.showStream(live.run_id, live.text);
+  }
+
+  /** A text delta: the part the streaming answer lacks; on a gap, the text in flight again. */
+  async addDelta(update) {
+    const have = this.stream && this.stream.runId === update.run_id ? this.stream.text : "";
+    const merged = mergeDelta(have, update.offset_chars, update.text);
+    if (merged === null) await this.readLive();
+    else this.showStream(update.run_id, merged);
+  }
+
+  /** `text` of run `runId`'s response in flight, as the streaming answer. */
+  showStream(runId, text) {
+    if (this.stream && this.stream.runId !== runId) this.endStream();
+    if (!this.stream) this.stream = { runId, text: "", element: streamingBubble() };
+    this.stream.text = text;
+    if (!text) {
+      this.stream.element.remove();
+      return;
+    }
+    this.stream.element.setText(text);
+    const stick = this.nearEnd();
+    this.transcript.append(this.stream.element);
+    if (stick) this.scrollToEnd();
+  }
+
+  endStream() {
+    this.stream.element.remove();
+    this.stream = null;
+  }
+
+  /** The run ended: its answer is in the log, and this client follows it no more. */
+  runFinished(runId) {
+    if (this.stream && this.stream.runId === runId) this.endStream();
+    follower.unfollow(this.sessionId);
+    this.setBusy(false);
   }
 
   /** This session continued into `successor`: move there if this client followed the turn. */
@@ -418,35 +469,28 @@ class SessionView {
 
   onUpdate(update) {
     if (update.session_id !== this.sessionId) return;
-    if (update.type === "text-delta") {
-      follower.follow(this.sessionId);
-      this.setBusy(true);
-      if (!this.stream || this.stream.runId !== update.run_id) {
-        if (this.stream) this.stream.element.remove();
-        this.stream = { runId: update.run_id, text: "", element: streamingBubble() };
-      }
-      this.stream.text += update.text;
-      this.stream.element.setText(this.stream.text);
-      const stick = this.nearEnd();
-      this.transcript.append(this.stream.element);
-      if (stick) this.scrollToEnd();
-    } else if (update.type === "session-change") {
-      if (update.reason === "deleted") {
-        this.noticeSlot.replaceChildren(h("div", { class: "notice error" }, "This session was deleted."));
-        return;
-      }
-      this.refresh().catch(handleError);
-    } else if (update.type === "run-finished") {
-      this.refresh()
-        .then(() => {
-          if (this.stream && this.stream.runId === update.run_id) {
-            this.stream.element.remove();
-            this.stream = null;
-          }
-          follower.unfollow(this.sessionId);
-          this.setBusy(false);
-        })
-        .catch(handleError);
+    switch (update.type) {
+      case "text-delta":
+        // Seeing the session stream counts as following its turn.
+        follower.follow(this.sessionId);
+        this.setBusy(true);
+        this.serial(() => this.addDelta(update)).catch(handleError);
+        break;
+      case "tool-call":
+        // Its row comes with the events of the change told just before; the turn runs.
+        this.setBusy(true);
+        break;
+      case "session-change":
+        if (update.reason === "deleted") {
+          this.noticeSlot.replaceChildren(h("div", { class: "notice error" }, "This session was deleted."));
+          return;
+        }
+        this.refresh(update.to_seq ?? null).catch(handleError);
+        break;
+      case "run-finished":
+        this.refresh().catch(handleError);
+        this.serial(() => this.runFinished(update.run_id)).catch(handleError);
+        break;
     }
   }
 
@@ -459,12 +503,9 @@ class SessionView {
       this.events.push(event);
       const node = this.render(event);
       if (node) this.transcript.append(node);
-      // The streamed text that this message now holds is no longer streaming.
+      // The response in flight is in the log now: its message takes the streaming answer's place.
       if (this.stream && event.type === "message" && event.role === "assistant" && event.run_id === this.stream.runId) {
-        const text = event.content?.text || "";
-        this.stream.text = this.stream.text.startsWith(text) ? this.stream.text.slice(text.length) : "";
-        if (this.stream.text) this.stream.element.setText(this.stream.text);
-        else this.stream.element.remove();
+        this.endStream();
       }
     }
     if (this.stream && this.stream.text) this.transcript.append(this.stream.element);

@@ -1,5 +1,6 @@
 // The UI's pure logic (no DOM, no network): the context meter, following a continuation,
-// reading tool results, formatting. Unit-tested with `node --test` (server/tests/ui/unit.test.js).
+// merging streamed text, reading tool results, formatting. Unit-tested with `node --test`
+// (server/tests/ui/unit.test.js).
 
 /** The meter's level for a percentage: muted below 70, amber from 70, red from 85. */
 export function meterLevel(percent) {
@@ -203,4 +204,46 @@ export function noticeLine(event) {
   else if (typeof content.content === "string") text = content.content;
   else text = JSON.stringify(content);
   return `${event.actor || event.role || "system"}: ${text}`;
+}
+
+/**
+ * A text delta merged into the text in flight. `offsetChars` chars (code points) of the
+ * response came before `delta`, so only the part of it that `text` lacks is added. Null when
+ * chars are missing between the two: read the text in flight again.
+ */
+export function mergeDelta(text, offsetChars, delta) {
+  const have = Array.from(text).length;
+  if (offsetChars > have) return null;
+  return text + Array.from(delta).slice(have - offsetChars).join("");
+}
+
+/**
+ * How many chars of a streaming answer to show `elapsedMs` into revealing a chunk: the chars
+ * from `from` to `to` appear evenly over `durationMs`, so that text flows between commits
+ * instead of jumping at each one.
+ */
+export function revealedChars(from, to, elapsedMs, durationMs) {
+  if (to <= from || elapsedMs >= durationMs) return to;
+  return from + Math.floor(((to - from) * Math.max(0, elapsedMs)) / durationMs);
+}
+
+const LIST_REASONS = new Set(["session-created", "session-deleted", "session-continued"]);
+
+/**
+ * How soon the session list is read again after a subscription update, in ms; null when the
+ * update changes nothing the list shows. The steps of a turn are many and batch; a session
+ * created, deleted or continued shows at once.
+ */
+export function listRefreshDelay(update) {
+  switch (update.type) {
+    case "account-change": {
+      const reasons = Array.isArray(update.reasons) ? update.reasons : [];
+      return reasons.some((reason) => LIST_REASONS.has(reason)) ? 0 : 150;
+    }
+    case "session-change":
+    case "run-finished":
+      return 150;
+    default:
+      return null;
+  }
 }

@@ -8,6 +8,7 @@ import {
   describeSource,
   handoffMarkdown,
   meterTitle,
+  revealedChars,
   successorFromResult,
 } from "./logic.js";
 import * as api from "./api.js";
@@ -154,8 +155,11 @@ export function transitionRow(call, result, navigate, sessionId) {
 export function toolRow(call, result) {
   const name = call.content.name || "tool";
   const args = call.content.arguments;
-  const summaryText =
-    name === "status" && args ? `status: “${args.title ?? ""}” — ${args.description ?? ""}` : `${name} ${shortJson(args)}`;
+  let summaryText = `${name} ${shortJson(args)}`;
+  if (name === "status" && args) {
+    const title = args.title ? `“${args.title}” — ` : "";
+    summaryText = `status: ${title}${args.description ?? ""}`;
+  }
   const details = h("details", { class: "tool", dataset: { callId: call.content.id, seq: call.seq } });
   const summary = h("summary", {}, h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"), h("span", { class: "tool-summary" }, summaryText));
   const body = h("div", { class: "tool-body" }, h("div", { class: "tool-label" }, "Arguments"), pre(JSON.stringify(args, null, 2)));
@@ -226,12 +230,42 @@ export function bubble(event, { onOpenPredecessor } = {}) {
   return element;
 }
 
+/** How long a chunk of streamed text takes to appear: about the service's live interval. */
+const REVEAL_MS = 90;
+
+/**
+ * The answer in flight. `setText` gives the text so far; what it adds to the text shown is
+ * revealed over REVEAL_MS, so that text committed in chunks flows. The first text, and a text
+ * that does not extend the one shown, appear at once.
+ */
 export function streamingBubble() {
   const element = h("div", { class: "msg assistant streaming" });
   const body = h("div", { class: "markdown" });
   element.append(body, h("span", { class: "cursor", "aria-hidden": "true" }));
+  let target = [];
+  let shown = 0;
+  let chunk = { from: 0, startedAt: 0 };
+  let frame = null;
+  const draw = () => {
+    body.innerHTML = renderMarkdown(target.slice(0, shown).join(""));
+  };
+  const step = (now) => {
+    frame = null;
+    shown = revealedChars(chunk.from, target.length, now - chunk.startedAt, REVEAL_MS);
+    draw();
+    if (shown < target.length) frame = requestAnimationFrame(step);
+  };
   element.setText = (text) => {
-    body.innerHTML = renderMarkdown(text);
+    const next = Array.from(text);
+    const grows = shown > 0 && shown <= next.length && next.slice(0, shown).join("") === target.slice(0, shown).join("");
+    target = next;
+    if (!grows) {
+      shown = target.length;
+      draw();
+      return;
+    }
+    chunk = { from: shown, startedAt: performance.now() };
+    if (frame === null && shown < target.length) frame = requestAnimationFrame(step);
   };
   return element;
 }

@@ -4,9 +4,9 @@
 // second account, minted by `seed token`) and SEED_UI_SCREENSHOTS.
 //
 // The scripted model's directives (server/src/model.rs) script the scenarios: `[slow N]` paces
-// the streaming, `[usage N%]` sets the reported prompt size, `title:` names a session,
-// `continue: X` continues into a successor titled X, and `[refuse]` makes that call one the
-// runtime refuses.
+// the streaming, `[steps N]` makes a turn of N responses (each step calling the status verb),
+// `[usage N%]` sets the reported prompt size, `title:` names a session, `continue: X`
+// continues into a successor titled X, and `[refuse]` makes that call one the runtime refuses.
 
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
@@ -358,6 +358,92 @@ test("a refused continuation keeps error styling and creates nothing", async () 
   assert.equal(sessionIdOf(page), id, "nothing to follow");
   assert.equal(await page.locator(".notice.continued").count(), 0);
   await shot(page, "08-refused-continuation");
+});
+
+/** The transcript's tool rows as `[summary, result label]`, in order. */
+function toolRows(p = page) {
+  return p
+    .locator("#transcript details.tool")
+    .evaluateAll((rows) => rows.map((row) => [row.querySelector(".tool-summary").textContent, row.querySelector(".tool-result .tool-label").textContent]));
+}
+
+/** The committed answers' texts, in order. */
+function answers(p = page) {
+  return p.locator("#transcript .msg.assistant:not(.streaming)").allInnerTexts();
+}
+
+/** The seqs of the transcript's rows, in the order shown: each once, rising. */
+async function assertRowsInOrder(p = page) {
+  const seqs = await p.locator("#transcript > [data-seq]").evaluateAll((rows) => rows.map((row) => Number(row.dataset.seq)));
+  assert.ok(
+    seqs.every((seq, i) => i === 0 || seq > seqs[i - 1]),
+    `each row once, in the log's order: ${seqs}`,
+  );
+}
+
+const STEP_ROWS = [
+  ["status: step 1 of 3", "Result"],
+  ["status: step 2 of 3", "Result"],
+];
+
+test("a turn of several steps shows each step's rows as it is committed, before the answer", async () => {
+  await newSession();
+  await page.locator("#composer-input").fill("[steps 3] [slow 200] plan the trip");
+  await page.locator("#send").click();
+  // The first step's text, its status call and the call's result, while the turn still runs.
+  const firstRow = page.locator("details.tool", { hasText: "step 1 of 3" });
+  await firstRow.locator(".tool-label", { hasText: "Result" }).waitFor({ state: "attached" });
+  await page.locator(".msg.assistant:not(.streaming)", { hasText: "Step 1 of 3." }).waitFor();
+  assert.equal(await page.locator(".msg.assistant:not(.streaming)", { hasText: "You said" }).count(), 0, "the answer is still to come");
+  assert.equal(await page.locator("#stop").isDisabled(), false, "the turn runs");
+  await firstRow.locator("summary").click();
+  await shot(page, "10-steps-running");
+  // The second step, still before the answer.
+  await page.locator("details.tool", { hasText: "step 2 of 3" }).locator(".tool-label", { hasText: "Result" }).waitFor({ state: "attached" });
+  assert.equal(await page.locator(".msg.assistant:not(.streaming)", { hasText: "You said" }).count(), 0, "the answer is still to come");
+  await page.locator(".msg.assistant:not(.streaming)", { hasText: "You said: plan the trip" }).waitFor();
+  await page.waitForFunction(() => document.querySelector("#stop").disabled);
+  assert.deepEqual(await toolRows(), STEP_ROWS);
+  assert.deepEqual(await answers(), ["Step 1 of 3.", "Step 2 of 3.", "You said: plan the trip"]);
+  await assertRowsInOrder();
+  await shot(page, "11-steps-answered");
+});
+
+test("a page reloaded mid-turn shows what is committed, the answer in flight, then the answer", async () => {
+  const id = await newSession();
+  const words = Array.from({ length: 12 }, (_, i) => `part${i}`).join(" ");
+  await page.locator("#composer-input").fill(`[steps 3] [slow 200] ${words}`);
+  await page.locator("#send").click();
+  // Both steps are in the log and the answer streams: reload.
+  await page.locator(".msg.assistant.streaming", { hasText: "You said" }).waitFor();
+  const live = page.waitForResponse((response) => response.url().endsWith(`/v1/sessions/${id}/live`) && response.status() === 200);
+  await page.reload();
+  await page.locator(`.session-view[data-session-id="${id}"][data-ready='1']`).waitFor();
+  const inFlight = (await (await live).json()).live;
+  assert.ok(inFlight && inFlight.text.startsWith("You said"), `the answer in flight: ${JSON.stringify(inFlight)}`);
+  // What was committed before the reload, as it was shown before it.
+  assert.deepEqual(await toolRows(), STEP_ROWS);
+  assert.deepEqual(await answers(), ["Step 1 of 3.", "Step 2 of 3."]);
+  // The answer in flight, from its start, and the turn still running.
+  const streaming = page.locator(".msg.assistant.streaming");
+  const partial = await streaming.innerText();
+  assert.match(partial, /^You said/);
+  assert.ok(!partial.includes("part11"), `the answer is still streaming: ${partial}`);
+  assert.equal(await page.locator("#stop").isDisabled(), false, "Stop is offered after the reload");
+  await shot(page, "12-reloaded-mid-turn");
+  // Later deltas continue it, each char once (a delta's part the page had from /live is
+  // skipped), and the answer replaces it.
+  const later = page.locator(".msg.assistant.streaming", { hasText: "part6" });
+  await later.waitFor();
+  const longer = (await later.innerText()).trim();
+  assert.ok(`You said: ${words}`.startsWith(longer), `the answer's start, nothing twice: ${longer}`);
+  await page.locator(".msg.assistant:not(.streaming)", { hasText: "part11" }).waitFor();
+  await streaming.waitFor({ state: "detached" });
+  await page.waitForFunction(() => document.querySelector("#stop").disabled);
+  assert.deepEqual(await toolRows(), STEP_ROWS);
+  assert.deepEqual(await answers(), ["Step 1 of 3.", "Step 2 of 3.", `You said: ${words}`]);
+  await assertRowsInOrder();
+  await shot(page, "13-reloaded-answered");
 });
 
 test("no page logged an error", () => {

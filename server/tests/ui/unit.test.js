@@ -1,5 +1,5 @@
-// Unit tests of the UI's pure modules (markdown, the meter, following a continuation), run by
-// `node --test` with the end-to-end suite.
+// Unit tests of the UI's pure modules (markdown, the meter, following a continuation, merging
+// streamed text), run by `node --test` with the end-to-end suite.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -10,9 +10,12 @@ import {
   contextUsage,
   describeSource,
   handoffMarkdown,
+  listRefreshDelay,
+  mergeDelta,
   meterLevel,
   meterTitle,
   noticeLine,
+  revealedChars,
   successorFromResult,
 } from "../../ui/logic.js";
 
@@ -88,6 +91,39 @@ test("the handoff renders as markdown sections, sources as labels", () => {
   });
   assert.equal(successorFromResult(`Continued in session ${thread} (“x”). This turn ends here`), thread);
   assert.equal(successorFromResult("error: nope"), null);
+});
+
+test("a delta adds only what the text in flight lacks, counting chars as code points", () => {
+  assert.equal(mergeDelta("", 0, "Hello"), "Hello");
+  assert.equal(mergeDelta("Hello", 5, ", world"), "Hello, world");
+  // Text read from /live already holds part of the delta, or all of it.
+  assert.equal(mergeDelta("Hello, wo", 5, ", world"), "Hello, world");
+  assert.equal(mergeDelta("Hello, world", 5, ", wor"), "Hello, world");
+  // An astral char counts once, as the server counts it.
+  assert.equal(mergeDelta("a🌍b", 2, "bc"), "a🌍bc");
+  assert.equal(mergeDelta("a🌍", 2, "b"), "a🌍b");
+  // Chars are missing between the two: the caller reads the text in flight again.
+  assert.equal(mergeDelta("Hel", 5, ", world"), null);
+  assert.equal(mergeDelta("", 3, "x"), null);
+});
+
+test("a chunk of streamed text is revealed evenly over its duration", () => {
+  assert.deepEqual(
+    [0, 10, 45, 89, 90, 500].map((elapsed) => revealedChars(10, 100, elapsed, 90)),
+    [10, 20, 55, 99, 100, 100],
+  );
+  assert.equal(revealedChars(7, 7, 0, 90), 7, "nothing to reveal");
+  assert.equal(revealedChars(10, 100, -5, 90), 10, "a frame stamped before the chunk");
+});
+
+test("the session list is read again at once for a new, deleted or continued session, later for a step, never for text", () => {
+  assert.equal(listRefreshDelay({ type: "account-change", reasons: ["session-updated", "session-continued"], reason: "session-updated" }), 0);
+  assert.equal(listRefreshDelay({ type: "account-change", reasons: ["session-created"] }), 0);
+  assert.equal(listRefreshDelay({ type: "account-change", reasons: ["session-updated"] }), 150);
+  assert.equal(listRefreshDelay({ type: "session-change", reason: "events", from_seq: 3, to_seq: 4 }), 150);
+  assert.equal(listRefreshDelay({ type: "run-finished", status: "succeeded" }), 150);
+  assert.equal(listRefreshDelay({ type: "text-delta", offset_chars: 0, text: "x" }), null);
+  assert.equal(listRefreshDelay({ type: "tool-call", seq: 4 }), null);
 });
 
 test("a notice reads as one line: who, then its text", () => {
