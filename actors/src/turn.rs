@@ -312,22 +312,29 @@ async fn record_end(
                 RunEndOutcome::Unchanged
             }
         };
-        if outcome == RunEndOutcome::LaterPass {
+        if let RunEndOutcome::LaterPass { notice_seq } = outcome {
             // The plan's notice is in the log, and the run is queued again; no child's result
             // was delivered.
             env.publisher.publish(Notification::SessionChanged {
                 session_id: run.session_id,
                 reason: "events",
-                seqs: None,
+                seqs: Some(SeqRange {
+                    from: notice_seq,
+                    to: notice_seq,
+                }),
             });
             end.status = RunStatus::Queued;
         } else {
-            let recorded = outcome == RunEndOutcome::Ended;
+            let recorded = matches!(outcome, RunEndOutcome::Ended { .. });
             if let Some(parent_session) = parent_session {
+                let delivered_seq = match outcome {
+                    RunEndOutcome::Ended { delivered_seq } => delivered_seq,
+                    _ => None,
+                };
                 env.publisher.publish(Notification::SessionChanged {
                     session_id: parent_session,
                     reason: "child-result",
-                    seqs: None,
+                    seqs: delivered_seq.map(|seq| SeqRange { from: seq, to: seq }),
                 });
             }
             if recorded {

@@ -533,9 +533,11 @@ impl ChildDelivery {
 /// Delivers to the parent, when its session is still there: the result of its call, or a
 /// notice when the call has one already; then resumes the parent once all its children have
 /// ended.
-fn deliver(connection: &Connection, delivery: &ChildDelivery, now_ms: i64) -> Result<()> {
+/// Delivers a child's result to its parent's log; returns the seq it was written at, `None`
+/// when the parent is gone.
+fn deliver(connection: &Connection, delivery: &ChildDelivery, now_ms: i64) -> Result<Option<i64>> {
     if !crate::sessions::session_exists(connection, delivery.parent_session_id)? {
-        return Ok(());
+        return Ok(None);
     }
     let answered = log::has_tool_result(
         connection,
@@ -547,13 +549,13 @@ fn deliver(connection: &Connection, delivery: &ChildDelivery, now_ms: i64) -> Re
     } else {
         &delivery.result
     };
-    log::append_events(
+    let written = log::append_events(
         connection,
         delivery.parent_session_id,
         std::slice::from_ref(event),
     )?;
     resume_if_children_done(connection, delivery.parent_run_id, now_ms)?;
-    Ok(())
+    Ok(written.first().map(|event| event.seq))
 }
 
 /// What deleting session `session_id` owes the parents of its open delegated runs: each
@@ -618,7 +620,7 @@ pub(crate) fn deliver_owed(
 
 /// Ends a run (as [`finish_run`]) and, for a child that this call ended, delivers its result to
 /// the parent and resumes the parent once all its children have ended. Returns whether the run
-/// was ended by this call.
+/// was ended by this call, and the seq of the result in the parent's log when it was delivered.
 pub(crate) fn finish_run_delivering(
     connection: &Connection,
     id: RunId,
@@ -626,12 +628,13 @@ pub(crate) fn finish_run_delivering(
     result: Option<&str>,
     now_ms: i64,
     delivery: Option<&ChildDelivery>,
-) -> Result<bool> {
+) -> Result<(bool, Option<i64>)> {
     let finished = finish_run(connection, id, status, result, now_ms)?;
-    if let Some(delivery) = delivery.filter(|_| finished) {
-        deliver(connection, delivery, now_ms)?;
-    }
-    Ok(finished)
+    let delivered = match delivery.filter(|_| finished) {
+        Some(delivery) => deliver(connection, delivery, now_ms)?,
+        None => None,
+    };
+    Ok((finished, delivered))
 }
 
 /// What the boot sweep did with the runs a previous process left `running`.

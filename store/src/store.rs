@@ -578,10 +578,12 @@ impl Store {
                     (check.notice)(sessions::plan_of(connection, check.session_id)?.as_ref())
                 && runs::resume_run(connection, run_id, now_ms)?
             {
-                log::append_events(connection, check.session_id, &[notice])?;
-                return Ok(RunEndOutcome::LaterPass);
+                let written = log::append_events(connection, check.session_id, &[notice])?;
+                return Ok(RunEndOutcome::LaterPass {
+                    notice_seq: written.first().map_or(0, |event| event.seq),
+                });
             }
-            let ended = runs::finish_run_delivering(
+            let (ended, delivered_seq) = runs::finish_run_delivering(
                 connection,
                 run_id,
                 status,
@@ -590,7 +592,7 @@ impl Store {
                 delivery.as_ref(),
             )?;
             Ok(if ended {
-                RunEndOutcome::Ended
+                RunEndOutcome::Ended { delivered_seq }
             } else {
                 RunEndOutcome::Unchanged
             })
@@ -816,11 +818,13 @@ impl fmt::Debug for PlanCheck {
 /// What [`Store::finish_run_releasing`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunEndOutcome {
-    /// The run ended as asked (a child's result delivered with it).
-    Ended,
+    /// The run ended as asked; a child's result was delivered with it, at this seq of its
+    /// parent's log (`None`: no delivery, or the parent is gone).
+    Ended { delivered_seq: Option<i64> },
     /// The run had already ended, or is gone: it was left as it was.
     Unchanged,
-    /// The plan owed the run a later pass: its notice is in the log after the turn's entries,
-    /// and the run is queued again with its pass counted up. It did not end.
-    LaterPass,
+    /// The plan owed the run a later pass: its notice is in the log (at `notice_seq`) after
+    /// the turn's entries, and the run is queued again with its pass counted up. It did not
+    /// end.
+    LaterPass { notice_seq: i64 },
 }

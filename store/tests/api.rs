@@ -566,7 +566,7 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
     };
     assert_eq!(
         end(1, sessions[0], Some(delivery))?,
-        RunEndOutcome::LaterPass
+        RunEndOutcome::LaterPass { notice_seq: 2 }
     );
     assert_eq!(
         log_of(sessions[0])?,
@@ -585,8 +585,21 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
         LeaseOutcome::Acquired(_)
     ));
 
-    // Every step done: the run ends.
-    assert_eq!(end(2, sessions[1], None)?, RunEndOutcome::Ended);
+    // Every step done: the run ends, and a child's delivery with it says where its result went
+    // in the parent's log (here the first session's, after its answer and notice).
+    let delivery = seed_store::ChildDelivery {
+        parent_session_id: sessions[0],
+        parent_run_id: RunId::from_u128(1),
+        tool_call_id: "call-2".to_owned(),
+        result: message("the child's result", None),
+        notice: message("the child's result, late", None),
+    };
+    assert_eq!(
+        end(2, sessions[1], Some(delivery))?,
+        RunEndOutcome::Ended {
+            delivered_seq: Some(3)
+        }
+    );
     assert_eq!(log_of(sessions[1])?, std::slice::from_ref(&message_row));
     let ended = block_on(store.get_run(RunId::from_u128(2)))?.expect("the run");
     assert_eq!((ended.status, ended.pass), (RunStatus::Succeeded, 0));
