@@ -2,7 +2,8 @@
 # The web UI's end-to-end tests: headless Chromium (Debian's `chromium`, installed with apt-get
 # when /usr/bin/chromium is missing) driven by playwright-core (npm, pinned in
 # server/tests/ui/package-lock.json, installed with `npm ci` when missing) against a real
-# `seed serve` with the scripted model, on a free loopback port and a scratch data dir.
+# `seed serve` with the scripted model, on a free loopback port and a scratch data dir (one test
+# starts, crashes and restarts a service of its own, from the binary in SEED_BIN).
 # Screenshots of the main states go to $CARGO_TARGET_DIR (default target/)/ui-screenshots/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +60,7 @@ echo "UI tests against $url (screenshots in $screenshots)"
 started=$SECONDS
 status=0
 (cd "$suite" && SEED_URL="$url" SEED_LOGIN_URL="$login" SEED_OTHER_TOKEN="$other_token" \
-    SEED_UI_SCREENSHOTS="$screenshots" \
+    SEED_BIN="$target_dir/debug/seed" SEED_UI_SCREENSHOTS="$screenshots" \
     node --test --test-concurrency=1 --test-reporter=spec unit.test.js ui.test.js) || status=$?
 echo "UI suite took $((SECONDS - started)) s"
 if [[ $status -ne 0 ]]; then

@@ -1,7 +1,8 @@
 // End-to-end tests of Seed's web UI: headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core) against a real `seed serve` with the scripted model, started by
 // scripts/ui-test.sh, which passes SEED_URL, SEED_LOGIN_URL, SEED_OTHER_TOKEN (a token of a
-// second account, minted by `seed token`) and SEED_UI_SCREENSHOTS.
+// second account, minted by `seed token`), SEED_BIN (the `seed` binary, for the test that
+// crashes a service of its own) and SEED_UI_SCREENSHOTS.
 //
 // The scripted model's directives (server/src/model.rs) script the scenarios: `[slow N]` paces
 // the streaming, `[steps N]` makes a turn of N responses (each step calling the status verb),
@@ -9,7 +10,9 @@
 // continues into a successor titled X, and `[refuse]` makes that call one the runtime refuses.
 
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
@@ -18,6 +21,7 @@ import { chromium } from "playwright-core";
 const SEED_URL = process.env.SEED_URL;
 const LOGIN_URL = process.env.SEED_LOGIN_URL;
 const OTHER_TOKEN = process.env.SEED_OTHER_TOKEN;
+const SEED_BIN = process.env.SEED_BIN;
 const SHOTS = process.env.SEED_UI_SCREENSHOTS || join(process.cwd(), "ui-screenshots");
 const TIMEOUT_MS = 15000;
 
@@ -78,6 +82,7 @@ before(async () => {
 
 after(async () => {
   if (browser) await browser.close();
+  await stopServices();
 });
 
 /** A new session through the UI; returns its id once its view is ready. */
@@ -444,6 +449,95 @@ test("a page reloaded mid-turn shows what is committed, the answer in flight, th
   assert.deepEqual(await answers(), ["Step 1 of 3.", "Step 2 of 3.", `You said: ${words}`]);
   await assertRowsInOrder();
   await shot(page, "13-reloaded-answered");
+});
+
+// The services a test started itself, to be stopped by their pid.
+const services = new Set();
+
+/**
+ * Starts `seed serve` (the scripted model) on `dataDir`; resolves once it prints its login
+ * link, with its URL, the link, and a promise of its exit.
+ */
+function startService(dataDir, { listen = "127.0.0.1:0", crashAt = null } = {}) {
+  const args = ["serve", "--data-dir", dataDir, "--listen", listen];
+  if (crashAt) args.push("--crash-at", crashAt);
+  const env = { ...process.env, SEED_PROVIDER: "scripted", RUST_LOG: "warn" };
+  delete env.SEED_CRASH_AT;
+  const child = spawn(SEED_BIN, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+  services.add(child);
+  const exited = new Promise((resolve) => {
+    child.once("exit", (code, signal) => {
+      services.delete(child);
+      resolve({ code, signal });
+    });
+  });
+  let out = "";
+  let err = "";
+  child.stderr.on("data", (chunk) => (err += chunk));
+  return new Promise((resolve, reject) => {
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      const url = /^seed: listening on (\S+)$/m.exec(out);
+      const login = /^sign in a browser \(one time\): (\S+)$/m.exec(out);
+      if (url && login) resolve({ url: url[1], login: login[1], exited });
+    });
+    exited.then(({ code, signal }) => reject(new Error(`seed serve ended (${code ?? signal}) before it listened: ${err}`)));
+  });
+}
+
+async function stopServices() {
+  const running = [...services];
+  for (const child of running) process.kill(child.pid, "SIGTERM");
+  await Promise.all(running.map((child) => new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", resolve)))));
+}
+
+test("a continuation cut off by a crash is answered on restart and shows as the normal transition row", async () => {
+  assert.ok(SEED_BIN, "scripts/ui-test.sh passes the seed binary in SEED_BIN");
+  const dataDir = mkdtempSync(join(tmpdir(), "seed-ui-crash-"));
+  // This browser sees its service abort: the errors it logs then are expected, so its pages
+  // are not watched.
+  const crashContext = await newContext();
+  try {
+    const crashing = await startService(dataDir, { crashAt: "continuation.after_create" });
+    const p = await crashContext.newPage();
+    await p.goto(crashing.login);
+    await p.waitForURL(`${crashing.url}/`);
+    const predecessor = await newSession(p);
+    await say("continue: Lisbon hotels", null, p);
+    // The successor, its edge and its events are committed; the call has no result yet.
+    const { signal } = await crashing.exited;
+    assert.equal(signal, "SIGABRT", "the service aborted at the crash point");
+
+    // The same data dir and origin; the tokens were in the old process's memory.
+    const restarted = await startService(dataDir, { listen: new URL(crashing.url).host });
+    assert.equal(restarted.url, crashing.url);
+    await p.goto(restarted.login);
+    await p.waitForURL(`${restarted.url}/`);
+    await p.goto(`${restarted.url}/s/${predecessor}`);
+    await p.locator(`.session-view[data-session-id="${predecessor}"][data-ready='1']`).waitFor();
+    const row = p.locator(".transition.done");
+    await row.waitFor();
+    assert.equal(await p.locator(".transition").count(), 1);
+    assert.equal(await row.locator(".transition-text").innerText(), "Continued in “Lisbon hotels” (user request)");
+    const classes = await row.getAttribute("class");
+    assert.ok(!classes.includes("refused") && !classes.includes("error"), `no refused styling: ${classes}`);
+    assert.notEqual(await row.evaluate((element) => getComputedStyle(element).color), "rgb(210, 59, 59)", "not drawn in red");
+    const successor = await row.getAttribute("data-successor");
+    assert.match(successor, /^[0-9a-f-]{36}$/);
+    assert.equal(await row.locator(".open-session").getAttribute("href"), `/s/${successor}`);
+    await p.locator(".notice.continued").waitFor();
+    await shot(p, "14-recovered-continuation");
+    // The successor is the one the service recorded, and its run answered after the restart.
+    await row.locator(".open-session").click();
+    await p.waitForURL(`${restarted.url}/s/${successor}`);
+    await p.locator(".pill.continued-from", { hasText: "Continued from" }).waitFor();
+    await p.locator(".msg.assistant:not(.streaming)", { hasText: "You said: continue: Lisbon hotels" }).waitFor();
+    await shot(p, "15-recovered-successor");
+  } finally {
+    await crashContext.close();
+    await stopServices();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });
 
 test("no page logged an error", () => {
