@@ -9,12 +9,18 @@ cd "$(dirname "$0")/.."
 
 SCHEMATHESIS_VERSION=4.32.5
 CRYPTOGRAPHY_VERSION=50.0.2
+# Pinned too: later releases describe their filters by parsing schemathesis's own source with
+# `ast`, which this machine's CPython 3.11.7 refuses on that file ("AST constructor recursion
+# depth mismatch"), failing the run with an error of the fuzzer's own.
+HYPOTHESIS_VERSION=6.160.0
 target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 venv=$target_dir/schemathesis-venv
-if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
+if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION" \
+    || ! "$venv/bin/python" -c "import hypothesis; assert hypothesis.__version__ == '$HYPOTHESIS_VERSION'" 2>/dev/null; then
     echo "installing schemathesis $SCHEMATHESIS_VERSION into $venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet "schemathesis==$SCHEMATHESIS_VERSION" "cryptography==$CRYPTOGRAPHY_VERSION"
+    "$venv/bin/pip" install --quiet "schemathesis==$SCHEMATHESIS_VERSION" \
+        "hypothesis==$HYPOTHESIS_VERSION" "cryptography==$CRYPTOGRAPHY_VERSION"
 fi
 
 work=$(mktemp -d)
