@@ -110,3 +110,62 @@ async fn a_watched_run_ends_as_recorded_and_a_watch_leaves_nothing_registered() 
     assert_eq!(runtime.n_runs_waited_for(), 0);
     Ok(())
 }
+
+/// `read thread:` of the session's own thread, mid-turn, shows the turn's earlier steps: each
+/// step is in the log as soon as it commits, not at the run's end.
+#[actix::test]
+async fn a_turn_reading_its_own_thread_finds_its_earlier_steps() -> anyhow::Result<()> {
+    use seed_providers::{Message, ScriptedProvider, ScriptedStep, ToolCall};
+    let fixture = Fixture::new(1).await?;
+    let thread = format!("thread:{}", session(0));
+    let provider = ScriptedProvider::from_fn(move |request: &seed_providers::Request, _| {
+        let results: Vec<&str> = request
+            .messages
+            .iter()
+            .filter_map(|message| match message.as_ref() {
+                Message::ToolResult(result) => Some(result.content.as_str()),
+                _ => None,
+            })
+            .collect();
+        let call = |id: &str, name: &str, arguments| {
+            ScriptedStep::Respond(seed_providers::tool_response(
+                "",
+                vec![ToolCall {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    arguments,
+                }],
+            ))
+        };
+        match results.as_slice() {
+            [] => call(
+                "s1",
+                "status",
+                serde_json::json!({"description": "looking"}),
+            ),
+            [_] => call("r1", "read", serde_json::json!({"target": thread})),
+            [_, read, ..] => ScriptedStep::Respond(seed_providers::text_response(read)),
+        }
+    });
+    let (runtime, _) = common::start_runtime(
+        fixture.store.clone(),
+        std::sync::Arc::new(provider),
+        seed_actors::verbs::shipped(),
+        "boot-1",
+    )
+    .await?;
+    let (_, run_id) = runtime.send_message(session(0), "look back").await?;
+    let run = runtime.wait_for_run(run_id).await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    let read = run.result.as_ref().and_then(|r| r["answer"].as_str());
+    let read = read.unwrap_or_default();
+    // The message, the status call and its result, and the read call itself.
+    assert!(read.contains("[1] user: look back"), "{read}");
+    assert!(
+        read.contains("[2] assistant \u{2192} status({\"description\":\"looking\"})"),
+        "{read}"
+    );
+    assert!(read.contains("[3] "), "the status call's result: {read}");
+    assert!(read.contains("[4] assistant \u{2192} read("), "{read}");
+    Ok(())
+}
