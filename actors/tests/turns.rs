@@ -169,3 +169,32 @@ async fn a_turn_reading_its_own_thread_finds_its_earlier_steps() -> anyhow::Resu
     assert!(read.contains("[4] assistant \u{2192} read("), "{read}");
     Ok(())
 }
+
+/// Text that arrived and then waits, the stream gone quiet, is committed to `pi.live` and
+/// heard of within an interval: a timer commits it, with no later delta to trigger that.
+#[actix::test]
+async fn text_is_committed_and_heard_within_an_interval_when_the_stream_goes_quiet()
+-> anyhow::Result<()> {
+    use seed_providers::{ScriptedProvider, ScriptedStep};
+    let fixture = Fixture::new(1).await?;
+    // The whole text arrives at once, well within the first interval, then nothing more.
+    let provider = ScriptedProvider::new(vec![ScriptedStep::Hang {
+        text: "all of it at once".to_owned(),
+    }]);
+    let settings = seed_actors::RuntimeSettings {
+        live_interval: std::time::Duration::from_millis(50),
+        ..seed_actors::RuntimeSettings::default()
+    };
+    let runtime = fixture.start_with(provider, settings, "boot-1").await?;
+    let mut bus = runtime.publisher().subscribe().await.expect("the bus");
+    let (_, run_id) = runtime.send_message(session(0), "talk").await?;
+    let heard = common::first_text_delta(&mut bus, run_id).await;
+    assert_eq!(heard, "all of it at once");
+    let live = fixture.store.live_document(session(0)).await?;
+    assert_eq!(
+        live.map(|live| live.text).as_deref(),
+        Some("all of it at once")
+    );
+    assert!(runtime.stop_session(session(0)).await);
+    Ok(())
+}

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::future::{BoxFuture, Either, select};
+use futures::{FutureExt, StreamExt};
 use seed_providers::{
     AssistantMessage, Message, Provider, ProviderError, ProviderErrorKind, Request, StreamEvent,
     ToolCall, ToolResultMessage, ToolSpec, UserMessage,
@@ -674,19 +674,33 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         let mut last_live_at = self.clock.now();
         // Text that arrived since the last commit of `pi.live` waits at most one interval for
         // the next: when the clock can sleep, a timer commits it even if the stream goes quiet.
+        // The timer is armed only when the stream has nothing ready: a response whose events
+        // come one after another (a model that answers at once) never arms one.
+        let mut uncommitted = false;
         let mut flush: Option<BoxFuture<'static, ()>> = None;
         loop {
-            let next = select(events.next(), &mut stopped);
-            let wake = match flush.as_mut() {
-                Some(timer) => match select(next, timer).await {
-                    Either::Left((Either::Left((event, _)), _)) => Wake::Event(event),
-                    Either::Left((Either::Right(((), _)), _)) => Wake::Stopped,
-                    Either::Right(((), _)) => Wake::Flush,
-                },
-                None => match next.await {
-                    Either::Left((event, _)) => Wake::Event(event),
-                    Either::Right(((), _)) => Wake::Stopped,
-                },
+            let wake = match events.next().now_or_never() {
+                Some(event) => Wake::Event(event),
+                None => {
+                    if uncommitted && flush.is_none() {
+                        let since = self.clock.now().saturating_sub(last_live_at);
+                        flush = self
+                            .clock
+                            .sleep(self.config.live_interval.saturating_sub(since));
+                    }
+                    let next = select(events.next(), &mut stopped);
+                    match flush.as_mut() {
+                        Some(timer) => match select(next, timer).await {
+                            Either::Left((Either::Left((event, _)), _)) => Wake::Event(event),
+                            Either::Left((Either::Right(((), _)), _)) => Wake::Stopped,
+                            Either::Right(((), _)) => Wake::Flush,
+                        },
+                        None => match next.await {
+                            Either::Left((event, _)) => Wake::Event(event),
+                            Either::Right(((), _)) => Wake::Stopped,
+                        },
+                    }
+                }
             };
             let event = match wake {
                 // Dropping the stream cancels the request.
@@ -695,6 +709,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 }
                 Wake::Flush => {
                     flush = None;
+                    uncommitted = false;
                     self.commit_live(doc, step, &text, &thinking, live_committed)
                         .await?;
                     live_committed = true;
@@ -732,15 +747,15 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 Some(StreamEvent::ToolCall(_) | StreamEvent::Usage(_)) => continue,
             }
             let now = self.clock.now();
-            let since = now.saturating_sub(last_live_at);
-            if since >= self.config.live_interval {
+            if now.saturating_sub(last_live_at) >= self.config.live_interval {
                 flush = None;
+                uncommitted = false;
                 self.commit_live(doc, step, &text, &thinking, live_committed)
                     .await?;
                 live_committed = true;
                 last_live_at = now;
-            } else if flush.is_none() {
-                flush = self.clock.sleep(self.config.live_interval - since);
+            } else {
+                uncommitted = true;
             }
         }
     }

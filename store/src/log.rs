@@ -58,6 +58,17 @@ pub(crate) fn insert_rows(
     rows: &[EventRow],
 ) -> Result<Vec<Placed>> {
     let session_key = key_for_write(connection, session_id)?;
+    insert_rows_of_key(connection, session_key, session_id, rows)
+}
+
+/// [`insert_rows`] for a session whose key the caller knows (its durable files looked it up
+/// once): a step's commit need not look it up again.
+pub(crate) fn insert_rows_of_key(
+    connection: &Connection,
+    session_key: i64,
+    session_id: SessionId,
+    rows: &[EventRow],
+) -> Result<Vec<Placed>> {
     let last_seq = last_seq_of_key(connection, session_key)?;
     // The log's newest mark is its highest only while marks never go down (see
     // `newest_pi_entry_id`): checked at every append the tests make.

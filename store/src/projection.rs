@@ -10,6 +10,7 @@ use seed_durable::Append;
 use seed_events::{NewEvent, SessionEvent, SessionId};
 
 use crate::files::{SessionFiles, append_lines, known_key_for_write};
+use crate::sessions::key_for_write;
 use crate::{Result, Store, log};
 
 /// Store entries' events for a session's log.
@@ -77,6 +78,13 @@ impl PreparedProjection {
     /// the call. Returns where the rows went and the results written as notices. May run
     /// again after a rollback: it rewrites a copy, when it rewrites.
     fn write(&self, connection: &Connection) -> Result<Written> {
+        let session_key = key_for_write(connection, self.session_id)?;
+        self.write_of_key(connection, session_key)
+    }
+
+    /// [`PreparedProjection::write`], for a session whose key the caller knows (a step's
+    /// commit, whose durable files looked it up once): it is not looked up again.
+    fn write_of_key(&self, connection: &Connection, session_key: i64) -> Result<Written> {
         let session_id = self.session_id;
         let mut answered_earlier = Vec::new();
         for (idx, call_id) in &self.delivered {
@@ -90,7 +98,7 @@ impl PreparedProjection {
             row.kind = "notice".to_owned();
             row.meta = answered_earlier_meta(call_id).to_string();
         }
-        let placed = log::insert_rows(connection, session_id, &rows)?;
+        let placed = log::insert_rows_of_key(connection, session_key, session_id, &rows)?;
         Ok((placed, answered_earlier))
     }
 }
@@ -144,7 +152,7 @@ impl SessionFiles {
                 move |connection| {
                     let key = known_key_for_write(&session_key, connection, prepared.session_id)?;
                     append_lines(connection, key, &batch)?;
-                    prepared.write(connection)
+                    prepared.write_of_key(connection, key)
                 },
             )
             .await?;
