@@ -14,12 +14,10 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use common::within;
 use common::{assert_log_agrees_with_store, in_process, log, open_store_with_sessions, session};
-use futures::channel::oneshot;
 use seed_actors::crash::points;
 use seed_actors::verbs::delegate::{Delegate, ReturnResult};
 use seed_actors::{CrashPoints, Runtime};
@@ -91,19 +89,7 @@ fn crash_at(path: &std::path::Path, point: &'static str) -> anyhow::Result<RunId
     in_process(move || {
         Box::pin(async move {
             let store = open_store_with_sessions(&path, 1).await?;
-            let (fired, has_fired) = oneshot::channel();
-            let fired = Mutex::new(Some(fired));
-            let crashed = Arc::new(AtomicBool::new(false));
-            let crash_points = CrashPoints::new(move |reached| {
-                if reached != point {
-                    return crashed.load(Ordering::SeqCst);
-                }
-                crashed.store(true, Ordering::SeqCst);
-                if let Some(fired) = fired.lock().ok().and_then(|mut fired| fired.take()) {
-                    let _ = fired.send(());
-                }
-                true
-            });
+            let (crash_points, has_fired) = common::crash_once_at(point);
             let runtime = start(store, crash_points, true, "boot-1").await?;
             let (_, run_id) = runtime.send_message(session(0), "research it").await?;
             within("the crash point", has_fired).await?;

@@ -5,18 +5,11 @@
 
 mod common;
 
-use common::Server;
+use common::{Server, new_session};
 use seed_server::api::{EventsResponse, MessageSessionResponse, RunInfo, SessionInfo};
 use seed_server::client::{Client, next_update};
 use seed_server::ws::Update;
 use serde_json::json;
-
-async fn new_session(client: &Client) -> SessionInfo {
-    client
-        .post("/v1/sessions", &json!({}))
-        .await
-        .expect("session created")
-}
 
 async fn events(client: &Client, session: &SessionInfo, from: i64, to: i64) -> EventsResponse {
     client

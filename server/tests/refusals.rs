@@ -5,19 +5,12 @@
 
 mod common;
 
-use common::{Server, row_counts};
-use seed_server::api::{ListSessionsResponse, MessageSessionResponse, SessionInfo};
+use common::{Server, new_session, row_counts};
+use seed_server::api::{ListSessionsResponse, MessageSessionResponse};
 use seed_server::client::next_update;
 use seed_server::keys::AccountKey;
 use seed_server::ws::Update;
 use serde_json::json;
-
-async fn new_session(client: &seed_server::client::Client) -> SessionInfo {
-    client
-        .post("/v1/sessions", &json!({}))
-        .await
-        .expect("session created")
-}
 
 #[actix_web::test]
 async fn unsigned_badly_signed_expired_and_replayed_requests_get_401_and_write_nothing() {

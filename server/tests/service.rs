@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Server, row_counts};
+use common::{Server, new_session, row_counts};
 use seed_server::api::{
     EventsResponse, GetSessionResponse, ListSessionsResponse, MessageSessionResponse, RunInfo,
     SessionInfo,
@@ -12,13 +12,6 @@ use seed_server::api::{
 use seed_server::client::next_update;
 use seed_server::ws::Update;
 use serde_json::json;
-
-async fn new_session(client: &seed_server::client::Client) -> SessionInfo {
-    client
-        .post("/v1/sessions", &json!({}))
-        .await
-        .expect("session created")
-}
 
 #[actix_web::test]
 async fn a_message_is_answered_over_http_and_streamed_over_the_websocket() {

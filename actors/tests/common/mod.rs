@@ -241,6 +241,31 @@ pub async fn start_with_crash_points(
     Ok(runtime)
 }
 
+/// Crash points that stop the world the first time `point` is reached, and at every point
+/// after that (nothing more is written); the receiver hears when it happened.
+pub fn crash_once_at(
+    point: &'static str,
+) -> (
+    seed_actors::CrashPoints,
+    futures::channel::oneshot::Receiver<()>,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (fired, has_fired) = futures::channel::oneshot::channel();
+    let fired = std::sync::Mutex::new(Some(fired));
+    let crashed = AtomicBool::new(false);
+    let crash_points = seed_actors::CrashPoints::new(move |reached| {
+        if reached != point {
+            return crashed.load(Ordering::SeqCst);
+        }
+        crashed.store(true, Ordering::SeqCst);
+        if let Some(fired) = fired.lock().ok().and_then(|mut fired| fired.take()) {
+            let _ = fired.send(());
+        }
+        true
+    });
+    (crash_points, has_fired)
+}
+
 /// Opens a store at `path` with the fixture's account and `n_sessions` sessions.
 pub async fn open_store_with_sessions(
     path: &std::path::Path,

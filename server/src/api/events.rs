@@ -91,20 +91,33 @@ pub(super) async fn list_events(
     query: crate::error::Query<EventsQuery>,
     body: Body,
 ) -> Result<HttpResponse, ApiError> {
-    let caller = state.caller(&request, &body).await?;
+    let (events, next_seq) = read_range(&state, &request, &path, &query, &body).await?;
+    Ok(HttpResponse::Ok().json(EventsResponse {
+        events: events.into_iter().map(EventInfo::from).collect(),
+        next_seq,
+    }))
+}
+
+/// The events a range query of the caller's session asks for, read (the nonce taken once the
+/// answer is there), and where the next page starts.
+async fn read_range(
+    state: &AppState,
+    request: &HttpRequest,
+    path: &Uuid,
+    query: &EventsQuery,
+    body: &[u8],
+) -> Result<(Vec<SessionEvent>, Option<i64>), ApiError> {
+    let caller = state.caller(request, body).await?;
     let (from_seq, to_seq) = seq_range(query.from_seq, query.to_seq)?;
     let limit = input::page_limit(query.limit, 200)?;
-    let session = state.own_session(&caller, session_path(&path)).await?;
+    let session = state.own_session(&caller, session_path(path)).await?;
     let events = state
         .store
         .read_events(session.id, from_seq, to_seq, limit)
         .await?;
     state.take_nonce(&caller).await?;
     let next_seq = next_seq(&events, limit, to_seq);
-    Ok(HttpResponse::Ok().json(EventsResponse {
-        events: events.into_iter().map(EventInfo::from).collect(),
-        next_seq,
-    }))
+    Ok((events, next_seq))
 }
 
 /// The first and last seq a range query asks for (`from_seq` defaults to 1, `to_seq` to the
@@ -167,16 +180,7 @@ pub(super) async fn transcript(
     query: crate::error::Query<EventsQuery>,
     body: Body,
 ) -> Result<HttpResponse, ApiError> {
-    let caller = state.caller(&request, &body).await?;
-    let (from_seq, to_seq) = seq_range(query.from_seq, query.to_seq)?;
-    let limit = input::page_limit(query.limit, 200)?;
-    let session = state.own_session(&caller, session_path(&path)).await?;
-    let events = state
-        .store
-        .read_events(session.id, from_seq, to_seq, limit)
-        .await?;
-    state.take_nonce(&caller).await?;
-    let next_seq = next_seq(&events, limit, to_seq);
+    let (events, next_seq) = read_range(&state, &request, &path, &query, &body).await?;
     let lines = events
         .iter()
         .filter_map(|event| {

@@ -127,6 +127,14 @@ pub fn seed_cli(data_dir: &Path, args: &[&str], stdin: &str) -> String {
     String::from_utf8(output.stdout).expect("utf-8")
 }
 
+/// A new session of the client's account.
+pub async fn new_session(client: &Client) -> seed_server::api::SessionInfo {
+    client
+        .post("/v1/sessions", &serde_json::json!({}))
+        .await
+        .expect("session created")
+}
+
 /// Rows in every table.
 pub async fn row_counts(store: &Store) -> Vec<(&'static str, i64)> {
     store.row_counts().await.expect("counts")
