@@ -6,11 +6,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use seed_durable::record::LIVE_DOCUMENT;
+use seed_durable::record::{LIVE_DOCUMENT, LiveDocument, LiveState};
 use seed_durable::{Append, Batch, DurableFs, EntryBody, FileName};
 use seed_events::{NewEvent, RunId, SessionEvent, SessionId};
 use seed_projections::store_to_log::entry_events;
 use seed_store::{Projection, SessionFiles};
+use serde::Deserialize;
 
 use crate::bus::{Notification, Publisher, SeqRange};
 
@@ -104,22 +105,16 @@ impl LoggedFiles {
             if document.name != LIVE_DOCUMENT {
                 continue;
             }
-            // Streaming, or cut off (its text stays there): what it holds beyond what was sent.
-            if let Some(text) = document.value.get("text").and_then(|text| text.as_str()) {
-                delta(text, &mut sent);
+            // Cleared (`null`) by the response's commit; or streaming, stopped or failed, with
+            // the text so far: what it holds beyond what was sent.
+            let live = LiveDocument::deserialize(&document.value).ok();
+            if let Some(live) = &live {
+                delta(&live.text, &mut sent);
             }
-            let streaming =
-                document.value.get("state").and_then(|state| state.as_str()) == Some("streaming");
-            if !streaming {
-                // Cleared by the response's commit, stopped, or failed: the next starts afresh
-                // (after the response's own text, below).
-                if !batch
-                    .entries()
-                    .iter()
-                    .any(|entry| matches!(entry.body, EntryBody::Assistant { .. }))
-                {
-                    *sent = Sent::default();
-                }
+            let streaming = live.is_some_and(|live| live.state == LiveState::Streaming);
+            if !streaming && !batch.entries().iter().any(is_response) {
+                // Stopped or failed: the next response starts afresh.
+                *sent = Sent::default();
             }
         }
         for entry in batch.entries() {
@@ -142,20 +137,31 @@ impl LoggedFiles {
                 seqs: Some(seqs),
             });
         }
-        for event in placed.iter().filter(|event| event.kind == "tool_call") {
+        // The calls of a committed response, with the seqs of their events (in the same order).
+        let calls = batch.entries().iter().flat_map(|entry| match &entry.body {
+            EntryBody::Assistant { message, .. } => message.tool_calls(),
+            _ => Vec::new(),
+        });
+        let seqs = placed
+            .iter()
+            .filter(|event| event.kind == "tool_call")
+            .map(|event| event.seq);
+        for (call, seq) in calls.zip(seqs) {
             self.publisher.publish(Notification::ToolCall {
                 session_id,
                 run_id,
-                seq: event.seq,
-                call_id: event.content["id"].as_str().unwrap_or_default().to_owned(),
-                name: event.content["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                arguments: event.content["arguments"].clone(),
+                seq,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
             });
         }
     }
+}
+
+/// Whether `entry` is a model's response.
+fn is_response(entry: &seed_durable::Entry) -> bool {
+    matches!(entry.body, EntryBody::Assistant { .. })
 }
 
 /// The calls among `events` whose result a delegated child's end writes to the log itself: the

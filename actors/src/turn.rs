@@ -455,7 +455,7 @@ async fn turn(
         .ok_or(TurnError::SessionGone)?;
     // Each pass of a run (a later pass for a child's result) is a turn of its own; a pass cut
     // off by a crash comes back with the same id and is adopted.
-    let request_id = format!("{}#{}", run.id, run.pass);
+    let request_id = request_id_of(run);
     let context = VerbContext {
         store: store.clone(),
         account_id: session.account_id,
@@ -723,6 +723,17 @@ async fn turn(
     Ok((end, plan_check))
 }
 
+/// The request id of a run's pass, as the harness's turn carries it: `run#pass`.
+pub fn request_id_of(run: &RunRow) -> String {
+    format!("{}#{}", run.id, run.pass)
+}
+
+/// The run a turn's request id names (see [`request_id_of`]).
+pub fn run_of_request(request_id: &str) -> Option<seed_events::RunId> {
+    let (run_id, _) = request_id.split_once('#')?;
+    run_id.parse().ok().map(seed_events::RunId)
+}
+
 /// The notice an open plan with unfinished steps gives a run's end, which then takes a later
 /// pass (at most `plan_passes_max`, counted by the caller) instead of ending; `None` when the
 /// plan (`None`: the session has none) has no unfinished step.
@@ -927,5 +938,19 @@ async fn name_if_untitled(env: &RunEnv, session_id: SessionId) {
         .await
     {
         tracing::debug!(%session_id, %error, "fallback namer");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_id_names_its_run_and_pass() {
+        let run_id = seed_events::RunId::from_u128(7);
+        let request_id = format!("{run_id}#2");
+        assert_eq!(run_of_request(&request_id), Some(run_id));
+        assert_eq!(run_of_request("not a run#1"), None);
+        assert_eq!(run_of_request(&run_id.to_string()), None);
     }
 }

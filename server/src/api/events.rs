@@ -3,7 +3,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, get, web};
 use seed_durable::record::LiveState;
-use seed_events::{RunId, RunStatus, SessionEvent};
+use seed_events::{RunStatus, SessionEvent};
 use seed_projections::transcript::transcript_event_line;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -236,16 +236,13 @@ pub(super) async fn live(
     // store until its run takes the turn up again.
     let mut live = None;
     if let Some(document) = document.filter(|document| document.state == LiveState::Streaming)
-        && let Some(run_id) = document
-            .request_id
-            .split_once('#')
-            .and_then(|(run_id, _)| run_id.parse::<Uuid>().ok())
-        && let Some(run) = state.store.get_run(RunId(run_id)).await?
+        && let Some(run_id) = seed_actors::turn::run_of_request(&document.request_id)
+        && let Some(run) = state.store.get_run(run_id).await?
         && run.status == RunStatus::Running
         && run.session_id == session.id
     {
         live = Some(LiveInfo {
-            run_id,
+            run_id: run_id.0,
             text: document.text,
             thinking: document.thinking,
         });
