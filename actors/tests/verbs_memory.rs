@@ -225,3 +225,39 @@ async fn invalid_arguments_name_the_field_and_change_nothing() -> anyhow::Result
     assert_eq!(store.list_memory(account()).await?.len(), 1);
     Ok(())
 }
+
+/// The next turn's `<space>` block lists a file the memory verb wrote by the path the model
+/// reads it with, once: `~/memory/notes.md`, not `~/memory/~/memory/notes.md`.
+#[actix::test]
+async fn the_space_block_lists_a_written_file_by_its_path() -> anyhow::Result<()> {
+    use seed_providers::{Message, ScriptedProvider, ScriptedStep};
+    let fixture = Fixture::new(1).await?;
+    memory(
+        &fixture.store,
+        json!({"action": "write", "path": "~/memory/notes.md", "content": "hi"}),
+    )
+    .await;
+    let model = ScriptedProvider::new(vec![ScriptedStep::Respond(seed_providers::text_response(
+        "noted",
+    ))]);
+    let runtime = fixture.start(model.clone(), "boot-1").await?;
+    let (_, run_id) = runtime
+        .send_message(session(0), "what do you know?")
+        .await?;
+    runtime.wait_for_run(run_id).await?;
+    let request = model.requests().pop().expect("a request");
+    let space = request
+        .messages
+        .iter()
+        .find_map(|message| match message.as_ref() {
+            Message::User(user) if user.text.starts_with("<space>") => Some(user.text.clone()),
+            _ => None,
+        })
+        .expect("a <space> block");
+    assert!(
+        space.contains("\n~/memory/notes.md (2 bytes, updated "),
+        "{space}"
+    );
+    assert!(!space.contains("~/memory/~/memory/"), "{space}");
+    Ok(())
+}

@@ -51,7 +51,8 @@ const MS_PER_DAY: i64 = 86_400_000;
 /// One file of the account's memory, as the `<space>` index lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryIndexEntry {
-    /// The path inside `~/memory/`, without a leading `/` (`notes/trip.md`).
+    /// The whole path, as the store holds it and the `read` verb takes it
+    /// (`~/memory/notes/trip.md`).
     pub path: String,
     pub size_bytes: u64,
     /// When the file last changed, unix milliseconds.
@@ -77,7 +78,7 @@ pub fn space_block(entries: &[MemoryIndexEntry]) -> String {
     }
     for entry in sorted {
         text.push_str(&format!(
-            "~/memory/{} ({} bytes, updated {})\n",
+            "{} ({} bytes, updated {})\n",
             line_text(&entry.path),
             entry.size_bytes,
             date(entry.updated_at_ms),
@@ -326,9 +327,10 @@ mod tests {
         }
     }
 
+    /// The file at `~/memory/` + `path`.
     fn file(path: &str, size_bytes: u64, updated_at_ms: i64) -> MemoryIndexEntry {
         MemoryIndexEntry {
-            path: path.to_owned(),
+            path: format!("~/memory/{path}"),
             size_bytes,
             updated_at_ms,
         }
