@@ -277,7 +277,14 @@ pub async fn project(
 ) -> Result<Projection, seed_store::Error> {
     let predecessor_last_seq = store.last_seq(predecessor.id).await?;
     let mut cited = Vec::new();
-    for range in input.sources.iter().filter_map(Source::range) {
+    // Only this thread's ranges are loaded as excerpts; another thread's stays a source.
+    let this_thread = |range: &seed_events::continuation::SeqRange| range.thread == predecessor.id;
+    for range in input
+        .sources
+        .iter()
+        .filter_map(Source::range)
+        .filter(this_thread)
+    {
         let events = store
             .read_events(
                 range.thread,

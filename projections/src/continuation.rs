@@ -17,9 +17,11 @@
 //! # The projection
 //!
 //! [`compile_projection`] builds the successor's first context: the lineage block, the handoff
-//! (each section a `## Heading`), the source list; then, within the byte budget, the cited
-//! ranges as `<excerpt>` blocks and the most recent exchanges before the initiating message as
-//! `<recent_exchanges>`; then what did not fit, listed in `<omitted>` (linked, not loaded).
+//! (each section a `## Heading`), the source list; then, within the byte budget, the ranges
+//! cited from this thread as `<excerpt>` blocks (another thread's stay in the source list) and
+//! the most recent exchanges before the initiating message as `<recent_exchanges>`, less what
+//! an excerpt shows; then what of this thread neither loaded, listed once in `<omitted>`
+//! (linked, not loaded).
 //! Every excerpt line is a transcript line ([`transcript_event_line`]), escaped with
 //! [`escape_action_framing`]; so is every piece of model-written text. Its cost follows the rows
 //! it is given, never the transcript's length: the caller reads the cited ranges and the recent
@@ -454,6 +456,24 @@ pub struct Projection {
 const OMITTED_LINE_BYTES_MAX: usize = 200;
 const OMITTED_FRAME_BYTES: usize = "<omitted>\n</omitted>\n".len();
 
+/// The runs of seqs from 1 to `last` that no range of `loaded` covers, in order.
+fn unloaded_runs<'a>(loaded: impl Iterator<Item = &'a SeqRange>, last: i64) -> Vec<(i64, i64)> {
+    let mut covered: Vec<(i64, i64)> = loaded.map(|range| (range.from_seq, range.to_seq)).collect();
+    covered.sort_unstable();
+    let mut runs = Vec::new();
+    let mut next = 1;
+    for (from, to) in covered {
+        if from > next && next <= last {
+            runs.push((next, (from - 1).min(last)));
+        }
+        next = next.max(to + 1);
+    }
+    if next <= last {
+        runs.push((next, last));
+    }
+    runs
+}
+
 /// Compiles the projection. See the module docs for its parts.
 pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
     let predecessor = input
@@ -477,7 +497,13 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
     let mut excerpts = Vec::new();
     let mut omitted = Vec::new();
 
-    for (range, events) in input.cited {
+    // Excerpts come from this thread alone (the spec: "the cited ranges of this thread");
+    // a range of another thread stays in the sources list, to read with `read thread:`.
+    for (range, events) in input
+        .cited
+        .iter()
+        .filter(|(range, _)| range.thread == predecessor)
+    {
         let lines: Vec<(i64, String)> = events
             .iter()
             .filter(|event| event.seq >= range.from_seq && event.seq <= range.to_seq)
@@ -505,7 +531,6 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
             || events.last().is_some_and(|event| event.seq >= range.to_seq);
         let shown_whole = taken == lines.len() && read_whole;
         if !shown_whole && taken == 0 {
-            omitted.push(*range);
             continue;
         }
         let shown_to = if shown_whole {
@@ -528,16 +553,10 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
             from_seq: range.from_seq,
             to_seq: shown_to,
         });
-        if !shown_whole {
-            omitted.push(SeqRange {
-                thread: range.thread,
-                from_seq: shown_to + 1,
-                to_seq: range.to_seq,
-            });
-        }
     }
 
-    // The recent exchanges: newest first while they fit, shown oldest first.
+    // The recent exchanges: newest first while they fit, shown oldest first; what an excerpt
+    // already shows is left out.
     let initiating_seq = input.initiating.seq;
     let recent: Vec<(i64, String)> = input
         .recent
@@ -561,7 +580,6 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
         first_taken = idx;
     }
     let mut recent_exchanges = None;
-    let mut loaded_from = initiating_seq;
     if first_taken < recent.len() {
         let from = recent[first_taken].0;
         let to = initiating_seq - 1;
@@ -576,15 +594,25 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
             from_seq: from,
             to_seq: to,
         });
-        loaded_from = from;
     }
-    if loaded_from > 1 {
-        omitted.push(SeqRange {
-            thread: predecessor,
-            from_seq: 1,
-            to_seq: loaded_from - 1,
-        });
-    }
+    // Listed as omitted: what of this thread before the initiating message, and of the ranges
+    // cited from it, neither an excerpt nor the recent exchanges loaded.
+    let cited_to = input
+        .cited
+        .iter()
+        .filter(|(range, _)| range.thread == predecessor)
+        .map(|(range, _)| range.to_seq);
+    let omitted_to = cited_to.fold(initiating_seq - 1, i64::max);
+    let loaded = excerpts.iter().chain(recent_exchanges.iter());
+    omitted.extend(
+        unloaded_runs(loaded, omitted_to)
+            .into_iter()
+            .map(|(from_seq, to_seq)| SeqRange {
+                thread: predecessor,
+                from_seq,
+                to_seq,
+            }),
+    );
 
     if !omitted.is_empty() {
         text.push_str("<omitted>\n");

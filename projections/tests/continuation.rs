@@ -442,26 +442,21 @@ fn what_does_not_fit_is_listed_as_omitted() {
     let projection = compile(&input, &log, CONTINUATION_PROJECTION_BUDGET_BYTES);
     assert!(projection.text.len() <= CONTINUATION_PROJECTION_BUDGET_BYTES);
     let manifest = &projection.manifest;
-    // The first range is cut where the budget ran out; the rest is linked, not loaded.
+    // The first range is cut where the budget ran out; the rest of it, the cited 1500 and
+    // the recent tail (nothing of which fit either) are linked, not loaded: all of the thread
+    // before the message that the excerpt does not show, once.
     let shown = manifest.excerpts[0];
     assert_eq!(shown.from_seq, 1);
     assert!(shown.to_seq > 1 && shown.to_seq < 1000, "{shown:?}");
-    assert!(manifest.omitted.contains(&SeqRange {
-        thread: thread(1),
-        from_seq: shown.to_seq + 1,
-        to_seq: 1000
-    }));
-    assert!(manifest.omitted.contains(&SeqRange {
-        thread: thread(1),
-        from_seq: 1500,
-        to_seq: 1500
-    }));
-    // Nothing of the recent tail fit either, so all before the message is listed.
-    assert!(
-        manifest
-            .omitted
-            .iter()
-            .any(|range| range.from_seq == 1 && range.to_seq == 2000)
+    assert_eq!(manifest.excerpts.len(), 1);
+    assert_eq!(manifest.recent_exchanges, None);
+    assert_eq!(
+        manifest.omitted,
+        [SeqRange {
+            thread: thread(1),
+            from_seq: shown.to_seq + 1,
+            to_seq: 2000
+        }]
     );
     for range in &manifest.omitted {
         let line = format!(
@@ -473,6 +468,72 @@ fn what_does_not_fit_is_listed_as_omitted() {
             "{line} in the omitted list"
         );
     }
+}
+
+/// The first exchange cited, as a continuation right after it cites it: the excerpt shows it,
+/// and nothing is listed as omitted (nor loaded again as recent exchanges).
+#[test]
+fn what_an_excerpt_shows_is_neither_omitted_nor_loaded_again() {
+    let log = transcript(thread(1), 3, 10);
+    let input = input(vec![Source::SessionEvents {
+        thread: thread(1),
+        from_seq: 1,
+        to_seq: 2,
+    }]);
+    let projection = compile(&input, &log, CONTINUATION_PROJECTION_BUDGET_BYTES);
+    let manifest = &projection.manifest;
+    assert_eq!(
+        manifest.excerpts,
+        [SeqRange {
+            thread: thread(1),
+            from_seq: 1,
+            to_seq: 2
+        }]
+    );
+    assert_eq!(manifest.recent_exchanges, None);
+    assert_eq!(manifest.omitted, []);
+    assert!(
+        !projection.text.contains("<omitted>"),
+        "{}",
+        projection.text
+    );
+    assert_eq!(
+        projection.text.matches("[1] ").count(),
+        1,
+        "{}",
+        projection.text
+    );
+}
+
+/// A range cited from another of the agent's threads is a source to read with `read thread:`,
+/// not an excerpt: the spec loads "the cited ranges of this thread".
+#[test]
+fn a_range_of_another_thread_is_a_source_not_an_excerpt() {
+    let log = transcript(thread(1), 5, 10);
+    let input = input(vec![Source::SessionEvents {
+        thread: thread(0),
+        from_seq: 1,
+        to_seq: 2,
+    }]);
+    let projection = compile(&input, &log, CONTINUATION_PROJECTION_BUDGET_BYTES);
+    let manifest = &projection.manifest;
+    assert_eq!(manifest.excerpts, []);
+    assert!(
+        manifest
+            .omitted
+            .iter()
+            .all(|range| range.thread == thread(1)),
+        "{:?}",
+        manifest.omitted
+    );
+    assert!(
+        projection
+            .text
+            .contains(&format!("thread:{} seq 1\u{2013}2", thread(0))),
+        "listed among the sources: {}",
+        projection.text
+    );
+    assert!(!projection.text.contains("<excerpt"), "{}", projection.text);
 }
 
 proptest! {
@@ -514,6 +575,20 @@ proptest! {
                     .chain(manifest.omitted.iter())
                     .any(|r| r.from_seq <= seq && seq <= r.to_seq);
                 prop_assert!(covered, "seq {seq} of {range:?}");
+            }
+        }
+        // Nothing is listed as omitted that an excerpt or the recent exchanges loaded.
+        let loaded: Vec<&SeqRange> = manifest
+            .excerpts
+            .iter()
+            .chain(manifest.recent_exchanges.iter())
+            .collect();
+        for omitted in &manifest.omitted {
+            for range in &loaded {
+                prop_assert!(
+                    omitted.to_seq < range.from_seq || range.to_seq < omitted.from_seq,
+                    "{omitted:?} overlaps {range:?}"
+                );
             }
         }
     }
