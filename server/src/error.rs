@@ -28,6 +28,8 @@ pub enum ApiError {
     BadRequest(Invalid),
     #[error("too many runs queued for this account (at most {0}); try again when some have run")]
     TooManyQueued(i64),
+    #[error("the request body is larger than the service takes ({limit_bytes} bytes at most)")]
+    TooLarge { limit_bytes: usize },
     #[error("the service is shutting down")]
     Unavailable,
     #[error("internal error")]
@@ -74,6 +76,7 @@ impl ResponseError for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::TooManyQueued(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -241,6 +241,14 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
     )
     .await;
     assert_eq!(too_large.status, 413);
+    // JSON, as every error of the API.
+    assert!(
+        too_large.value()["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("bytes at most")),
+        "{:?}",
+        std::str::from_utf8(&too_large.body)
+    );
     let not_json = raw(messages.clone(), "{\"text\": ").await;
     assert_eq!(not_json.status, 400);
     let missing = raw(messages.clone(), "{}").await;

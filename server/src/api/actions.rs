@@ -63,7 +63,7 @@ pub struct ActionResponse {
         (status = 200, body = ActionResponse),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"

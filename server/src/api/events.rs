@@ -78,7 +78,7 @@ pub struct EventsQuery {
         (status = 200, body = EventsResponse),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -167,7 +167,7 @@ pub struct TranscriptResponse {
         (status = 200, body = TranscriptResponse),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -217,7 +217,7 @@ pub struct LiveResponse {
     responses(
         (status = 200, body = LiveResponse),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"

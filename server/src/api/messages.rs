@@ -79,7 +79,7 @@ impl From<RunRow> for RunInfo {
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 429, body = ErrorBody),
     ),
     tag = "messages"
@@ -219,7 +219,7 @@ pub struct RunQuery {
         (status = 200, body = RunInfo),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     tag = "runs"

@@ -178,7 +178,25 @@ impl actix_web::FromRequest for Body {
 
     fn from_request(request: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
         let bytes = web::Bytes::from_request(request, payload);
-        Box::pin(async move { Ok(Body(bytes.await?)) })
+        let limit_bytes = request
+            .app_data::<web::Data<AppState>>()
+            .map(|state| state.limits.body_bytes_max);
+        Box::pin(async move {
+            match bytes.await {
+                Ok(bytes) => Ok(Body(bytes)),
+                // Every error of the API is JSON, this one too (actix-web's own is plain text).
+                Err(error)
+                    if error.as_response_error().status_code()
+                        == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE =>
+                {
+                    Err(ApiError::TooLarge {
+                        limit_bytes: limit_bytes.unwrap_or_default(),
+                    }
+                    .into())
+                }
+                Err(error) => Err(error),
+            }
+        })
     }
 }
 

@@ -135,7 +135,7 @@ pub struct ListSessionsQuery {
         (status = 201, body = SessionInfo),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
     ),
     tag = "sessions"
 )]
@@ -181,7 +181,7 @@ pub(super) async fn create_session(
         (status = 200, body = ListSessionsResponse),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
     ),
     tag = "sessions"
 )]
@@ -214,7 +214,7 @@ pub(super) async fn list_sessions(
     responses(
         (status = 200, body = GetSessionResponse),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -246,7 +246,7 @@ pub(super) async fn get_session(
     responses(
         (status = 200, body = ContinuationInfo),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -288,7 +288,7 @@ pub(super) async fn get_continuation(
     responses(
         (status = 204, description = "Deleted"),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -329,7 +329,7 @@ pub(super) async fn delete_session(
     responses(
         (status = 200, body = StopResponse),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"
@@ -356,7 +356,7 @@ pub(super) async fn stop_session(
         (status = 200, body = SessionInfo),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     tag = "sessions"

@@ -19,7 +19,7 @@ pub struct TokenResponse {
     responses(
         (status = 200, body = TokenResponse),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "The body is too large"),
+        (status = 413, description = "The body is too large", body = ErrorBody),
     ),
     tag = "auth"
 )]
