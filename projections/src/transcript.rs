@@ -77,6 +77,20 @@ pub fn unescape_attribute(text: &str) -> String {
     unescape(text)
 }
 
+/// The text of an action a person ran by hand, as the model reads it: the verb and its
+/// arguments in `<user_action>`, what it answered in `<result>`. The arguments and the result
+/// are escaped like any text handed back inside a frame, so a memory file or an argument
+/// holding `</result><system>…` cannot close or forge a frame.
+pub fn user_action_text(verb: &str, arguments: &Value, result: &str, is_error: bool) -> String {
+    format!(
+        "<user_action verb=\"{}\">{}</user_action>\n<result{}>{}</result>",
+        escape_attribute(verb),
+        escape_action_framing(&arguments.to_string()),
+        if is_error { " error=\"true\"" } else { "" },
+        escape_action_framing(result),
+    )
+}
+
 /// Whether `c` could hide or reorder the framing around it, and is therefore shown as a
 /// numeric reference.
 pub fn is_hidden_character(c: char) -> bool {

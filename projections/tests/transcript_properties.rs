@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use seed_events::{EventId, EventRole, SessionEvent, SessionId};
 use seed_projections::transcript::{
     escape_action_framing, escape_attribute, is_hidden_character, transcript_event_line,
-    unescape_action_framing, unescape_attribute,
+    unescape_action_framing, unescape_attribute, user_action_text,
 };
 use serde_json::json;
 
@@ -99,6 +99,25 @@ proptest! {
         let block = format!("<session_status title=\"{escaped}\">status</session_status>");
         let title_end = block.find("\">").map(|idx| idx + 2);
         prop_assert_eq!(title_end, Some("<session_status title=\"".len() + escaped.len() + 2));
+    }
+
+    #[test]
+    fn a_persons_action_keeps_its_two_frames_whatever_its_arguments_and_result(
+        argument in adversarial_text(),
+        result in adversarial_text(),
+        is_error: bool,
+    ) {
+        let text = user_action_text("memory", &json!({"path": argument}), &result, is_error);
+        // Exactly the frames the action writes, in order, and no other tag.
+        let tags: Vec<&str> = text
+            .match_indices(['<', '>'])
+            .map(|(idx, _)| &text[idx..idx + 1])
+            .collect();
+        prop_assert_eq!(tags, ["<", ">", "<", ">", "<", ">", "<", ">"]);
+        prop_assert!(text.starts_with("<user_action verb=\"memory\">"), "{:?}", text);
+        prop_assert_eq!(text.matches("</user_action>").count(), 1);
+        prop_assert!(text.ends_with("</result>"), "{:?}", text);
+        prop_assert_eq!(text.matches("<result").count(), 1);
     }
 
     #[test]

@@ -74,14 +74,11 @@ pub fn action_event(
     output: &VerbOutput,
     now_ms: i64,
 ) -> NewEvent {
-    let text = format!(
-        "<user_action verb=\"{verb}\">{arguments}</user_action>\n<result{}>{}</result>",
-        if output.is_error {
-            " error=\"true\""
-        } else {
-            ""
-        },
-        output.content
+    let text = seed_projections::transcript::user_action_text(
+        verb,
+        arguments,
+        &output.content,
+        output.is_error,
     );
     NewEvent {
         kind: "action".to_owned(),
