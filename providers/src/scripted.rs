@@ -437,8 +437,17 @@ mod tests {
     }
 
     #[test]
-    fn delay_becomes_ready() {
-        futures::executor::block_on(Delay::new(Duration::from_millis(1)));
+    fn a_delay_waits_its_duration_then_becomes_ready() {
+        let duration = Duration::from_millis(20);
+        let started = std::time::Instant::now();
+        let mut delay = Delay::new(duration);
+        // Not ready at once: the first poll starts the timer and waits for it.
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(Pin::new(&mut delay).poll(&mut cx), Poll::Pending);
+        // Ready once the duration has passed, and not before (a lower bound, so not flaky).
+        futures::executor::block_on(delay);
+        assert!(started.elapsed() >= duration, "{:?}", started.elapsed());
     }
 
     #[test]
