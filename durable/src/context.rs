@@ -506,9 +506,7 @@ mod tests {
     fn user(text: &str) -> EntryBody {
         EntryBody::User {
             request_id: "r".to_owned(),
-            message: UserMessage {
-                text: text.to_owned(),
-            },
+            message: UserMessage::new(text.to_owned()),
         }
     }
 
@@ -795,9 +793,9 @@ mod tests {
             assistant(tool_response("", vec![call("x")])),
             tool_result(result("x", "X")),
         ]);
-        let blocks = [UserMessage {
-            text: "<current_time>noon</current_time>".to_owned(),
-        }];
+        let blocks = [UserMessage::new(
+            "<current_time>noon</current_time>".to_owned(),
+        )];
         let messages = request_messages(conversation(&log), 3, &block_messages(&blocks));
         let roles: Vec<String> = messages
             .iter()

@@ -136,7 +136,7 @@ impl TurnRequest {
     pub fn new(request_id: impl Into<String>, input: impl Into<String>) -> Self {
         TurnRequest {
             request_id: request_id.into(),
-            input: UserMessage { text: input.into() },
+            input: UserMessage::new(input),
             blocks: Vec::new(),
             imports: Vec::new(),
             documents: Vec::new(),

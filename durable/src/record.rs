@@ -240,9 +240,7 @@ mod tests {
             id: 7,
             body: EntryBody::User {
                 request_id: "r1".to_owned(),
-                message: UserMessage {
-                    text: "hi".to_owned(),
-                },
+                message: UserMessage::new("hi".to_owned()),
             },
         };
         let line = serde_json::to_string(&entry).expect("serializable");

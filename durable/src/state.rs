@@ -269,9 +269,7 @@ mod tests {
         let mut batch = Batch::new(&state);
         let input = batch.entry(EntryBody::User {
             request_id: "r".to_owned(),
-            message: UserMessage {
-                text: "hi".to_owned(),
-            },
+            message: UserMessage::new("hi".to_owned()),
         });
         assert_eq!(input, 1);
         batch.document(

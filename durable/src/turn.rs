@@ -181,9 +181,7 @@ mod tests {
             let mut batch = Batch::new(&state);
             let input_entry_id = batch.entry(EntryBody::User {
                 request_id: "r".to_owned(),
-                message: UserMessage {
-                    text: "go".to_owned(),
-                },
+                message: UserMessage::new("go".to_owned()),
             });
             state.apply(batch);
             Turn {

@@ -219,9 +219,9 @@ fn turn_blocks_ride_behind_the_input_and_are_never_stored() {
     let fs = MemoryFs::new();
     let mut harness = open(fs.clone(), provider.clone());
     let mut turn = TurnRequest::new("r1", "what time is it");
-    turn.blocks = vec![UserMessage {
-        text: "<current_time>2026-11-29T23:00Z</current_time>".to_owned(),
-    }];
+    turn.blocks = vec![UserMessage::new(
+        "<current_time>2026-11-29T23:00Z</current_time>".to_owned(),
+    )];
     block_on(harness.run_turn(turn)).expect("turn");
     let request = &provider.requests()[0];
     let texts: Vec<&str> = request

@@ -225,7 +225,7 @@ pub fn render_turn_blocks(blocks: &TurnBlocks) -> Vec<UserMessage> {
     }
     texts.push(session_status_block(&blocks.status.0, &blocks.status.1));
     texts.push(current_time_block(blocks.now_ms, blocks.utc_offset_minutes));
-    texts.into_iter().map(|text| UserMessage { text }).collect()
+    texts.into_iter().map(UserMessage::new).collect()
 }
 
 /// The proleptic Gregorian date `(year, month 1–12, day 1–31)` of a day counted from

@@ -121,12 +121,8 @@ pub fn plan_import(
         .find(|event| own.contains(&event.id) && is_person_message(event))
         .copied();
     let input = match input_event {
-        Some(event) => UserMessage {
-            text: event_text(event),
-        },
-        None => UserMessage {
-            text: BACKGROUND_WORK_UPDATE.to_owned(),
-        },
+        Some(event) => UserMessage::new(event_text(event)),
+        None => UserMessage::new(BACKGROUND_WORK_UPDATE.to_owned()),
     };
 
     let placeholders = placeholders_in_context(store);
@@ -325,9 +321,7 @@ fn replay_message(event: &SessionEvent) -> Option<Message> {
         ("tool_call", _) => {
             tool_call(event).map(|call| Message::Assistant(assistant(String::new(), vec![call])))
         }
-        _ => Some(Message::User(UserMessage {
-            text: event_text(event),
-        })),
+        _ => Some(Message::User(UserMessage::new(event_text(event)))),
     }
 }
 

@@ -108,9 +108,7 @@ fn store(bodies: Vec<EntryBody>) -> StoreState {
 fn input_entry(text: &str) -> EntryBody {
     EntryBody::User {
         request_id: "r-old".to_owned(),
-        message: UserMessage {
-            text: text.to_owned(),
-        },
+        message: UserMessage::new(text.to_owned()),
     }
 }
 
@@ -123,9 +121,7 @@ fn answer_entry(message: AssistantMessage) -> EntryBody {
 
 fn replay_user(text: &str) -> EntryBody {
     EntryBody::Replay {
-        message: Message::User(UserMessage {
-            text: text.to_owned(),
-        }),
+        message: Message::User(UserMessage::new(text.to_owned())),
     }
 }
 
@@ -194,9 +190,7 @@ fn sync(mark: i64, left_out: &[i64]) -> SyncDocument {
 }
 
 fn input(text: &str) -> UserMessage {
-    UserMessage {
-        text: text.to_owned(),
-    }
+    UserMessage::new(text.to_owned())
 }
 
 /// A store that answered "hi" with "hello", and the log that says so.

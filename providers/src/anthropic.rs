@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use crate::config::{ApiKey, ProviderConfig};
 use crate::http::{Decoder, HttpClient};
 use crate::message::{
-    AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, Usage,
+    AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, Usage, UserMessage,
+    UserPart,
 };
 use crate::openai::request_model;
 use crate::provider::{Provider, ProviderError, ProviderErrorKind, StreamEvent};
@@ -38,6 +39,23 @@ pub struct BodyOptions {
     pub max_output_tokens: Option<u64>,
     /// Extended thinking's budget; off when unset.
     pub thinking_budget_tokens: Option<u64>,
+}
+
+/// A user message's blocks: its text, then each part (an image as a base64 `image` block). The
+/// wire refuses empty text blocks, so a message of parts alone starts with its first part.
+fn user_blocks(user: &UserMessage) -> Vec<Value> {
+    let mut blocks = Vec::with_capacity(user.parts.len() + 1);
+    if !user.text.is_empty() || user.parts.is_empty() {
+        blocks.push(json!({"type": "text", "text": user.text}));
+    }
+    blocks.extend(user.parts.iter().map(|part| match part {
+        UserPart::Text { text } => json!({"type": "text", "text": text}),
+        UserPart::Image { media_type, data } => json!({
+            "type": "image",
+            "source": {"type": "base64", "media_type": media_type, "data": data},
+        }),
+    }));
+    blocks
 }
 
 /// The Messages body for `request`: the system prompt and the last tool marked for the prompt
@@ -62,7 +80,7 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
     };
     for message in &request.messages {
         match message.as_ref() {
-            Message::User(user) => push("user", vec![json!({"type": "text", "text": user.text})]),
+            Message::User(user) => push("user", user_blocks(user)),
             Message::ToolResult(result) => push(
                 "user",
                 vec![json!({
@@ -931,9 +949,7 @@ mod tests {
             model: "claude-opus-4-1".to_owned(),
             system_prompt: "You are terse.".to_owned(),
             messages: vec![
-                Arc::new(Message::User(UserMessage {
-                    text: "read both".to_owned(),
-                })),
+                Arc::new(Message::User(UserMessage::new("read both".to_owned()))),
                 Arc::new(Message::Assistant(first)),
                 Arc::new(Message::ToolResult(ToolResultMessage {
                     tool_call_id: "toolu_a".to_owned(),
@@ -947,9 +963,9 @@ mod tests {
                     content: "no such dir".to_owned(),
                     is_error: true,
                 })),
-                Arc::new(Message::User(UserMessage {
-                    text: "<current_time>now</current_time>".to_owned(),
-                })),
+                Arc::new(Message::User(UserMessage::new(
+                    "<current_time>now</current_time>".to_owned(),
+                ))),
             ],
             tools: Arc::from(vec![
                 ToolSpec {
@@ -1015,6 +1031,38 @@ mod tests {
         assert_eq!(
             request_body(&request, &options)["model"],
             "claude-sonnet-4-5"
+        );
+    }
+
+    #[test]
+    fn a_message_with_an_image_sends_an_image_block() {
+        let attached = Message::User(UserMessage {
+            text: String::new(),
+            parts: vec![
+                UserPart::Text {
+                    text: "attachment:a1 (dot.png, image/png, 68 bytes): the image follows."
+                        .to_owned(),
+                },
+                UserPart::Image {
+                    media_type: "image/png".to_owned(),
+                    data: "iVBORw0KGgo=".to_owned(),
+                },
+            ],
+        });
+        let request = Request {
+            messages: vec![Arc::new(attached)],
+            ..request()
+        };
+        let body = request_body(&request, &BodyOptions::default());
+        // No empty text block: the wire refuses them.
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [
+                {"type": "text",
+                 "text": "attachment:a1 (dot.png, image/png, 68 bytes): the image follows."},
+                {"type": "image",
+                 "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+            ]}])
         );
     }
 }

@@ -1,5 +1,5 @@
-//! What each model can hold: one table of context windows, used by the context meter and the
-//! per-turn `<context_usage>` block.
+//! What each model can do: one table of context windows, used by the context meter and the
+//! per-turn `<context_usage>` block, and one of the models that take images.
 
 /// Context windows in tokens, by provider and model-name prefix; the first row that matches
 /// wins, so a longer prefix comes before a shorter one. An empty prefix matches every model of
@@ -34,6 +34,40 @@ const CONTEXT_WINDOWS: &[(&str, &str, u64)] = &[
     ("openai", "deepseek-v3", 131_072),
     ("openai", "phi4", 16_384),
 ];
+
+/// Whether a model takes images as input, by provider and model-name prefix, read as
+/// [`CONTEXT_WINDOWS`] is (the first matching row wins). A model missing here takes none,
+/// unless the provider configuration says it does (`ProviderConfig::image_models`). The
+/// scripted model takes them, so that tests see what an image becomes.
+const IMAGE_MODELS: &[(&str, &str, bool)] = &[
+    ("scripted", "", true),
+    ("anthropic", "claude-2", false),
+    ("anthropic", "claude-instant", false),
+    ("anthropic", "claude-", true),
+    ("openai", "gpt-5", true),
+    ("openai", "gpt-4.1", true),
+    ("openai", "gpt-4o", true),
+    ("openai", "gpt-4-turbo", true),
+    ("openai", "o1-mini", false),
+    ("openai", "o1", true),
+    ("openai", "o3-mini", false),
+    ("openai", "o3", true),
+    ("openai", "o4", true),
+    ("openai", "llama3.2-vision", true),
+    ("openai", "llava", true),
+    ("openai", "gemma3", true),
+    ("openai", "qwen2.5vl", true),
+    ("openai", "qwen2.5-vl", true),
+];
+
+/// Whether a provider's model takes images as input; `None` for a model the table does not
+/// know (the caller treats it as taking none unless configured).
+pub fn model_takes_images(provider: &str, model: &str) -> Option<bool> {
+    IMAGE_MODELS
+        .iter()
+        .find(|(row_provider, prefix, _)| *row_provider == provider && model.starts_with(prefix))
+        .map(|(_, _, takes)| *takes)
+}
 
 /// The context window, in tokens, of a provider's model; one table, used by the context meter
 /// and `<context_usage>`. `None` for a model the table does not know.
@@ -75,6 +109,29 @@ mod tests {
         ] {
             assert_eq!(
                 model_context_window(provider, model),
+                expected,
+                "{provider} {model}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_image_table() {
+        for (provider, model, expected) in [
+            ("scripted", "anything", Some(true)),
+            ("anthropic", "claude-sonnet-4-5", Some(true)),
+            ("anthropic", "claude-2.1", Some(false)),
+            ("openai", "gpt-4o-mini", Some(true)),
+            ("openai", "gpt-4.1-nano", Some(true)),
+            ("openai", "o3-mini", Some(false)),
+            ("openai", "o3", Some(true)),
+            ("openai", "llama3.2-vision:11b", Some(true)),
+            ("openai", "llama3.2:3b", None),
+            ("openai", "gpt-3.5-turbo", None),
+            ("openai", "claude-sonnet-4-5", None),
+        ] {
+            assert_eq!(
+                model_takes_images(provider, model),
                 expected,
                 "{provider} {model}"
             );

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::anthropic::AnthropicProvider;
-use crate::capabilities::model_context_window;
+use crate::capabilities::{model_context_window, model_takes_images};
 use crate::openai::OpenAiProvider;
 use crate::provider::Provider;
 use crate::scripted::{ScriptedProvider, ScriptedStep, text_response};
@@ -190,6 +190,9 @@ pub struct ProviderConfig {
     pub context_windows: BTreeMap<String, u64>,
     /// The context window of a model neither the table nor `context_windows` knows.
     pub context_window_default: Option<u64>,
+    /// Whether a model takes images, by model name, over the built-in table (a local vision
+    /// model the table does not know, or a model to send no images to).
+    pub image_models: BTreeMap<String, bool>,
     /// The longest answer, in tokens; Anthropic needs one (8192 when unset).
     pub max_output_tokens: Option<u64>,
     /// Anthropic extended thinking: the token budget, off when unset.
@@ -289,6 +292,16 @@ impl ProviderConfig {
             .copied()
             .or_else(|| model_context_window(self.provider.name(), model))
             .or(self.context_window_default)
+    }
+
+    /// Whether `model` on this provider takes images: this config's `image_models`, else the
+    /// built-in table, else not.
+    pub fn takes_images(&self, model: &str) -> bool {
+        self.image_models
+            .get(model)
+            .copied()
+            .or_else(|| model_takes_images(self.provider.name(), model))
+            .unwrap_or(false)
     }
 
     /// One line for the startup log; never shows the key.
@@ -435,6 +448,10 @@ mod tests {
             [context_windows]
             "my-finetune" = 32768
 
+            [image_models]
+            "my-finetune" = true
+            "claude-opus-4-1" = false
+
             [retry]
             attempts_max = 2
 
@@ -455,6 +472,10 @@ mod tests {
         assert_eq!(config.context_window("my-finetune"), Some(32_768));
         assert_eq!(config.context_window("claude-opus-4-1"), Some(200_000));
         assert_eq!(config.context_window("unknown"), None);
+        assert!(config.takes_images("my-finetune"));
+        assert!(!config.takes_images("claude-opus-4-1"));
+        assert!(config.takes_images("claude-haiku-4-5"));
+        assert!(!config.takes_images("unknown"));
 
         let config = config
             .with_env(env(&[("SEED_MODEL", "claude-haiku-4-5")]))

@@ -28,11 +28,11 @@ pub mod provider;
 pub mod scripted;
 
 pub use anthropic::{AnthropicDecoder, AnthropicProvider};
-pub use capabilities::model_context_window;
+pub use capabilities::{model_context_window, model_takes_images};
 pub use config::{ApiKey, ProviderConfig, ProviderKind, RetryConfig, TimeoutConfig};
 pub use message::{
     AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, ToolResultMessage,
-    ToolSpec, Usage, UserMessage,
+    ToolSpec, Usage, UserMessage, UserPart,
 };
 pub use openai::{OpenAiDecoder, OpenAiProvider};
 pub use provider::{Provider, ProviderError, ProviderErrorKind, StreamEvent};

@@ -135,11 +135,45 @@ impl AssistantMessage {
     }
 }
 
-/// What the user said.
+/// What the user said: the text, then the parts that came with it (files a person attached, as
+/// the model reads them). A message without parts is `{"text": ..}` on the wire and in a store,
+/// as it always was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserMessage {
     /// The text.
     pub text: String,
+    /// What follows the text, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<UserPart>,
+}
+
+impl UserMessage {
+    /// A message of text alone.
+    pub fn new(text: impl Into<String>) -> Self {
+        UserMessage {
+            text: text.into(),
+            parts: Vec::new(),
+        }
+    }
+}
+
+/// One part of a user message after its text: `{"type": "text", "text": ..}` or
+/// `{"type": "image", "media_type": "image/png", "data": "<base64>"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum UserPart {
+    /// More text (an attached file's text, or a line naming a file).
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, for a model that takes images.
+    Image {
+        /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+        media_type: String,
+        /// The image's bytes in standard base64, exactly as both wires carry them.
+        data: String,
+    },
 }
 
 /// The result of one tool call, sent back to the model.
@@ -327,10 +361,26 @@ mod tests {
     #[test]
     fn messages_round_trip() {
         round_trip(
-            &Message::User(UserMessage {
-                text: "hello".to_owned(),
-            }),
+            &Message::User(UserMessage::new("hello".to_owned())),
             json!({"role": "user", "text": "hello"}),
+        );
+        round_trip(
+            &Message::User(UserMessage {
+                text: "look".to_owned(),
+                parts: vec![
+                    UserPart::Text {
+                        text: "attachment:a1 (notes.txt, text/plain, 5 bytes)".to_owned(),
+                    },
+                    UserPart::Image {
+                        media_type: "image/png".to_owned(),
+                        data: "iVBORw0KGgo=".to_owned(),
+                    },
+                ],
+            }),
+            json!({"role": "user", "text": "look", "parts": [
+                {"type": "text", "text": "attachment:a1 (notes.txt, text/plain, 5 bytes)"},
+                {"type": "image", "media_type": "image/png", "data": "iVBORw0KGgo="},
+            ]}),
         );
         round_trip(
             &Message::ToolResult(ToolResultMessage {
@@ -375,9 +425,7 @@ mod tests {
             model: "gpt-4o".to_owned(),
             system_prompt: "be brief".to_owned(),
             messages: vec![
-                Arc::new(Message::User(UserMessage {
-                    text: "list files".to_owned(),
-                })),
+                Arc::new(Message::User(UserMessage::new("list files".to_owned()))),
                 Arc::new(Message::Assistant(assistant())),
             ],
             tools: Arc::from(vec![ToolSpec {

@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 use crate::config::{ApiKey, ProviderConfig};
 use crate::http::{Decoder, HttpClient};
 use crate::message::{
-    AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, Usage,
+    AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, Usage, UserMessage,
+    UserPart,
 };
 use crate::provider::{Provider, ProviderError, ProviderErrorKind, StreamEvent};
 
@@ -50,6 +51,26 @@ fn arguments_text(arguments: &Value) -> String {
     }
 }
 
+/// A user message's content: its text as a string, as it always was, or, with parts, an array
+/// of `text` and `image_url` parts (an image as a `data:` URL).
+fn user_content(user: &UserMessage) -> Value {
+    if user.parts.is_empty() {
+        return Value::String(user.text.clone());
+    }
+    let mut parts = Vec::with_capacity(user.parts.len() + 1);
+    if !user.text.is_empty() {
+        parts.push(json!({"type": "text", "text": user.text}));
+    }
+    parts.extend(user.parts.iter().map(|part| match part {
+        UserPart::Text { text } => json!({"type": "text", "text": text}),
+        UserPart::Image { media_type, data } => json!({
+            "type": "image_url",
+            "image_url": {"url": format!("data:{media_type};base64,{data}")},
+        }),
+    }));
+    Value::Array(parts)
+}
+
 /// The Chat Completions body for `request`: the system prompt, the conversation, the tools,
 /// streaming with usage, and the session id as `prompt_cache_key` (OpenAI routes requests with
 /// the same key to the same cache).
@@ -60,7 +81,7 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
     }
     for message in &request.messages {
         messages.push(match message.as_ref() {
-            Message::User(user) => json!({"role": "user", "content": user.text}),
+            Message::User(user) => json!({"role": "user", "content": user_content(user)}),
             Message::ToolResult(result) => json!({
                 "role": "tool",
                 "tool_call_id": result.tool_call_id,
@@ -747,9 +768,7 @@ mod tests {
             model: String::new(),
             system_prompt: "You are terse.".to_owned(),
             messages: vec![
-                Arc::new(Message::User(UserMessage {
-                    text: "list /tmp".to_owned(),
-                })),
+                Arc::new(Message::User(UserMessage::new("list /tmp".to_owned()))),
                 Arc::new(Message::Assistant(AssistantMessage {
                     content: vec![
                         AssistantBlock::Thinking {
@@ -827,5 +846,40 @@ mod tests {
         let body = request_body(&request, &options);
         assert_eq!(body["model"], "gpt-5");
         assert!(body.get("prompt_cache_key").is_none());
+    }
+
+    /// A message with attached files: an array of parts, the image as a `data:` URL.
+    fn attached() -> Message {
+        Message::User(UserMessage {
+            text: "what is this?".to_owned(),
+            parts: vec![
+                UserPart::Text {
+                    text: "attachment:a1 (dot.png, image/png, 68 bytes): the image follows."
+                        .to_owned(),
+                },
+                UserPart::Image {
+                    media_type: "image/png".to_owned(),
+                    data: "iVBORw0KGgo=".to_owned(),
+                },
+            ],
+        })
+    }
+
+    #[test]
+    fn a_message_with_an_image_sends_parts() {
+        let request = Request {
+            messages: vec![Arc::new(attached())],
+            ..request()
+        };
+        let body = request_body(&request, &BodyOptions::default());
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "text",
+                 "text": "attachment:a1 (dot.png, image/png, 68 bytes): the image follows."},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            ]})
+        );
     }
 }

@@ -16,9 +16,9 @@ fn request(text: &str) -> Request {
     Request {
         model: "scripted".to_owned(),
         system_prompt: "you are a test".to_owned(),
-        messages: vec![std::sync::Arc::new(Message::User(UserMessage {
-            text: text.to_owned(),
-        }))],
+        messages: vec![std::sync::Arc::new(Message::User(UserMessage::new(
+            text.to_owned(),
+        )))],
         tools: std::sync::Arc::from(Vec::new()),
         session_id: Some("session-1".to_owned()),
     }

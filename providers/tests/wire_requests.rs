@@ -17,9 +17,7 @@ fn request() -> Request {
     Request {
         model: "session-model".to_owned(),
         system_prompt: "Be brief.".to_owned(),
-        messages: vec![Arc::new(Message::User(UserMessage {
-            text: "hi".to_owned(),
-        }))],
+        messages: vec![Arc::new(Message::User(UserMessage::new("hi".to_owned())))],
         tools: Arc::from(vec![ToolSpec {
             name: "read".to_owned(),
             description: "reads".to_owned(),

@@ -389,9 +389,7 @@ mod tests {
     }
 
     fn user(text: &str) -> Message {
-        Message::User(UserMessage {
-            text: text.to_owned(),
-        })
+        Message::User(UserMessage::new(text.to_owned()))
     }
 
     fn answer(provider: &Scripted, request: Request) -> AssistantMessage {

@@ -137,9 +137,7 @@ pub fn session(n_entries: usize, context_entries: usize) -> Session {
 /// A notice Seed imported from its log.
 fn notice() -> EntryBody {
     EntryBody::Replay {
-        message: Message::User(UserMessage {
-            text: "The plan has 2 open steps.".to_owned(),
-        }),
+        message: Message::User(UserMessage::new("The plan has 2 open steps.".to_owned())),
     }
 }
 
@@ -158,12 +156,10 @@ fn finished_turn(batch: &mut Batch, turn: usize) {
 fn input(request_id: &str, turn: usize) -> EntryBody {
     EntryBody::User {
         request_id: request_id.to_owned(),
-        message: UserMessage {
-            text: format!(
-                "Question {turn}: what do my notes say about the trip to Lisbon, and what is \
+        message: UserMessage::new(format!(
+            "Question {turn}: what do my notes say about the trip to Lisbon, and what is \
                  still open?"
-            ),
-        },
+        )),
     }
 }
 

@@ -158,9 +158,7 @@ pub async fn delta_latencies(
     let request = Request {
         model: "bench".to_owned(),
         system_prompt: String::new(),
-        messages: vec![Arc::new(Message::User(UserMessage {
-            text: "go".to_owned(),
-        }))],
+        messages: vec![Arc::new(Message::User(UserMessage::new("go".to_owned())))],
         tools: Arc::from(Vec::new()),
         session_id: None,
     };

@@ -634,19 +634,15 @@ mod tests {
     #[test]
     fn a_turn_is_two_calls_then_the_answer_with_call_ids_unique_in_the_session() {
         let mut messages = vec![
-            Message::User(UserMessage {
-                text: user_message(0),
-            }),
-            Message::User(UserMessage {
-                text: "<current_time>now</current_time>".to_owned(),
-            }),
+            Message::User(UserMessage::new(user_message(0))),
+            Message::User(UserMessage::new(
+                "<current_time>now</current_time>".to_owned(),
+            )),
         ];
         let mut ids = Vec::new();
         for turn in 0..3 {
             if turn > 0 {
-                messages.push(Message::User(UserMessage {
-                    text: user_message(turn),
-                }));
+                messages.push(Message::User(UserMessage::new(user_message(turn))));
             }
             let calls = response(respond(&request(messages.clone())));
             assert_eq!(calls.tool_calls().len(), 2);

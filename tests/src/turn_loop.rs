@@ -197,13 +197,9 @@ mod tests {
     #[test]
     fn the_model_reads_for_some_rounds_then_answers_with_unique_call_ids() {
         let mut messages = vec![
-            Message::User(UserMessage {
-                text: "turn 0".to_owned(),
-            }),
+            Message::User(UserMessage::new("turn 0".to_owned())),
             Message::Assistant(text_response("done")),
-            Message::User(UserMessage {
-                text: "turn 1".to_owned(),
-            }),
+            Message::User(UserMessage::new("turn 1".to_owned())),
         ];
         let mut ids = Vec::new();
         for _ in 0..TOOL_ROUNDS {

@@ -51,9 +51,9 @@ fn request(model: &str) -> Request {
     Request {
         model: model.to_owned(),
         system_prompt: "You are a test.".to_owned(),
-        messages: vec![Arc::new(Message::User(UserMessage {
-            text: "hello".to_owned(),
-        }))],
+        messages: vec![Arc::new(Message::User(UserMessage::new(
+            "hello".to_owned(),
+        )))],
         tools: Arc::from(vec![ToolSpec {
             name: "read".to_owned(),
             description: "reads a file".to_owned(),

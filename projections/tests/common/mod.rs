@@ -227,7 +227,5 @@ impl Session {
 }
 
 pub fn user_text(text: &str) -> UserMessage {
-    UserMessage {
-        text: text.to_owned(),
-    }
+    UserMessage::new(text.to_owned())
 }
