@@ -102,13 +102,14 @@ async fn attempt(
     };
     let run = store.get_run(context.run_id).await?;
     if predecessor.parent_session_id.is_some()
-        || run
-            .as_ref()
-            .is_some_and(|run| run.parent_run_id.is_some() || run.typed)
+        || run.as_ref().is_some_and(|run| run.parent_run_id.is_some())
     {
         return refuse(
             "a delegated child cannot continue; finish the task and let the parent decide",
         );
+    }
+    if run.as_ref().is_some_and(|run| run.typed) {
+        return refuse("a typed child cannot continue; end the task with return_result");
     }
     if run.is_none() {
         return refuse("continuing needs a run in flight");

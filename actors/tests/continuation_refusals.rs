@@ -183,53 +183,62 @@ async fn bad_sources_are_refused() -> anyhow::Result<()> {
 }
 
 #[actix::test]
-async fn a_delegated_child_and_a_typed_child_cannot_continue() -> anyhow::Result<()> {
+async fn a_delegated_child_cannot_continue() -> anyhow::Result<()> {
     let setup = setup().await?;
     let parent_run = parked_call_site(&setup).await?;
-    let child_id = SessionId::from_u128(0xc41d);
-    let mut child = NewSession::new(child_id, account(), 0);
-    child.parent_session_id = Some(session(0));
+    let child = SessionId::from_u128(0xc41d);
+    let mut child_session = NewSession::new(child, account(), 0);
+    child_session.parent_session_id = Some(session(0));
     let task = NewEvent::message(EventRole::User, "trigger", json!({"text": "a task"}), 7);
-    let child_run_id = RunId::new_v7();
-    for typed in [false, true] {
-        let mut child = child.clone();
-        child.id = if typed {
-            SessionId::from_u128(0xc41e)
-        } else {
-            child_id
-        };
-        let child_session = child.id;
-        let run_id = if typed { RunId::new_v7() } else { child_run_id };
-        setup
-            .store
-            .start_child(
-                child,
-                task.clone(),
-                NewRun {
-                    id: run_id,
-                    session_id: child_session,
-                    queue: Queue::Background,
-                    user_event_ids: Vec::new(),
-                    parent_run_id: Some(parent_run),
-                    typed,
-                    created_at_ms: 7,
-                },
-            )
-            .await?;
-        setup
-            .store
-            .set_run_status(run_id, RunStatus::Running, None, 8)
-            .await?;
-        assert_refused(
-            &setup,
+    let run_id = RunId::new_v7();
+    setup
+        .store
+        .start_child(
             child_session,
-            run_id,
-            good_arguments(),
-            "delegated child",
+            task,
+            NewRun {
+                id: run_id,
+                session_id: child,
+                queue: Queue::Background,
+                user_event_ids: Vec::new(),
+                parent_run_id: Some(parent_run),
+                typed: false,
+                created_at_ms: 7,
+            },
         )
         .await?;
-    }
-    Ok(())
+    setup
+        .store
+        .set_run_status(run_id, RunStatus::Running, None, 8)
+        .await?;
+    assert_refused(&setup, child, run_id, good_arguments(), "delegated child").await
+}
+
+/// A typed run is refused for being typed: here it runs in a top-level session with no parent
+/// run, so nothing else would refuse it (without the typed check it would continue).
+#[actix::test]
+async fn a_typed_child_cannot_continue() -> anyhow::Result<()> {
+    let setup = setup().await?;
+    // Session 0 has a user message to continue from, and a typed run to call the verb in.
+    parked_call_site(&setup).await?;
+    let run_id = RunId::new_v7();
+    setup
+        .store
+        .enqueue_run(NewRun {
+            id: run_id,
+            session_id: session(0),
+            queue: Queue::Background,
+            user_event_ids: Vec::new(),
+            parent_run_id: None,
+            typed: true,
+            created_at_ms: 9,
+        })
+        .await?;
+    setup
+        .store
+        .set_run_status(run_id, RunStatus::Running, None, 10)
+        .await?;
+    assert_refused(&setup, session(0), run_id, good_arguments(), "typed child").await
 }
 
 #[actix::test]
