@@ -20,7 +20,7 @@
 //! clients, each in its own session, send signed messages with `wait` one after another for
 //! 5 seconds (`SEED_BENCH_SERVICE_SECONDS=N` for a longer soak). `service N clients` is
 //! messages/s against the raw floor of the same run (a message is two steps, its input and its
-//! answer, each committed); `… p50` and `… p99` are a message's latency in ms, their own floor.
+//! answer, each committed); `… p50` and `… p99` are a message's latency in ms, figures with no ratio.
 //! Two rows at 256 clients bound a message from below: `service 256 clients signed reads`
 //! (each client `GET`s its session, signed: the signature checked, the session read, the nonce
 //! committed; no turn) and `service 256 clients health` (unsigned `/healthz`: the HTTP of both
@@ -42,7 +42,7 @@
 //! follows the context since the newest reset, not the history. `projections request 10000 no
 //! reset` (the whole history is the context) shows the contrast. `projections import 1000`
 //! times `plan_import` of 1,000 pending events (user messages, notices, assistant text) on top
-//! of a 10,000-event history (µs per import); its floor is itself, ratio 1.
+//! of a 10,000-event history (µs per import), a figure with no ratio.
 //!
 //! The `runtime` suite drives the agent-loop workload of `seed_tests::runtime_bench` (a turn is
 //! a user message, a response with two tool calls, two tool results and an answer: five steps,
@@ -56,10 +56,10 @@
 //! memory rows are resident memory (VmRSS) per session, in KiB: `runtime idle 100000
 //! sessions` grown by storing 100,000 sessions with a message each and starting a runtime over
 //! them, `runtime active 1000 sessions` grown while 1,000 sessions each have a turn in flight.
-//! They have no floor to divide by, so their `floor` is their own value and the ratio is 1;
-//! the table rounds to whole KiB, and the precise figures go to stderr. `runtime boot sweep
+//! They have no reference measured in the same run, so they print no ratio (a row's ratio is
+//! only ever against one); the table rounds to whole KiB, and the precise figures go to stderr. `runtime boot sweep
 //! 10000` times the boot sweep over 10,000 runs a dead boot left `running` with their leases
-//! held, in ms; its floor is the budget, 2,000 ms, so the ratio is the part of it used.
+//! held, in ms, against a budget of 2,000 ms that the figure is read against, not divided by.
 //!
 //! The `continuation` suite (`seed_tests::continuation_bench`) times compiling a successor's
 //! projection over transcripts of 1k, 100k and 1M events with the same cited ranges (µs; the
@@ -70,13 +70,13 @@
 //! `providers parse openai` and `providers parse anthropic` decode a recorded-shape stream of
 //! 8 MiB (text deltas of a few words each, reasoning, four tool calls with fragmented
 //! arguments, usage) from memory, in pieces of 4 KiB as a socket hands them over, through the
-//! path a response takes (eventsource-stream, then the wire's decoder), in MB/s (best of 5);
-//! floor 100 MB/s, so a ratio above 1 meets the target. `providers delta latency openai` and
+//! path a response takes (eventsource-stream, then the wire's decoder), in MB/s (best of 5),
+//! read against a target of 100 MB/s (a figure: no ratio). `providers delta latency openai` and
 //! `providers delta latency anthropic` stream 500 text deltas, 2 ms apart, from a loopback
 //! server that writes each delta's send time into it, through the whole provider (reqwest,
 //! SSE, decoder) and report the median time from the write to the `StreamEvent` the harness
-//! reads, in µs (loopback transit included; the p99 goes to stderr); floor 1,000 µs, so a
-//! ratio below 1 meets the target.
+//! reads, in µs (loopback transit included; the p99 goes to stderr), read against a target of
+//! 1,000 µs (a figure: no ratio).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -138,8 +138,6 @@ fn main() -> anyhow::Result<()> {
 fn providers_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
     use seed_providers::ProviderKind;
     const STREAM_BYTES: usize = 8 << 20;
-    const PARSE_FLOOR_MB_PER_S: f64 = 100.0;
-    const LATENCY_FLOOR_MICROS: f64 = 1_000.0;
     let verbose = std::env::var_os("SEED_BENCH_VERBOSE").is_some();
     let mut rows = Vec::new();
     for (kind, name) in [
@@ -157,7 +155,7 @@ fn providers_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
                 }
                 Ok(rate)
             })?;
-            rows.push(Row::ratio(&row, rate, "MB/s", PARSE_FLOOR_MB_PER_S));
+            rows.push(Row::figure(&row, rate, "MB/s"));
         }
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -185,7 +183,7 @@ fn providers_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
                 at(1.0),
                 latencies.len()
             );
-            rows.push(Row::ratio(&row, at(0.5), "us", LATENCY_FLOOR_MICROS));
+            rows.push(Row::figure(&row, at(0.5), "us"));
         }
     }
     Ok(rows)
@@ -431,7 +429,7 @@ fn service_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         rows.push(Row::ratio(name, measured.rate(), unit, floor_normal));
         for (suffix, latency) in [("p50", measured.p50), ("p99", measured.p99)] {
             let ms = latency.as_secs_f64() * 1000.0;
-            rows.push(Row::ratio(&format!("{name} {suffix}"), ms, "ms", ms));
+            rows.push(Row::figure(&format!("{name} {suffix}"), ms, "ms"));
         }
     }
     for (name, n_sessions) in SERVICE_DELTA_CASES {
@@ -459,7 +457,7 @@ fn service_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         );
         for (suffix, p) in [("p50", 0.50), ("p99", 0.99)] {
             let ms = percentile(p);
-            rows.push(Row::ratio(&format!("{name} {suffix}"), ms, "ms", ms));
+            rows.push(Row::figure(&format!("{name} {suffix}"), ms, "ms"));
         }
     }
     Ok(rows)
@@ -541,13 +539,10 @@ fn runtime_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
             measured.kib_per_session(),
         );
         let kib = measured.kib_per_session();
-        rows.push(Row {
-            ratio: 1.0,
-            ..Row::ratio(name, kib, "KiB/session", kib)
-        });
+        rows.push(Row::figure(name, kib, "KiB/session"));
     }
 
-    // The boot sweep, against its budget of 2 s: the ratio is the part of it used.
+    // The boot sweep, read against its budget of 2 s.
     let name = "runtime boot sweep 10000";
     if selected(name, filter) {
         let mut fastest = f64::INFINITY;
@@ -560,7 +555,7 @@ fn runtime_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
             }
             fastest = fastest.min(millis);
         }
-        rows.push(Row::ratio(name, fastest, "ms", 2000.0));
+        rows.push(Row::figure(name, fastest, "ms"));
     }
     Ok(rows)
 }
@@ -690,7 +685,7 @@ fn projections_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
                 plan.entries.len()
             );
         }
-        rows.push(Row::ratio(name, micros, "us/import", micros));
+        rows.push(Row::figure(name, micros, "us/import"));
     }
     Ok(rows)
 }
