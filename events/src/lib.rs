@@ -3,11 +3,13 @@
 //! This crate holds data and its validation only: no IO, no clock, no randomness. Ids are made
 //! by the caller (a uuid v7 in the service, the simulator's seeded source in tests) and passed in.
 
+pub mod attachments;
 pub mod continuation;
 pub mod ids;
 pub mod log;
 pub mod run;
 
+pub use attachments::{AttachmentRef, message_attachments};
 pub use continuation::{
     ContinuationLink, ContinueSessionInput, ContinuedFrom, Handoff, PlanTransfer, SeqRange,
     SessionContinuationManifest, Source,

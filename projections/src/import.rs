@@ -24,12 +24,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use seed_durable::{EntryBody, EntryId, StoreState};
-use seed_events::{EventId, EventRole, SessionEvent};
+use seed_events::{EventId, EventRole, SessionEvent, message_attachments};
 use seed_providers::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage,
     UserMessage,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::attachments::{AttachedFile, attachment_parts};
 
 /// The document that holds the import mark.
 pub const SYNC_DOCUMENT: &str = "seed.sync";
@@ -56,7 +58,16 @@ pub struct RunView<'a> {
     pub own_event_ids: &'a [EventId],
     /// Messages of other runs still waiting their turn (queued; a parked run is not waiting).
     pub waiting_event_ids: &'a BTreeSet<EventId>,
+    /// The files the imported messages name, as the shell read them, by attachment id
+    /// ([`NO_FILES`] when none do).
+    pub attached: &'a AttachedFiles,
 }
+
+/// Attached files by attachment id, as the shell read them for the messages a turn imports.
+pub type AttachedFiles = BTreeMap<String, AttachedFile>;
+
+/// No attached files.
+pub static NO_FILES: AttachedFiles = BTreeMap::new();
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImportMode {
@@ -121,7 +132,7 @@ pub fn plan_import(
         .find(|event| own.contains(&event.id) && is_person_message(event))
         .copied();
     let input = match input_event {
-        Some(event) => UserMessage::new(event_text(event)),
+        Some(event) => user_message(event, run.attached),
         None => UserMessage::new(BACKGROUND_WORK_UPDATE.to_owned()),
     };
 
@@ -161,7 +172,7 @@ pub fn plan_import(
                 .filter(|event| Some(event.id) != input_id && !still_left_out.contains(&event.seq));
             let mut entries = vec![EntryBody::Reset {}];
             entries.extend(
-                replay_messages(replayed)
+                replay_messages(replayed, run.attached)
                     .into_iter()
                     .map(|message| EntryBody::Replay { message }),
             );
@@ -179,7 +190,7 @@ pub fn plan_import(
                         message: Message::ToolResult(result),
                     });
                 }
-                replay_message(event).map(|message| EntryBody::Replay { message })
+                replay_message(event, run.attached).map(|message| EntryBody::Replay { message })
             })
             .collect(),
     };
@@ -244,6 +255,25 @@ fn placeholders_in_context(store: &StoreState) -> BTreeMap<&str, EntryId> {
             _ => None,
         })
         .collect()
+}
+
+/// A message a person (or Seed) wrote, with the files it names after its text, exactly as the
+/// model reads them.
+fn user_message(event: &SessionEvent, attached: &AttachedFiles) -> UserMessage {
+    let named = message_attachments(&event.content);
+    let files: Vec<AttachedFile> = named
+        .iter()
+        .map(|named| {
+            attached
+                .get(&named.id)
+                .cloned()
+                .unwrap_or_else(|| AttachedFile::missing(&named.id))
+        })
+        .collect();
+    UserMessage {
+        text: event_text(event),
+        parts: attachment_parts(&files),
+    }
 }
 
 fn event_text(event: &SessionEvent) -> String {
@@ -311,7 +341,7 @@ fn assistant(text: String, calls: Vec<ToolCall>) -> AssistantMessage {
 }
 
 /// One pending event as the message it appends.
-fn replay_message(event: &SessionEvent) -> Option<Message> {
+fn replay_message(event: &SessionEvent, attached: &AttachedFiles) -> Option<Message> {
     match (event.kind.as_str(), event.role) {
         ("message", Some(EventRole::Assistant)) => {
             let text = event_text(event);
@@ -321,13 +351,16 @@ fn replay_message(event: &SessionEvent) -> Option<Message> {
         ("tool_call", _) => {
             tool_call(event).map(|call| Message::Assistant(assistant(String::new(), vec![call])))
         }
-        _ => Some(Message::User(UserMessage::new(event_text(event)))),
+        _ => Some(Message::User(user_message(event, attached))),
     }
 }
 
 /// The log replayed as messages: an assistant message and the calls projected from the same
 /// entry (or the calls alone, for a response that only called) become one message; results are placed behind their calls by the context.
-fn replay_messages<'a>(events: impl Iterator<Item = &'a SessionEvent>) -> Vec<Message> {
+fn replay_messages<'a>(
+    events: impl Iterator<Item = &'a SessionEvent>,
+    attached: &AttachedFiles,
+) -> Vec<Message> {
     let mut messages: Vec<Message> = Vec::new();
     // The entry the last assistant message came from, while its calls may still follow.
     let mut open_entry: Option<i64> = None;
@@ -357,7 +390,7 @@ fn replay_messages<'a>(events: impl Iterator<Item = &'a SessionEvent>) -> Vec<Me
             }
             _ => {
                 open_entry = None;
-                if let Some(message) = replay_message(event) {
+                if let Some(message) = replay_message(event, attached) {
                     messages.push(message);
                 }
             }

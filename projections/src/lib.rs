@@ -2,6 +2,8 @@
 //!
 //! No IO: rows in, rows, entries and text out. Layout:
 //! - `store_to_log`: the log events each store entry becomes; what to project again on open.
+//! - `attachments`: what a person's attached files become in the model's input (images, text
+//!   within a budget, named references), and the limits on them.
 //! - `import`: which pending log events a turn imports into the store, and how (append, edit,
 //!   rebuild), with the import mark.
 //! - `blocks`: the per-turn state blocks (`<space>`, `<plan_state>`, `<context_usage>`, …) sent
@@ -9,6 +11,7 @@
 //! - `continuation`: continue_session's arguments checked, and the successor's projection.
 //! - `transcript`: `[seq] who: text` lines and the escaping of text handed back inside a frame.
 
+pub mod attachments;
 pub mod blocks;
 pub mod continuation;
 pub mod import;

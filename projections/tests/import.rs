@@ -176,6 +176,7 @@ fn plan(
         RunView {
             own_event_ids: &own,
             waiting_event_ids: &waiting,
+            attached: &seed_projections::import::NO_FILES,
         },
         false,
     )
@@ -537,4 +538,143 @@ fn a_rebuild_replays_the_calls_of_one_silent_response_as_one_message() {
             replay_assistant("done", vec![]),
         ]
     );
+}
+
+/// A message naming two files, and what the shell read of them.
+fn attached_files() -> (SessionEvent, seed_projections::import::AttachedFiles) {
+    use seed_projections::attachments::{AttachedContent, AttachedFile};
+    let message = event(
+        3,
+        "message",
+        EventRole::User,
+        "user",
+        json!({"text": "look", "attachments": [
+            {"id": "a1", "name": "dot.png", "media_type": "image/png", "size_bytes": 3},
+            "a2",
+        ]}),
+    );
+    let files = [
+        AttachedFile {
+            id: "a1".to_owned(),
+            name: "dot.png".to_owned(),
+            media_type: "image/png".to_owned(),
+            size_bytes: 3,
+            content: AttachedContent::Image(vec![1, 2, 3]),
+        },
+        AttachedFile {
+            id: "a2".to_owned(),
+            name: "notes.txt".to_owned(),
+            media_type: "text/plain".to_owned(),
+            size_bytes: 5,
+            content: AttachedContent::Text(b"hello".to_vec()),
+        },
+    ];
+    (
+        message,
+        files
+            .into_iter()
+            .map(|file| (file.id.clone(), file))
+            .collect(),
+    )
+}
+
+#[test]
+fn the_input_carries_the_files_its_message_names_as_the_model_reads_them() {
+    use seed_providers::UserPart;
+    let (store, mut log) = answered_turn();
+    let (message, files) = attached_files();
+    log.push(message);
+    let own = [EventId(103)];
+    let waiting = BTreeSet::new();
+    let view = RunView {
+        own_event_ids: &own,
+        waiting_event_ids: &waiting,
+        attached: &files,
+    };
+    let planned = plan_import(&log, &store, &sync(1, &[]), view, false);
+    assert_eq!(planned.mode, ImportMode::Append);
+    assert_eq!(
+        planned.input.parts,
+        [
+            UserPart::Text {
+                text: "attachment:a1 (dot.png, image/png, 3 bytes): the image follows".to_owned()
+            },
+            UserPart::Image {
+                media_type: "image/png".to_owned(),
+                data: "AQID".to_owned()
+            },
+            UserPart::Text {
+                text: "attachment:a2 (notes.txt, text/plain, 5 bytes):\n<attachment_text>\nhello\n\
+                       </attachment_text>"
+                    .to_owned()
+            },
+        ]
+    );
+    assert_eq!(planned.input.text, "look");
+
+    // A rebuild replays the message with the same parts; a file the shell could not read is
+    // named as missing.
+    log.push(user(4, "again"));
+    let planned = plan_import(
+        &log,
+        &store,
+        &sync(1, &[]),
+        RunView {
+            own_event_ids: &[EventId(104)],
+            ..view
+        },
+        true,
+    );
+    assert_eq!(planned.mode, ImportMode::Rebuild);
+    let replayed: Vec<&UserMessage> = planned
+        .entries
+        .iter()
+        .filter_map(|entry| match entry {
+            EntryBody::Replay {
+                message: Message::User(user),
+            } => Some(user),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replayed.len(), 2, "{:?}", planned.entries);
+    assert_eq!(replayed[1].parts, input_with(&log[2], &files).parts);
+    let no_files = seed_projections::import::NO_FILES.clone();
+    let planned = plan_import(
+        &log,
+        &store,
+        &sync(1, &[]),
+        RunView {
+            own_event_ids: &[EventId(104)],
+            attached: &no_files,
+            ..view
+        },
+        true,
+    );
+    let missing = planned.entries.iter().any(|entry| {
+        matches!(entry, EntryBody::Replay { message: Message::User(user) }
+            if user.parts.iter().any(|part| matches!(part, UserPart::Text { text }
+                if text == "attachment:a1 (?, ?, 0 bytes): not shown (this session holds no such attachment)")))
+    });
+    assert!(missing, "{:?}", planned.entries);
+}
+
+/// The input `message` makes when it is its run's own.
+fn input_with(
+    message: &SessionEvent,
+    files: &seed_projections::import::AttachedFiles,
+) -> UserMessage {
+    let waiting = BTreeSet::new();
+    let (store, _) = answered_turn();
+    plan_import(
+        std::slice::from_ref(message),
+        &store,
+        &sync(1, &[]),
+        RunView {
+            own_event_ids: &[message.id],
+            waiting_event_ids: &waiting,
+            attached: files,
+        },
+        false,
+    )
+    .input
 }

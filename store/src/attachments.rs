@@ -5,10 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use seed_events::SessionId;
+use seed_events::{AccountId, SessionId};
 
 use crate::error::collect_rows;
-use crate::{Error, Result};
+use crate::nonces::{NonceOutcome, RequestNonce, session_owner, take_nonce};
+use crate::{Error, Result, Store};
 
 /// An attachment as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,4 +220,158 @@ pub(crate) fn link_attachment(
             ..source
         },
     )
+}
+
+/// The bytes an account's attachments hold, each file once (a successor's hard link to the
+/// same attachment is not counted again).
+pub(crate) fn account_attachment_bytes(
+    connection: &Connection,
+    account_id: AccountId,
+) -> Result<i64> {
+    Ok(connection
+        .prepare_cached(
+            "SELECT coalesce(sum(size_bytes), 0) FROM (
+                 SELECT DISTINCT attachments.id, attachments.size_bytes
+                 FROM attachments JOIN sessions ON sessions.id = attachments.session_id
+                 WHERE sessions.account_id = ?1)",
+        )?
+        .query_row(params![account_id.to_string()], |row| row.get(0))?)
+}
+
+/// What uploading an attachment came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UploadOutcome {
+    Added(AttachmentRow),
+    /// The session does not exist or is another account's: nothing was written.
+    NotFound,
+    /// The account's attachments would hold more than its limit: nothing was written.
+    OverAccountLimit {
+        used_bytes: i64,
+        limit_bytes: i64,
+    },
+}
+
+/// Whether an upload may go in: the session is the account's, and the account stays within
+/// its limit.
+fn upload_check(
+    connection: &Connection,
+    account_id: AccountId,
+    attachment: &NewAttachment,
+    account_bytes_max: i64,
+) -> Result<Option<UploadOutcome>> {
+    if session_owner(connection, attachment.session_id)? != Some(account_id) {
+        return Ok(Some(UploadOutcome::NotFound));
+    }
+    let used_bytes = account_attachment_bytes(connection, account_id)?;
+    if used_bytes + attachment.bytes.len() as i64 > account_bytes_max {
+        return Ok(Some(UploadOutcome::OverAccountLimit {
+            used_bytes,
+            limit_bytes: account_bytes_max,
+        }));
+    }
+    Ok(None)
+}
+
+impl Store {
+    /// Adds an attachment to the account's session, within `account_bytes_max` for all the
+    /// account's attachments, taking the nonce in the same transaction as the row. The file is
+    /// written first, on a reader's thread (so the writer never waits on a large file), and
+    /// removed again when the row is refused: a refused upload leaves nothing behind. A crash
+    /// between the two leaves a file no row names, in its session's folder, which goes with
+    /// the session.
+    pub async fn add_attachment_signed(
+        &self,
+        nonce: Option<RequestNonce>,
+        account_id: AccountId,
+        attachment: NewAttachment,
+        account_bytes_max: i64,
+    ) -> Result<NonceOutcome<UploadOutcome>> {
+        let data_dir = data_dir(&self.config().path);
+        let path = relative_path(attachment.session_id, &attachment.id)?;
+        let full = data_dir.join(&path);
+        let attachment = std::sync::Arc::new(attachment);
+        let checked = {
+            let attachment = std::sync::Arc::clone(&attachment);
+            let full = full.clone();
+            self.read(move |connection| {
+                if let Some(refused) =
+                    upload_check(connection, account_id, &attachment, account_bytes_max)?
+                {
+                    return Ok(Some(refused));
+                }
+                if let Some(folder) = full.parent() {
+                    std::fs::create_dir_all(folder)?;
+                }
+                std::fs::write(&full, &attachment.bytes)?;
+                Ok(None)
+            })
+            .await?
+        };
+        if let Some(refused) = checked {
+            return Ok(NonceOutcome::Fresh(refused));
+        }
+        let row = AttachmentRow {
+            session_id: attachment.session_id,
+            id: attachment.id.clone(),
+            name: attachment.name.clone(),
+            media_type: attachment.media_type.clone(),
+            size_bytes: attachment.bytes.len() as i64,
+            path,
+            created_at_ms: attachment.created_at_ms,
+        };
+        let written = {
+            let attachment = std::sync::Arc::clone(&attachment);
+            self.write(Some(row.session_id), move |connection| {
+                if let Some(refused) =
+                    upload_check(connection, account_id, &attachment, account_bytes_max)?
+                {
+                    return Ok(NonceOutcome::Fresh(refused));
+                }
+                if !take_nonce(connection, nonce.as_ref())? {
+                    return Ok(NonceOutcome::Replayed);
+                }
+                insert_row(connection, &row)?;
+                Ok(NonceOutcome::Fresh(UploadOutcome::Added(row.clone())))
+            })
+            .await
+        };
+        if !matches!(written, Ok(NonceOutcome::Fresh(UploadOutcome::Added(_)))) {
+            let removed = self
+                .read(move |_| match std::fs::remove_file(&full) {
+                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.into()),
+                    _ => Ok(()),
+                })
+                .await;
+            if let Err(error) = removed {
+                tracing::warn!(%error, "could not remove a refused attachment's file");
+            }
+        }
+        written
+    }
+
+    /// The bytes the account's attachments hold, each file once.
+    pub async fn account_attachment_bytes(&self, account_id: AccountId) -> Result<i64> {
+        self.read(move |connection| account_attachment_bytes(connection, account_id))
+            .await
+    }
+
+    /// At most `bytes_max` bytes of an attachment's file from `offset` on, read on a reader's
+    /// thread. A file shorter than `offset` gives none.
+    pub async fn read_attachment_bytes(
+        &self,
+        attachment: &AttachmentRow,
+        offset: u64,
+        bytes_max: usize,
+    ) -> Result<Vec<u8>> {
+        use std::io::{Read, Seek};
+        let full = self.attachment_file(attachment);
+        self.read(move |_| {
+            let mut file = std::fs::File::open(&full)?;
+            file.seek(std::io::SeekFrom::Start(offset))?;
+            let mut bytes = Vec::new();
+            file.take(bytes_max as u64).read_to_end(&mut bytes)?;
+            Ok(bytes)
+        })
+        .await
+    }
 }

@@ -40,7 +40,7 @@ mod store;
 mod turn_view;
 mod writer;
 
-pub use attachments::{AttachmentRow, NewAttachment};
+pub use attachments::{AttachmentRow, NewAttachment, UploadOutcome};
 pub use config::{BatchMode, Config, FaultInjector, Synchronous};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use effects::CallEffect;

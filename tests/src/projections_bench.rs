@@ -446,6 +446,7 @@ mod tests {
             RunView {
                 own_event_ids: &pending.own_event_ids,
                 waiting_event_ids: &waiting,
+                attached: &seed_projections::import::NO_FILES,
             },
             false,
         );

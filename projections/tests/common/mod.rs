@@ -202,6 +202,7 @@ impl Session {
             RunView {
                 own_event_ids: own,
                 waiting_event_ids: &waiting,
+                attached: &seed_projections::import::NO_FILES,
             },
             rebuild,
         );

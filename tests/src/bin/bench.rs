@@ -665,6 +665,7 @@ fn projections_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
                 RunView {
                     own_event_ids: &pending.own_event_ids,
                     waiting_event_ids: &waiting,
+                    attached: &seed_projections::import::NO_FILES,
                 },
                 false,
             )
