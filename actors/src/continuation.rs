@@ -206,7 +206,10 @@ async fn attempt(
         },
         projection: projection_event,
         message,
-        attachment_ids: attachment_ids(&initiating.content),
+        attachment_ids: seed_events::message_attachments(&initiating.content)
+            .into_iter()
+            .map(|named| named.id)
+            .collect(),
         close_predecessor_plan: plan == PlanTransfer::Close,
     };
 
@@ -425,23 +428,6 @@ fn copy_of(initiating: &SessionEvent, now_ms: i64) -> NewEvent {
         pi_entry_id: None,
         created_at_ms: now_ms,
     }
-}
-
-/// The attachment ids a message names: `content.attachments`, each an id or `{"id": …}`.
-fn attachment_ids(content: &Value) -> Vec<String> {
-    content
-        .get("attachments")
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|item| match item {
-                    Value::String(id) => Some(id.clone()),
-                    other => other.get("id").and_then(Value::as_str).map(str::to_owned),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Checks every source against the database: a memory file exists; a thread is the agent's own

@@ -195,6 +195,10 @@ impl CrashProvider {
 }
 
 impl Provider for CrashProvider {
+    fn takes_images(&self, model: &str) -> bool {
+        self.inner.takes_images(model)
+    }
+
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
         let stream = self.inner.stream(request);
         if !self.points.is_armed() {

@@ -15,10 +15,12 @@
 //! - `logged_files`: a session's durable files with the log following them commit by commit,
 //!   and subscribers told what each commit made visible.
 //! - `crash`: named crash points, for crash-injection tests and the simulator.
+//! - `attachments`: reads what the model is shown of the files a turn's messages name.
 //! - `bus`: notifications and streaming deltas for subscribers.
 //!
 //! Invariant: no SQLite work on an arbiter thread — every store call is the store's async API.
 
+pub mod attachments;
 pub mod bus;
 pub mod continuation;
 pub mod crash;

@@ -250,7 +250,7 @@ async fn invalid_arguments_name_the_field() -> anyhow::Result<()> {
         ),
         (
             json!({"target": target, "from": 2}),
-            "invalid arguments for read: from: unknown field (expected fromSeq, limit, target, toSeq)",
+            "invalid arguments for read: from: unknown field (expected fromByte, fromSeq, limit, target, toSeq)",
         ),
         (
             json!("thread"),
@@ -258,7 +258,7 @@ async fn invalid_arguments_name_the_field() -> anyhow::Result<()> {
         ),
         (
             json!({"target": "notes.md"}),
-            "invalid arguments for read: target: expected thread:<session id> or a ~/memory/ path, got \"notes.md\"",
+            "invalid arguments for read: target: expected thread:<session id>, a ~/memory/ path or attachment:<id>, got \"notes.md\"",
         ),
         (
             json!({"target": "thread:42"}),
@@ -388,5 +388,88 @@ async fn a_memory_read_returns_the_content_or_no_such_file() -> anyhow::Result<(
         .call(theirs, json!({"target": "~/memory/people/ana.md"}))
         .await;
     assert_eq!(output, error("no such file: ~/memory/people/ana.md"));
+    Ok(())
+}
+
+/// A text file and an image attached in session 0 of the test account.
+async fn attachment_fixture() -> anyhow::Result<Fixture> {
+    let fixture = Fixture::new(2).await?;
+    for (id, name, media_type, bytes) in [
+        ("a1", "notes.txt", "text/plain", "héllo, world".as_bytes()),
+        (
+            "a2",
+            "dot.png",
+            "image/png",
+            b"\x89PNG\r\n\x1a\n".as_slice(),
+        ),
+    ] {
+        fixture
+            .store
+            .add_attachment(seed_store::NewAttachment {
+                session_id: session(0),
+                id: id.to_owned(),
+                name: name.to_owned(),
+                media_type: media_type.to_owned(),
+                bytes: bytes.to_vec(),
+                created_at_ms: 1,
+            })
+            .await?;
+    }
+    Ok(fixture)
+}
+
+#[actix::test]
+async fn an_attachment_of_the_account_is_read_from_a_byte() -> anyhow::Result<()> {
+    let fixture = attachment_fixture().await?;
+    let store = &fixture.store;
+    // Session 1 reads session 0's attachment: the same account.
+    assert_eq!(
+        read(store, json!({"target": "attachment:a1"})).await,
+        ok("attachment:a1 (notes.txt, text/plain, 13 bytes), bytes 0 to 13:\nhéllo, world")
+    );
+    assert_eq!(
+        read(store, json!({"target": "attachment:a1", "fromByte": 8})).await,
+        ok("attachment:a1 (notes.txt, text/plain, 13 bytes), bytes 8 to 13:\nworld")
+    );
+    assert_eq!(
+        read(store, json!({"target": "attachment:a2"})).await,
+        error(
+            "attachment:a2 (dot.png, image/png, 8 bytes): not text; it can be read only as the \
+             message that carries it shows it"
+        )
+    );
+    assert_eq!(
+        read(store, json!({"target": "attachment:nope"})).await,
+        error("attachment not found: nope")
+    );
+    assert_eq!(
+        read(store, json!({"target": "attachment:a1", "limit": 3})).await,
+        error("invalid arguments for read: limit: only for thread reads")
+    );
+    assert_eq!(
+        read(store, json!({"target": "~/memory/x.md", "fromByte": 3})).await,
+        error("invalid arguments for read: fromByte: only for attachment reads")
+    );
+    Ok(())
+}
+
+#[actix::test]
+async fn another_accounts_attachment_is_not_found() -> anyhow::Result<()> {
+    let fixture = attachment_fixture().await?;
+    let store = &fixture.store;
+    let stranger = AccountId::from_u128(0x0bad);
+    store.create_account(stranger, vec![7], 0).await?;
+    let theirs = SessionId::from_u128(0x0bad_5e55);
+    store
+        .create_session(NewSession::new(theirs, stranger, 0))
+        .await?;
+    let context = VerbContext {
+        account_id: stranger,
+        ..context(store, theirs)
+    };
+    assert_eq!(
+        Read.call(context, json!({"target": "attachment:a1"})).await,
+        error("attachment not found: a1")
+    );
     Ok(())
 }

@@ -29,6 +29,10 @@ pub const ATTACHMENT_IMAGES_MESSAGE_BYTES_MAX: u64 = 4 * ATTACHMENT_IMAGE_BYTES_
 /// The most files one message may name.
 pub const ATTACHMENTS_PER_MESSAGE_MAX: usize = 16;
 
+/// The most bytes of an attachment one `read attachment:<id>` returns; a longer file is read on
+/// with `fromByte`.
+pub const ATTACHMENT_READ_BYTES_MAX: usize = 64 * 1024;
+
 /// The image types both wires take.
 pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
@@ -234,6 +238,41 @@ pub fn attachment_parts(files: &[AttachedFile]) -> Vec<UserPart> {
         }
     }
     parts
+}
+
+/// What `read attachment:<id>` answers for `bytes`, the file's bytes from `from_byte` on (at
+/// most [`ATTACHMENT_READ_BYTES_MAX`]): a header line naming the file, then its text exactly as
+/// it is; when more follows, a last line says which `fromByte` reads on. A file that is not
+/// text, or whose bytes are not UTF-8, is an error saying so. `from_byte` inside a character
+/// starts at the next one.
+pub fn attachment_read_text(
+    file: &AttachedFile,
+    from_byte: u64,
+    bytes: &[u8],
+) -> Result<String, String> {
+    let header = file.header();
+    if !is_text_type(&file.media_type) {
+        return Err(format!(
+            "{header}: not text; it can be read only as the message that carries it shows it"
+        ));
+    }
+    let skipped = bytes
+        .iter()
+        .take(3)
+        .take_while(|byte| (**byte & 0b1100_0000) == 0b1000_0000)
+        .count();
+    let Some(text) = utf8_prefix(&bytes[skipped..], ATTACHMENT_READ_BYTES_MAX) else {
+        return Err(format!("{header}: its bytes are not UTF-8 text"));
+    };
+    let start = from_byte + skipped as u64;
+    let end = start + text.len() as u64;
+    let mut answer = format!("{header}, bytes {start} to {end}:\n{text}");
+    if end < file.size_bytes {
+        answer.push_str(&format!(
+            "\n(read on with fromByte {end}: one read returns at most {ATTACHMENT_READ_BYTES_MAX} bytes)"
+        ));
+    }
+    Ok(answer)
 }
 
 /// The longest prefix of `bytes`, at most `bytes_max` long, that is whole UTF-8 text; `None`
@@ -479,6 +518,60 @@ mod tests {
         assert!(texts(&parts).last().is_some_and(|text| text.ends_with(&format!(
             "not shown (a message sends at most {ATTACHMENT_IMAGES_MESSAGE_BYTES_MAX} bytes of images)"
         ))));
+    }
+
+    #[test]
+    fn reading_an_attachment_from_a_byte() {
+        let notes = file(
+            "a1",
+            "notes.md",
+            "text/markdown",
+            7,
+            AttachedContent::Text(Vec::new()),
+        );
+        assert_eq!(
+            attachment_read_text(&notes, 0, "héllo!".as_bytes()),
+            Ok(
+                "attachment:a1 (notes.md, text/markdown, 7 bytes), bytes 0 to 7:\nhéllo!"
+                    .to_owned()
+            )
+        );
+        // From inside the é: the next character.
+        assert_eq!(
+            attachment_read_text(&notes, 2, &"héllo!".as_bytes()[2..]),
+            Ok("attachment:a1 (notes.md, text/markdown, 7 bytes), bytes 3 to 7:\nllo!".to_owned())
+        );
+        assert_eq!(
+            attachment_read_text(&notes, 1, &"héllo!".as_bytes()[1..3]),
+            Ok(
+                "attachment:a1 (notes.md, text/markdown, 7 bytes), bytes 1 to 3:\né\n\
+                (read on with fromByte 3: one read returns at most 65536 bytes)"
+                    .to_owned()
+            )
+        );
+        let long = file(
+            "a2",
+            "long.txt",
+            "text/plain",
+            100_000,
+            AttachedContent::Text(Vec::new()),
+        );
+        let read =
+            attachment_read_text(&long, 0, &vec![b'x'; ATTACHMENT_READ_BYTES_MAX]).expect("text");
+        assert!(read.ends_with(&format!(
+            "\n(read on with fromByte {ATTACHMENT_READ_BYTES_MAX}: one read returns at most {ATTACHMENT_READ_BYTES_MAX} bytes)"
+        )));
+        let image = file(
+            "a3",
+            "dot.png",
+            "image/png",
+            3,
+            AttachedContent::Image(Vec::new()),
+        );
+        assert_eq!(
+            attachment_read_text(&image, 0, &[1, 2, 3]),
+            Err("attachment:a3 (dot.png, image/png, 3 bytes): not text; it can be read only as the message that carries it shows it".to_owned())
+        );
     }
 
     #[test]

@@ -15,13 +15,14 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::capabilities::ImageModels;
 use crate::config::{ApiKey, ProviderConfig};
 use crate::http::{Decoder, HttpClient};
 use crate::message::{
     AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, Usage, UserMessage,
     UserPart,
 };
-use crate::openai::request_model;
+use crate::openai::{request_model, request_model_name};
 use crate::provider::{Provider, ProviderError, ProviderErrorKind, StreamEvent};
 
 /// The API version every request names.
@@ -667,6 +668,7 @@ pub struct AnthropicProvider {
     url: String,
     api_key: Option<ApiKey>,
     options: BodyOptions,
+    images: ImageModels,
 }
 
 impl fmt::Debug for AnthropicProvider {
@@ -686,6 +688,7 @@ impl AnthropicProvider {
             client: HttpClient::new(config.retry, &config.timeouts)?,
             url: format!("{}/v1/messages", config.base_url()),
             api_key: config.api_key.clone(),
+            images: config.images(),
             options: BodyOptions {
                 model_default: config.model().to_owned(),
                 max_output_tokens: config.max_output_tokens,
@@ -711,6 +714,11 @@ impl AnthropicProvider {
 }
 
 impl Provider for AnthropicProvider {
+    fn takes_images(&self, model: &str) -> bool {
+        self.images
+            .takes(request_model_name(model, &self.options.model_default))
+    }
+
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
         let body = request_body(&request, &self.options);
         let decoder = AnthropicDecoder::new(request_model(&request, &self.options.model_default));

@@ -69,6 +69,27 @@ pub fn model_takes_images(provider: &str, model: &str) -> Option<bool> {
         .map(|(_, _, takes)| *takes)
 }
 
+/// Which of a provider's models take images: the configured overrides over the built-in table;
+/// a model neither knows takes none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageModels {
+    /// The provider's name in the table (`openai`, `anthropic`, `scripted`).
+    pub provider: &'static str,
+    /// By model name, over the table (`ProviderConfig::image_models`).
+    pub overrides: std::collections::BTreeMap<String, bool>,
+}
+
+impl ImageModels {
+    /// Whether `model` takes images.
+    pub fn takes(&self, model: &str) -> bool {
+        self.overrides
+            .get(model)
+            .copied()
+            .or_else(|| model_takes_images(self.provider, model))
+            .unwrap_or(false)
+    }
+}
+
 /// The context window, in tokens, of a provider's model; one table, used by the context meter
 /// and `<context_usage>`. `None` for a model the table does not know.
 pub fn model_context_window(provider: &str, model: &str) -> Option<u64> {

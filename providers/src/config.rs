@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::anthropic::AnthropicProvider;
-use crate::capabilities::{model_context_window, model_takes_images};
+use crate::capabilities::{ImageModels, model_context_window};
 use crate::openai::OpenAiProvider;
 use crate::provider::Provider;
 use crate::scripted::{ScriptedProvider, ScriptedStep, text_response};
@@ -297,11 +297,15 @@ impl ProviderConfig {
     /// Whether `model` on this provider takes images: this config's `image_models`, else the
     /// built-in table, else not.
     pub fn takes_images(&self, model: &str) -> bool {
-        self.image_models
-            .get(model)
-            .copied()
-            .or_else(|| model_takes_images(self.provider.name(), model))
-            .unwrap_or(false)
+        self.images().takes(model)
+    }
+
+    /// This provider's image table with the config's overrides.
+    pub fn images(&self) -> ImageModels {
+        ImageModels {
+            provider: self.provider.name(),
+            overrides: self.image_models.clone(),
+        }
     }
 
     /// One line for the startup log; never shows the key.

@@ -28,7 +28,7 @@ pub mod provider;
 pub mod scripted;
 
 pub use anthropic::{AnthropicDecoder, AnthropicProvider};
-pub use capabilities::{model_context_window, model_takes_images};
+pub use capabilities::{ImageModels, model_context_window, model_takes_images};
 pub use config::{ApiKey, ProviderConfig, ProviderKind, RetryConfig, TimeoutConfig};
 pub use message::{
     AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, ToolResultMessage,

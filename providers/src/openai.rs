@@ -16,6 +16,7 @@ use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::capabilities::ImageModels;
 use crate::config::{ApiKey, ProviderConfig};
 use crate::http::{Decoder, HttpClient};
 use crate::message::{
@@ -35,10 +36,15 @@ pub struct BodyOptions {
 
 /// The model a request goes to: its own (the session's), else the configured default.
 pub(crate) fn request_model<'a>(request: &'a Request, model_default: &'a str) -> &'a str {
-    if request.model.is_empty() {
+    request_model_name(&request.model, model_default)
+}
+
+/// `model`, or the configured default when it is empty.
+pub(crate) fn request_model_name<'a>(model: &'a str, model_default: &'a str) -> &'a str {
+    if model.is_empty() {
         model_default
     } else {
-        &request.model
+        model
     }
 }
 
@@ -468,6 +474,7 @@ pub struct OpenAiProvider {
     url: String,
     api_key: Option<ApiKey>,
     options: BodyOptions,
+    images: ImageModels,
 }
 
 impl fmt::Debug for OpenAiProvider {
@@ -487,6 +494,7 @@ impl OpenAiProvider {
             client: HttpClient::new(config.retry, &config.timeouts)?,
             url: format!("{}/chat/completions", config.base_url()),
             api_key: config.api_key.clone(),
+            images: config.images(),
             options: BodyOptions {
                 model_default: config.model().to_owned(),
                 max_output_tokens: config.max_output_tokens,
@@ -507,6 +515,11 @@ impl OpenAiProvider {
 }
 
 impl Provider for OpenAiProvider {
+    fn takes_images(&self, model: &str) -> bool {
+        self.images
+            .takes(request_model_name(model, &self.options.model_default))
+    }
+
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
         let body = request_body(&request, &self.options);
         let decoder = OpenAiDecoder::new(request_model(&request, &self.options.model_default));

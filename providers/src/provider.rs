@@ -89,11 +89,22 @@ impl fmt::Display for ProviderErrorKind {
 pub trait Provider: Send + Sync {
     /// Streams one response. Dropping the stream cancels the request.
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent>;
+
+    /// Whether `model` takes images as input (`UserPart::Image`); a provider that does not say
+    /// takes none. A wrapper answers as the provider it wraps.
+    fn takes_images(&self, model: &str) -> bool {
+        let _ = model;
+        false
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Arc<P> {
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
         (**self).stream(request)
+    }
+
+    fn takes_images(&self, model: &str) -> bool {
+        (**self).takes_images(model)
     }
 }
 

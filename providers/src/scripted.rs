@@ -214,6 +214,12 @@ impl ScriptedProvider {
 type ScriptedEvents = Box<dyn Iterator<Item = StreamEvent> + Send>;
 
 impl Provider for ScriptedProvider {
+    /// The scripted model takes images (the capability table's `scripted` row), so tests see
+    /// what an image becomes.
+    fn takes_images(&self, model: &str) -> bool {
+        crate::capabilities::model_takes_images("scripted", model).unwrap_or(false)
+    }
+
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
         let request_idx = {
             let mut requests = self.lock_requests();

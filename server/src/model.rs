@@ -293,6 +293,10 @@ pub struct Scripted {
 }
 
 impl Provider for Scripted {
+    fn takes_images(&self, model: &str) -> bool {
+        self.inner.takes_images(model)
+    }
+
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
         let (input, _, _) = newest_input(&request);
         let slow_ms = parse_directives(&input).0.slow_ms.unwrap_or(0);
@@ -325,6 +329,10 @@ impl std::fmt::Debug for Metered {
 }
 
 impl Provider for Metered {
+    fn takes_images(&self, model: &str) -> bool {
+        self.inner.takes_images(model)
+    }
+
     fn stream(&self, request: Request) -> BoxStream<'static, StreamEvent> {
         let started = Instant::now();
         self.inner

@@ -238,6 +238,31 @@ pub(crate) fn account_attachment_bytes(
         .query_row(params![account_id.to_string()], |row| row.get(0))?)
 }
 
+/// The attachment `id` as the account holds it: `session_id`'s own when it has one, else
+/// another session's of the same account (the newest). Another account's is never found.
+pub(crate) fn find_account_attachment(
+    connection: &Connection,
+    account_id: AccountId,
+    session_id: SessionId,
+    id: &str,
+) -> Result<Option<AttachmentRow>> {
+    connection
+        .prepare_cached(
+            "SELECT attachments.session_id, attachments.id, name, media_type, size_bytes, path,
+                 attachments.created_at
+             FROM attachments JOIN sessions ON sessions.id = attachments.session_id
+             WHERE attachments.id = ?1 AND sessions.account_id = ?2
+             ORDER BY attachments.session_id = ?3 DESC, attachments.created_at DESC
+             LIMIT 1",
+        )?
+        .query_row(
+            params![id, account_id.to_string(), session_id.to_string()],
+            attachment_from_row,
+        )
+        .optional()?
+        .transpose()
+}
+
 /// What uploading an attachment came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UploadOutcome {
@@ -347,6 +372,21 @@ impl Store {
             }
         }
         written
+    }
+
+    /// The attachment `id` as the account holds it: `session_id`'s own first, else another of
+    /// the account's sessions'; never another account's.
+    pub async fn find_account_attachment(
+        &self,
+        account_id: AccountId,
+        session_id: SessionId,
+        id: &str,
+    ) -> Result<Option<AttachmentRow>> {
+        let id = id.to_owned();
+        self.read(move |connection| {
+            find_account_attachment(connection, account_id, session_id, &id)
+        })
+        .await
     }
 
     /// The bytes the account's attachments hold, each file once.

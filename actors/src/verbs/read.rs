@@ -1,5 +1,6 @@
 //! The `read` verb: a thread of this agent's own (`thread:<session id>`, as `[seq] who: text`
-//! lines) or a memory file (`~/memory/…`). Also [`parse_checked`], the argument check the shipped
+//! lines), a memory file (`~/memory/…`), or the text of a file a person attached
+//! (`attachment:<id>`, of this account only). Also [`parse_checked`], the argument check the shipped
 //! verbs share: the arguments are checked against the verb's own JSON schema, so that an error
 //! names the field.
 
@@ -19,6 +20,7 @@ pub const READ_LIMIT_MAX: i64 = 1000;
 
 const THREAD_PREFIX: &str = "thread:";
 const MEMORY_PREFIX: &str = "~/memory/";
+const ATTACHMENT_PREFIX: &str = "attachment:";
 
 /// Reads a thread of this agent's own, or a memory file. Safe to repeat.
 #[derive(Debug, Clone, Copy, Default)]
@@ -33,6 +35,8 @@ struct ReadArgs {
     #[serde(rename = "toSeq")]
     to_seq: Option<i64>,
     limit: Option<i64>,
+    #[serde(rename = "fromByte")]
+    from_byte: Option<u64>,
 }
 
 impl Verb for Read {
@@ -51,7 +55,10 @@ impl Verb for Read {
          account can be read; any other id is \"thread not found\". With target \
          \"~/memory/<path>\" it returns the file's content exactly, or \"no such file\". Use it \
          to recall what was said or decided in an earlier thread (for example one you were \
-         continued from) instead of guessing, and to look at a memory file before changing it."
+         continued from) instead of guessing, and to look at a memory file before changing it. \
+         With target \"attachment:<id>\" it reads the text of a file a person attached (as a \
+         message names it), from fromByte on (default 0); when more follows than one read \
+         returns, a last line says which fromByte reads on. Only your own account's attachments can be read."
     }
 
     fn parameters(&self) -> Value {
@@ -60,7 +67,7 @@ impl Verb for Read {
             "properties": {
                 "target": {
                     "type": "string",
-                    "description": "\"thread:<session id>\" or a memory path \"~/memory/<path>\""
+                    "description": "\"thread:<session id>\", a memory path \"~/memory/<path>\", or \"attachment:<id>\""
                 },
                 "fromSeq": {
                     "type": "integer",
@@ -77,6 +84,11 @@ impl Verb for Read {
                     "minimum": 1,
                     "maximum": READ_LIMIT_MAX,
                     "description": "Thread reads only: at most this many events (default 200)"
+                },
+                "fromByte": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Attachment reads only: the first byte to show (default 0)"
                 }
             },
             "required": ["target"],
@@ -104,6 +116,20 @@ fn invalid(message: impl std::fmt::Display) -> VerbOutput {
 }
 
 async fn read(context: VerbContext, args: ReadArgs) -> VerbOutput {
+    if let Some(id) = args.target.strip_prefix(ATTACHMENT_PREFIX) {
+        if let Some(field) = only_for_threads(&args) {
+            return invalid(format_args!("{field}: only for thread reads"));
+        }
+        return crate::attachments::read_attachment(
+            &context,
+            id.trim(),
+            args.from_byte.unwrap_or(0),
+        )
+        .await;
+    }
+    if args.from_byte.is_some() {
+        return invalid("fromByte: only for attachment reads");
+    }
     if let Some(id) = args.target.strip_prefix(THREAD_PREFIX) {
         let Ok(thread_id) = id.trim().parse::<SessionId>() else {
             return invalid(format_args!(
@@ -119,22 +145,27 @@ async fn read(context: VerbContext, args: ReadArgs) -> VerbOutput {
         let limit = args.limit.unwrap_or(READ_LIMIT_DEFAULT);
         read_thread(context, thread_id, from_seq, to_seq, limit).await
     } else if args.target.starts_with(MEMORY_PREFIX) {
-        for (field, given) in [
-            ("fromSeq", args.from_seq.is_some()),
-            ("toSeq", args.to_seq.is_some()),
-            ("limit", args.limit.is_some()),
-        ] {
-            if given {
-                return invalid(format_args!("{field}: only for thread reads"));
-            }
+        if let Some(field) = only_for_threads(&args) {
+            return invalid(format_args!("{field}: only for thread reads"));
         }
         read_memory(context, &args.target).await
     } else {
         invalid(format_args!(
-            "target: expected thread:<session id> or a ~/memory/ path, got {:?}",
+            "target: expected thread:<session id>, a ~/memory/ path or attachment:<id>, got {:?}",
             args.target
         ))
     }
+}
+
+/// The first argument given that only a thread read takes.
+fn only_for_threads(args: &ReadArgs) -> Option<&'static str> {
+    [
+        ("fromSeq", args.from_seq.is_some()),
+        ("toSeq", args.to_seq.is_some()),
+        ("limit", args.limit.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(field, given)| given.then_some(field))
 }
 
 async fn read_thread(
