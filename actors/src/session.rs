@@ -14,7 +14,7 @@ use seed_events::{RunId, SessionId};
 use seed_store::RunRow;
 
 use crate::queue::{RunDone, RunQueue};
-use crate::turn::{NotNow, RunEnd, RunEnv, SessionHarness, execute_run};
+use crate::turn::{RunEnd, RunEnv, SessionHarness, execute_run};
 
 /// Active sessions by id.
 pub type Registry = Arc<DashMap<SessionId, Addr<SessionActor>>>;
@@ -32,9 +32,6 @@ pub struct SessionActor {
     /// The session's harness between runs (its store folded in memory); taken by the run in
     /// flight and given back when it ended cleanly.
     harness: Option<SessionHarness>,
-    /// A run the disk refused is pausing before it goes back to the queue: the actor is busy
-    /// until then, since stopping would drop the pause and the run's return with it.
-    pausing: bool,
     last_active_at: Instant,
 }
 
@@ -59,7 +56,6 @@ impl SessionActor {
             current: None,
             next: None,
             harness: None,
-            pausing: false,
             last_active_at: Instant::now(),
         }
     }
@@ -74,7 +70,7 @@ impl SessionActor {
         ctx.run_later(after, move |actor, ctx| {
             let idle = actor.env.settings.session_idle;
             let since = actor.last_active_at.elapsed();
-            if actor.current.is_some() || actor.pausing {
+            if actor.current.is_some() {
                 // Busy: idle a while from now at the soonest (never a check on every poll).
                 actor.schedule_idle_check(ctx, idle.max(Duration::from_millis(1)));
             } else if since >= idle {
@@ -114,7 +110,7 @@ impl std::fmt::Debug for StartRun {
     }
 }
 
-/// How long a run the disk refused waits before its next attempt.
+/// How long a write the disk refused (a run's end, a requeue) waits before it is tried again.
 pub const DISK_FULL_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Cuts off the turn in flight, if any.
@@ -162,17 +158,9 @@ impl Handler<StartRun> for SessionActor {
             actor.current = None;
             actor.harness = harness;
             actor.last_active_at = Instant::now();
-            // Whether the run goes back to the queue, and after what pause.
-            let (requeue, pause) = match outcome {
-                Ok(Ok(RunEnd { .. })) => (false, None),
-                Ok(Err(NotNow::DiskFull)) => {
-                    tracing::warn!(
-                        run_id = %run.id,
-                        attempts = run.attempts,
-                        "the disk is full: the run waits, then tries again"
-                    );
-                    (true, Some(DISK_FULL_PAUSE))
-                }
+            // Whether the run goes back to the queue.
+            let requeue = match outcome {
+                Ok(_) => false,
                 Err(_) => {
                     tracing::error!(run_id = %run.id, attempts = run.attempts, "a run panicked");
                     let give_up = run.attempts >= env.settings.run_attempts_max;
@@ -194,7 +182,7 @@ impl Handler<StartRun> for SessionActor {
                             let _ = store.release_lease(session_id, &boot_id).await;
                         });
                     }
-                    (!give_up, None)
+                    !give_up
                 }
             };
             let done = RunDone {
@@ -202,19 +190,7 @@ impl Handler<StartRun> for SessionActor {
                 run_id,
                 requeue,
             };
-            match pause {
-                // The queue counts the run in flight until then, so the session's later runs
-                // wait behind it.
-                Some(pause) => {
-                    actor.pausing = true;
-                    ctx.run_later(pause, move |actor, _| {
-                        actor.pausing = false;
-                        actor.last_active_at = Instant::now();
-                        actor.queue.do_send(done);
-                    });
-                }
-                None => actor.queue.do_send(done),
-            }
+            actor.queue.do_send(done);
             if let Some(run) = actor.next.take() {
                 ctx.notify(StartRun { run });
             }

@@ -173,12 +173,10 @@ impl RunEnd {
     }
 }
 
-/// Why a run could not run now.
-#[derive(Debug)]
-pub enum NotNow {
-    /// The disk was full: the turn stopped where the store refused it (everything it had
-    /// committed is in the log: each commit wrote both), and the run goes back to the queue,
-    /// after a pause, for its next attempt, which reopens the store.
+/// Why a run's end could not be recorded now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EndRefused {
+    /// The disk was full: the end is written again after a pause.
     DiskFull,
 }
 
@@ -201,28 +199,31 @@ impl std::fmt::Debug for SessionHarness {
     }
 }
 
-/// Runs `run` to its end and records it. `Err(NotNow)` leaves the run for later. The run comes
-/// from the queue's claim, which took its session's store lease for it in the same
-/// transaction; the run's end releases it. `harness` is the session's open harness, if its
-/// actor kept one; it is left there after a run that ended cleanly, and dropped after anything
-/// else (the next run opens the store afresh).
+/// Runs `run` to its end and records it. The run comes from the queue's claim, which took its
+/// session's store lease for it in the same transaction; the run's end releases it. `harness`
+/// is the session's open harness, if its actor kept one; it is left there after a run that
+/// ended cleanly, and dropped after anything else (the next run opens the store afresh).
+///
+/// A store operation the database refuses (a full disk) closes the harness, and the turn ends
+/// with an error, as the spec has it: what it had committed stays (each commit wrote the log
+/// too), and the run's end says why, in its result and in a notice in the log. While the disk
+/// refuses even that, the end is written again after a pause until it is (the session's next
+/// runs wait behind it); the turn itself is not run again.
 pub async fn execute_run(
     env: &RunEnv,
     run: &RunRow,
     stop: StopSignal,
     harness: &mut Option<SessionHarness>,
-) -> Result<RunEnd, NotNow> {
+) -> RunEnd {
     let session_id = run.session_id;
-    let (end, plan_check) = match turn(env, run, stop, harness).await {
-        Ok(ended) => ended,
-        // A full disk is no fault of the turn: it waits for space however long that takes
-        // (the queue retries it after a pause), so nothing it committed is left unshown.
+    let (end, plan_check, notice) = match turn(env, run, stop, harness).await {
+        Ok((end, plan_check)) => (end, plan_check, None),
         Err(error) if is_disk_full(&error) => {
-            *harness = None;
-            let _ = env.store.release_lease(session_id, &env.boot_id).await;
-            return Err(NotNow::DiskFull);
+            let end = RunEnd::failed(REFUSED_WRITE);
+            let notice = refused_write_notice(run.id, (env.clock)());
+            (end, None, Some(notice))
         }
-        Err(error) => (RunEnd::failed(error), None),
+        Err(error) => (RunEnd::failed(error), None, None),
     };
     // A delete stops the turn under it; the spec has that turn end with an error, not as a
     // person's stop.
@@ -237,12 +238,41 @@ pub async fn execute_run(
         .crash_points
         .reach(crate::crash::points::RUN_BEFORE_FINISH)
         .await;
-    match record_end(env, run, end, plan_check).await {
-        (_, Err(not_now)) => {
-            *harness = None;
-            Err(not_now)
+    loop {
+        match record_end(env, run, end.clone(), plan_check.clone(), notice.clone()).await {
+            Ok(end) => return end,
+            Err(EndRefused::DiskFull) => {
+                *harness = None;
+                tracing::warn!(
+                    run_id = %run.id,
+                    "the disk is full: the run's end is written again shortly"
+                );
+                actix::clock::sleep(crate::session::DISK_FULL_PAUSE).await;
+            }
         }
-        (end, Ok(())) => Ok(end),
+    }
+}
+
+/// Why a turn the database refused a write of ended: its run's result, and its notice.
+pub const REFUSED_WRITE: &str = "the database refused a write: disk full";
+
+/// The notice a turn the database refused leaves in the log: the person and the next turn's
+/// model read that it stopped, and why.
+fn refused_write_notice(run_id: seed_events::RunId, now_ms: i64) -> NewEvent {
+    NewEvent {
+        kind: "notice".to_owned(),
+        role: Some(EventRole::System),
+        actor: Some("runtime".to_owned()),
+        content: serde_json::json!({
+            "text": format!(
+                "The turn stopped: {REFUSED_WRITE}. What it had done is kept; send the message \
+                 again once there is room."
+            )
+        }),
+        meta: serde_json::json!({ "run_failed": run_id }),
+        run_id: Some(run_id),
+        pi_entry_id: None,
+        created_at_ms: now_ms,
     }
 }
 
@@ -259,12 +289,14 @@ fn is_disk_full(error: &TurnError) -> bool {
 /// Records a run's end: closes it (a child's with its delivery to the parent, and the release
 /// of the session's lease, in one transaction) and tells subscribers.
 pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
-    record_end(env, run, end, None).await.0
+    record_end(env, run, end.clone(), None, None)
+        .await
+        .unwrap_or(end)
 }
 
-/// [`finish`], saying whether the store refused the end because the disk was full: the run
-/// then goes back to the queue like a turn the disk cut off, and tells no one it finished.
-/// The turn's entries are in the log already: each commit of the store wrote its own.
+/// [`finish`], saying whether the store refused the end because the disk was full (then it
+/// tells no one the run finished). The turn's entries are in the log already: each commit of
+/// the store wrote its own; `notice` goes there with a terminal end, in its transaction.
 ///
 /// With `plan_check`, the end's transaction may give the run a later pass instead (see
 /// [`seed_store::PlanCheck`]): the end returned is then `Queued`.
@@ -273,7 +305,8 @@ async fn record_end(
     run: &RunRow,
     mut end: RunEnd,
     plan_check: Option<PlanCheck>,
-) -> (RunEnd, Result<(), NotNow>) {
+    notice: Option<NewEvent>,
+) -> Result<RunEnd, EndRefused> {
     let now = (env.clock)();
     // The run holds its session's lease (the queue's claim took it); its end lets it go. The
     // lease goes with the session when it was deleted; nothing to release then.
@@ -298,6 +331,7 @@ async fn record_end(
                 delivery,
                 lease: Some((run.session_id, env.boot_id.clone())),
                 plan_check,
+                notice,
             })
             .await;
         let outcome = match recorded {
@@ -307,7 +341,7 @@ async fn record_end(
                 // The lease is let go of all the same.
                 release_alone().await;
                 if error.is_disk_full() {
-                    return (end, Err(NotNow::DiskFull));
+                    return Err(EndRefused::DiskFull);
                 }
                 RunEndOutcome::Unchanged
             }
@@ -326,9 +360,20 @@ async fn record_end(
             end.status = RunStatus::Queued;
         } else {
             let recorded = matches!(outcome, RunEndOutcome::Ended { .. });
+            if let RunEndOutcome::Ended {
+                notice_seq: Some(seq),
+                ..
+            } = outcome
+            {
+                env.publisher.publish(Notification::SessionChanged {
+                    session_id: run.session_id,
+                    reason: "events",
+                    seqs: Some(SeqRange { from: seq, to: seq }),
+                });
+            }
             if let Some(parent_session) = parent_session {
                 let delivered_seq = match outcome {
-                    RunEndOutcome::Ended { delivered_seq } => delivered_seq,
+                    RunEndOutcome::Ended { delivered_seq, .. } => delivered_seq,
                     _ => None,
                 };
                 env.publisher.publish(Notification::SessionChanged {
@@ -363,7 +408,7 @@ async fn record_end(
         reason: "run-finished",
         seqs: None,
     });
-    (end, Ok(()))
+    Ok(end)
 }
 
 /// What a child's end delivers to its parent: its result as the result of the parent's
@@ -561,6 +606,7 @@ async fn turn(
     let view = RunView {
         own_event_ids: &run.user_event_ids,
         waiting_event_ids: &waiting,
+        attached: &seed_projections::import::NO_FILES,
     };
     // An append or an edit needs only the events past the mark that came from no store entry,
     // those left out before, and the run's own messages: read just those. A rebuild needs the
@@ -645,7 +691,7 @@ async fn turn(
                 let (run_id, now) = (run.id, (env.clock)());
                 plan_check = Some(PlanCheck {
                     session_id,
-                    notice: Box::new(move |plan| plan_notice(plan, run_id, now)),
+                    notice: std::sync::Arc::new(move |plan| plan_notice(plan, run_id, now)),
                 });
             }
             RunEnd {

@@ -1,6 +1,9 @@
-//! A full disk mid-turn loses nothing and repeats nothing: the run whose commit (or log write)
-//! the store refused waits a moment and tries again, and its next attempt projects what had
-//! committed, so the log and the store agree and the answer is there once.
+//! A full disk mid-turn loses nothing and repeats nothing, and says so, as the spec has it: a
+//! store operation the database refuses closes the harness and the turn ends with an error —
+//! "the database refused a write: disk full" in the run's result and in a notice in the log —
+//! while what it had committed stays (log and store agree); the next message works once there
+//! is room. A run's end the disk refuses is written again after a pause. Both with injected
+//! faults and with a real SQLITE_FULL (`max_page_count`).
 
 mod common;
 
@@ -43,6 +46,16 @@ async fn start(
     faults: FaultInjector,
     settings: RuntimeSettings,
 ) -> anyhow::Result<(Store, Runtime)> {
+    start_with(dir, faults, settings, echo_then_answer()).await
+}
+
+/// [`start`] with `model`.
+async fn start_with(
+    dir: &tempfile::TempDir,
+    faults: FaultInjector,
+    settings: RuntimeSettings,
+    model: seed_providers::ScriptedProvider,
+) -> anyhow::Result<(Store, Runtime)> {
     let store = Store::open(Config {
         faults: Some(faults),
         ..Config::new(dir.path().join("seed.db"))
@@ -53,7 +66,7 @@ async fn start(
         .await?;
     let (runtime, _) = Runtime::start(
         store.clone(),
-        Arc::new(echo_then_answer()),
+        Arc::new(model),
         vec![Arc::new(Echo)],
         settings,
         "boot-1".to_owned(),
@@ -81,15 +94,32 @@ async fn answers_and_results(
     Ok((answers, results, log))
 }
 
+/// The run's end as the turn the disk refused leaves it: failed, saying why, with its notice
+/// in the log once.
+fn assert_refused_write(run: &seed_store::RunRow, log: &[seed_events::SessionEvent]) {
+    assert_eq!(run.status, RunStatus::Failed, "{run:?}");
+    assert_eq!(
+        run.result,
+        Some(serde_json::json!({ "error": seed_actors::turn::REFUSED_WRITE }))
+    );
+    let notices: Vec<&seed_events::SessionEvent> = log
+        .iter()
+        .filter(|event| event.meta["run_failed"] == serde_json::json!(run.id))
+        .collect();
+    assert_eq!(notices.len(), 1, "{log:#?}");
+    let text = notices[0].content["text"].as_str().unwrap_or_default();
+    assert!(text.contains(seed_actors::turn::REFUSED_WRITE), "{text}");
+}
+
 #[actix::test]
-async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> anyhow::Result<()> {
+async fn a_turn_the_disk_refuses_ends_with_the_error_and_loses_nothing() -> anyhow::Result<()> {
     // Each skip puts the refusal at a different commit of the turn: the run's claim (with its
-    // lease), the input, the response, the verb's result, the answer, the run's end with the
-    // log write, and what comes after (how many commits a turn takes varies a little: an empty
-    // claim may share a commit with another). So the skips go on until one lands past the
-    // turn's last commit, which has to come after the six above. The run's end has a test of
-    // its own, below.
+    // lease), the input, the response, the verb's result, the answer, the run's end, and what
+    // comes after (how many commits a turn takes varies a little: an empty claim may share a
+    // commit with another). So the skips go on until one lands past the turn's last commit,
+    // which has to come after the six above.
     const TURN_COMMITS_MIN: usize = 6;
+    let mut n_refused_turns = 0;
     for skip in 0.. {
         anyhow::ensure!(
             skip < 4 * TURN_COMMITS_MIN,
@@ -104,11 +134,23 @@ async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> a
         armed.store(true, Ordering::SeqCst);
         let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
         let run = common::within("the run", runtime.wait_for_run(run_id)).await?;
-        assert_eq!(run.status, RunStatus::Succeeded, "skip {skip}: {run:?}");
-        // Let the run's last projection land, then compare.
-        actix::clock::sleep(std::time::Duration::from_millis(50)).await;
         let (answers, results, log) = answers_and_results(&store).await?;
-        assert_eq!((answers, results), (1, 1), "skip {skip}: {log:#?}");
+        if run.status == RunStatus::Failed {
+            // Refused mid-turn: it says why, and what it committed is kept, once.
+            assert_refused_write(&run, &log);
+            assert!(answers <= 1 && results <= 1, "skip {skip}: {log:#?}");
+            n_refused_turns += 1;
+        } else {
+            // Refused around the turn (its claim, its end), which is tried again: answered once.
+            assert_eq!(run.status, RunStatus::Succeeded, "skip {skip}: {run:?}");
+            assert_eq!((answers, results), (1, 1), "skip {skip}: {log:#?}");
+        }
+        // The next message works once there is room again.
+        armed.store(false, Ordering::SeqCst);
+        let (_, next) = runtime.send_message(session(0), "and again").await?;
+        let next = common::within("the next run", runtime.wait_for_run(next)).await?;
+        assert_eq!(next.status, RunStatus::Succeeded, "skip {skip}: {next:?}");
+        assert_log_agrees_with_store(&store, session(0)).await?;
         if failed.load(Ordering::SeqCst) == 0 {
             assert!(
                 skip >= TURN_COMMITS_MIN,
@@ -117,18 +159,28 @@ async fn a_turn_cut_off_by_a_full_disk_tries_again_and_the_log_catches_up() -> a
             break;
         }
     }
+    assert!(
+        n_refused_turns >= 3,
+        "the faults landed mid-turn {n_refused_turns} times"
+    );
     Ok(())
 }
 
+/// A run's end the disk refuses is written again after a pause, in the run's own task: the
+/// turn is not run again, and the session's actor stays for it past its idle while.
 #[actix::test]
 async fn a_runs_end_refused_by_a_full_disk_is_recorded_after_a_pause() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    // Armed once the turn is over and projected: the next commit is the run's end (with its
-    // lease's release), and the one after it the run's requeueing.
+    // Armed once the turn is over: the next commits are the run's end (with its lease's
+    // release) and the lease's release alone.
     let armed = Arc::new(AtomicBool::new(false));
     let (faults, failed) = injector(Arc::clone(&armed), 0, 2);
     let n_finishing = Arc::new(AtomicUsize::new(0));
+    // The actor would be idle long before the pause is over, were the end's retry not activity.
+    let idle = std::time::Duration::from_millis(100);
+    assert!(idle < seed_actors::session::DISK_FULL_PAUSE / 4);
     let settings = RuntimeSettings {
+        session_idle: idle,
         crash_points: seed_actors::CrashPoints::new({
             let (armed, n_finishing) = (Arc::clone(&armed), Arc::clone(&n_finishing));
             move |point| {
@@ -142,13 +194,15 @@ async fn a_runs_end_refused_by_a_full_disk_is_recorded_after_a_pause() -> anyhow
         }),
         ..RuntimeSettings::default()
     };
-    let (store, runtime) = start(&dir, faults, settings).await?;
+    let model = echo_then_answer();
+    let (store, runtime) = start_with(&dir, faults, settings, model.clone()).await?;
     let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
     let run = common::within("the run", runtime.wait_for_run(run_id)).await?;
     assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
     assert_eq!(failed.load(Ordering::SeqCst), 2);
-    // The first attempt reached its end and was refused; the second adopted the answered turn.
-    assert_eq!(n_finishing.load(Ordering::SeqCst), 2);
+    // One turn, ended once it could be written: not run again, the model asked twice in all.
+    assert_eq!(n_finishing.load(Ordering::SeqCst), 1);
+    assert_eq!(model.n_requests(), 2);
     assert_eq!(
         run.result,
         Some(serde_json::json!({ "answer": "answer: hello there" }))
@@ -159,27 +213,61 @@ async fn a_runs_end_refused_by_a_full_disk_is_recorded_after_a_pause() -> anyhow
     Ok(())
 }
 
+/// A real SQLITE_FULL: the database capped a few pages above what it holds, a message whose
+/// turn does not fit. The turn ends with the error; once room is made (a memory file deleted),
+/// the run's end is in and the next message is answered.
 #[actix::test]
-async fn a_run_pausing_after_a_full_disk_keeps_its_actor_past_the_idle_while() -> anyhow::Result<()>
-{
+async fn a_real_full_database_ends_the_turn_and_the_next_message_works_once_room_is_made()
+-> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let armed = Arc::new(AtomicBool::new(false));
-    // The turn's third commit (its first model response) is refused, twice.
-    let (faults, failed) = injector(Arc::clone(&armed), 3, 2);
-    // The actor would be idle long before the pause is over, were the pause not activity.
-    let idle = std::time::Duration::from_millis(100);
-    assert!(idle < seed_actors::session::DISK_FULL_PAUSE / 4);
-    let settings = RuntimeSettings {
-        session_idle: idle,
-        ..RuntimeSettings::default()
+    let path = dir.path().join("seed.db");
+    {
+        let store = Store::open(Config::new(&path))?;
+        store.create_account(account(), vec![1], 0).await?;
+        store
+            .create_session(NewSession::new(session(0), account(), 0))
+            .await?;
+        // Room to give back later: 160 KiB of memory.
+        store
+            .write_memory(account(), "~/memory/big.md", "m".repeat(160 * 1024), 1)
+            .await?;
+    }
+    let n_pages = Store::open(Config::new(&path))?.page_count().await?;
+    // About 200 KiB of room: the message (40 KiB) fits; its turn (the input, the echo's call
+    // and result, the answer: four more copies of it, and the log's) does not.
+    let store = Store::open(Config {
+        max_page_count: Some(n_pages + 50),
+        ..Config::new(&path)
+    })?;
+    let model = echo_then_answer();
+    let (runtime, _) = Runtime::start(
+        store.clone(),
+        Arc::new(model),
+        vec![Arc::new(Echo)],
+        RuntimeSettings::default(),
+        "boot-1".to_owned(),
+        test_clock(),
+    )
+    .await?;
+    let (_, run_id) = runtime
+        .send_message(session(0), &"x".repeat(40 * 1024))
+        .await?;
+    // The run ends failed, or keeps trying to write that end while there is no room at all.
+    let ended = actix::clock::timeout(
+        std::time::Duration::from_secs(3),
+        runtime.wait_for_run(run_id),
+    )
+    .await;
+    assert!(store.delete_memory(account(), "~/memory/big.md").await?);
+    let run = match ended {
+        Ok(run) => run?,
+        Err(_) => common::within("the run", runtime.wait_for_run(run_id)).await?,
     };
-    let (store, runtime) = start(&dir, faults, settings).await?;
-    armed.store(true, Ordering::SeqCst);
-    let (_, run_id) = runtime.send_message(session(0), "hello there").await?;
-    let run = common::within("the run", runtime.wait_for_run(run_id)).await?;
-    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
-    assert!(failed.load(Ordering::SeqCst) >= 1, "no fault landed");
-    let (answers, results, log) = answers_and_results(&store).await?;
-    assert_eq!((answers, results), (1, 1), "{log:#?}");
+    let log = log(&store, session(0)).await?;
+    assert_refused_write(&run, &log);
+    assert_log_agrees_with_store(&store, session(0)).await?;
+    let (_, next) = runtime.send_message(session(0), "small now").await?;
+    let next = common::within("the next run", runtime.wait_for_run(next)).await?;
+    assert_eq!(next.status, RunStatus::Succeeded, "{next:?}");
     Ok(())
 }

@@ -208,15 +208,16 @@ fn answer(seed: u64, extra: &[RunVerb], request: &Request) -> ScriptedStep {
             return text("answer");
         }
         // Call ids are unique per request, as a provider's are (and the same for a request
-        // asked again after a crash).
-        let id_base = mix(
-            seed,
-            &[
-                &session,
-                &request.messages.len().to_string(),
-                &h.to_string(),
-            ],
-        );
+        // asked again after a crash): they follow the whole conversation, so a later turn
+        // whose input and depth repeat an earlier one's (a turn the disk refused, then asked
+        // again after a rebuild) still gets ids of its own.
+        let conversation: String = request
+            .messages
+            .iter()
+            .filter(|message| !matches!(message.as_ref(), Message::User(user) if user.text.starts_with('<')))
+            .map(|message| format!("{message:?}"))
+            .collect();
+        let id_base = mix(seed, &[&session, &conversation, &h.to_string()]);
         let call = |idx: u64, name: &str, arguments: Value| ToolCall {
             id: format!("c{:x}-{idx}", id_base & 0xffff_ffff_ffff),
             name: name.to_owned(),

@@ -413,6 +413,13 @@ impl Store {
         self.read(runs::list_open).await
     }
 
+    /// How many pages the database holds (`PRAGMA page_count`): its size in pages, as
+    /// `Config::max_page_count` counts them.
+    pub async fn page_count(&self) -> Result<u32> {
+        self.read(|connection| Ok(connection.query_row("PRAGMA page_count", [], |row| row.get(0))?))
+            .await
+    }
+
     /// SQLite's own checks of the file: `PRAGMA integrity_check` and `foreign_key_check`.
     /// Returns the problems found; empty when the database is sound.
     pub async fn check_integrity(&self) -> Result<Vec<String>> {
@@ -562,10 +569,12 @@ impl Store {
             delivery,
             lease,
             plan_check,
+            notice,
         } = closing;
         let scope = lease.as_ref().map(|(session_id, _)| *session_id);
         // Serialized here, not on the writer's thread, which every session's commits wait on.
         let result = result.map(|result| result.to_string());
+        let notice = notice.map(log::PreparedEvent::of);
         self.write(scope, move |connection| {
             if let Some((session_id, owner)) = &lease {
                 leases::release_lease(connection, *session_id, owner)?;
@@ -591,10 +600,18 @@ impl Store {
                 now_ms,
                 delivery.as_ref(),
             )?;
-            Ok(if ended {
-                RunEndOutcome::Ended { delivered_seq }
-            } else {
-                RunEndOutcome::Unchanged
+            if !ended {
+                return Ok(RunEndOutcome::Unchanged);
+            }
+            let notice_seq = match (&notice, &lease) {
+                (Some(notice), Some((session_id, _))) => {
+                    Some(notice.append(connection, *session_id)?.seq)
+                }
+                _ => None,
+            };
+            Ok(RunEndOutcome::Ended {
+                delivered_seq,
+                notice_seq,
             })
         })
         .await
@@ -791,11 +808,15 @@ pub struct RunClosing {
     pub lease: Option<(SessionId, String)>,
     /// What the session's plan may owe an answered run (a later pass instead of the end).
     pub plan_check: Option<PlanCheck>,
+    /// A notice of why the run ended, for the session's log (with the lease's session), written
+    /// with the end when this call ends the run.
+    pub notice: Option<NewEvent>,
 }
 
 /// What a run's plan may owe it when its turn was answered: a later pass, decided in the run's
 /// end transaction ([`Store::finish_run_releasing`]) from the session's plan as it stands then,
 /// since a person may change the plan while the turn runs.
+#[derive(Clone)]
 pub struct PlanCheck {
     /// The run's session, whose plan is read.
     pub session_id: SessionId,
@@ -805,7 +826,8 @@ pub struct PlanCheck {
 }
 
 /// [`PlanCheck::notice`]: from a session's plan, the notice that gives the run a later pass.
-pub type PlanNotice = Box<dyn Fn(Option<&serde_json::Value>) -> Option<NewEvent> + Send>;
+pub type PlanNotice =
+    std::sync::Arc<dyn Fn(Option<&serde_json::Value>) -> Option<NewEvent> + Send + Sync>;
 
 impl fmt::Debug for PlanCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -819,8 +841,12 @@ impl fmt::Debug for PlanCheck {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunEndOutcome {
     /// The run ended as asked; a child's result was delivered with it, at this seq of its
-    /// parent's log (`None`: no delivery, or the parent is gone).
-    Ended { delivered_seq: Option<i64> },
+    /// parent's log (`None`: no delivery, or the parent is gone), and its notice written at
+    /// `notice_seq` of its own.
+    Ended {
+        delivered_seq: Option<i64>,
+        notice_seq: Option<i64>,
+    },
     /// The run had already ended, or is gone: it was left as it was.
     Unchanged,
     /// The plan owed the run a later pass: its notice is in the log (at `notice_seq`) after

@@ -518,7 +518,7 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
     // The check is given the plan the store holds; its notice names the open steps.
     let check = |session_id| PlanCheck {
         session_id,
-        notice: Box::new(|plan: Option<&serde_json::Value>| {
+        notice: std::sync::Arc::new(|plan: Option<&serde_json::Value>| {
             let open: Vec<String> = plan?
                 .as_array()?
                 .iter()
@@ -543,6 +543,7 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
             delivery,
             lease: Some((session_id, "boot-a".to_owned())),
             plan_check: Some(check(session_id)),
+            notice: None,
         }))?)
     };
     let log_of = |session_id| -> anyhow::Result<Vec<(String, String)>> {
@@ -597,7 +598,8 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
     assert_eq!(
         end(2, sessions[1], Some(delivery))?,
         RunEndOutcome::Ended {
-            delivered_seq: Some(3)
+            delivered_seq: Some(3),
+            notice_seq: None
         }
     );
     assert_eq!(log_of(sessions[1])?, std::slice::from_ref(&message_row));
@@ -615,5 +617,48 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
     assert_eq!(log_of(sessions[2])?, [message_row]);
     let stopped = block_on(store.get_run(RunId::from_u128(3)))?.expect("the run");
     assert_eq!((stopped.status, stopped.pass), (RunStatus::Canceled, 0));
+    Ok(())
+}
+
+/// A run's end can carry a notice for its session's log (why it ended): written with the end,
+/// in its transaction, at the seq the end reports; an end that does not end the run (it had
+/// ended already) writes none.
+#[test]
+fn a_runs_end_writes_its_notice_with_it() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(1)?;
+    let store = &fixture.store;
+    block_on(store.enqueue_run(run(1, sessions[0], Queue::Interactive)))?;
+    block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 1)], "boot-a", 10))?;
+    block_on(store.append_events(sessions[0], vec![message("before", None)]))?;
+    let close = || RunClosing {
+        run_id: RunId::from_u128(1),
+        status: RunStatus::Failed,
+        result: Some(serde_json::json!({"error": "the database refused a write: disk full"})),
+        now_ms: 12,
+        delivery: None,
+        lease: Some((sessions[0], "boot-a".to_owned())),
+        plan_check: None,
+        notice: Some(message("the turn stopped", None)),
+    };
+    assert_eq!(
+        block_on(store.finish_run_releasing(close()))?,
+        RunEndOutcome::Ended {
+            delivered_seq: None,
+            notice_seq: Some(2)
+        }
+    );
+    let log = block_on(store.read_events(sessions[0], 1, i64::MAX, usize::MAX))?;
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[1].content["text"], "the turn stopped");
+    // Ended already: nothing more is written.
+    assert_eq!(
+        block_on(store.finish_run_releasing(close()))?,
+        RunEndOutcome::Unchanged
+    );
+    assert_eq!(
+        block_on(store.read_events(sessions[0], 1, i64::MAX, usize::MAX))?.len(),
+        2
+    );
     Ok(())
 }

@@ -501,6 +501,7 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_queues_next_and_the_sess
         delivery: None,
         lease: Some((sessions[0], "boot-a".to_owned())),
         plan_check: None,
+        notice: None,
     }))?;
     let (_, third) = send(sessions[0], 3)?;
     assert_eq!(third.status, RunStatus::Queued);
@@ -547,6 +548,7 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_queues_next_and_the_sess
         delivery: None,
         lease: Some((sessions[3], "boot-a".to_owned())),
         plan_check: None,
+        notice: None,
     }))?;
     let (_, free) = send(sessions[3], 7)?;
     assert_eq!(free.status, RunStatus::Running);
