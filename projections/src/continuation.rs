@@ -61,21 +61,21 @@ pub const SOURCE_BYTES_MAX: usize = 500;
 /// The keys hoisted out of `handoff` when the top level lacks them.
 const HOISTED: [&str; 3] = ["sources", "transfer", "description"];
 
-/// Hoists `sources`, `transfer` and `description` nested inside `handoff` to the top level, when
-/// the top level lacks them (or holds null). Anything else is left as it is.
+/// Hoists `sources`, `transfer` and `description` nested inside `handoff` to the top level:
+/// a key given only inside the handoff moves up; one given at both levels takes the top
+/// level's value (the nested copy is dropped). Anything else is left as it is.
 pub fn normalize_input(mut arguments: Value) -> Value {
     let Some(fields) = arguments.as_object_mut() else {
         return arguments;
     };
     for key in HOISTED {
-        if !fields.get(key).is_none_or(Value::is_null) {
-            continue;
-        }
         let nested = match fields.get_mut("handoff") {
             Some(Value::Object(handoff)) => handoff.remove(key),
             _ => None,
         };
-        if let Some(value) = nested {
+        if let Some(value) = nested
+            && fields.get(key).is_none_or(Value::is_null)
+        {
             fields.insert(key.to_owned(), value);
         }
     }
@@ -166,31 +166,38 @@ fn required_text(
 }
 
 /// A section's value: a string (one paragraph) or a list of strings; empty ones dropped.
-fn paragraphs(value: &Value, path: &str) -> Result<Vec<String>, String> {
+/// A value as the texts of a handoff section, however a model shaped it: a string as it is; a
+/// number or a boolean as written; an object as one `key: value` text per field, in the order
+/// of the keys; a list as a text per item (an object item as its fields `key: value`, joined by `; `). A value inside an
+/// object that is not a string is its compact JSON. Texts are trimmed; empty ones dropped.
+/// The web UI renders a call's handoff by the same rule (`server/ui/logic.js`), checked against
+/// the same cases (`projections/tests/handoff_normalization.json`).
+pub fn section_texts(value: &Value) -> Vec<String> {
+    let field_text = |(key, value): (&String, &Value)| match value {
+        Value::String(text) => format!("{key}: {text}"),
+        other => format!("{key}: {other}"),
+    };
     let texts = match value {
         Value::Null => Vec::new(),
         Value::String(text) => vec![text.clone()],
+        Value::Number(_) | Value::Bool(_) => vec![value.to_string()],
+        Value::Object(fields) => fields.iter().map(field_text).collect(),
         Value::Array(items) => items
             .iter()
-            .enumerate()
-            .map(|(idx, item)| match item {
-                Value::String(text) => Ok(text.clone()),
-                Value::Number(_) | Value::Bool(_) => Ok(item.to_string()),
-                _ => Err(format!("{path}[{idx}]: expected a string")),
+            .map(|item| match item {
+                Value::String(text) => text.clone(),
+                Value::Object(fields) => {
+                    fields.iter().map(field_text).collect::<Vec<_>>().join("; ")
+                }
+                other => other.to_string(),
             })
-            .collect::<Result<_, _>>()?,
-        Value::Number(_) | Value::Bool(_) => vec![value.to_string()],
-        Value::Object(_) => {
-            return Err(format!(
-                "{path}: expected a string or a list of strings, got an object"
-            ));
-        }
+            .collect(),
     };
-    Ok(texts
+    texts
         .into_iter()
         .map(|text| text.trim().to_owned())
         .filter(|text| !text.is_empty())
-        .collect())
+        .collect()
 }
 
 fn parse_handoff(value: Option<&Value>) -> Result<Handoff, String> {
@@ -201,19 +208,13 @@ fn parse_handoff(value: Option<&Value>) -> Result<Handoff, String> {
     };
     let mut handoff = Handoff::default();
     for (key, value) in fields {
-        let path = format!("handoff.{key}");
-        if HOISTED.contains(&key.as_str()) {
-            return Err(format!(
-                "{path}: given at the top level too; give it once, at the top level"
-            ));
-        }
         if key.trim().is_empty() {
             return Err("handoff: a section has an empty name".to_owned());
         }
         // A model that already nests its extra sections under `extra` keeps them.
         if let ("extra", Value::Object(extra)) = (key.as_str(), value) {
             for (extra_key, extra_value) in extra {
-                let texts = paragraphs(extra_value, &format!("handoff.extra.{extra_key}"))?;
+                let texts = section_texts(extra_value);
                 if !texts.is_empty() {
                     handoff
                         .extra
@@ -224,7 +225,7 @@ fn parse_handoff(value: Option<&Value>) -> Result<Handoff, String> {
             }
             continue;
         }
-        let texts = paragraphs(value, &path)?;
+        let texts = section_texts(value);
         match handoff.section_mut(key) {
             Some(section) => section.extend(texts),
             None if !texts.is_empty() => {
