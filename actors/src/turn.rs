@@ -638,12 +638,28 @@ async fn turn(
             .into_iter()
             .filter(|event| event.seq < first_pending),
     );
-    let mut plan = plan_import(&pending, harness.state(), &sync, view, rebuild);
+    // The files the imported messages name, as the session's model is shown them.
+    let takes_images = env
+        .provider
+        .takes_images(&env.settings.session_model(&session));
+    let attached =
+        crate::attachments::read_attached(store, session_id, &pending, takes_images).await?;
+    let with_files = RunView {
+        attached: &attached,
+        ..view
+    };
+    let mut plan = plan_import(&pending, harness.state(), &sync, with_files, rebuild);
     if plan.mode == ImportMode::Rebuild {
         let log = store
             .read_events(session_id, 1, i64::MAX, usize::MAX)
             .await?;
-        plan = plan_import(&log, harness.state(), &sync, view, rebuild);
+        let attached =
+            crate::attachments::read_attached(store, session_id, &log, takes_images).await?;
+        let with_files = RunView {
+            attached: &attached,
+            ..view
+        };
+        plan = plan_import(&log, harness.state(), &sync, with_files, rebuild);
     }
     // The log was read through this seq: what it held up to there and is not pending came from
     // the store, so the next turn need not look at it again.

@@ -20,7 +20,7 @@ use seed_actors::{Notification, Runtime, RuntimeSettings, Verb};
 use seed_events::continuation::CONTINUED_FROM_META;
 use seed_events::{EventRole, NewEvent, Queue, RunId, RunStatus, SessionContinuationManifest};
 use seed_providers::text_response;
-use seed_providers::{Message, Request, ScriptedProvider, ScriptedStep, Usage};
+use seed_providers::{Message, Request, ScriptedProvider, ScriptedStep, Usage, UserPart};
 use seed_store::{Config, NewAttachment, NewSession, Store};
 use serde_json::{Value, json};
 
@@ -482,10 +482,21 @@ async fn attachments_resolve_in_the_successor() -> anyhow::Result<()> {
             created_at_ms: 3,
         })
         .await?;
+    setup
+        .store
+        .add_attachment(NewAttachment {
+            session_id: session(0),
+            id: "att-2".to_owned(),
+            name: "notes.txt".to_owned(),
+            media_type: "text/plain".to_owned(),
+            bytes: b"rooms: 3".to_vec(),
+            created_at_ms: 3,
+        })
+        .await?;
     let message = NewEvent::message(
         EventRole::User,
         "user",
-        json!({"text": CONTINUE, "raw_markdown": "please **continue**", "attachments": [{"id": "att-1", "name": "floorplan.png"}]}),
+        json!({"text": CONTINUE, "raw_markdown": "please **continue**", "attachments": [{"id": "att-1", "name": "floorplan.png"}, "att-2"]}),
         4,
     );
     let (_, run) = setup
@@ -521,6 +532,61 @@ async fn attachments_resolve_in_the_successor() -> anyhow::Result<()> {
     let original = std::fs::metadata(setup.store.attachment_file(&attachment))?;
     let link = std::fs::metadata(setup.store.attachment_file(&linked))?;
     assert_eq!(original.ino(), link.ino(), "a hard link, not a copy");
+
+    // The successor's model reads the copied message with its files, as the predecessor's did:
+    // the image as an image, the text inline.
+    successor_run(&setup, successor).await?;
+    let expected = [
+        UserPart::Text {
+            text: "attachment:att-1 (floorplan.png, image/png, 12 bytes): the image follows"
+                .to_owned(),
+        },
+        UserPart::Image {
+            media_type: "image/png".to_owned(),
+            data: "iVBORyBwcmV0ZW5k".to_owned(),
+        },
+        UserPart::Text {
+            text: "attachment:att-2 (notes.txt, text/plain, 8 bytes):\n<attachment_text>\n\
+                   rooms: 3\n</attachment_text>"
+                .to_owned(),
+        },
+    ];
+    let requests = setup.model.requests();
+    let inputs: Vec<&seed_providers::UserMessage> = requests
+        .iter()
+        .filter_map(|request| {
+            request
+                .messages
+                .iter()
+                .rev()
+                .find_map(|message| match message.as_ref() {
+                    Message::User(user) if user.text == CONTINUE => Some(user),
+                    _ => None,
+                })
+        })
+        .collect();
+    assert!(
+        inputs.len() >= 2,
+        "the predecessor's and the successor's: {inputs:?}"
+    );
+    let successor_request = requests
+        .iter()
+        .rfind(|request| request.session_id.as_deref() == Some(&successor.to_string()))
+        .expect("the successor asked its model");
+    let successor_input = successor_request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|message| match message.as_ref() {
+            Message::User(user) if user.text == CONTINUE => Some(user),
+            _ => None,
+        })
+        .expect("the copied message in the successor's request");
+    assert_eq!(successor_input.parts, expected);
+    assert!(
+        inputs.iter().all(|input| input.parts == expected),
+        "{inputs:?}"
+    );
     Ok(())
 }
 
