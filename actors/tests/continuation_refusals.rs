@@ -112,9 +112,17 @@ async fn bad_shapes_are_refused_naming_the_field() -> anyhow::Result<()> {
     let mut empty_handoff = good_arguments();
     empty_handoff["handoff"] = json!({});
     assert_refused(&setup, session(0), run_id, empty_handoff, "handoff: empty").await?;
-    let mut bad_section = good_arguments();
-    bad_section["handoff"]["decisions"] = json!({"a": 1});
-    assert_refused(&setup, session(0), run_id, bad_section, "handoff.decisions").await?;
+    // A section of any shape is kept as text; a handoff that is no object is refused.
+    let mut not_sections = good_arguments();
+    not_sections["handoff"] = json!("just go on");
+    assert_refused(
+        &setup,
+        session(0),
+        run_id,
+        not_sections,
+        "handoff: expected an object of sections",
+    )
+    .await?;
     let mut bad_plan = good_arguments();
     bad_plan["transfer"] = json!({"plan": "keep"});
     assert_refused(&setup, session(0), run_id, bad_plan, "transfer.plan").await?;

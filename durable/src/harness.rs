@@ -172,8 +172,6 @@ enum ResultKind {
         ends_turn: bool,
         /// A stand-in until the real result arrives (a delegated child still running).
         placeholder: bool,
-        /// An intent was committed before the tool ran.
-        had_intent: bool,
     },
 }
 
@@ -187,15 +185,32 @@ enum Wake {
 
 enum Streamed {
     Done(AssistantMessage),
-    Stopped {
-        text: String,
-        thinking: String,
-    },
+    Stopped(Partial),
     Failed {
         error: ProviderError,
-        text: String,
-        thinking: String,
+        partial: Partial,
     },
+}
+
+/// What a response has streamed so far: `pi.live`'s content.
+#[derive(Debug, Default)]
+struct Partial {
+    text: String,
+    thinking: String,
+    tool_calls: Vec<ToolCall>,
+}
+
+impl Partial {
+    fn live(&self, doc: &TurnDocument, state: LiveState, error: Option<String>) -> LiveDocument {
+        LiveDocument {
+            request_id: doc.request_id.clone(),
+            text: self.text.clone(),
+            thinking: self.thinking.clone(),
+            tool_calls: self.tool_calls.clone(),
+            state,
+            error,
+        }
+    }
 }
 
 pub struct Harness<F, P> {
@@ -488,7 +503,6 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                             ResultKind::Ran {
                                 ends_turn: output.ends_turn,
                                 placeholder: output.placeholder,
-                                had_intent: true,
                             },
                         ),
                         None => (
@@ -521,7 +535,6 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                     let kind = ResultKind::Ran {
                         ends_turn: output.ends_turn,
                         placeholder: output.placeholder,
-                        had_intent: needs_intent,
                     };
                     self.commit_result(&doc, &call.id, &call.name, result, kind)
                         .await?;
@@ -562,7 +575,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             step,
             state,
         };
-        let (streamed, live_committed) = self.stream(doc, step, request, stop).await?;
+        let streamed = self.stream(doc, step, request, stop).await?;
         match streamed {
             Streamed::Done(message) => {
                 let mut batch = Batch::new(&self.state);
@@ -570,11 +583,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                     request_id: doc.request_id.clone(),
                     message: message.clone(),
                 });
-                // The entry is the record of a finished request; a task line and a cleared
-                // pi.live are needed only to close what streaming opened.
-                if live_committed {
-                    batch.task(model_task(ModelTaskState::Completed { entry_id }));
-                }
+                // Every model request has its task (the spec: one per model request), closed
+                // here with the entry that records the response; `pi.live` is cleared when
+                // streaming opened it.
+                batch.task(model_task(ModelTaskState::Completed { entry_id }));
                 if self.state.live().is_some() {
                     batch.document::<LiveDocument>(LIVE_DOCUMENT, None);
                 }
@@ -610,11 +622,11 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 self.commit(batch).await?;
                 Ok(outcome)
             }
-            Streamed::Stopped { text, thinking } => {
+            Streamed::Stopped(partial) => {
                 let mut batch = Batch::new(&self.state);
                 batch.document(
                     LIVE_DOCUMENT,
-                    Some(&live(doc, &text, &thinking, LiveState::Stopped, None)),
+                    Some(&partial.live(doc, LiveState::Stopped, None)),
                 );
                 batch.task(model_task(ModelTaskState::Aborted));
                 let settled = TurnDocument {
@@ -623,21 +635,13 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 };
                 batch.document(TURN_DOCUMENT, Some(&settled));
                 self.commit(batch).await?;
-                Ok(Some(TurnOutcome::Stopped { partial_text: text }))
+                Ok(Some(TurnOutcome::Stopped {
+                    partial_text: partial.text,
+                }))
             }
-            Streamed::Failed {
-                error,
-                text,
-                thinking,
-            } => {
+            Streamed::Failed { error, partial } => {
                 let mut batch = Batch::new(&self.state);
-                let failed = live(
-                    doc,
-                    &text,
-                    &thinking,
-                    LiveState::Failed,
-                    Some(error.to_string()),
-                );
+                let failed = partial.live(doc, LiveState::Failed, Some(error.to_string()));
                 batch.document(LIVE_DOCUMENT, Some(&failed));
                 batch.task(model_task(ModelTaskState::Aborted));
                 let settled = TurnDocument {
@@ -649,25 +653,24 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 self.commit(batch).await?;
                 Ok(Some(TurnOutcome::Failed {
                     error,
-                    partial_text: text,
+                    partial_text: partial.text,
                 }))
             }
         }
     }
 
-    /// Reads the response stream, committing its partial text to `pi.live` at most every
-    /// `live_interval`, until it completes, fails, or the stop fires.
+    /// Reads the response stream, committing what it has streamed (text, reasoning, tool calls)
+    /// to `pi.live` at most every `live_interval`, until it completes, fails, or the stop fires.
     async fn stream(
         &mut self,
         doc: &TurnDocument,
         step: u32,
         request: Request,
         stop: &StopSignal,
-    ) -> Result<(Streamed, bool)> {
+    ) -> Result<Streamed> {
         let mut events = self.provider.stream(request);
         let mut stopped = stop.stopped();
-        let mut text = String::new();
-        let mut thinking = String::new();
+        let mut partial = Partial::default();
         // The first partial text is committed one interval after the request left: a response
         // that completes sooner costs no commit for it.
         let mut live_committed = false;
@@ -705,12 +708,12 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             let event = match wake {
                 // Dropping the stream cancels the request.
                 Wake::Stopped => {
-                    return Ok((Streamed::Stopped { text, thinking }, live_committed));
+                    return Ok(Streamed::Stopped(partial));
                 }
                 Wake::Flush => {
                     flush = None;
                     uncommitted = false;
-                    self.commit_live(doc, step, &text, &thinking, live_committed)
+                    self.commit_live(doc, step, &partial, live_committed)
                         .await?;
                     live_committed = true;
                     last_live_at = self.clock.now();
@@ -724,33 +727,22 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                         ProviderErrorKind::Malformed,
                         "the stream ended without a final message",
                     );
-                    let failed = Streamed::Failed {
-                        error,
-                        text,
-                        thinking,
-                    };
-                    return Ok((failed, live_committed));
+                    return Ok(Streamed::Failed { error, partial });
                 }
-                Some(StreamEvent::Done(message)) => {
-                    return Ok((Streamed::Done(message), live_committed));
-                }
+                Some(StreamEvent::Done(message)) => return Ok(Streamed::Done(message)),
                 Some(StreamEvent::Error(error)) => {
-                    let failed = Streamed::Failed {
-                        error,
-                        text,
-                        thinking,
-                    };
-                    return Ok((failed, live_committed));
+                    return Ok(Streamed::Failed { error, partial });
                 }
-                Some(StreamEvent::TextDelta(delta)) => text.push_str(&delta),
-                Some(StreamEvent::ThinkingDelta(delta)) => thinking.push_str(&delta),
-                Some(StreamEvent::ToolCall(_) | StreamEvent::Usage(_)) => continue,
+                Some(StreamEvent::TextDelta(delta)) => partial.text.push_str(&delta),
+                Some(StreamEvent::ThinkingDelta(delta)) => partial.thinking.push_str(&delta),
+                Some(StreamEvent::ToolCall(call)) => partial.tool_calls.push(call),
+                Some(StreamEvent::Usage(_)) => continue,
             }
             let now = self.clock.now();
             if now.saturating_sub(last_live_at) >= self.config.live_interval {
                 flush = None;
                 uncommitted = false;
-                self.commit_live(doc, step, &text, &thinking, live_committed)
+                self.commit_live(doc, step, &partial, live_committed)
                     .await?;
                 live_committed = true;
                 last_live_at = now;
@@ -760,14 +752,13 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         }
     }
 
-    /// Commits the partial text of the response in flight to `pi.live` (the first time, with the
+    /// Commits what the response in flight has streamed to `pi.live` (the first time, with the
     /// model task's line that says it is streaming).
     async fn commit_live(
         &mut self,
         doc: &TurnDocument,
         step: u32,
-        text: &str,
-        thinking: &str,
+        partial: &Partial,
         live_committed: bool,
     ) -> Result<()> {
         let mut batch = Batch::new(&self.state);
@@ -780,7 +771,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         }
         batch.document(
             LIVE_DOCUMENT,
-            Some(&live(doc, text, thinking, LiveState::Streaming, None)),
+            Some(&partial.live(doc, LiveState::Streaming, None)),
         );
         self.commit(batch).await
     }
@@ -819,23 +810,18 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             ends_turn,
             placeholder,
         });
-        // The result entry settles the call; a task line is needed only to close the intent
-        // committed before an unsafe tool ran.
+        // Every tool call has its task (the spec: one per tool call), closed here with the
+        // entry that records its result; an unsafe tool's was opened by its intent.
         let state = match kind {
-            ResultKind::Interrupted => Some(ToolTaskState::Interrupted { entry_id }),
-            ResultKind::Ran {
-                had_intent: true, ..
-            } => Some(ToolTaskState::Completed { entry_id }),
-            ResultKind::Ran { .. } => None,
+            ResultKind::Interrupted => ToolTaskState::Interrupted { entry_id },
+            ResultKind::Ran { .. } => ToolTaskState::Completed { entry_id },
         };
-        if let Some(state) = state {
-            batch.task(Task::Tool {
-                request_id: doc.request_id.clone(),
-                call_id: call_id.to_owned(),
-                name: name.to_owned(),
-                state,
-            });
-        }
+        batch.task(Task::Tool {
+            request_id: doc.request_id.clone(),
+            call_id: call_id.to_owned(),
+            name: name.to_owned(),
+            state,
+        });
         self.commit(batch).await
     }
 
@@ -883,21 +869,5 @@ fn result_of(call: &ToolCall, content: String, is_error: bool) -> ToolResultMess
         tool_name: call.name.clone(),
         content,
         is_error,
-    }
-}
-
-fn live(
-    doc: &TurnDocument,
-    text: &str,
-    thinking: &str,
-    state: LiveState,
-    error: Option<String>,
-) -> LiveDocument {
-    LiveDocument {
-        request_id: doc.request_id.clone(),
-        text: text.to_owned(),
-        thinking: thinking.to_owned(),
-        state,
-        error,
     }
 }

@@ -98,12 +98,16 @@ pub struct AgentDocument {
     pub reasoning: Option<String>,
 }
 
-/// The response in flight: its text so far, committed at most every live interval.
+/// The response in flight: its text, reasoning and tool calls so far, committed at most every
+/// live interval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LiveDocument {
     pub request_id: String,
     pub text: String,
     pub thinking: String,
+    /// The tool calls of the response so far, each once its arguments are whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<seed_providers::ToolCall>,
     pub state: LiveState,
     pub error: Option<String>,
 }

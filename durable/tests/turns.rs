@@ -242,3 +242,129 @@ fn turn_blocks_ride_behind_the_input_and_are_never_stored() {
     let stored = format!("{:?}", fs.snapshot());
     assert!(!stored.contains("current_time"), "a block was stored");
 }
+
+/// A tool that is safe to repeat, answering at once.
+struct Look;
+
+impl seed_durable::Tool for Look {
+    fn spec(&self) -> seed_providers::ToolSpec {
+        seed_providers::ToolSpec {
+            name: "look".to_owned(),
+            description: "looks".to_owned(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    fn safe_to_repeat(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(
+        &'a self,
+        _: &'a seed_providers::ToolCall,
+    ) -> futures::future::BoxFuture<'a, seed_durable::ToolOutput> {
+        Box::pin(async { seed_durable::ToolOutput::ok("seen") })
+    }
+}
+
+fn look_call() -> seed_providers::ToolCall {
+    seed_providers::ToolCall {
+        id: "l1".to_owned(),
+        name: "look".to_owned(),
+        arguments: serde_json::json!({}),
+    }
+}
+
+/// The store keeps a task per model request and per tool call, none skipped, each closed with
+/// the entry that records it: even a response that never streamed to `pi.live`, and a call of a
+/// tool that is safe to repeat (which commits no intent).
+#[test]
+fn every_model_request_and_every_tool_call_has_its_task() {
+    use seed_durable::record::{ModelTaskState, Task, ToolTaskState};
+    let scripted = ScriptedProvider::new(vec![
+        ScriptedStep::Respond(seed_providers::tool_response("", vec![look_call()])),
+        ScriptedStep::Respond(text_response("done")),
+    ]);
+    let fs = MemoryFs::new();
+    let mut harness = block_on(Harness::open(
+        fs,
+        scripted,
+        ToolSet::new().with(Arc::new(Look)),
+        HarnessConfig::new("scripted", "You are tested."),
+    ))
+    .expect("open");
+    let outcome = block_on(harness.run_turn(TurnRequest::new("r1", "look"))).expect("a turn");
+    assert!(
+        matches!(outcome, TurnOutcome::Answered { .. }),
+        "{outcome:?}"
+    );
+    let tasks: Vec<&Task> = harness.state().tasks.values().collect();
+    let models = tasks
+        .iter()
+        .filter(|task| {
+            matches!(
+                task,
+                Task::Model {
+                    state: ModelTaskState::Completed { .. },
+                    ..
+                }
+            )
+        })
+        .count();
+    let tools = tasks
+        .iter()
+        .filter(|task| {
+            matches!(
+                task,
+                Task::Tool {
+                    state: ToolTaskState::Completed { .. },
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!((models, tools, tasks.len()), (2, 1, 3), "{tasks:#?}");
+}
+
+/// A provider that streams a little text and one tool call, then waits for ever.
+struct CallsThenHangs;
+
+impl Provider for CallsThenHangs {
+    fn stream(&self, _: Request) -> BoxStream<'static, StreamEvent> {
+        futures::stream::iter([
+            StreamEvent::TextDelta("let me look".to_owned()),
+            StreamEvent::ToolCall(look_call()),
+        ])
+        .chain(futures::stream::pending())
+        .boxed()
+    }
+}
+
+/// `pi.live` holds the tool calls of the response in flight as well as its text.
+#[test]
+fn the_response_in_flight_keeps_its_tool_calls_in_live() {
+    let fs = MemoryFs::new();
+    let config = HarnessConfig {
+        live_interval: Duration::ZERO,
+        ..HarnessConfig::new("scripted", "You are tested.")
+    };
+    let mut harness =
+        block_on(Harness::open(fs, CallsThenHangs, ToolSet::new(), config)).expect("open");
+    let turn = TurnRequest::new("r1", "look");
+    let stop = turn.stop.clone();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        stop.stop();
+    });
+    let outcome = block_on(harness.run_turn(turn)).expect("a stopped turn");
+    stopper.join().expect("the stopper");
+    assert_eq!(
+        outcome,
+        TurnOutcome::Stopped {
+            partial_text: "let me look".to_owned()
+        }
+    );
+    let live = harness.state().live().expect("pi.live");
+    assert_eq!(live.text, "let me look");
+    assert_eq!(live.tool_calls, [look_call()]);
+}
