@@ -2,22 +2,18 @@
 //! local key — `chat`, `sessions`, `show`, `token` — the key and account commands that work on
 //! the data dir directly, and `sim`, the actor simulation.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use seed_events::SessionId;
 
 use crate::api::{
-    EventInfo, EventsResponse, GetSessionResponse, ListSessionsResponse, MessageSessionResponse,
-    SessionInfo,
+    EventInfo, EventsResponse, GetSessionResponse, ListSessionsResponse, SessionInfo,
 };
-use crate::client::{Client, next_update};
+use crate::client::Client;
 use crate::keys::{AccountKey, LOCAL_KEY_FILE, account_id_for, parse_public_key};
 use crate::serve::{self, SERVER_FILE, ServeOptions};
-use crate::ws::Update;
 
 #[derive(Debug, Parser)]
 #[command(name = "seed", version, about = "Seed: a durable agent runtime")]
@@ -56,6 +52,19 @@ pub enum Command {
         /// The largest request body in bytes (413 above).
         #[arg(long, default_value_t = 1024 * 1024)]
         body_bytes_max: usize,
+        /// The largest file an attachment may be, in bytes (413 above; the one request body
+        /// past --body-bytes-max).
+        #[arg(long, env = "SEED_ATTACHMENT_BYTES_MAX", default_value_t = crate::api::ATTACHMENT_BYTES_MAX_DEFAULT)]
+        attachment_bytes_max: usize,
+        /// What all of an account's attachments may hold, in bytes (an upload past it is
+        /// refused with 413).
+        #[arg(
+            long,
+            env = "SEED_ACCOUNT_ATTACHMENTS_BYTES_MAX",
+            default_value_t = crate::api::ACCOUNT_ATTACHMENTS_BYTES_MAX_DEFAULT,
+            value_parser = clap::value_parser!(i64).range(0..)
+        )]
+        account_attachments_bytes_max: i64,
         /// HTTP worker threads.
         #[arg(long, default_value_t = 2)]
         http_workers: usize,
@@ -101,6 +110,7 @@ pub enum Command {
         crash_at: Option<String>,
     },
     /// Talks with an agent in a session (a new one unless given), streaming its answers.
+    /// `/attach PATH` uploads a file, and the next message carries it.
     Chat { session: Option<String> },
     /// Lists your sessions.
     Sessions {
@@ -143,6 +153,8 @@ pub fn main() -> anyhow::Result<()> {
             log_json,
             queued_runs_max,
             body_bytes_max,
+            attachment_bytes_max,
+            account_attachments_bytes_max,
             http_workers,
             interactive_runs_max,
             background_runs_max,
@@ -158,6 +170,8 @@ pub fn main() -> anyhow::Result<()> {
                 limits: crate::api::Limits {
                     queued_runs_per_account_max: *queued_runs_max,
                     body_bytes_max: *body_bytes_max,
+                    attachment_bytes_max: *attachment_bytes_max,
+                    account_attachments_bytes_max: *account_attachments_bytes_max,
                     ..Default::default()
                 },
                 scripted_delta_delay: (*scripted_delay_ms > 0)
@@ -180,7 +194,9 @@ pub fn main() -> anyhow::Result<()> {
         Command::Account {
             command: AccountCommand::Add { public_key },
         } => account_add(&cli, public_key),
-        Command::Chat { session } => with_client(&cli, |client| chat(client, session.clone())),
+        Command::Chat { session } => {
+            with_client(&cli, |client| crate::chat::chat(client, session.clone()))
+        }
         Command::Sessions { limit } => with_client(&cli, |client| sessions(client, *limit)),
         Command::Show { session } => with_client(&cli, |client| show(client, session.clone())),
         Command::Token => with_client(&cli, token),
@@ -315,7 +331,7 @@ async fn sessions(client: Client, limit: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn describe(session: &SessionInfo) -> String {
+pub(crate) fn describe(session: &SessionInfo) -> String {
     let title = if session.title.is_empty() {
         "(untitled)"
     } else {
@@ -338,7 +354,7 @@ fn describe(session: &SessionInfo) -> String {
 }
 
 /// One log event as a transcript line.
-fn event_line(event: &EventInfo) -> String {
+pub(crate) fn event_line(event: &EventInfo) -> String {
     let text = event.content.get("text").and_then(|t| t.as_str());
     match event.event_type.as_str() {
         "tool_call" => format!(
@@ -365,7 +381,7 @@ fn event_line(event: &EventInfo) -> String {
     }
 }
 
-async fn all_events(
+pub(crate) async fn all_events(
     client: &Client,
     session_id: &str,
     from_seq: i64,
@@ -393,228 +409,11 @@ async fn show(client: Client, session: String) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The context meter: the newest answer's prompt size against the model's window.
-fn context_meter(events: &[EventInfo], window: Option<u64>) -> Option<String> {
-    let usage = events
-        .iter()
-        .rev()
-        .find(|event| event.event_type == "message" && event.role.as_deref() == Some("assistant"))?
-        .meta
-        .get("usage")?;
-    let tokens: u64 = ["input", "cache_read", "cache_write"]
-        .iter()
-        .filter_map(|field| usage.get(field).and_then(|n| n.as_u64()))
-        .sum();
-    let window = window?;
-    let percent = tokens as f64 * 100.0 / window as f64;
-    let level = if percent >= 85.0 {
-        " (full: expect a continuation)"
-    } else if percent >= 70.0 {
-        " (filling)"
-    } else {
-        ""
-    };
-    Some(format!(
-        "[context {tokens} / {window} tokens, {percent:.1}%{level}]"
-    ))
-}
-
-async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()> {
-    let mut session_id = match session {
-        Some(session) => session,
-        None => {
-            let info: SessionInfo = client.post("/v1/sessions", &serde_json::json!({})).await?;
-            info.id.to_string()
-        }
-    };
-    let mut subscription = client.subscribe().await?;
-    let mut info: GetSessionResponse = client.get(&format!("/v1/sessions/{session_id}")).await?;
-    println!(
-        "session {session_id} ({}) — type a message; Ctrl-D quits",
-        describe(&info.session)
-    );
-    let mut seen_seq = info.last_seq;
-    let (lines_sender, mut lines) = futures::channel::mpsc::unbounded::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lines().map_while(Result::ok) {
-            if lines_sender.unbounded_send(line).is_err() {
-                break;
-            }
-        }
-    });
-    use futures::StreamExt;
-    loop {
-        print!("> ");
-        std::io::stdout().flush()?;
-        let Some(line) = lines.next().await else {
-            println!();
-            return Ok(());
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let sent: MessageSessionResponse = client
-            .post(
-                &format!("/v1/sessions/{session_id}/messages"),
-                &serde_json::json!({ "text": line }),
-            )
-            .await?;
-        seen_seq = seen_seq.max(sent.seq);
-        let run_id = sent.run_id;
-        let target: SessionId = session_id.parse()?;
-        let mut streaming = false;
-        // Other sessions' text and ends that came while this run went on: a successor's run
-        // may start (and even end) before this one has, and is replayed from here.
-        let mut others: Vec<Update> = Vec::new();
-        loop {
-            let Some(update) = next_update(&mut subscription).await else {
-                anyhow::bail!("the subscription closed");
-            };
-            match update {
-                Update::TextDelta {
-                    session_id: s,
-                    text,
-                    ..
-                } if s == target => {
-                    print!("{text}");
-                    std::io::stdout().flush()?;
-                    streaming = true;
-                }
-                Update::ToolCall {
-                    session_id: s,
-                    name,
-                    arguments,
-                    ..
-                } if s == target => {
-                    // Shown as it runs; the log has it once the run ends.
-                    if streaming {
-                        println!();
-                        streaming = false;
-                    }
-                    println!("  tool call: {name}({arguments})");
-                }
-                Update::SessionChange { session_id: s, .. } if s == target => {
-                    // The results, as they reach the log.
-                    for event in all_events(&client, &session_id, seen_seq + 1).await? {
-                        seen_seq = event.seq;
-                        if event.event_type == "tool_result" {
-                            if streaming {
-                                println!();
-                                streaming = false;
-                            }
-                            println!("  {}", event_line(&event));
-                        }
-                    }
-                }
-                Update::RunFinished {
-                    run_id: r, status, ..
-                } if r.0 == run_id => {
-                    if streaming {
-                        println!();
-                    }
-                    if status != "succeeded" {
-                        println!("  (the run {status})");
-                    }
-                    break;
-                }
-                other @ (Update::TextDelta { .. } | Update::RunFinished { .. })
-                    if others.len() < OTHERS_KEPT_MAX =>
-                {
-                    others.push(other);
-                }
-                _ => {}
-            }
-        }
-        let run: crate::api::RunInfo = client.get(&format!("/v1/runs/{run_id}")).await?;
-        let successor = run
-            .result
-            .as_ref()
-            .and_then(|result| result.get("continued_to_session_id"))
-            .and_then(|id| id.as_str())
-            .map(str::to_owned);
-        if let Some(successor) = successor {
-            println!("— the conversation continued in session {successor}; following it —");
-            session_id = successor;
-            seen_seq = 0;
-            follow_successor(&client, &mut subscription, &session_id, others).await?;
-        }
-        info = client.get(&format!("/v1/sessions/{session_id}")).await?;
-        let events = all_events(&client, &session_id, 1).await?;
-        if let Some(meter) = context_meter(&events, info.context_window) {
-            println!("{meter}");
-        }
-        seen_seq = seen_seq.max(info.last_seq);
-    }
-}
-
-/// How many other sessions' updates `seed chat` keeps while a run goes on.
-const OTHERS_KEPT_MAX: usize = 10_000;
-
-/// Streams the successor's answer until its run ends: first from `earlier` (the updates that
-/// came before the successor was known), then live. When nothing streamed (the run answered
-/// without text deltas), the answer is read from its log; a run that ended without one says so.
-async fn follow_successor(
-    client: &Client,
-    subscription: &mut actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>,
-    session_id: &str,
-    earlier: Vec<Update>,
-) -> anyhow::Result<()> {
-    let target: SessionId = session_id.parse()?;
-    let mut earlier = earlier.into_iter();
-    let mut streamed = false;
-    let status = loop {
-        let update = match earlier.next() {
-            Some(update) => update,
-            None => match next_update(subscription).await {
-                Some(update) => update,
-                None => anyhow::bail!("the subscription closed"),
-            },
-        };
-        match update {
-            Update::TextDelta {
-                session_id: s,
-                text,
-                ..
-            } if s == target => {
-                print!("{text}");
-                std::io::stdout().flush()?;
-                streamed = true;
-            }
-            Update::RunFinished {
-                session_id: s,
-                status,
-                ..
-            } if s == target => break status,
-            _ => {}
-        }
-    };
-    if streamed {
-        println!();
-    } else {
-        let events = all_events(client, session_id, 1).await?;
-        let answer = events
-            .iter()
-            .rev()
-            .find(|event| {
-                event.event_type == "message" && event.role.as_deref() == Some("assistant")
-            })
-            .and_then(|event| event.content["text"].as_str().map(str::to_owned));
-        match answer {
-            Some(text) => println!("{text}"),
-            None => println!("  (the successor's run ended {status} without an answer)"),
-        }
-    }
-    if status != "succeeded" {
-        println!("  (the successor's run {status})");
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn assistant(input: u64) -> EventInfo {
+    pub(crate) fn assistant(input: u64) -> EventInfo {
         EventInfo {
             id: 1,
             seq: 1,
@@ -627,20 +426,6 @@ mod tests {
             run_id: None,
             created_at_ms: 0,
         }
-    }
-
-    #[test]
-    fn the_context_meter() {
-        assert_eq!(
-            context_meter(&[assistant(500)], Some(1000)),
-            Some("[context 500 / 1000 tokens, 50.0%]".to_owned())
-        );
-        assert_eq!(
-            context_meter(&[assistant(900)], Some(1000)),
-            Some("[context 900 / 1000 tokens, 90.0% (full: expect a continuation)]".to_owned())
-        );
-        assert_eq!(context_meter(&[], Some(1000)), None);
-        assert_eq!(context_meter(&[assistant(1)], None), None);
     }
 
     #[test]

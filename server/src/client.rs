@@ -144,7 +144,10 @@ impl Client {
         for (name, value) in fields {
             request = request.insert_header((*name, value.as_str()));
         }
-        if !body.is_empty() {
+        let typed = fields
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+        if !body.is_empty() && !typed {
             request = request.insert_header(("Content-Type", "application/json"));
         }
         let mut response = request
@@ -172,6 +175,18 @@ impl Client {
             .unwrap_or_default();
         let fields = self.signature_fields(method, path_and_query, &body);
         self.send_raw(method, path_and_query, body, &fields).await
+    }
+
+    /// A signed POST of raw bytes of type `content_type` (an attachment's upload).
+    pub async fn upload(
+        &self,
+        path_and_query: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+    ) -> anyhow::Result<Answer> {
+        let mut fields = self.signature_fields("POST", path_and_query, &bytes);
+        fields.push(("Content-Type", content_type.to_owned()));
+        self.send_raw("POST", path_and_query, bytes, &fields).await
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path_and_query: &str) -> anyhow::Result<T> {

@@ -28,6 +28,9 @@ pub enum ApiError {
     BadRequest(Invalid),
     #[error("too many runs queued for this account (at most {0}); try again when some have run")]
     TooManyQueued(i64),
+    /// Over a size limit of an attachment's (413), saying which.
+    #[error("{0}")]
+    OverLimit(String),
     #[error("the request body is larger than the service takes ({limit_bytes} bytes at most)")]
     TooLarge { limit_bytes: usize },
     #[error("the service is shutting down")]
@@ -76,6 +79,7 @@ impl ResponseError for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::TooManyQueued(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::OverLimit(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

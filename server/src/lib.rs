@@ -11,7 +11,7 @@
 //! - `metrics`, `model`: `/metrics`; the scripted model and the provider meter.
 //! - `ui`: the web UI's files (`server/ui/`), embedded and served at `/` with a strict CSP.
 //! - `serve`: `seed serve` — data dir, store, runtime, HTTP, drain on SIGTERM.
-//! - `client`, `cli`: the signing client and the `seed` command line.
+//! - `client`, `cli`, `chat`: the signing client, the `seed` command line, and `seed chat`.
 //! - `sim`: `seed sim`, the actor simulation of `seed_sim` over many seeds.
 //!
 //! Invariant: a signed request's nonce is taken in the same transaction as its writes, and a
@@ -19,6 +19,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod chat;
 pub mod cli;
 pub mod client;
 pub mod error;

@@ -1,8 +1,9 @@
 //! The model `seed serve` runs with: the scripted model until a provider is configured, and a
 //! wrapper that measures any provider for `/metrics`.
 //!
-//! The scripted model answers "You said: …". A message starting with `title:` makes it name the
-//! session with the status verb; one starting with `continue:` makes it continue into a
+//! The scripted model answers "You said: …", naming the files that came with the message
+//! (` [attached: notes.txt “its first line”; dot.png (image/png, 68 bytes)]`). A message
+//! starting with `title:` makes it name the session with the status verb; one starting with `continue:` makes it continue into a
 //! successor session (the rest of the line is the successor's title). Directives anywhere in a
 //! message shape the answer, for demos and the UI tests, and are left out of what it echoes:
 //!
@@ -17,10 +18,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use seed_providers::{
-    Message, Provider, Request, ScriptedProvider, ScriptedStep, StreamEvent, ToolCall,
+    Message, Provider, Request, ScriptedProvider, ScriptedStep, StreamEvent, ToolCall, UserPart,
     text_response, tool_response,
 };
 
@@ -99,6 +101,55 @@ pub fn parse_directives(text: &str) -> (Directives, String) {
 /// Whether `message` is one a person wrote (the per-turn blocks start with `<`).
 fn is_input(message: &Message) -> bool {
     matches!(message, Message::User(user) if !user.text.starts_with('<'))
+}
+
+/// What the scripted model says it received with the message at `position`:
+/// ` [attached: notes.txt “its first line”; dot.png (image/png, 68 bytes); a.pdf (not shown)]`,
+/// or nothing when the message carries no files.
+fn attachments_echo(request: &Request, position: usize) -> String {
+    let Some(Message::User(user)) = request
+        .messages
+        .get(position)
+        .map(|message| message.as_ref())
+    else {
+        return String::new();
+    };
+    let mut seen = Vec::new();
+    let mut parts = user.parts.iter().peekable();
+    while let Some(part) = parts.next() {
+        let UserPart::Text { text } = part else {
+            continue;
+        };
+        let Some(name) = text
+            .strip_prefix("attachment:")
+            .and_then(|rest| rest.split_once(" ("))
+            .and_then(|(_, rest)| rest.split_once(", "))
+            .map(|(name, _)| name)
+        else {
+            continue;
+        };
+        let what = if let Some(UserPart::Image { media_type, data }) =
+            parts.next_if(|part| matches!(part, UserPart::Image { .. }))
+        {
+            let n_bytes = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map_or(0, |bytes| bytes.len());
+            format!(" ({media_type}, {n_bytes} bytes)")
+        } else if let Some((_, shown)) = text.split_once("\n<attachment_text>\n") {
+            let first_line = shown.lines().next().unwrap_or_default();
+            format!(
+                " \u{201c}{}\u{201d}",
+                first_line.chars().take(40).collect::<String>()
+            )
+        } else {
+            " (not shown)".to_owned()
+        };
+        seen.push(format!("{name}{what}"));
+    }
+    if seen.is_empty() {
+        return String::new();
+    }
+    format!(" [attached: {}]", seen.join("; "))
 }
 
 /// How many responses the model gave since the message at `position`.
@@ -268,7 +319,10 @@ pub fn scripted(
                     }),
                 }],
             ),
-            _ => text_response(&format!("You said: {input}")),
+            _ => text_response(&format!(
+                "You said: {input}{}",
+                attachments_echo(request, position)
+            )),
         };
         // About four characters a token, for the context meter, unless a directive says.
         message.usage.input = match (directives.usage_percent, context_window(&request.model)) {
@@ -388,6 +442,7 @@ mod tests {
 
     fn request(messages: Vec<Message>) -> Request {
         Request {
+            reasoning: None,
             model: "m".to_owned(),
             system_prompt: String::new(),
             messages: messages.into_iter().map(Arc::new).collect(),
@@ -410,6 +465,37 @@ mod tests {
             }
             panic!("the stream ended without Done")
         })
+    }
+
+    #[test]
+    fn the_answer_names_the_files_the_message_carried() {
+        let provider = scripted(None, |_| None);
+        let mut message = seed_providers::UserMessage::new("look");
+        message.parts = vec![
+            UserPart::Text {
+                text: "attachment:a1 (notes.txt, text/plain, 24 bytes):\n<attachment_text>\n\
+                       first line\nsecond\n</attachment_text>"
+                    .to_owned(),
+            },
+            UserPart::Text {
+                text: "attachment:a2 (dot.png, image/png, 3 bytes): the image follows".to_owned(),
+            },
+            UserPart::Image {
+                media_type: "image/png".to_owned(),
+                data: "AQID".to_owned(),
+            },
+            UserPart::Text {
+                text: "attachment:a3 (a.pdf, application/pdf, 9 bytes): not shown (neither text \
+                       nor an image)"
+                    .to_owned(),
+            },
+        ];
+        let answered = answer(&provider, request(vec![Message::User(message)]));
+        assert_eq!(
+            answered.text(),
+            "You said: look [attached: notes.txt \u{201c}first line\u{201d}; dot.png (image/png, 3 \
+             bytes); a.pdf (not shown)]"
+        );
     }
 
     #[test]

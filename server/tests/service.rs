@@ -238,6 +238,8 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /v1/runs/{run_id}",
         "GET /v1/sessions",
         "GET /v1/sessions/{session_id}",
+        "GET /v1/sessions/{session_id}/attachments",
+        "GET /v1/sessions/{session_id}/attachments/{attachment_id}",
         "GET /v1/sessions/{session_id}/continuation",
         "GET /v1/sessions/{session_id}/events",
         "GET /v1/sessions/{session_id}/live",
@@ -245,6 +247,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /v1/subscribe",
         "POST /v1/sessions",
         "POST /v1/sessions/{session_id}/actions",
+        "POST /v1/sessions/{session_id}/attachments",
         "POST /v1/sessions/{session_id}/messages",
         "POST /v1/sessions/{session_id}/stop",
         "POST /v1/tokens",
@@ -258,7 +261,8 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         let (method, path) = route.split_once(' ').expect("method and path");
         let concrete = path
             .replace("{session_id}", &id.to_string())
-            .replace("{run_id}", &id.to_string());
+            .replace("{run_id}", &id.to_string())
+            .replace("{attachment_id}", "none");
         let answer = client
             .request(method, &concrete, None)
             .await

@@ -6,7 +6,7 @@ use std::time::Instant;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use seed_actors::RunWatch;
 use seed_actors::bus::{Notification, SeqRange};
-use seed_events::{EventRole, NewEvent, Queue, RunId, SessionEvent};
+use seed_events::{AttachmentRef, EventRole, NewEvent, Queue, RunId, SessionEvent};
 use seed_store::{NonceOutcome, RunRow, SendOutcome};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -24,6 +24,11 @@ pub struct SendMessageRequest {
     /// Block until the run ends (at most the server's wait limit).
     #[serde(default)]
     pub wait: bool,
+    /// Attachments of this session (ids from `POST …/attachments`) the message carries, in
+    /// order; the model sees them after the text.
+    #[serde(default)]
+    #[schema(max_items = 16)]
+    pub attachments: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -96,12 +101,13 @@ pub(super) async fn send_message(
     input::check_chars("text", &input.text, 1, input::MESSAGE_CHARS_MAX)?;
     let session_id = session_path(&path);
     let now_ms = state.now_ms();
-    let event = NewEvent::message(
-        EventRole::User,
-        "user",
-        serde_json::json!({ "text": input.text }),
-        now_ms,
-    );
+    let mut content = serde_json::json!({ "text": input.text });
+    if !input.attachments.is_empty() {
+        let named = named_attachments(&state, &caller, session_id, &input.attachments).await?;
+        content["attachments"] =
+            serde_json::to_value(named).map_err(|error| ApiError::Internal(error.into()))?;
+    }
+    let event = NewEvent::message(EventRole::User, "user", content, now_ms);
     // A waiting caller's watch is registered before the run is queued, so its end is had
     // without reading the run; dropped on a refusal, it leaves nothing behind.
     let run_id = RunId::new_v7();
@@ -158,6 +164,44 @@ pub(super) async fn send_message(
         None => run,
     };
     Ok(HttpResponse::Ok().json(message_response(event, run)))
+}
+
+/// The attachments a message names, as its content records them (id, name, type, size): each
+/// must be one of the session's, named once; the session must be the caller's (404 first).
+/// Attachments go only with their session, whose delete the message's own transaction would
+/// find, so what is read here still holds when the message is written.
+async fn named_attachments(
+    state: &AppState,
+    caller: &crate::auth::Caller,
+    session_id: seed_events::SessionId,
+    ids: &[String],
+) -> Result<Vec<AttachmentRef>, ApiError> {
+    let max = seed_projections::attachments::ATTACHMENTS_PER_MESSAGE_MAX;
+    if ids.len() > max {
+        return Err(ApiError::bad(
+            "attachments",
+            format!("a message carries at most {max} attachments"),
+        ));
+    }
+    state.own_session(caller, session_id).await?;
+    let held = state.store.list_attachments(session_id).await?;
+    let mut named = Vec::with_capacity(ids.len());
+    for (idx, id) in ids.iter().enumerate() {
+        let field = format!("attachments[{idx}]");
+        if ids[..idx].contains(id) {
+            return Err(ApiError::bad(&field, format!("{id:?} is named twice")));
+        }
+        let row = held.iter().find(|row| row.id == *id).ok_or_else(|| {
+            ApiError::bad(&field, format!("{id:?} is no attachment of this session"))
+        })?;
+        named.push(AttachmentRef {
+            id: row.id.clone(),
+            name: Some(row.name.clone()),
+            media_type: Some(row.media_type.clone()),
+            size_bytes: u64::try_from(row.size_bytes).ok(),
+        });
+    }
+    Ok(named)
 }
 
 /// Waits for the run to end, at most the wait limit, and no longer than the service runs.

@@ -3,8 +3,9 @@
 //! thin: authenticate, parse and check the input (`input`), call the store or the runtime,
 //! shape the answer.
 //!
-//! Layout, one resource a module: `sessions`, `messages` (and runs), `events` (the log),
-//! `actions` (verbs run by hand), `tokens`, `operations` (health, metrics); `openapi` (the
+//! Layout, one resource a module: `sessions`, `messages` (and runs), `attachments` (files to
+//! name in a message), `events` (the log), `actions` (verbs run by hand), `tokens`,
+//! `operations` (health, metrics); `openapi` (the
 //! document, and what answers a request no route took). Here: the state every handler shares.
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use crate::auth::{self, Caller, Tokens};
 use crate::error::ApiError;
 
 mod actions;
+mod attachments;
 mod events;
 mod messages;
 mod openapi;
@@ -29,6 +31,9 @@ mod sessions;
 mod tokens;
 
 pub use actions::{ActionRequest, ActionResponse, ByHandVerb};
+pub use attachments::{
+    AttachmentInfo, ListAttachmentsResponse, UploadQuery, checked_media_type, content_disposition,
+};
 pub use events::{
     EventInfo, EventsQuery, EventsResponse, LiveInfo, LiveResponse, TranscriptLine,
     TranscriptResponse,
@@ -43,6 +48,11 @@ pub use sessions::{
 };
 pub use tokens::{LoginQuery, TokenResponse};
 
+/// The largest attachment by default: 10 MiB.
+pub const ATTACHMENT_BYTES_MAX_DEFAULT: usize = 10 * 1024 * 1024;
+/// What an account's attachments may hold by default: 1 GiB.
+pub const ACCOUNT_ATTACHMENTS_BYTES_MAX_DEFAULT: i64 = 1024 * 1024 * 1024;
+
 /// The service's limits.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -52,6 +62,11 @@ pub struct Limits {
     pub wait_max: Duration,
     /// The largest request body (413 above).
     pub body_bytes_max: usize,
+    /// The largest file one attachment may be (413 above); its upload is the one body past
+    /// `body_bytes_max`.
+    pub attachment_bytes_max: usize,
+    /// The most bytes an account's attachments may hold, all together (413 above).
+    pub account_attachments_bytes_max: i64,
 }
 
 impl Default for Limits {
@@ -60,6 +75,8 @@ impl Default for Limits {
             queued_runs_per_account_max: 256,
             wait_max: Duration::from_secs(120),
             body_bytes_max: 1024 * 1024,
+            attachment_bytes_max: ATTACHMENT_BYTES_MAX_DEFAULT,
+            account_attachments_bytes_max: ACCOUNT_ATTACHMENTS_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -116,7 +133,7 @@ impl AppState {
     }
 
     /// The caller's session, or 404 (another account's session is not found either).
-    async fn own_session(
+    pub(super) async fn own_session(
         &self,
         caller: &Caller,
         session_id: SessionId,
@@ -213,6 +230,9 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sessions::get_continuation)
         .service(sessions::delete_session)
         .service(messages::send_message)
+        .service(attachments::upload)
+        .service(attachments::list)
+        .service(attachments::download)
         .service(events::list_events)
         .service(events::transcript)
         .service(events::live)

@@ -1,0 +1,297 @@
+//! `seed chat`: a terminal conversation with an agent — messages sent, answers streamed as they
+//! commit, tool calls and results as they run, the context meter, a continuation followed into
+//! its successor; `/attach PATH` uploads a file that the next message carries.
+
+use std::io::Write;
+
+use anyhow::Context as _;
+use seed_events::SessionId;
+
+use crate::api::{
+    AttachmentInfo, EventInfo, GetSessionResponse, MessageSessionResponse, SessionInfo,
+};
+use crate::cli::{all_events, describe, event_line};
+use crate::client::{Client, next_update};
+use crate::ws::Update;
+
+/// The line that uploads a file for the next message: `/attach PATH`.
+pub const ATTACH_COMMAND: &str = "/attach ";
+
+/// Uploads the file at `path` to the session, its type left to the service to tell from its
+/// bytes.
+async fn attach(
+    client: &Client,
+    session_id: &str,
+    path: &std::path::Path,
+) -> anyhow::Result<AttachmentInfo> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let name = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("name", name)
+        .finish();
+    client
+        .upload(
+            &format!("/v1/sessions/{session_id}/attachments?{query}"),
+            "application/octet-stream",
+            bytes,
+        )
+        .await?
+        .json()
+}
+
+/// The context meter: the newest answer's prompt size against the model's window.
+fn context_meter(events: &[EventInfo], window: Option<u64>) -> Option<String> {
+    let usage = events
+        .iter()
+        .rev()
+        .find(|event| event.event_type == "message" && event.role.as_deref() == Some("assistant"))?
+        .meta
+        .get("usage")?;
+    let tokens: u64 = ["input", "cache_read", "cache_write"]
+        .iter()
+        .filter_map(|field| usage.get(field).and_then(|n| n.as_u64()))
+        .sum();
+    let window = window?;
+    let percent = tokens as f64 * 100.0 / window as f64;
+    let level = if percent >= 85.0 {
+        " (full: expect a continuation)"
+    } else if percent >= 70.0 {
+        " (filling)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "[context {tokens} / {window} tokens, {percent:.1}%{level}]"
+    ))
+}
+
+pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()> {
+    let mut session_id = match session {
+        Some(session) => session,
+        None => {
+            let info: SessionInfo = client.post("/v1/sessions", &serde_json::json!({})).await?;
+            info.id.to_string()
+        }
+    };
+    let mut subscription = client.subscribe().await?;
+    let mut info: GetSessionResponse = client.get(&format!("/v1/sessions/{session_id}")).await?;
+    println!(
+        "session {session_id} ({}) — type a message (/attach PATH sends a file with the \
+         next one); Ctrl-D quits",
+        describe(&info.session)
+    );
+    let mut seen_seq = info.last_seq;
+    // Uploaded with /attach, for the next message.
+    let mut attachments: Vec<String> = Vec::new();
+    let (lines_sender, mut lines) = futures::channel::mpsc::unbounded::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            if lines_sender.unbounded_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    use futures::StreamExt;
+    loop {
+        print!("> ");
+        std::io::stdout().flush()?;
+        let Some(line) = lines.next().await else {
+            println!();
+            return Ok(());
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        if let Some(path) = line.trim().strip_prefix(ATTACH_COMMAND) {
+            match attach(&client, &session_id, std::path::Path::new(path.trim())).await {
+                Ok(attached) => {
+                    println!(
+                        "attached {} ({} bytes, {}): the next message carries it",
+                        attached.name, attached.size_bytes, attached.media_type
+                    );
+                    attachments.push(attached.id);
+                }
+                Err(error) => println!("  (not attached: {error:#})"),
+            }
+            continue;
+        }
+        let sent: MessageSessionResponse = client
+            .post(
+                &format!("/v1/sessions/{session_id}/messages"),
+                &serde_json::json!({ "text": line, "attachments": attachments }),
+            )
+            .await?;
+        attachments.clear();
+        seen_seq = seen_seq.max(sent.seq);
+        let run_id = sent.run_id;
+        let target: SessionId = session_id.parse()?;
+        let mut streaming = false;
+        // Other sessions' text and ends that came while this run went on: a successor's run
+        // may start (and even end) before this one has, and is replayed from here.
+        let mut others: Vec<Update> = Vec::new();
+        loop {
+            let Some(update) = next_update(&mut subscription).await else {
+                anyhow::bail!("the subscription closed");
+            };
+            match update {
+                Update::TextDelta {
+                    session_id: s,
+                    text,
+                    ..
+                } if s == target => {
+                    print!("{text}");
+                    std::io::stdout().flush()?;
+                    streaming = true;
+                }
+                Update::ToolCall {
+                    session_id: s,
+                    name,
+                    arguments,
+                    ..
+                } if s == target => {
+                    // Shown as it runs; the log has it once the run ends.
+                    if streaming {
+                        println!();
+                        streaming = false;
+                    }
+                    println!("  tool call: {name}({arguments})");
+                }
+                Update::SessionChange { session_id: s, .. } if s == target => {
+                    // The results, as they reach the log.
+                    for event in all_events(&client, &session_id, seen_seq + 1).await? {
+                        seen_seq = event.seq;
+                        if event.event_type == "tool_result" {
+                            if streaming {
+                                println!();
+                                streaming = false;
+                            }
+                            println!("  {}", event_line(&event));
+                        }
+                    }
+                }
+                Update::RunFinished {
+                    run_id: r, status, ..
+                } if r.0 == run_id => {
+                    if streaming {
+                        println!();
+                    }
+                    if status != "succeeded" {
+                        println!("  (the run {status})");
+                    }
+                    break;
+                }
+                other @ (Update::TextDelta { .. } | Update::RunFinished { .. })
+                    if others.len() < OTHERS_KEPT_MAX =>
+                {
+                    others.push(other);
+                }
+                _ => {}
+            }
+        }
+        let run: crate::api::RunInfo = client.get(&format!("/v1/runs/{run_id}")).await?;
+        let successor = run
+            .result
+            .as_ref()
+            .and_then(|result| result.get("continued_to_session_id"))
+            .and_then(|id| id.as_str())
+            .map(str::to_owned);
+        if let Some(successor) = successor {
+            println!("— the conversation continued in session {successor}; following it —");
+            session_id = successor;
+            seen_seq = 0;
+            follow_successor(&client, &mut subscription, &session_id, others).await?;
+        }
+        info = client.get(&format!("/v1/sessions/{session_id}")).await?;
+        let events = all_events(&client, &session_id, 1).await?;
+        if let Some(meter) = context_meter(&events, info.context_window) {
+            println!("{meter}");
+        }
+        seen_seq = seen_seq.max(info.last_seq);
+    }
+}
+
+/// How many other sessions' updates `seed chat` keeps while a run goes on.
+const OTHERS_KEPT_MAX: usize = 10_000;
+
+/// Streams the successor's answer until its run ends: first from `earlier` (the updates that
+/// came before the successor was known), then live. When nothing streamed (the run answered
+/// without text deltas), the answer is read from its log; a run that ended without one says so.
+async fn follow_successor(
+    client: &Client,
+    subscription: &mut actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>,
+    session_id: &str,
+    earlier: Vec<Update>,
+) -> anyhow::Result<()> {
+    let target: SessionId = session_id.parse()?;
+    let mut earlier = earlier.into_iter();
+    let mut streamed = false;
+    let status = loop {
+        let update = match earlier.next() {
+            Some(update) => update,
+            None => match next_update(subscription).await {
+                Some(update) => update,
+                None => anyhow::bail!("the subscription closed"),
+            },
+        };
+        match update {
+            Update::TextDelta {
+                session_id: s,
+                text,
+                ..
+            } if s == target => {
+                print!("{text}");
+                std::io::stdout().flush()?;
+                streamed = true;
+            }
+            Update::RunFinished {
+                session_id: s,
+                status,
+                ..
+            } if s == target => break status,
+            _ => {}
+        }
+    };
+    if streamed {
+        println!();
+    } else {
+        let events = all_events(client, session_id, 1).await?;
+        let answer = events
+            .iter()
+            .rev()
+            .find(|event| {
+                event.event_type == "message" && event.role.as_deref() == Some("assistant")
+            })
+            .and_then(|event| event.content["text"].as_str().map(str::to_owned));
+        match answer {
+            Some(text) => println!("{text}"),
+            None => println!("  (the successor's run ended {status} without an answer)"),
+        }
+    }
+    if status != "succeeded" {
+        println!("  (the successor's run {status})");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::tests::assistant;
+
+    #[test]
+    fn the_context_meter() {
+        assert_eq!(
+            context_meter(&[assistant(500)], Some(1000)),
+            Some("[context 500 / 1000 tokens, 50.0%]".to_owned())
+        );
+        assert_eq!(
+            context_meter(&[assistant(900)], Some(1000)),
+            Some("[context 900 / 1000 tokens, 90.0% (full: expect a continuation)]".to_owned())
+        );
+        assert_eq!(context_meter(&[], Some(1000)), None);
+        assert_eq!(context_meter(&[assistant(1)], None), None);
+    }
+}
