@@ -28,6 +28,11 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../ui/api.js"),
     ),
     (
+        "attachments.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/attachments.js"),
+    ),
+    (
         "transcript.js",
         "text/javascript; charset=utf-8",
         include_str!("../ui/transcript.js"),

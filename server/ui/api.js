@@ -41,6 +41,11 @@ export async function request(method, path, body) {
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
   });
+  return answer(response);
+}
+
+/** A response's JSON, or the ApiError its `{"error": …}` says (a 401 signs out). */
+async function answer(response) {
   if (response.status === 401) {
     signOut();
     throw new SignedOut("the token is unknown or expired");
@@ -54,6 +59,41 @@ export async function request(method, path, body) {
   }
   if (!response.ok) throw new ApiError(response.status, (value && value.error) || `HTTP ${response.status}`);
   return value;
+}
+
+/**
+ * Uploads `file` (a File or Blob with a name) to the session: its bytes as the body, its type
+ * (application/octet-stream when the browser knows none: the service tells it from the bytes)
+ * and its name. Returns the attachment (`{id, name, media_type, size_bytes, …}`).
+ */
+export async function upload(sessionId, file) {
+  const bearer = token();
+  if (!bearer) throw new SignedOut("not signed in");
+  const response = await fetch(`/v1/sessions/${sessionId}/attachments?name=${encodeURIComponent(file.name)}`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${bearer}`, "Content-Type": file.type || "application/octet-stream" },
+    body: file,
+  });
+  return answer(response);
+}
+
+/** Downloads an attachment of the session and hands it to the browser as a file to save. */
+export async function download(sessionId, attachment) {
+  const bearer = token();
+  if (!bearer) throw new SignedOut("not signed in");
+  const response = await fetch(`/v1/sessions/${sessionId}/attachments/${encodeURIComponent(attachment.id)}`, {
+    headers: { Authorization: `Bearer ${bearer}` },
+  });
+  if (!response.ok) return answer(response);
+  const url = URL.createObjectURL(await response.blob());
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = attachment.name || "attachment";
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+  return null;
 }
 
 export const get = (path) => request("GET", path);

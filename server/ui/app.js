@@ -2,6 +2,7 @@
 // context meter), continuation cards and follow-continuation. Plain ES modules, no build step.
 
 import * as api from "./api.js";
+import { AttachmentTray } from "./attachments.js";
 import { Follower, contextUsage, isUuid, listRefreshDelay, mergeDelta, noticeLine, relativeTime } from "./logic.js";
 import {
   actionRow,
@@ -308,18 +309,19 @@ class SessionView {
     });
     this.sendButton = h("button", { id: "send", type: "submit", class: "primary" }, "Send");
     this.stopButton = h("button", { id: "stop", type: "button", disabled: true, onclick: () => this.stop() }, "Stop");
-    const composer = h(
-      "form",
-      {
-        id: "composer",
-        class: "composer",
-        onsubmit: (event) => {
-          event.preventDefault();
-          this.send();
-        },
+    const composer = h("form", {
+      id: "composer",
+      class: "composer",
+      onsubmit: (event) => {
+        event.preventDefault();
+        this.send();
       },
-      this.input,
-      h("div", { class: "composer-buttons" }, this.stopButton, this.sendButton),
+    });
+    this.tray = new AttachmentTray(composer);
+    this.tray.render();
+    composer.append(
+      h("div", { class: "composer-main" }, this.tray.chips, this.input),
+      h("div", { class: "composer-buttons" }, this.tray.picker, this.tray.button, this.stopButton, this.sendButton),
     );
     this.element = h(
       "div",
@@ -521,7 +523,12 @@ class SessionView {
           return handoffCard(event, this.sessionId, this.info?.session?.continued_from, open);
         }
         if (event.role === "assistant" && !event.content?.text && !event.content?.thinking && !event.meta?.error_message) return null;
-        if (event.role === "user" || event.role === "assistant") return bubble(event, { onOpenPredecessor: (id) => open(`/s/${id}`) });
+        if (event.role === "user" || event.role === "assistant") {
+          return bubble(event, {
+            onOpenPredecessor: (id) => open(`/s/${id}`),
+            onDownload: (attachment) => api.download(this.sessionId, attachment).catch(handleError),
+          });
+        }
         return h("div", { class: "notice-line" }, noticeLine(event));
       case "tool_call": {
         const result = this.results.get(event.content.id);
@@ -620,18 +627,28 @@ class SessionView {
 
   async send() {
     const text = this.input.value.trim();
-    if (!text) return;
+    if (!text) {
+      if (this.tray.pending) toast("Write a message to send with the files.");
+      return;
+    }
     this.input.value = "";
     follower.follow(this.sessionId);
     this.setBusy(true);
+    // The files leave the composer with the message; a refused message gives them back,
+    // uploaded, for the next try.
+    let taken = [];
     try {
-      const sent = await api.post(`/v1/sessions/${this.sessionId}/messages`, { text, wait: true });
+      const attachments = this.tray.pending ? await this.tray.upload(this.sessionId) : [];
+      taken = this.tray.take();
+      const sent = await api.post(`/v1/sessions/${this.sessionId}/messages`, { text, wait: true, attachments });
+      taken = [];
       if (sent.continued_to_session_id && !this.closed) {
         this.knownSuccessor = sent.continued_to_session_id;
         this.continued(sent.continued_to_session_id, { sentHere: true });
       }
     } catch (error) {
       if (!this.input.value) this.input.value = text;
+      if (taken.length) this.tray.restore(taken);
       this.setBusy(false);
       handleError(error);
     }

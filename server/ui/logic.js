@@ -46,6 +46,37 @@ export function formatNumber(n) {
 }
 
 /** "just now", "5 min ago", "3 h ago", else a date. */
+/** A file's size for people: `512 B`, `1.5 KB`, `12 KB`, `3.4 MB` (units of 1024). */
+export function formatBytes(n) {
+  const bytes = Math.max(0, Number(n) || 0);
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ["KB", "MB", "GB", "TB"];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${value < 10 ? value.toFixed(1).replace(/\.0$/, "") : Math.round(value)} ${units[unit]}`;
+}
+
+/**
+ * The attachments a message's content names, each as `{id, name, media_type, size_bytes}`
+ * (an item that is an id alone has its id for a name).
+ */
+export function messageAttachments(content) {
+  const items = content && Array.isArray(content.attachments) ? content.attachments : [];
+  return items
+    .map((item) => (typeof item === "string" ? { id: item } : item))
+    .filter((item) => item && typeof item.id === "string")
+    .map((item) => ({
+      id: item.id,
+      name: typeof item.name === "string" ? item.name : item.id,
+      media_type: typeof item.media_type === "string" ? item.media_type : "",
+      size_bytes: typeof item.size_bytes === "number" ? item.size_bytes : null,
+    }));
+}
+
 export function relativeTime(ms, nowMs) {
   const seconds = Math.max(0, Math.round((nowMs - ms) / 1000));
   if (seconds < 45) return "just now";

@@ -6,7 +6,9 @@
 import { renderMarkdown } from "./markdown.js";
 import {
   describeSource,
+  formatBytes,
   handoffMarkdown,
+  messageAttachments,
   meterTitle,
   revealedChars,
   successorFromResult,
@@ -199,7 +201,48 @@ export function actionRow(event) {
   );
 }
 
-export function bubble(event, { onOpenPredecessor } = {}) {
+/**
+ * A file as a chip: its name and size; with `onDownload`, a link that downloads it; with
+ * `onRemove`, a button that takes it off.
+ */
+export function attachmentChip(attachment, { onDownload, onRemove } = {}) {
+  const size = attachment.size_bytes === null || attachment.size_bytes === undefined ? null : formatBytes(attachment.size_bytes);
+  const label = [h("span", { class: "attachment-name" }, attachment.name), size ? h("span", { class: "attachment-size" }, size) : null];
+  const chip = onDownload
+    ? h(
+        "a",
+        {
+          class: "chip attachment",
+          href: "#",
+          title: `Download ${attachment.name}`,
+          dataset: { attachmentId: attachment.id || "" },
+          onclick: (event) => {
+            event.preventDefault();
+            onDownload(attachment);
+          },
+        },
+        ...label,
+      )
+    : h("span", { class: "chip attachment", title: attachment.name }, ...label);
+  if (onRemove) {
+    chip.append(
+      h(
+        "button",
+        {
+          type: "button",
+          class: "attachment-remove",
+          title: `Remove ${attachment.name}`,
+          "aria-label": `Remove ${attachment.name}`,
+          onclick: () => onRemove(attachment),
+        },
+        "×",
+      ),
+    );
+  }
+  return chip;
+}
+
+export function bubble(event, { onOpenPredecessor, onDownload } = {}) {
   const role = event.role === "assistant" ? "assistant" : "user";
   const text = typeof event.content?.text === "string" ? event.content.text : "";
   const from = event.meta && event.meta.continued_from;
@@ -222,6 +265,10 @@ export function bubble(event, { onOpenPredecessor } = {}) {
     );
   }
   if (text) element.append(markdown(text));
+  const attachments = messageAttachments(event.content);
+  if (attachments.length) {
+    element.append(h("div", { class: "attachments" }, attachments.map((attachment) => attachmentChip(attachment, { onDownload }))));
+  }
   if (event.content?.thinking) {
     element.prepend(h("details", { class: "thinking" }, h("summary", {}, "Thinking"), pre(event.content.thinking)));
   }

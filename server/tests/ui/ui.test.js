@@ -540,6 +540,50 @@ test("a continuation cut off by a crash is answered on restart and shows as the 
   }
 });
 
+test("files attached with the button and by dropping show as chips, go with the message, and the model names them", async () => {
+  await newSession();
+  // A text file through the Attach button's file picker.
+  await page.locator("#attach-input").setInputFiles({
+    name: "notes.txt",
+    mimeType: "text/plain",
+    buffer: Buffer.from("hello from a file\nsecond line"),
+  });
+  // An image, and a file to take off again, dropped onto the composer.
+  const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+  const dropped = await page.evaluateHandle((b64) => {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const transfer = new DataTransfer();
+    transfer.items.add(new File([bytes], "dot.png", { type: "image/png" }));
+    transfer.items.add(new File(["not this one"], "extra.txt", { type: "text/plain" }));
+    return transfer;
+  }, png);
+  await page.locator("#composer").dispatchEvent("drop", { dataTransfer: dropped });
+  const tray = page.locator("#composer-attachments .chip.attachment");
+  await tray.nth(2).waitFor();
+  assert.deepEqual(await tray.allTextContents(), ["notes.txt29 B×", "dot.png70 B×", "extra.txt12 B×"]);
+  await tray.filter({ hasText: "extra.txt" }).locator(".attachment-remove").click();
+  assert.equal(await tray.count(), 2, "a chip's × takes its file off");
+  await shot(page, "20-attachments-in-the-composer");
+
+  await say("what are these?", "[attached: notes.txt");
+  const answer = page.locator(".msg.assistant:not(.streaming)").last();
+  assert.equal(
+    await answer.innerText(),
+    "You said: what are these? [attached: notes.txt \u201chello from a file\u201d; dot.png (image/png, 70 bytes)]",
+  );
+  assert.equal(await tray.count(), 0, "the files went with the message");
+  const sent = page.locator(".msg.user").last().locator(".chip.attachment");
+  assert.deepEqual(await sent.allTextContents(), ["notes.txt29 B", "dot.png70 B"]);
+  await shot(page, "21-attachments-sent");
+
+  // A sent file's chip downloads it.
+  const [download] = await Promise.all([page.waitForEvent("download"), sent.filter({ hasText: "notes.txt" }).click()]);
+  assert.equal(download.suggestedFilename(), "notes.txt");
+  const chunks = [];
+  for await (const chunk of await download.createReadStream()) chunks.push(chunk);
+  assert.equal(Buffer.concat(chunks).toString(), "hello from a file\nsecond line");
+});
+
 test("no page logged an error", () => {
   assert.deepEqual(consoleErrors, []);
 });

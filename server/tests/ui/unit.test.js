@@ -9,10 +9,12 @@ import {
   Follower,
   contextUsage,
   describeSource,
+  formatBytes,
   handoffMarkdown,
   listRefreshDelay,
   mergeDelta,
   meterLevel,
+  messageAttachments,
   meterTitle,
   noticeLine,
   revealedChars,
@@ -130,4 +132,23 @@ test("a notice reads as one line: who, then its text", () => {
   assert.equal(noticeLine({ type: "notice", actor: "system", content: { text: "The plan has 1 unfinished step(s)." } }), "system: The plan has 1 unfinished step(s).");
   assert.equal(noticeLine({ type: "notice", actor: "runtime", content: { tool_call_id: "c1", content: "done" } }), "runtime: done");
   assert.equal(noticeLine({ type: "message", role: "system", content: { n: 1 } }), "system: {\"n\":1}");
+});
+
+test("sizes read as people say them, and a message's attachments are read in either form", () => {
+  assert.deepEqual(
+    [0, 512, 1024, 1536, 12 * 1024, 3.4 * 1024 * 1024, 5 * 1024 ** 3].map(formatBytes),
+    ["0 B", "512 B", "1 KB", "1.5 KB", "12 KB", "3.4 MB", "5 GB"],
+  );
+  assert.deepEqual(
+    messageAttachments({
+      text: "see",
+      attachments: ["a1", { id: "a2", name: "dot.png", media_type: "image/png", size_bytes: 70 }, { name: "no id" }, 7],
+    }),
+    [
+      { id: "a1", name: "a1", media_type: "", size_bytes: null },
+      { id: "a2", name: "dot.png", media_type: "image/png", size_bytes: 70 },
+    ],
+  );
+  assert.deepEqual(messageAttachments({ text: "none" }), []);
+  assert.deepEqual(messageAttachments(null), []);
 });
