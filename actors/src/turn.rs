@@ -525,15 +525,16 @@ async fn turn(
         )
     };
     let (mut harness, binding, run_cell) = match kept.take() {
-        // A harness kept from an earlier run serves only while the session's model is the
-        // one it was opened with (a person may have changed it in between).
+        // A harness kept from an earlier run serves only while the session's model and
+        // reasoning level are the ones it was opened with (a person may have changed them).
         Some(SessionHarness {
             mut harness,
             binding,
             run: run_cell,
             tools_for: kept_for,
         }) if !harness.is_closed()
-            && harness.config().model == env.settings.session_model(&session) =>
+            && harness.config().model == env.settings.session_model(&session)
+            && harness.config().reasoning == session_reasoning(&session) =>
         {
             binding.set(context);
             run_cell.set(run.id);
@@ -558,6 +559,7 @@ async fn turn(
             let config = HarnessConfig {
                 session_id: Some(session_id.to_string()),
                 live_interval: env.settings.live_interval,
+                reasoning: session_reasoning(&session),
                 ..HarnessConfig::new(env.settings.session_model(&session), system_prompt)
             };
             let files = CrashFs::new(
@@ -783,6 +785,14 @@ async fn turn(
         TurnOutcome::Failed { error, .. } => RunEnd::failed(error),
     };
     Ok((end, plan_check))
+}
+
+/// The session's reasoning level, as a person set it (`None`: the provider's configuration).
+fn session_reasoning(session: &seed_store::SessionRow) -> Option<seed_providers::ReasoningLevel> {
+    session
+        .reasoning_level
+        .as_deref()
+        .and_then(seed_providers::ReasoningLevel::parse)
 }
 
 /// The request id of a run's pass, as the harness's turn carries it: `run#pass`.

@@ -198,3 +198,39 @@ async fn text_is_committed_and_heard_within_an_interval_when_the_stream_goes_qui
     assert!(runtime.stop_session(session(0)).await);
     Ok(())
 }
+
+/// A session's reasoning level reaches the provider with every request, and a change of it
+/// reaches the next turn (a harness kept from the last run is opened afresh for it).
+#[actix::test]
+async fn a_sessions_reasoning_level_reaches_the_provider() -> anyhow::Result<()> {
+    use seed_providers::{ReasoningLevel, ScriptedProvider, ScriptedStep};
+    let fixture = Fixture::new(1).await?;
+    let model = ScriptedProvider::from_fn(|_, _| {
+        ScriptedStep::Respond(seed_providers::text_response("ok"))
+    });
+    let runtime = fixture.start(model.clone(), "boot-1").await?;
+    let set = |level: Option<&str>| {
+        fixture.store.set_session_model_signed(
+            None,
+            common::account(),
+            session(0),
+            seed_store::ModelChange {
+                model: None,
+                reasoning_level: Some(level.map(str::to_owned)),
+            },
+            1,
+        )
+    };
+    let mut seen = Vec::new();
+    for level in [None, Some("high"), Some("low")] {
+        set(level).await?;
+        let (_, run_id) = runtime.send_message(session(0), "think").await?;
+        runtime.wait_for_run(run_id).await?;
+        seen.push(model.requests().pop().expect("a request").reasoning);
+    }
+    assert_eq!(
+        seen,
+        [None, Some(ReasoningLevel::High), Some(ReasoningLevel::Low)]
+    );
+    Ok(())
+}

@@ -82,7 +82,8 @@ impl Clock for SystemClock {
 #[derive(Debug, Clone)]
 pub struct HarnessConfig {
     pub model: String,
-    pub reasoning: Option<String>,
+    /// How hard the model reasons; `None`: as the provider is configured.
+    pub reasoning: Option<seed_providers::ReasoningLevel>,
     /// Sent as one section, byte for byte the same from turn to turn.
     pub system_prompt: String,
     /// The conversation's own id, for providers that route by it.
@@ -445,7 +446,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         }
         let agent = AgentDocument {
             model: self.config.model.clone(),
-            reasoning: self.config.reasoning.clone(),
+            reasoning: self.config.reasoning,
         };
         if self.state.agent().as_ref() != Some(&agent) {
             batch.document(AGENT_DOCUMENT, Some(&agent));
@@ -780,6 +781,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         let context = conversation_cached(&self.state.entries, &mut self.message_cache);
         Request {
             model: self.config.model.clone(),
+            reasoning: self.config.reasoning,
             system_prompt: self.config.system_prompt.clone(),
             messages: request_messages(context, doc.input_entry_id, blocks),
             tools: Arc::clone(&self.tool_specs),

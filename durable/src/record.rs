@@ -95,7 +95,7 @@ pub const TURN_DOCUMENT: &str = "pi.turn";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentDocument {
     pub model: String,
-    pub reasoning: Option<String>,
+    pub reasoning: Option<seed_providers::ReasoningLevel>,
 }
 
 /// The response in flight: its text, reasoning and tool calls so far, committed at most every

@@ -19,8 +19,8 @@ use crate::capabilities::ImageModels;
 use crate::config::{ApiKey, ProviderConfig};
 use crate::http::{Decoder, HttpClient};
 use crate::message::{
-    AssistantBlock, AssistantMessage, Message, Request, StopReason, ToolCall, Usage, UserMessage,
-    UserPart,
+    AssistantBlock, AssistantMessage, Message, ReasoningLevel, Request, StopReason, ToolCall,
+    Usage, UserMessage, UserPart,
 };
 use crate::openai::{request_model, request_model_name};
 use crate::provider::{Provider, ProviderError, ProviderErrorKind, StreamEvent};
@@ -128,9 +128,12 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
             }
         }
     }
+    let max_tokens = options
+        .max_output_tokens
+        .unwrap_or(MAX_OUTPUT_TOKENS_DEFAULT);
     let mut body = json!({
         "model": request_model(request, &options.model_default),
-        "max_tokens": options.max_output_tokens.unwrap_or(MAX_OUTPUT_TOKENS_DEFAULT),
+        "max_tokens": max_tokens,
         "messages": messages,
         "stream": true,
     });
@@ -160,13 +163,34 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
             })
             .collect();
     }
-    if let Some(budget_tokens) = options.thinking_budget_tokens {
+    // The session's reasoning level, over the configured budget.
+    let budget_tokens = match request.reasoning {
+        Some(level) => Some(thinking_budget(level, max_tokens)),
+        None => options.thinking_budget_tokens,
+    };
+    if let Some(budget_tokens) = budget_tokens {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget_tokens});
     }
     if let Some(session_id) = &request.session_id {
         body["metadata"] = json!({"user_id": session_id});
     }
     body
+}
+
+/// The smallest thinking budget the wire takes.
+pub const THINKING_BUDGET_TOKENS_MIN: u64 = 1024;
+
+/// The thinking budget of a reasoning level: 1,024, 4,096 or 16,384 tokens, and always below
+/// `max_tokens` (the wire refuses a budget that is not), down to the wire's least.
+pub fn thinking_budget(level: ReasoningLevel, max_tokens: u64) -> u64 {
+    let wanted: u64 = match level {
+        ReasoningLevel::Low => THINKING_BUDGET_TOKENS_MIN,
+        ReasoningLevel::Medium => 4096,
+        ReasoningLevel::High => 16_384,
+    };
+    wanted
+        .min(max_tokens.saturating_sub(1))
+        .max(THINKING_BUDGET_TOKENS_MIN)
 }
 
 /// An event as the wire sends it, every field optional: serde reads a flat struct in one pass,
@@ -954,6 +978,7 @@ mod tests {
             panic!("no message");
         };
         Request {
+            reasoning: None,
             model: "claude-opus-4-1".to_owned(),
             system_prompt: "You are terse.".to_owned(),
             messages: vec![
@@ -989,6 +1014,39 @@ mod tests {
             ]),
             session_id: Some("session-9".to_owned()),
         }
+    }
+
+    /// A session's reasoning level is the thinking budget, over the configured one, and always
+    /// below `max_tokens`; without one, the configured budget (or none).
+    #[test]
+    fn a_reasoning_level_is_a_thinking_budget_below_max_tokens() {
+        let options = |max_output_tokens, thinking_budget_tokens| BodyOptions {
+            model_default: "claude-sonnet-4-5".to_owned(),
+            max_output_tokens,
+            thinking_budget_tokens,
+        };
+        let budget = |reasoning, options: &BodyOptions| {
+            let request = Request {
+                reasoning,
+                ..request()
+            };
+            request_body(&request, options)["thinking"]["budget_tokens"].clone()
+        };
+        let roomy = options(Some(32_000), Some(2048));
+        assert_eq!(budget(Some(ReasoningLevel::Low), &roomy), json!(1024));
+        assert_eq!(budget(Some(ReasoningLevel::Medium), &roomy), json!(4096));
+        assert_eq!(budget(Some(ReasoningLevel::High), &roomy), json!(16_384));
+        assert_eq!(budget(None, &roomy), json!(2048));
+        let tight = options(None, None);
+        assert_eq!(
+            budget(Some(ReasoningLevel::High), &tight),
+            json!(MAX_OUTPUT_TOKENS_DEFAULT - 1)
+        );
+        assert_eq!(budget(None, &tight), serde_json::Value::Null);
+        assert_eq!(
+            thinking_budget(ReasoningLevel::High, 500),
+            THINKING_BUDGET_TOKENS_MIN
+        );
     }
 
     #[test]

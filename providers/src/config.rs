@@ -369,6 +369,7 @@ mod tests {
         assert_eq!(config.describe(), "scripted model (no provider configured)");
         let provider = config.build().expect("builds");
         let request = crate::message::Request {
+            reasoning: None,
             model: String::new(),
             system_prompt: String::new(),
             messages: Vec::new(),

@@ -223,6 +223,9 @@ impl AsRef<Message> for Message {
 pub struct Request {
     /// The model to ask, as the provider names it.
     pub model: String,
+    /// How hard the model reasons, where the provider and model take a level (OpenAI's
+    /// `reasoning_effort`, Anthropic's thinking budget); `None`: the provider's configuration.
+    pub reasoning: Option<ReasoningLevel>,
     /// The system prompt, sent first.
     pub system_prompt: String,
     /// The conversation so far, oldest first. Shared, not copied: a harness sends the same
@@ -232,6 +235,46 @@ pub struct Request {
     pub tools: Arc<[ToolSpec]>,
     /// The conversation's own id, for providers that route (and cache) by it.
     pub session_id: Option<String>,
+}
+
+/// How hard a model reasons before it answers: a session's setting, sent as each wire takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningLevel {
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningLevel {
+    /// Every level, lowest first.
+    pub const ALL: [ReasoningLevel; 3] = [
+        ReasoningLevel::Low,
+        ReasoningLevel::Medium,
+        ReasoningLevel::High,
+    ];
+
+    /// The level's name, as the API and the wires spell it: `low`, `medium`, `high`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReasoningLevel::Low => "low",
+            ReasoningLevel::Medium => "medium",
+            ReasoningLevel::High => "high",
+        }
+    }
+
+    /// The level named `name`, if it is one.
+    pub fn parse(name: &str) -> Option<ReasoningLevel> {
+        ReasoningLevel::ALL
+            .into_iter()
+            .find(|level| level.name() == name)
+    }
+}
+
+impl std::fmt::Display for ReasoningLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 #[cfg(test)]
@@ -422,6 +465,7 @@ mod tests {
     #[test]
     fn request_round_trips() {
         let request = Request {
+            reasoning: None,
             model: "gpt-4o".to_owned(),
             system_prompt: "be brief".to_owned(),
             messages: vec![

@@ -147,6 +147,10 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
     if let Some(max_output_tokens) = options.max_output_tokens {
         body["max_completion_tokens"] = json!(max_output_tokens);
     }
+    // The session's reasoning level, for the models that take one.
+    if let Some(level) = request.reasoning {
+        body["reasoning_effort"] = json!(level.name());
+    }
     if let Some(session_id) = &request.session_id {
         body["prompt_cache_key"] = json!(session_id);
     }
@@ -778,6 +782,7 @@ mod tests {
 
     fn request() -> Request {
         Request {
+            reasoning: None,
             model: String::new(),
             system_prompt: "You are terse.".to_owned(),
             messages: vec![
@@ -859,6 +864,18 @@ mod tests {
         let body = request_body(&request, &options);
         assert_eq!(body["model"], "gpt-5");
         assert!(body.get("prompt_cache_key").is_none());
+        // A session's reasoning level goes as the wire's reasoning effort; none without one.
+        assert!(body.get("reasoning_effort").is_none());
+        for level in crate::ReasoningLevel::ALL {
+            let request = Request {
+                reasoning: Some(level),
+                ..request.clone()
+            };
+            assert_eq!(
+                request_body(&request, &options)["reasoning_effort"],
+                level.name()
+            );
+        }
     }
 
     /// A message with attached files: an array of parts, the image as a `data:` URL.

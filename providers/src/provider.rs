@@ -175,6 +175,7 @@ mod tests {
         use futures::StreamExt;
         let provider: Arc<dyn Provider> = Arc::new(Echo);
         let request = Request {
+            reasoning: None,
             model: "m".to_owned(),
             system_prompt: String::new(),
             messages: Vec::new(),

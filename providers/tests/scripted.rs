@@ -14,6 +14,7 @@ use serde_json::json;
 
 fn request(text: &str) -> Request {
     Request {
+        reasoning: None,
         model: "scripted".to_owned(),
         system_prompt: "you are a test".to_owned(),
         messages: vec![std::sync::Arc::new(Message::User(UserMessage::new(

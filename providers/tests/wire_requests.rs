@@ -15,6 +15,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 fn request() -> Request {
     Request {
+        reasoning: None,
         model: "session-model".to_owned(),
         system_prompt: "Be brief.".to_owned(),
         messages: vec![Arc::new(Message::User(UserMessage::new("hi".to_owned())))],

@@ -363,6 +363,40 @@ async fn actions_model_stop_tokens_paging_and_the_login_link() {
     assert_eq!(answer.status, 200);
     let updated: SessionInfo = answer.json().expect("session");
     assert_eq!(updated.model.as_deref(), Some("claude-sonnet-4-5"));
+    assert_eq!(updated.reasoning_level, None);
+
+    // The reasoning level: set, kept when left out, cleared with null, refused when unknown.
+    let put_model = |body: serde_json::Value| {
+        let client = &client;
+        let path = format!("/v1/sessions/{}/model", session.id);
+        async move {
+            client
+                .request("PUT", &path, Some(&body))
+                .await
+                .expect("answer")
+        }
+    };
+    let set: SessionInfo = put_model(json!({"model": null, "reasoning_level": "high"}))
+        .await
+        .json()
+        .expect("session");
+    assert_eq!(
+        (set.model, set.reasoning_level.as_deref()),
+        (None, Some("high"))
+    );
+    let kept: SessionInfo = put_model(json!({"model": "gpt-5"}))
+        .await
+        .json()
+        .expect("session");
+    assert_eq!(kept.reasoning_level.as_deref(), Some("high"));
+    let cleared: SessionInfo = put_model(json!({"model": "gpt-5", "reasoning_level": null}))
+        .await
+        .json()
+        .expect("session");
+    assert_eq!(cleared.reasoning_level, None);
+    let refused = put_model(json!({"model": "gpt-5", "reasoning_level": "extreme"})).await;
+    assert_eq!(refused.status, 400, "{:?}", refused.value());
+    assert_eq!(refused.value()["field"], "reasoning_level");
 
     // Stop with nothing in flight.
     let stopped: seed_server::api::StopResponse = client

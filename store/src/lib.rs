@@ -49,7 +49,7 @@ pub use files::SessionFiles;
 pub use leases::{LeaseOutcome, LeaseRow};
 pub use memory::{MemoryChange, MemoryFileRow};
 pub use memory_disk::MemoryDisk;
-pub use nonces::{NonceOutcome, RequestNonce, SendOutcome};
+pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome};
 pub use projection::Projection;
 pub use runs::{
     ChildDelivery, DELEGATED_BY, DeliveringChild, NewRun, ParkOutcome, RunRow, Swept, delegated_by,

@@ -191,14 +191,15 @@ impl Store {
         .await
     }
 
-    /// Sets (or with `None` clears) the model of the account's session, taking the nonce in
-    /// the same transaction. `Fresh(false)`: no such session of this account.
+    /// Sets the account's session's model and, when `change` names one, its reasoning level,
+    /// taking the nonce in the same transaction. `Fresh(false)`: no such session of this
+    /// account.
     pub async fn set_session_model_signed(
         &self,
         nonce: Option<RequestNonce>,
         account_id: AccountId,
         session_id: SessionId,
-        model: Option<String>,
+        change: ModelChange,
         now_ms: i64,
     ) -> Result<NonceOutcome<bool>> {
         self.write(Some(session_id), move |connection| {
@@ -208,11 +209,19 @@ impl Store {
             if !take_nonce(connection, nonce.as_ref())? {
                 return Ok(NonceOutcome::Replayed);
             }
-            let n_updated = connection
-                .prepare_cached(
-                    "UPDATE sessions SET model_override = ?2, updated_at = ?3 WHERE id = ?1",
-                )?
-                .execute(params![session_id.to_string(), model, now_ms])?;
+            let n_updated = match &change.reasoning_level {
+                Some(level) => connection
+                    .prepare_cached(
+                        "UPDATE sessions SET model_override = ?2, reasoning_level = ?3,
+                             updated_at = ?4 WHERE id = ?1",
+                    )?
+                    .execute(params![session_id.to_string(), change.model, level, now_ms])?,
+                None => connection
+                    .prepare_cached(
+                        "UPDATE sessions SET model_override = ?2, updated_at = ?3 WHERE id = ?1",
+                    )?
+                    .execute(params![session_id.to_string(), change.model, now_ms])?,
+            };
             Ok(NonceOutcome::Fresh(n_updated == 1))
         })
         .await
@@ -251,4 +260,13 @@ impl Store {
         self.read(move |connection| queued_runs_of_account(connection, account_id))
             .await
     }
+}
+
+/// A person's change of a session's model ([`Store::set_session_model_signed`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelChange {
+    /// The session's own model; `None`: the service's default.
+    pub model: Option<String>,
+    /// The reasoning level (`Some(None)`: the provider's configuration); `None`: unchanged.
+    pub reasoning_level: Option<Option<String>>,
 }

@@ -156,6 +156,7 @@ pub async fn delta_latencies(
     };
     let provider = config.build()?;
     let request = Request {
+        reasoning: None,
         model: "bench".to_owned(),
         system_prompt: String::new(),
         messages: vec![Arc::new(Message::User(UserMessage::new("go".to_owned())))],

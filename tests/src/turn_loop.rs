@@ -179,6 +179,7 @@ mod tests {
 
     fn request(messages: Vec<Message>) -> Request {
         Request {
+            reasoning: None,
             model: "scripted".to_owned(),
             system_prompt: String::new(),
             messages: messages.into_iter().map(std::sync::Arc::new).collect(),

@@ -49,6 +49,7 @@ fn provider(config: &ProviderConfig) -> Arc<dyn Provider> {
 
 fn request(model: &str) -> Request {
     Request {
+        reasoning: None,
         model: model.to_owned(),
         system_prompt: "You are a test.".to_owned(),
         messages: vec![Arc::new(Message::User(UserMessage::new(

@@ -44,7 +44,8 @@ pub use openapi::{
 };
 pub use sessions::{
     ContinuationInfo, ContinuationLink, CreateSessionRequest, GetSessionResponse,
-    ListSessionsQuery, ListSessionsResponse, SessionInfo, SetModelRequest, StopResponse,
+    ListSessionsQuery, ListSessionsResponse, ReasoningLevelName, SessionInfo, SetModelRequest,
+    StopResponse,
 };
 pub use tokens::{LoginQuery, TokenResponse};
 
@@ -153,6 +154,7 @@ impl AppState {
             description: session.description,
             title_source: session.title_source.to_string(),
             model: session.model_override,
+            reasoning_level: session.reasoning_level,
             parent_session_id: session.parent_session_id.map(|id| id.0),
             created_at_ms: session.created_at_ms,
             updated_at_ms: session.updated_at_ms,
@@ -230,9 +232,9 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sessions::get_continuation)
         .service(sessions::delete_session)
         .service(messages::send_message)
-        .service(attachments::upload)
-        .service(attachments::list)
-        .service(attachments::download)
+        .service(attachments::upload_attachment)
+        .service(attachments::list_attachments)
+        .service(attachments::download_attachment)
         .service(events::list_events)
         .service(events::transcript)
         .service(events::live)

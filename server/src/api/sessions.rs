@@ -44,6 +44,9 @@ pub struct SessionInfo {
     pub title_source: String,
     /// The session's own model, when it has one.
     pub model: Option<String>,
+    /// How hard the session's model reasons, when a person set it: `low`, `medium` or `high`
+    /// (else as the provider is configured).
+    pub reasoning_level: Option<String>,
     /// Set for a delegated child.
     pub parent_session_id: Option<Uuid>,
     pub created_at_ms: i64,
@@ -113,6 +116,40 @@ pub struct SetModelRequest {
     /// The model for this session; null for the service's default.
     #[schema(min_length = 1, max_length = 200)]
     pub model: Option<String>,
+    /// How hard the model reasons: `low`, `medium` or `high` (OpenAI's reasoning effort,
+    /// Anthropic's thinking budget); null for the provider's configuration; left out: as it
+    /// was.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<ReasoningLevelName>)]
+    pub reasoning_level: Option<Option<ReasoningLevelName>>,
+}
+
+/// A reasoning level, as the API names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningLevelName {
+    Low,
+    Medium,
+    High,
+}
+
+impl From<ReasoningLevelName> for seed_providers::ReasoningLevel {
+    fn from(level: ReasoningLevelName) -> seed_providers::ReasoningLevel {
+        match level {
+            ReasoningLevelName::Low => seed_providers::ReasoningLevel::Low,
+            ReasoningLevelName::Medium => seed_providers::ReasoningLevel::Medium,
+            ReasoningLevelName::High => seed_providers::ReasoningLevel::High,
+        }
+    }
+}
+
+/// A field given, null or not: `Some(None)` for null (left out is the field's default, `None`).
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -348,7 +385,7 @@ pub(super) async fn stop_session(
     Ok(HttpResponse::Ok().json(StopResponse { stopped }))
 }
 
-/// Sets the session's model (null: the service's default).
+/// Sets the session's model (null: the service's default) and, when given, its reasoning level.
 #[utoipa::path(
     params(("session_id" = Uuid, Path, description = "The session")),
     request_body(content = SetModelRequest, content_type = "application/json"),
@@ -381,7 +418,12 @@ pub(super) async fn set_model(
                 caller.nonce.clone(),
                 caller.account_id,
                 session_id,
-                input.model,
+                seed_store::ModelChange {
+                    model: input.model,
+                    reasoning_level: input.reasoning_level.map(|level| {
+                        level.map(|level| seed_providers::ReasoningLevel::from(level).to_string())
+                    }),
+                },
                 state.now_ms(),
             )
             .await?,
