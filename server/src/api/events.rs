@@ -201,6 +201,9 @@ pub struct LiveInfo {
     pub text: String,
     /// The model's reasoning so far, where the wire carries it.
     pub thinking: String,
+    /// The tool calls the response has asked for so far, each once its arguments are whole.
+    #[schema(value_type = Vec<Object>)]
+    pub tool_calls: Vec<serde_json::Value>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -245,6 +248,15 @@ pub(super) async fn live(
             run_id: run_id.0,
             text: document.text,
             thinking: document.thinking,
+            tool_calls: document
+                .tool_calls
+                .iter()
+                .map(|call| {
+                    serde_json::json!({
+                        "id": call.id, "name": call.name, "arguments": call.arguments
+                    })
+                })
+                .collect(),
         });
     }
     state.take_nonce(&caller).await?;
