@@ -56,6 +56,11 @@ pub struct ListAttachmentsResponse {
     pub attachments: Vec<AttachmentInfo>,
 }
 
+/// A file's bytes, as the OpenAPI document describes a body of them (a binary string).
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct FileBytes(pub Vec<u8>);
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
@@ -191,7 +196,7 @@ impl actix_web::FromRequest for UploadBody {
 #[utoipa::path(
     params(("session_id" = Uuid, Path, description = "The session"), UploadQuery),
     request_body(
-        content = Vec<u8>,
+        content = FileBytes,
         content_type = "application/octet-stream",
         description = "The file's bytes, with its own Content-Type (any type; \
                        application/octet-stream when unknown)"
@@ -207,7 +212,7 @@ impl actix_web::FromRequest for UploadBody {
     tag = "attachments"
 )]
 #[post("/v1/sessions/{session_id}/attachments")]
-pub(super) async fn upload(
+pub(super) async fn upload_attachment(
     state: web::Data<AppState>,
     request: HttpRequest,
     path: web::Path<Uuid>,
@@ -267,7 +272,7 @@ pub(super) async fn upload(
     tag = "attachments"
 )]
 #[get("/v1/sessions/{session_id}/attachments")]
-pub(super) async fn list(
+pub(super) async fn list_attachments(
     state: web::Data<AppState>,
     request: HttpRequest,
     path: web::Path<Uuid>,
@@ -289,7 +294,7 @@ pub(super) async fn list(
         ("attachment_id" = String, Path, description = "The attachment"),
     ),
     responses(
-        (status = 200, description = "The file's bytes, with its Content-Type", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 200, description = "The file's bytes, with its Content-Type", content_type = "application/octet-stream", body = FileBytes),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 413, description = "The body is too large", body = ErrorBody),
@@ -297,7 +302,7 @@ pub(super) async fn list(
     tag = "attachments"
 )]
 #[get("/v1/sessions/{session_id}/attachments/{attachment_id}")]
-pub(super) async fn download(
+pub(super) async fn download_attachment(
     state: web::Data<AppState>,
     request: HttpRequest,
     path: web::Path<(Uuid, String)>,
