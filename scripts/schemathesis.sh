@@ -58,8 +58,9 @@ proxy="http://127.0.0.1:$(cat "$work/proxy.port")"
 # proxy passes these on unsigned), and expects 401 or 403.
 # Run from the scratch dir, so schemathesis keeps its cache there and not in the work tree.
 schemathesis="$venv/bin/schemathesis"
+repo=$PWD
 cd "$work"
-"$schemathesis" run "$url/v1/openapi.json" \
+"$schemathesis" --config-file "$repo/scripts/schemathesis.toml" run "$url/v1/openapi.json" \
     --url "$proxy" \
     -H "Signature: $marker" \
     --checks all \

@@ -493,6 +493,44 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn serve_takes_the_attachment_limits_with_defaults() {
+        let limits = |args: &[&str]| match parse_serve(args).ok() {
+            Some(Command::Serve {
+                attachment_bytes_max,
+                account_attachments_bytes_max,
+                ..
+            }) => Some((attachment_bytes_max, account_attachments_bytes_max)),
+            _ => None,
+        };
+        assert_eq!(
+            limits(&[]),
+            Some((
+                crate::api::ATTACHMENT_BYTES_MAX_DEFAULT,
+                crate::api::ACCOUNT_ATTACHMENTS_BYTES_MAX_DEFAULT
+            ))
+        );
+        assert_eq!(
+            limits(&[
+                "--attachment-bytes-max",
+                "100",
+                "--account-attachments-bytes-max",
+                "1000"
+            ]),
+            Some((100, 1000))
+        );
+        assert_serve_refuses(
+            &["--account-attachments-bytes-max=-1"],
+            "--account-attachments-bytes-max",
+        );
+        let help = Cli::try_parse_from(["seed", "serve", "--help"])
+            .err()
+            .map(|help| help.to_string())
+            .unwrap_or_default();
+        assert!(help.contains("--attachment-bytes-max"), "{help}");
+        assert!(help.contains("--account-attachments-bytes-max"), "{help}");
+    }
+
+    #[test]
     fn serve_takes_the_runs_in_flight_and_refuses_none() {
         let runs_max = |args: &[&str]| match parse_serve(args).ok() {
             Some(Command::Serve {

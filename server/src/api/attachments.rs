@@ -66,6 +66,7 @@ pub struct FileBytes(pub Vec<u8>);
 #[serde(deny_unknown_fields)]
 pub struct UploadQuery {
     /// The file's name, as it is shown (1–255 characters; no `/`, `\` or control character).
+    #[param(min_length = 1, max_length = 255, pattern = r"^[^/\\\u0000-\u001F\u007F-\u009F]+$")]
     pub name: String,
 }
 
@@ -294,7 +295,7 @@ pub(super) async fn list_attachments(
         ("attachment_id" = String, Path, description = "The attachment"),
     ),
     responses(
-        (status = 200, description = "The file's bytes, with its Content-Type", content_type = "application/octet-stream", body = FileBytes),
+        (status = 200, description = "The file's bytes, with its own Content-Type", content_type = "*/*", body = FileBytes),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 413, description = "The body is too large", body = ErrorBody),
