@@ -18,7 +18,8 @@ use seed_durable::{Harness, HarnessConfig, StopSignal, StoreState, TurnOutcome, 
 use seed_events::{EventRole, NewEvent, RunStatus, SessionId};
 use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks};
 use seed_projections::import::{
-    ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, delegated_in_turn, plan_import,
+    ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, answered_already, delegated_in_turn,
+    plan_import,
 };
 use seed_projections::store_to_log::{events_above, stale_marks_above};
 use seed_providers::{Provider, model_context_window};
@@ -675,6 +676,13 @@ async fn turn(
         n_children_before,
         can_continue,
     );
+    // Another turn may already have taken in and answered what this run came for: then the
+    // run returns that answer, and the model is not asked again.
+    let answered = answered_already(&plan, harness.state(), &request_id);
+    let answered_by = answered
+        .as_ref()
+        .and(harness.state().turn())
+        .map(|turn| turn.request_id);
     let sync_value = serde_json::to_value(&plan.sync).unwrap_or(serde_json::Value::Null);
     let turn = TurnRequest {
         request_id: request_id.clone(),
@@ -685,7 +693,10 @@ async fn turn(
         stop,
     };
     // Each commit of the turn writes its entries' events to the log in its own transaction.
-    let outcome = harness.run_turn(turn).await;
+    let outcome = match answered.clone() {
+        Some((entry_id, message)) => Ok(TurnOutcome::Answered { entry_id, message }),
+        None => harness.run_turn(turn).await,
+    };
     let continued = continued_by(env, session_id, harness.state(), &request_id).await?;
     let delegated = delegated_in_turn(harness.state(), &request_id);
     if outcome.is_ok() && !harness.is_closed() {
@@ -704,17 +715,22 @@ async fn turn(
     let end = match outcome? {
         TurnOutcome::Answered { message, .. } => {
             // An open plan may owe the run a later pass; its end decides, from the plan as it
-            // stands then.
-            if run.pass < env.settings.plan_passes_max {
+            // stands then. (A run another turn answered for owes none: that turn's run does.)
+            if run.pass < env.settings.plan_passes_max && answered.is_none() {
                 let (run_id, now) = (run.id, (env.clock)());
                 plan_check = Some(PlanCheck {
                     session_id,
                     notice: std::sync::Arc::new(move |plan| plan_notice(plan, run_id, now)),
                 });
             }
+            let mut result = serde_json::json!({ "answer": message.text() });
+            if let Some(request_id) = answered_by {
+                // The request (`run#pass`) whose turn took it in and answered.
+                result["answered_by"] = serde_json::json!(request_id);
+            }
             RunEnd {
                 status: RunStatus::Succeeded,
-                result: serde_json::json!({ "answer": message.text() }),
+                result,
             }
         }
         TurnOutcome::Ended { reason } => {

@@ -234,3 +234,50 @@ async fn a_sessions_reasoning_level_reaches_the_provider() -> anyhow::Result<()>
     );
     Ok(())
 }
+
+#[actix::test]
+async fn a_run_whose_message_another_turn_answered_returns_without_asking_again()
+-> anyhow::Result<()> {
+    use seed_providers::{
+        ProviderError, ProviderErrorKind, ScriptedProvider, ScriptedStep, text_response,
+    };
+    let fixture = Fixture::new(1).await?;
+    let provider = ScriptedProvider::new(vec![
+        ScriptedStep::Respond(text_response("the first answer")),
+        ScriptedStep::FailAfter {
+            text: String::new(),
+            error: ProviderError::new(ProviderErrorKind::Refused, "not this one"),
+        },
+        ScriptedStep::Respond(text_response("the retried answer")),
+    ]);
+    let runtime = fixture.start(provider.clone(), "boot-1").await?;
+    let (first, run_id) = runtime.send_message(session(0), "first").await?;
+    let answered = runtime.wait_for_run(run_id).await?;
+    assert_eq!(answered.status, RunStatus::Succeeded);
+
+    // Asked to answer that message again, a run finds the turn that took it in answered: it
+    // returns that answer, and the model hears nothing.
+    let again = runtime.retry_message(session(0), first).await?;
+    let again = runtime.wait_for_run(again).await?;
+    assert_eq!(again.status, RunStatus::Succeeded, "{again:?}");
+    let result = again.result.expect("a result");
+    assert_eq!(result["answer"], "the first answer");
+    assert_eq!(result["answered_by"], format!("{run_id}#0"));
+    assert_eq!(provider.n_requests(), 1);
+    assert_eq!(log(&fixture.store, session(0)).await?.len(), 2);
+
+    // A message whose turn failed was answered by nobody: retrying it asks the model.
+    let (second, failing) = runtime.send_message(session(0), "second").await?;
+    let failed = runtime.wait_for_run(failing).await?;
+    assert_eq!(failed.status, RunStatus::Failed, "{failed:?}");
+    let retried = runtime.retry_message(session(0), second).await?;
+    let retried = runtime.wait_for_run(retried).await?;
+    assert_eq!(retried.status, RunStatus::Succeeded, "{retried:?}");
+    assert_eq!(
+        retried.result,
+        Some(serde_json::json!({ "answer": "the retried answer" }))
+    );
+    assert_eq!(provider.n_requests(), 3);
+    assert_log_agrees_with_store(&fixture.store, session(0)).await?;
+    Ok(())
+}

@@ -237,6 +237,42 @@ pub fn delegated_in_turn(store: &StoreState, request_id: &str) -> bool {
         })
 }
 
+/// The answer of another turn that already took in and answered what this run (asking as
+/// `request_id`) came for, read from what its import found; `None` when the model must be
+/// asked.
+///
+/// A run whose import takes in nothing (no entry to commit) and finds no message of its own
+/// to put to the model (the input `seed.sync` would record is none) came for something
+/// another turn already took in: a message of its own that an earlier import took in, or the
+/// results of the children it was parked on, imported by the turn of a message that arrived
+/// in between. When the store's newest turn is another request's and it answered, with nothing
+/// after its answer, that answer is this run's too: asking the model again would answer the
+/// same context twice. A turn that failed, ended or was stopped answered nothing, so the model
+/// is asked.
+pub fn answered_already(
+    plan: &ImportPlan,
+    store: &StoreState,
+    request_id: &str,
+) -> Option<(EntryId, AssistantMessage)> {
+    if plan.mode == ImportMode::Rebuild
+        || !plan.entries.is_empty()
+        || plan.sync.input_event_id.is_some()
+    {
+        return None;
+    }
+    let turn = store.turn().filter(|turn| {
+        turn.request_id != request_id && turn.state == seed_durable::record::TurnState::Answered
+    })?;
+    let answer = store
+        .entries
+        .last()
+        .filter(|entry| Some(entry.id) == turn.answer_entry_id && entry.id > turn.input_entry_id)?;
+    match &answer.body {
+        EntryBody::Assistant { message, .. } => Some((answer.id, message.clone())),
+        _ => None,
+    }
+}
+
 /// The placeholder results in the current context, by call id.
 fn placeholders_in_context(store: &StoreState) -> BTreeMap<&str, EntryId> {
     let start = store

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use seed_durable::{Batch, EntryBody, StoreState};
 use seed_events::{EventId, EventRole, SessionEvent, SessionId};
 use seed_projections::import::{
-    BACKGROUND_WORK_UPDATE, ImportMode, ImportPlan, RunView, SyncDocument, delegated_in_turn,
-    plan_import,
+    BACKGROUND_WORK_UPDATE, ImportMode, ImportPlan, RunView, SyncDocument, answered_already,
+    delegated_in_turn, plan_import,
 };
 use seed_providers::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage,
@@ -504,6 +504,135 @@ fn a_turn_delegated_when_it_answered_a_call_with_a_placeholder() {
     ));
     // No turn, no delegation.
     assert!(!delegated_in_turn(&parked_turn(), "r-old"));
+}
+
+/// `state` with its current turn, of `request_id`, in `turn_state`: its input entry
+/// `input_entry_id`, its answer (for an answered turn) the newest entry.
+fn settled_turn(
+    mut state: StoreState,
+    request_id: &str,
+    input_entry_id: u64,
+    turn_state: seed_durable::record::TurnState,
+) -> StoreState {
+    use seed_durable::record::{TURN_DOCUMENT, TurnDocument, TurnState};
+    let answer_entry_id = (turn_state == TurnState::Answered)
+        .then(|| state.entries.last().map(|entry| entry.id))
+        .flatten();
+    let mut batch = Batch::new(&state);
+    batch.document(
+        TURN_DOCUMENT,
+        Some(&TurnDocument {
+            request_id: request_id.to_owned(),
+            input_entry_id,
+            state: turn_state,
+            answer_entry_id,
+            reason: None,
+        }),
+    );
+    state.apply(batch);
+    state
+}
+
+#[test]
+fn a_parked_run_whose_childs_result_another_turn_answered_returns_that_answer() {
+    use seed_durable::record::TurnState;
+    // The parent parked on its child (entries 1-3). A message came while it waited; the
+    // child's result arrived before that message's run imported, so that run took the result
+    // in (an edit of the placeholder) with its message, and answered.
+    let mut log = parked_log();
+    log.push(user(4, "anything new?"));
+    log.push(result_event(5, "d1", "delegate", "the answer is 42"));
+    let theirs = plan(&log, &parked_turn(), sync(3, &[]), &[4], &[]);
+    assert_eq!(theirs.mode, ImportMode::Edit);
+    assert_eq!(theirs.sync.input_event_id, Some(EventId(104)));
+    let mut bodies: Vec<EntryBody> = parked_turn()
+        .entries
+        .iter()
+        .map(|e| e.body.clone())
+        .collect();
+    bodies.extend(theirs.entries.clone());
+    bodies.push(EntryBody::User {
+        request_id: "theirs#0".to_owned(),
+        message: theirs.input.clone(),
+    });
+    bodies.push(EntryBody::Assistant {
+        request_id: "theirs#0".to_owned(),
+        message: text_response("it is 42"),
+    });
+    let answered = settled_turn(store(bodies.clone()), "theirs#0", 5, TurnState::Answered);
+    log.push(from_store(assistant_event(6, "it is 42"), 6));
+
+    // The parent's later pass finds nothing to take in and no message of its own: it returns
+    // the answer the other turn gave, without asking the model.
+    let later_pass = plan(&log, &answered, theirs.sync.clone(), &[1], &[]);
+    assert_eq!(later_pass.entries, []);
+    assert_eq!(later_pass.input, input(BACKGROUND_WORK_UPDATE));
+    assert_eq!(
+        answered_already(&later_pass, &answered, "parent#1"),
+        Some((6, text_response("it is 42")))
+    );
+
+    // Had that turn failed (or ended without an answer), the model is asked.
+    for unanswered in [TurnState::Failed, TurnState::Ended, TurnState::Stopped] {
+        let state = settled_turn(store(bodies.clone()), "theirs#0", 5, unanswered);
+        assert_eq!(answered_already(&later_pass, &state, "parent#1"), None);
+    }
+    // Had the result not been taken in, the parent's pass imports it and asks the model.
+    let not_taken_in = plan(&log, &parked_turn(), sync(3, &[]), &[1], &[4]);
+    assert_eq!(not_taken_in.mode, ImportMode::Edit);
+    assert_eq!(answered_already(&not_taken_in, &answered, "parent#1"), None);
+}
+
+#[test]
+fn a_run_whose_message_another_turn_took_in_and_answered_returns_that_answer() {
+    use seed_durable::record::TurnState;
+    // "mine" arrived just before "theirs", and its run was not yet waiting when the run of
+    // "theirs" imported: that import took "mine" in ahead of its own message, and answered.
+    let (first, mut log) = answered_turn();
+    log.push(user(3, "mine"));
+    log.push(user(4, "theirs"));
+    let theirs = plan(&log, &first, sync(2, &[]), &[4], &[]);
+    assert_eq!(theirs.entries, [replay_user("mine")]);
+    assert_eq!(theirs.input, input("theirs"));
+    let mut bodies: Vec<EntryBody> = first.entries.iter().map(|e| e.body.clone()).collect();
+    bodies.extend(theirs.entries.clone());
+    bodies.push(EntryBody::User {
+        request_id: "theirs#0".to_owned(),
+        message: theirs.input.clone(),
+    });
+    bodies.push(answer_entry(text_response("both answered")));
+    let answered = settled_turn(store(bodies.clone()), "theirs#0", 4, TurnState::Answered);
+    log.push(from_store(assistant_event(5, "both answered"), 5));
+
+    let mine = plan(&log, &answered, theirs.sync.clone(), &[3], &[]);
+    assert_eq!(mine.entries, []);
+    assert_eq!(mine.sync.input_event_id, None);
+    assert_eq!(
+        answered_already(&mine, &answered, "mine#0"),
+        Some((5, text_response("both answered")))
+    );
+    // The same turn coming back is the harness's to settle, not this rule's.
+    assert_eq!(answered_already(&mine, &answered, "theirs#0"), None);
+    // A message the run has not had answered yet is its input: the model is asked.
+    log.push(user(6, "and now?"));
+    let next = plan(&log, &answered, mine.sync.clone(), &[6], &[]);
+    assert_eq!(next.input, input("and now?"));
+    assert_eq!(answered_already(&next, &answered, "next#0"), None);
+    // Something written after the answer (a notice) is taken in: the model is asked.
+    let mut noticed = log[..6].to_vec();
+    noticed.push(event(
+        6,
+        "notice",
+        EventRole::System,
+        "system",
+        json!({ "text": "the plan has open steps" }),
+    ));
+    let with_notice = plan(&noticed, &answered, theirs.sync.clone(), &[3], &[]);
+    assert_eq!(
+        with_notice.entries,
+        [replay_user("the plan has open steps")]
+    );
+    assert_eq!(answered_already(&with_notice, &answered, "mine#0"), None);
 }
 
 /// A response that only called tools has no message event: its calls, projected from one

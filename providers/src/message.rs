@@ -225,6 +225,7 @@ pub struct Request {
     pub model: String,
     /// How hard the model reasons, where the provider and model take a level (OpenAI's
     /// `reasoning_effort`, Anthropic's thinking budget); `None`: the provider's configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<ReasoningLevel>,
     /// The system prompt, sent first.
     pub system_prompt: String,
