@@ -66,7 +66,11 @@ pub struct FileBytes(pub Vec<u8>);
 #[serde(deny_unknown_fields)]
 pub struct UploadQuery {
     /// The file's name, as it is shown (1–255 characters; no `/`, `\` or control character).
-    #[param(min_length = 1, max_length = 255, pattern = r"^[^/\\\u0000-\u001F\u007F-\u009F]+$")]
+    #[param(
+        min_length = 1,
+        max_length = 255,
+        pattern = r"^[^/\\\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub name: String,
 }
 
