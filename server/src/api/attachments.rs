@@ -57,9 +57,20 @@ pub struct ListAttachmentsResponse {
 }
 
 /// A file's bytes, as the OpenAPI document describes a body of them (a binary string).
-#[derive(ToSchema)]
-#[schema(value_type = String, format = Binary)]
-pub struct FileBytes(pub Vec<u8>);
+pub struct FileBytes;
+
+impl utoipa::PartialSchema for FileBytes {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
+            .description(Some("A file's bytes"))
+            .into()
+    }
+}
+
+impl ToSchema for FileBytes {}
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
