@@ -7,7 +7,7 @@ use actix::prelude::*;
 use dashmap::DashMap;
 use seed_events::{AccountId, EventId, EventRole, NewEvent, Queue, RunId, SessionId};
 use seed_providers::Provider;
-use seed_store::{RunRow, Store};
+use seed_store::{RetryOutcome, RunRow, Store};
 
 use crate::bus::{Notification, Publisher, SeqRange};
 use crate::queue::{RunQueue, StartClaimed, Wake};
@@ -273,31 +273,25 @@ impl Runtime {
         actix::spawn(task).await.map_err(|_| Error::Closed)?
     }
 
-    /// Queues a new run for a message already in the log (`event_id`): a retry, for example of
-    /// a successor's copied message whose run was lost to a crash.
+    /// Queues a new run for a person's message already in the log (`event_id`): a retry, for
+    /// example of a successor's copied message whose run failed or was lost to a crash. Refused
+    /// (writing nothing) while a run for it is still open, as [`RetryOutcome`] says; a retried
+    /// message another turn already answered gets that answer without asking the model.
     pub async fn retry_message(
         &self,
         session_id: SessionId,
         event_id: EventId,
-    ) -> Result<RunId, Error> {
-        let store = &self.env.store;
-        if store.get_session(session_id).await?.is_none() {
-            return Err(Error::SessionNotFound(session_id));
-        }
+    ) -> Result<RetryOutcome, Error> {
+        let store = self.env.store.clone();
+        let now = (self.env.clock)();
         let run_id = RunId::new_v7();
-        store
-            .enqueue_run(seed_store::NewRun {
-                id: run_id,
-                session_id,
-                queue: Queue::Interactive,
-                user_event_ids: vec![event_id],
-                parent_run_id: None,
-                typed: false,
-                created_at_ms: (self.env.clock)(),
-            })
+        let outcome = store
+            .retry_message(session_id, event_id, run_id, now)
             .await?;
-        self.queue.do_send(Wake);
-        Ok(run_id)
+        if matches!(outcome, RetryOutcome::Queued { .. }) {
+            self.queue.do_send(Wake);
+        }
+        Ok(outcome)
     }
 
     /// The context a verb sees when it is called for `session_id`'s run `run_id` as call

@@ -328,7 +328,11 @@ fn a_successor_whose_run_was_lost_gets_it_from_the_boot_sweep() -> anyhow::Resul
 
             // The successor is a normal session: its message can be retried, and it takes new
             // messages.
-            let retry = runtime.retry_message(successor, copied.id).await?;
+            let retry = runtime
+                .retry_message(successor, copied.id)
+                .await?
+                .run_id()
+                .expect("a run for the retried message");
             let retried = within("the retried run", runtime.wait_for_run(retry)).await?;
             assert_eq!(retried.status, RunStatus::Succeeded);
             let (_, next) = runtime.send_message(successor, "and the prices?").await?;

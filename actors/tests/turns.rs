@@ -258,7 +258,7 @@ async fn a_run_whose_message_another_turn_answered_returns_without_asking_again(
     // Asked to answer that message again, a run finds the turn that took it in answered: it
     // returns that answer, and the model hears nothing.
     let again = runtime.retry_message(session(0), first).await?;
-    let again = runtime.wait_for_run(again).await?;
+    let again = runtime.wait_for_run(queued(&again)).await?;
     assert_eq!(again.status, RunStatus::Succeeded, "{again:?}");
     let result = again.result.expect("a result");
     assert_eq!(result["answer"], "the first answer");
@@ -271,7 +271,7 @@ async fn a_run_whose_message_another_turn_answered_returns_without_asking_again(
     let failed = runtime.wait_for_run(failing).await?;
     assert_eq!(failed.status, RunStatus::Failed, "{failed:?}");
     let retried = runtime.retry_message(session(0), second).await?;
-    let retried = runtime.wait_for_run(retried).await?;
+    let retried = runtime.wait_for_run(queued(&retried)).await?;
     assert_eq!(retried.status, RunStatus::Succeeded, "{retried:?}");
     assert_eq!(
         retried.result,
@@ -279,5 +279,62 @@ async fn a_run_whose_message_another_turn_answered_returns_without_asking_again(
     );
     assert_eq!(provider.n_requests(), 3);
     assert_log_agrees_with_store(&fixture.store, session(0)).await?;
+    Ok(())
+}
+
+fn queued(outcome: &seed_store::RetryOutcome) -> seed_events::RunId {
+    outcome
+        .run_id()
+        .unwrap_or_else(|| panic!("not queued: {outcome:?}"))
+}
+
+#[actix::test]
+async fn a_retry_is_refused_for_what_is_no_persons_message_and_while_its_run_is_open()
+-> anyhow::Result<()> {
+    use seed_events::EventId;
+    use seed_providers::{ScriptedProvider, ScriptedStep};
+    use seed_store::RetryOutcome;
+    let fixture = Fixture::new(1).await?;
+    let provider = ScriptedProvider::new(vec![ScriptedStep::Hang {
+        text: "thinking".to_owned(),
+    }]);
+    let runtime = fixture.start(provider.clone(), "boot-1").await?;
+    let (message, run_id) = runtime.send_message(session(0), "take your time").await?;
+    while provider.n_requests() == 0 {
+        actix::clock::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let runs_before = fixture.store.list_session_runs(session(0)).await?;
+    assert_eq!(
+        runtime.retry_message(session(0), message).await?,
+        RetryOutcome::StillOpen { run_id }
+    );
+    assert_eq!(
+        runtime
+            .retry_message(session(0), EventId(message.0 + 1000))
+            .await?,
+        RetryOutcome::MessageNotFound
+    );
+    assert_eq!(
+        runtime.retry_message(session(1), message).await?,
+        RetryOutcome::SessionNotFound
+    );
+    assert_eq!(
+        fixture.store.list_session_runs(session(0)).await?,
+        runs_before
+    );
+
+    // Stopped, the run is open no more; an answer of the model's is no person's message.
+    assert!(runtime.stop_session(session(0)).await);
+    let stopped = runtime.wait_for_run(run_id).await?;
+    assert_eq!(stopped.status, RunStatus::Canceled);
+    let said = log(&fixture.store, session(0))
+        .await?
+        .into_iter()
+        .find(|event| event.role == Some(seed_events::EventRole::Assistant))
+        .expect("what streamed stays in the log");
+    assert_eq!(
+        runtime.retry_message(session(0), said.id).await?,
+        RetryOutcome::NotAPersonsMessage
+    );
     Ok(())
 }

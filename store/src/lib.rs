@@ -32,6 +32,7 @@ mod memory_disk;
 mod nonces;
 mod projection;
 mod readers;
+mod retries;
 mod runs;
 mod schema;
 mod sessions;
@@ -51,6 +52,7 @@ pub use memory::{MemoryChange, MemoryFileRow};
 pub use memory_disk::MemoryDisk;
 pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome};
 pub use projection::Projection;
+pub use retries::RetryOutcome;
 pub use runs::{
     ChildDelivery, DELEGATED_BY, DeliveringChild, NewRun, ParkOutcome, RunRow, Swept, delegated_by,
 };

@@ -74,7 +74,11 @@ pub(crate) fn session_owner(
         .transpose()
 }
 
-fn owned_by(connection: &Connection, session_id: SessionId, account_id: AccountId) -> Result<bool> {
+pub(crate) fn owned_by(
+    connection: &Connection,
+    session_id: SessionId,
+    account_id: AccountId,
+) -> Result<bool> {
     Ok(session_owner(connection, session_id)? == Some(account_id))
 }
 

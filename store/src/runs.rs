@@ -756,18 +756,31 @@ pub(crate) fn send_user_message(
         typed: false,
         created_at_ms: now_ms,
     };
+    Ok((stored, queue_run(connection, &run, now_ms, claim_for)?))
+}
+
+/// Queues a person's run (touching its session); with `claim_for`, claimed for that owner in
+/// the same transaction when it may start at once ([`starts_at_once`]).
+pub(crate) fn queue_run(
+    connection: &Connection,
+    run: &NewRun,
+    now_ms: i64,
+    claim_for: Option<&str>,
+) -> Result<RunRow> {
     let owner = match claim_for {
-        Some(owner) if starts_at_once(connection, queue, session_id, run_id, owner)? => Some(owner),
+        Some(owner) if starts_at_once(connection, run.queue, run.session_id, run.id, owner)? => {
+            Some(owner)
+        }
         _ => None,
     };
-    insert_run_as(connection, &run, owner)?;
-    sessions::touch_session(connection, session_id, now_ms)?;
+    insert_run_as(connection, run, owner)?;
+    sessions::touch_session(connection, run.session_id, now_ms)?;
     let mut run = run.queued();
     if let Some(owner) = owner {
         started(&mut run, owner, now_ms);
         take_lease(connection, &run, owner, now_ms)?;
     }
-    Ok((stored, run))
+    Ok(run)
 }
 
 /// Inserts a delegated child: its session, the task as its first message, and its run, in one
