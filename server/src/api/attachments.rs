@@ -77,6 +77,7 @@ impl ToSchema for FileBytes {}
 #[serde(deny_unknown_fields)]
 pub struct UploadQuery {
     /// The file's name, as it is shown (1–255 characters; no `/`, `\` or control character).
+    // The attributes cannot name `NAME_CHARS_MAX`; a test checks they state it.
     #[param(
         min_length = 1,
         max_length = 255,
@@ -453,6 +454,25 @@ mod tests {
                 assert_eq!(invalid.field.as_deref(), Some("Content-Type"));
             }
         }
+    }
+
+    #[test]
+    fn the_document_states_the_limits_the_constants_hold() {
+        let document = serde_json::to_value(crate::api::openapi()).expect("serializes");
+        let upload = &document["paths"]["/v1/sessions/{session_id}/attachments"]["post"];
+        let name = upload["parameters"]
+            .as_array()
+            .and_then(|parameters| {
+                parameters
+                    .iter()
+                    .find(|parameter| parameter["name"] == "name")
+            })
+            .expect("the name parameter");
+        assert_eq!(name["schema"]["maxLength"], NAME_CHARS_MAX);
+        assert_eq!(
+            document["components"]["schemas"]["SendMessageRequest"]["properties"]["attachments"]["maxItems"],
+            seed_projections::attachments::ATTACHMENTS_PER_MESSAGE_MAX
+        );
     }
 
     #[test]

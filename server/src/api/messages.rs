@@ -26,6 +26,8 @@ pub struct SendMessageRequest {
     pub wait: bool,
     /// Attachments of this session (ids from `POST …/attachments`) the message carries, in
     /// order; the model sees them after the text.
+    // `max_items` is `ATTACHMENTS_PER_MESSAGE_MAX`, which the attribute cannot name; a test
+    // checks it.
     #[serde(default)]
     #[schema(max_items = 16)]
     pub attachments: Vec<String>,
