@@ -1,6 +1,7 @@
 //! `seed chat`: a terminal conversation with an agent — messages sent, answers streamed as they
 //! commit, tool calls and results as they run, the context meter, a continuation followed into
-//! its successor; `/attach PATH` uploads a file that the next message carries.
+//! its successor; `/attach PATH` uploads a file that the next message carries, and `/retry`
+//! asks again for the answer to a message whose run failed.
 
 use std::io::Write;
 
@@ -8,7 +9,8 @@ use anyhow::Context as _;
 use seed_events::SessionId;
 
 use crate::api::{
-    AttachmentInfo, EventInfo, GetSessionResponse, MessageSessionResponse, SessionInfo,
+    AttachmentInfo, EventInfo, GetSessionResponse, MessageSessionResponse, RunInfo, SessionInfo,
+    SessionRunsResponse,
 };
 use crate::cli::{all_events, describe, event_line};
 use crate::client::{Client, next_update};
@@ -16,6 +18,41 @@ use crate::ws::Update;
 
 /// The line that uploads a file for the next message: `/attach PATH`.
 pub const ATTACH_COMMAND: &str = "/attach ";
+
+/// The line that retries the message of the session's newest run, when that run failed or
+/// was stopped: `/retry`.
+pub const RETRY_COMMAND: &str = "/retry";
+
+/// The message to retry: the one the session's newest run (the last of `runs`) answered, when
+/// that run failed or was stopped. A message answered since, or a run still going, has none.
+fn message_to_retry(runs: &[RunInfo]) -> Option<i64> {
+    let newest = runs.last()?;
+    ["failed", "canceled"]
+        .contains(&newest.status.as_str())
+        .then(|| newest.user_event_ids.last().copied())
+        .flatten()
+}
+
+/// Retries the message of the session's newest run, if it failed or was stopped; `None` when
+/// there is none to retry.
+async fn retry(
+    client: &Client,
+    session_id: &str,
+) -> anyhow::Result<Option<MessageSessionResponse>> {
+    let runs: SessionRunsResponse = client
+        .get(&format!("/v1/sessions/{session_id}/runs?limit=1"))
+        .await?;
+    let Some(event_id) = message_to_retry(&runs.runs) else {
+        return Ok(None);
+    };
+    let retried = client
+        .post(
+            &format!("/v1/sessions/{session_id}/messages/{event_id}/retry"),
+            &serde_json::json!({}),
+        )
+        .await?;
+    Ok(Some(retried))
+}
 
 /// Uploads the file at `path` to the session, its type left to the service to tell from its
 /// bytes.
@@ -80,7 +117,7 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
     let mut info: GetSessionResponse = client.get(&format!("/v1/sessions/{session_id}")).await?;
     println!(
         "session {session_id} ({}) — type a message (/attach PATH sends a file with the \
-         next one); Ctrl-D quits",
+         next one; /retry asks again when a run failed); Ctrl-D quits",
         describe(&info.session)
     );
     let mut seen_seq = info.last_seq;
@@ -118,13 +155,28 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
             }
             continue;
         }
-        let sent: MessageSessionResponse = client
-            .post(
-                &format!("/v1/sessions/{session_id}/messages"),
-                &serde_json::json!({ "text": line, "attachments": attachments }),
-            )
-            .await?;
-        attachments.clear();
+        let sent: MessageSessionResponse = if line.trim() == RETRY_COMMAND {
+            match retry(&client, &session_id).await {
+                Ok(Some(retried)) => retried,
+                Ok(None) => {
+                    println!("  (nothing to retry: the newest run did not fail)");
+                    continue;
+                }
+                Err(error) => {
+                    println!("  (not retried: {error:#})");
+                    continue;
+                }
+            }
+        } else {
+            let sent = client
+                .post(
+                    &format!("/v1/sessions/{session_id}/messages"),
+                    &serde_json::json!({ "text": line, "attachments": attachments }),
+                )
+                .await?;
+            attachments.clear();
+            sent
+        };
         seen_seq = seen_seq.max(sent.seq);
         let run_id = sent.run_id;
         let target: SessionId = session_id.parse()?;
@@ -280,6 +332,36 @@ async fn follow_successor(
 mod tests {
     use super::*;
     use crate::cli::tests::assistant;
+
+    fn run(status: &str, event_id: i64) -> RunInfo {
+        RunInfo {
+            id: uuid::Uuid::nil(),
+            session_id: uuid::Uuid::nil(),
+            queue: "interactive".to_owned(),
+            status: status.to_owned(),
+            attempts: 1,
+            pass: 0,
+            user_event_ids: vec![event_id],
+            result: None,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_message_to_retry_is_the_newest_runs_when_it_failed_or_stopped() {
+        assert_eq!(message_to_retry(&[run("failed", 7)]), Some(7));
+        assert_eq!(
+            message_to_retry(&[run("succeeded", 3), run("canceled", 9)]),
+            Some(9)
+        );
+        assert_eq!(
+            message_to_retry(&[run("failed", 3), run("succeeded", 9)]),
+            None
+        );
+        assert_eq!(message_to_retry(&[run("running", 9)]), None);
+        assert_eq!(message_to_retry(&[]), None);
+    }
 
     #[test]
     fn the_context_meter() {

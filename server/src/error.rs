@@ -33,6 +33,9 @@ pub enum ApiError {
     OverLimit(String),
     #[error("the request body is larger than the service takes ({limit_bytes} bytes at most)")]
     TooLarge { limit_bytes: usize },
+    /// The request is at odds with what is going on (409), saying what.
+    #[error("{0}")]
+    Conflict(String),
     #[error("the service is shutting down")]
     Unavailable,
     #[error("internal error")]
@@ -81,6 +84,7 @@ impl ResponseError for ApiError {
             ApiError::TooManyQueued(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::OverLimit(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -13,7 +13,10 @@
 //! - `[refuse]` — with `continue:`, the call cites a seq range past the end of the log, so the
 //!   runtime refuses it and nothing is created;
 //! - `[steps N]` — the turn takes N steps: N − 1 responses that each say which step it is and
-//!   call the status verb (its description "step k of N"), then the answer (at most 20).
+//!   call the status verb (its description "step k of N"), then the answer (at most 20);
+//! - `[fail]` — the response fails (a provider error, so the run fails) when the message is
+//!   its run's input (with `continue:`, in the successor, which answers it); a retry, whose
+//!   input is a background update behind the message, is answered.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,8 +25,8 @@ use base64::Engine as _;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use seed_providers::{
-    Message, Provider, Request, ScriptedProvider, ScriptedStep, StreamEvent, ToolCall, UserPart,
-    text_response, tool_response,
+    Message, Provider, ProviderError, ProviderErrorKind, Request, ScriptedProvider, ScriptedStep,
+    StreamEvent, ToolCall, UserPart, text_response, tool_response,
 };
 
 /// The longest `[slow N]` pause between two deltas.
@@ -42,6 +45,8 @@ pub struct Directives {
     pub refuse: bool,
     /// `[steps N]`: the responses the turn takes, the answer included.
     pub steps: Option<u32>,
+    /// `[fail]`: the response fails when the message is its run's input.
+    pub fail: bool,
 }
 
 /// The directives in `text`, and the text without them (its spaces collapsed where directives
@@ -74,6 +79,10 @@ pub fn parse_directives(text: &str) -> (Directives, String) {
                 .is_some(),
             (Some("refuse"), None, None) => {
                 directives.refuse = true;
+                true
+            }
+            (Some("fail"), None, None) => {
+                directives.fail = true;
                 true
             }
             (Some("steps"), Some(value), None) => value
@@ -284,6 +293,25 @@ pub fn scripted(
         let call_id = format!("call-{}", request.messages.len());
         let continue_topic = input.strip_prefix("continue:").map(str::trim);
         let step = responses_since(request, position) + 1;
+        // A retry asks with a background update behind the message (its run's input).
+        let retried = || {
+            request.messages[position..].iter().any(|message| {
+                matches!(message.as_ref(), Message::User(user) if user.text == "<background_work_update>")
+            })
+        };
+        if directives.fail
+            && !answered
+            && !retried()
+            && (continue_topic.is_none() || in_successor())
+        {
+            return ScriptedStep::FailAfter {
+                text: String::new(),
+                error: ProviderError::new(
+                    ProviderErrorKind::Http { status: 500 },
+                    "the scripted model fails this message, as [fail] asks",
+                ),
+            };
+        }
         let mut message = match input.strip_prefix("title:") {
             _ if directives.steps.is_some_and(|steps| step < steps) => {
                 let steps = directives.steps.unwrap_or(1);
@@ -421,6 +449,7 @@ mod tests {
                 slow_ms: Some(40),
                 refuse: true,
                 steps: None,
+                fail: false,
             }
         );
         assert_eq!(rest, "hello there");
@@ -584,6 +613,36 @@ mod tests {
         let message = answer(&provider, request(messages));
         assert!(message.tool_calls().is_empty());
         assert_eq!(message.text(), "You said: plan the trip");
+    }
+
+    /// The error the stream ends with, if it does.
+    fn failure(provider: &Scripted, request: Request) -> Option<seed_providers::ProviderError> {
+        futures::executor::block_on(async {
+            let events: Vec<StreamEvent> = provider.stream(request).collect().await;
+            events.into_iter().find_map(|event| match event {
+                StreamEvent::Error(error) => Some(error),
+                _ => None,
+            })
+        })
+    }
+
+    #[test]
+    fn fail_fails_while_the_message_is_the_newest_and_a_retry_is_answered() {
+        let provider = scripted(None, |_| None);
+        let error = failure(&provider, request(vec![user("[fail] hello")])).expect("a failure");
+        assert!(error.message.contains("[fail]"), "{error:?}");
+        // Retried, the message is behind in the context: answered, the directive left out.
+        let retried = request(vec![user("[fail] hello"), user("<background_work_update>")]);
+        assert_eq!(failure(&provider, retried.clone()), None);
+        assert_eq!(answer(&provider, retried).text(), "You said: hello");
+        // With continue:, the predecessor continues; the successor, which answers, fails.
+        let call = continue_arguments(&provider, vec![user("continue: Trip [fail]")]);
+        assert_eq!(call["title"], "Trip");
+        let successor = vec![
+            user("<continuation from=\"x\">the handoff</continuation>"),
+            user("continue: Trip [fail]"),
+        ];
+        assert!(failure(&provider, request(successor)).is_some());
     }
 
     #[actix_web::test]

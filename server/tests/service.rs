@@ -243,12 +243,14 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /v1/sessions/{session_id}/continuation",
         "GET /v1/sessions/{session_id}/events",
         "GET /v1/sessions/{session_id}/live",
+        "GET /v1/sessions/{session_id}/runs",
         "GET /v1/sessions/{session_id}/transcript",
         "GET /v1/subscribe",
         "POST /v1/sessions",
         "POST /v1/sessions/{session_id}/actions",
         "POST /v1/sessions/{session_id}/attachments",
         "POST /v1/sessions/{session_id}/messages",
+        "POST /v1/sessions/{session_id}/messages/{event_id}/retry",
         "POST /v1/sessions/{session_id}/stop",
         "POST /v1/tokens",
         "PUT /v1/sessions/{session_id}/model",
@@ -262,7 +264,8 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         let concrete = path
             .replace("{session_id}", &id.to_string())
             .replace("{run_id}", &id.to_string())
-            .replace("{attachment_id}", "none");
+            .replace("{attachment_id}", "none")
+            .replace("{event_id}", "1");
         let answer = client
             .request(method, &concrete, None)
             .await

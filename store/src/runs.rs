@@ -413,15 +413,18 @@ pub(crate) fn list_open(connection: &Connection) -> Result<Vec<RunRow>> {
     collect_rows(statement.query_map([], run_from_row)?)
 }
 
-/// The session's runs, oldest first.
+/// The session's newest `limit` runs (all of them for `None`), oldest first.
 pub(crate) fn list_session_runs(
     connection: &Connection,
     session_id: SessionId,
+    limit: Option<usize>,
 ) -> Result<Vec<RunRow>> {
     let mut statement = connection.prepare_cached(&format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY rowid"
+        "SELECT * FROM (SELECT {RUN_COLUMNS}, rowid AS n FROM runs WHERE session_id = ?1
+             ORDER BY rowid DESC LIMIT ?2) ORDER BY n"
     ))?;
-    collect_rows(statement.query_map(params![session_id.to_string()], run_from_row)?)
+    let limit = limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+    collect_rows(statement.query_map(params![session_id.to_string(), limit], run_from_row)?)
 }
 
 /// Moves a run to `status` like [`set_run_status`], unless it has already ended: a terminal run

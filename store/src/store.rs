@@ -449,7 +449,17 @@ impl Store {
     }
 
     pub async fn list_session_runs(&self, session_id: SessionId) -> Result<Vec<RunRow>> {
-        self.read(move |connection| runs::list_session_runs(connection, session_id))
+        self.read(move |connection| runs::list_session_runs(connection, session_id, None))
+            .await
+    }
+
+    /// The session's newest `limit` runs, oldest first.
+    pub async fn recent_session_runs(
+        &self,
+        session_id: SessionId,
+        limit: usize,
+    ) -> Result<Vec<RunRow>> {
+        self.read(move |connection| runs::list_session_runs(connection, session_id, Some(limit)))
             .await
     }
 

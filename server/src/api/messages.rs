@@ -7,7 +7,7 @@ use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use seed_actors::RunWatch;
 use seed_actors::bus::{Notification, SeqRange};
 use seed_events::{AttachmentRef, EventRole, NewEvent, Queue, RunId, SessionEvent};
-use seed_store::{NonceOutcome, RunRow, SendOutcome};
+use seed_store::{NonceOutcome, RetryOutcome, RunRow, SendOutcome};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -55,6 +55,8 @@ pub struct RunInfo {
     pub status: String,
     pub attempts: i64,
     pub pass: i64,
+    /// The messages (their event ids) the run answers.
+    pub user_event_ids: Vec<i64>,
     #[schema(value_type = Option<Object>)]
     pub result: Option<serde_json::Value>,
     pub created_at_ms: i64,
@@ -70,6 +72,7 @@ impl From<RunRow> for RunInfo {
             status: run.status.to_string(),
             attempts: run.attempts,
             pass: run.pass,
+            user_event_ids: run.user_event_ids.iter().map(|id| id.0).collect(),
             result: run.result,
             created_at_ms: run.created_at_ms,
             updated_at_ms: run.updated_at_ms,
@@ -168,6 +171,101 @@ pub(super) async fn send_message(
     Ok(HttpResponse::Ok().json(message_response(event, run)))
 }
 
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryMessageRequest {
+    /// Block until the run ends (at most the server's wait limit).
+    #[serde(default)]
+    pub wait: bool,
+}
+
+/// Retries a person's message whose run failed, was canceled or was lost (a successor's
+/// copied message, for one): a new run answers it. A message another turn already answered
+/// gets that answer again, and the model is not asked.
+#[utoipa::path(
+    params(
+        ("session_id" = Uuid, Path, description = "The session"),
+        ("event_id" = i64, Path, description = "The message: its event's id"),
+    ),
+    request_body(content = RetryMessageRequest, content_type = "application/json"),
+    responses(
+        (status = 200, body = MessageSessionResponse),
+        (status = 400, description = "The event is no message a person wrote", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, description = "No such session or message", body = ErrorBody),
+        (status = 409, description = "A run for the message is still open", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ),
+    tag = "messages"
+)]
+#[post("/v1/sessions/{session_id}/messages/{event_id}/retry")]
+pub(super) async fn retry_message(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<(Uuid, i64)>,
+    body: Body,
+) -> Result<HttpResponse, ApiError> {
+    let caller = state.caller(&request, &body).await?;
+    let input: RetryMessageRequest = parse_json(&body)?;
+    let (session_id, event_id) = path.into_inner();
+    let session_id = seed_events::SessionId(session_id);
+    let event_id = seed_events::EventId(event_id);
+    let run_id = RunId::new_v7();
+    let watch = input.wait.then(|| state.runtime.watch_run(run_id));
+    let store = state.store.clone();
+    let nonce = caller.nonce.clone();
+    let account_id = caller.account_id;
+    let queued_runs_max = state.limits.queued_runs_per_account_max;
+    let now_ms = state.now_ms();
+    let outcome = state
+        .runtime
+        .queue_run_with(move |claim_for| async move {
+            let outcome = store
+                .retry_message_signed(
+                    nonce,
+                    account_id,
+                    session_id,
+                    event_id,
+                    run_id,
+                    queued_runs_max,
+                    now_ms,
+                    claim_for,
+                )
+                .await?;
+            let run = match &outcome {
+                NonceOutcome::Fresh(RetryOutcome::Queued { run, .. }) => Some(run.as_ref().clone()),
+                _ => None,
+            };
+            Ok((outcome, run))
+        })
+        .await?;
+    let (event, run) = match fresh(outcome)? {
+        RetryOutcome::Queued { event, run } => (*event, *run),
+        RetryOutcome::SessionNotFound => return Err(ApiError::NotFound("session")),
+        RetryOutcome::MessageNotFound => return Err(ApiError::NotFound("message")),
+        RetryOutcome::NotAPersonsMessage => {
+            return Err(ApiError::bad(
+                "event_id",
+                "only a message a person (or a trigger) wrote can be retried",
+            ));
+        }
+        RetryOutcome::StillOpen { run_id } => {
+            return Err(ApiError::Conflict(format!(
+                "run {run_id} for this message is still open: stop it, or wait for it to end"
+            )));
+        }
+        RetryOutcome::TooManyQueued => {
+            return Err(ApiError::TooManyQueued(queued_runs_max));
+        }
+    };
+    let run = match watch {
+        Some(watch) => wait_for_run(&state, run, Some(watch)).await?,
+        None => run,
+    };
+    Ok(HttpResponse::Ok().json(message_response(event, run)))
+}
+
 /// The attachments a message names, as its content records them (id, name, type, size): each
 /// must be one of the session's, named once; the session must be the caller's (404 first).
 /// Attachments go only with their session, whose delete the message's own transaction would
@@ -249,6 +347,64 @@ fn message_response(event: SessionEvent, run: RunRow) -> MessageSessionResponse 
         result: run.result,
         continued_to_session_id,
     }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRunsQuery {
+    /// How many of the newest runs (default 50, at most 500).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SessionRunsResponse {
+    /// The session's newest runs, oldest first.
+    pub runs: Vec<RunInfo>,
+}
+
+/// The runs most runs lists hold.
+const SESSION_RUNS_DEFAULT: usize = 50;
+/// The most runs a list holds.
+const SESSION_RUNS_MAX: usize = 500;
+
+/// A session's newest runs, oldest first: how each of its messages was answered (a failed
+/// run's message is one to retry).
+#[utoipa::path(
+    params(("session_id" = Uuid, Path, description = "The session"), SessionRunsQuery),
+    responses(
+        (status = 200, body = SessionRunsResponse),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+    ),
+    tag = "runs"
+)]
+#[get("/v1/sessions/{session_id}/runs")]
+pub(super) async fn list_session_runs(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<Uuid>,
+    query: crate::error::Query<SessionRunsQuery>,
+    body: Body,
+) -> Result<HttpResponse, ApiError> {
+    let caller = state.caller(&request, &body).await?;
+    let limit = query.limit.unwrap_or(SESSION_RUNS_DEFAULT);
+    if !(1..=SESSION_RUNS_MAX).contains(&limit) {
+        return Err(ApiError::bad(
+            "limit",
+            format!("between 1 and {SESSION_RUNS_MAX}"),
+        ));
+    }
+    let session_id = session_path(&path);
+    state.own_session(&caller, session_id).await?;
+    state.take_nonce(&caller).await?;
+    let runs = state.store.recent_session_runs(session_id, limit).await?;
+    Ok(HttpResponse::Ok().json(SessionRunsResponse {
+        runs: runs.into_iter().map(RunInfo::from).collect(),
+    }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

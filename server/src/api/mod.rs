@@ -38,7 +38,10 @@ pub use events::{
     EventInfo, EventsQuery, EventsResponse, LiveInfo, LiveResponse, TranscriptLine,
     TranscriptResponse,
 };
-pub use messages::{MessageSessionResponse, RunInfo, RunQuery, SendMessageRequest};
+pub use messages::{
+    MessageSessionResponse, RetryMessageRequest, RunInfo, RunQuery, SendMessageRequest,
+    SessionRunsResponse,
+};
 pub use openapi::{
     allowed_methods, base_document, document_text, no_route, openapi, openapi_json, routes_of,
 };
@@ -232,6 +235,7 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sessions::get_continuation)
         .service(sessions::delete_session)
         .service(messages::send_message)
+        .service(messages::retry_message)
         .service(attachments::upload_attachment)
         .service(attachments::list_attachments)
         .service(attachments::download_attachment)
@@ -239,6 +243,7 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(events::transcript)
         .service(events::live)
         .service(messages::get_run)
+        .service(messages::list_session_runs)
         .service(sessions::stop_session)
         .service(sessions::set_model)
         .service(actions::run_action)
