@@ -238,6 +238,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /v1/runs/{run_id}",
         "GET /v1/sessions",
         "GET /v1/sessions/{session_id}",
+        "GET /v1/sessions/{session_id}/actions",
         "GET /v1/sessions/{session_id}/attachments",
         "GET /v1/sessions/{session_id}/attachments/{attachment_id}",
         "GET /v1/sessions/{session_id}/continuation",
@@ -331,6 +332,24 @@ async fn actions_model_stop_tokens_paging_and_the_login_link() {
     let server = Server::start(dir.path(), &[]);
     let client = server.client();
     let session = new_session(&client).await;
+
+    // The palette's verbs, each with what it does and its arguments' schema.
+    let palette: seed_server::api::ActionsResponse = client
+        .get(&format!("/v1/sessions/{}/actions", session.id))
+        .await
+        .expect("actions");
+    let names: Vec<&str> = palette
+        .verbs
+        .iter()
+        .map(|verb| verb.name.as_str())
+        .collect();
+    assert_eq!(names, ["read", "plan", "status", "memory"]);
+    let status = &palette.verbs[2];
+    assert!(!status.description.is_empty());
+    assert!(
+        status.parameters["properties"]["title"].is_object(),
+        "{status:?}"
+    );
 
     // A verb run by hand: the action and its result go to the log.
     let action: seed_server::api::ActionResponse = client

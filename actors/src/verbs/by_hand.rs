@@ -32,6 +32,17 @@ impl VerbSet {
             .map(|(verb, _)| verb.parameters())
     }
 
+    /// What the verb `name` does, in its own words, when a person may run it by hand.
+    pub fn description_by_hand(&self, name: &str) -> Option<&'static str> {
+        if !self.by_hand_names().contains(&name) {
+            return None;
+        }
+        self.verbs
+            .iter()
+            .find(|(verb, _)| verb.name() == name)
+            .map(|(verb, _)| verb.description())
+    }
+
     /// Checks `arguments` against the schema of the verb `name`, as a person's action must fit
     /// before anything of it is written. A verb not run by hand has nothing to check (the
     /// action is refused as such).
@@ -102,6 +113,11 @@ impl Runtime {
     /// The verbs a person may run by hand.
     pub fn verbs_by_hand(&self) -> Vec<&'static str> {
         self.env.verbs.by_hand_names()
+    }
+
+    /// What `verb` does, when a person may run it by hand.
+    pub fn verb_description_by_hand(&self, verb: &str) -> Option<&'static str> {
+        self.env.verbs.description_by_hand(verb)
     }
 
     /// The schema of the arguments of `verb`, when a person may run it by hand.

@@ -1,6 +1,6 @@
 //! Verbs a person runs by hand (the command palette).
 
-use actix_web::{HttpRequest, HttpResponse, post, web};
+use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use seed_actors::bus::{Notification, SeqRange};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -32,6 +32,14 @@ pub enum ByHandVerb {
 }
 
 impl ByHandVerb {
+    /// Every verb of the enum, in the order the palette lists them.
+    pub const ALL: [ByHandVerb; 4] = [
+        ByHandVerb::Read,
+        ByHandVerb::Plan,
+        ByHandVerb::Status,
+        ByHandVerb::Memory,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             ByHandVerb::Read => "read",
@@ -52,6 +60,58 @@ pub struct ActionResponse {
     pub seq: i64,
     pub result: String,
     pub is_error: bool,
+}
+
+/// A verb a person may run by hand, as the palette offers it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ByHandVerbInfo {
+    pub name: String,
+    /// What it does, in its own words.
+    pub description: String,
+    /// Its arguments' JSON Schema (the one an action's arguments are checked against).
+    #[schema(value_type = Object)]
+    pub parameters: serde_json::Value,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ActionsResponse {
+    pub verbs: Vec<ByHandVerbInfo>,
+}
+
+/// The verbs a person may run by hand in the session (the command palette), each with its
+/// arguments' schema.
+#[utoipa::path(
+    params(("session_id" = Uuid, Path, description = "The session")),
+    responses(
+        (status = 200, body = ActionsResponse),
+        (status = 401, body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    tag = "sessions"
+)]
+#[get("/v1/sessions/{session_id}/actions")]
+pub(super) async fn list_actions(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<Uuid>,
+    body: Body,
+) -> Result<HttpResponse, ApiError> {
+    let caller = state.caller(&request, &body).await?;
+    state.own_session(&caller, session_path(&path)).await?;
+    state.take_nonce(&caller).await?;
+    let runtime = &state.runtime;
+    let verbs = ByHandVerb::ALL
+        .into_iter()
+        .filter_map(|verb| {
+            Some(ByHandVerbInfo {
+                name: verb.name().to_owned(),
+                description: runtime.verb_description_by_hand(verb.name())?.to_owned(),
+                parameters: runtime.verb_parameters_by_hand(verb.name())?,
+            })
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(ActionsResponse { verbs }))
 }
 
 /// Runs a verb as the user (the command palette); the action and its result go to the log,

@@ -30,7 +30,7 @@ mod operations;
 mod sessions;
 mod tokens;
 
-pub use actions::{ActionRequest, ActionResponse, ByHandVerb};
+pub use actions::{ActionRequest, ActionResponse, ActionsResponse, ByHandVerb, ByHandVerbInfo};
 pub use attachments::{
     AttachmentInfo, ListAttachmentsResponse, UploadQuery, checked_media_type, content_disposition,
 };
@@ -247,6 +247,7 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sessions::stop_session)
         .service(sessions::set_model)
         .service(actions::run_action)
+        .service(actions::list_actions)
         .service(tokens::mint_token)
         .service(crate::ws::subscribe)
         .service(tokens::login)

@@ -170,12 +170,7 @@ pub fn document_text(
 ) -> serde_json::Result<String> {
     let mut value = serde_json::to_value(document)?;
     let mut shapes = Vec::new();
-    for verb in [
-        ByHandVerb::Read,
-        ByHandVerb::Plan,
-        ByHandVerb::Status,
-        ByHandVerb::Memory,
-    ] {
+    for verb in ByHandVerb::ALL {
         let Some(parameters) = runtime.verb_parameters_by_hand(verb.name()) else {
             continue;
         };
