@@ -153,7 +153,7 @@ export class Follower {
   }
 }
 
-/** The handoff's sections in the order the spec names them, then the extra ones. */
+/** The handoff's named sections in the order they are rendered: [snake_case key, heading]. */
 export const HANDOFF_SECTIONS = [
   ["purpose", "Purpose"],
   ["current_request", "Current request"],
@@ -164,52 +164,149 @@ export const HANDOFF_SECTIONS = [
   ["cautions", "Cautions"],
 ];
 
-const CAMEL = {
+/** The argument keys that fill a named section (the call's camelCase, the manifest's snake_case). */
+const SECTION_OF_KEY = {
+  purpose: "purpose",
   currentRequest: "current_request",
+  current_request: "current_request",
   establishedFacts: "established_facts",
+  established_facts: "established_facts",
+  decisions: "decisions",
   openQuestions: "open_questions",
+  open_questions: "open_questions",
   nextActions: "next_actions",
+  next_actions: "next_actions",
+  cautions: "cautions",
 };
 
-function paragraphs(value) {
-  if (value === null || value === undefined) return [];
-  if (Array.isArray(value)) return value.flatMap(paragraphs);
-  if (typeof value === "string") return value.trim() ? [value] : [];
-  return [JSON.stringify(value)];
+function isObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+/** Strings by code point, the order of the runtime's JSON objects (their keys, as UTF-8 bytes). */
+function byCodePoint(a, b) {
+  const x = Array.from(a, (c) => c.codePointAt(0));
+  const y = Array.from(b, (c) => c.codePointAt(0));
+  for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+  return x.length - y.length;
+}
+
+/** An object's entries in the runtime's order: sorted by key. */
+function sortedEntries(object) {
+  return Object.keys(object)
+    .sort(byCodePoint)
+    .map((key) => [key, object[key]]);
 }
 
 /**
- * A handoff (as the manifest stores it, or as a continue_session call wrote it) as markdown:
- * one `## Section` per non-empty section, a list when it has several paragraphs.
+ * A value as the runtime's compact JSON: keys sorted at every level. (A number JSON.parse
+ * cannot hold exactly, or a float the runtime writes in exponent form, may read differently.)
  */
-export function handoffMarkdown(handoff) {
-  if (!handoff || typeof handoff !== "object") return "";
-  const sections = new Map();
-  const extra = [];
-  for (const [key, value] of Object.entries(handoff)) {
-    if (key === "extra" && value && typeof value === "object" && !Array.isArray(value)) {
-      for (const [name, inner] of Object.entries(value)) extra.push([name, paragraphs(inner)]);
+export function compactJson(value) {
+  if (Array.isArray(value)) return `[${value.map(compactJson).join(",")}]`;
+  if (isObject(value)) return `{${sortedEntries(value).map(([key, inner]) => `${JSON.stringify(key)}:${compactJson(inner)}`).join(",")}}`;
+  return JSON.stringify(value) ?? "null";
+}
+
+/** Whitespace as the runtime trims it (Unicode White_Space; not U+FEFF, which JS trims). */
+const EDGE_SPACE = /^[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+|[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/g;
+
+function trimmed(text) {
+  return text.replace(EDGE_SPACE, "");
+}
+
+/**
+ * A handoff section's value as the texts the model gets, by the runtime's rule
+ * (projections/src/continuation.rs `section_texts`, checked against the same cases in
+ * projections/tests/handoff_normalization.json): a string as it is; a number or a boolean as
+ * written; an object as one `key: value` text per field, in key order; a list as a text per item
+ * (an object item as its fields `key: value`, joined by `; `). A value inside an object that is
+ * not a string is its compact JSON. Texts are trimmed; empty ones dropped.
+ */
+export function sectionTexts(value) {
+  const fieldText = ([key, inner]) => `${key}: ${typeof inner === "string" ? inner : compactJson(inner)}`;
+  let texts;
+  if (value === null || value === undefined) texts = [];
+  else if (typeof value === "string") texts = [value];
+  else if (Array.isArray(value)) {
+    texts = value.map((item) => {
+      if (typeof item === "string") return item;
+      if (isObject(item)) return sortedEntries(item).map(fieldText).join("; ");
+      return compactJson(item);
+    });
+  } else if (isObject(value)) texts = sortedEntries(value).map(fieldText);
+  else texts = [compactJson(value)];
+  return texts.map(trimmed).filter((text) => text !== "");
+}
+
+/** The keys a model may nest inside `handoff` that belong at the top level. */
+const HOISTED = ["sources", "transfer", "description"];
+
+/**
+ * continue_session's arguments as the runtime reads them (`normalize_input`): `sources`,
+ * `transfer` and `description` nested inside `handoff` move to the top level; when one is given
+ * at both levels, the top level's value wins and the nested copy is dropped. Returns a copy;
+ * anything else is left as it is.
+ */
+export function normalizeInput(args) {
+  if (!isObject(args)) return args;
+  const normalized = { ...args };
+  if (isObject(normalized.handoff)) normalized.handoff = { ...normalized.handoff };
+  for (const key of HOISTED) {
+    if (!isObject(normalized.handoff) || !Object.hasOwn(normalized.handoff, key)) continue;
+    const nested = normalized.handoff[key];
+    delete normalized.handoff[key];
+    if (normalized[key] === undefined || normalized[key] === null) normalized[key] = nested;
+  }
+  return normalized;
+}
+
+/**
+ * A handoff (as the manifest stores it, or as a call wrote it, normalized) as its sections, in
+ * the order the model reads them: `[heading, texts]` for each named section with text, then
+ * each other key (and each key under `extra`) in key order, texts as `sectionTexts` makes them.
+ */
+export function handoffSections(handoff) {
+  if (!isObject(handoff)) return [];
+  const named = new Map(HANDOFF_SECTIONS.map(([key]) => [key, []]));
+  const extra = new Map();
+  const addExtra = (name, texts) => {
+    if (!texts.length) return;
+    if (!extra.has(name)) extra.set(name, []);
+    extra.get(name).push(...texts);
+  };
+  for (const [key, value] of sortedEntries(handoff)) {
+    if (key === "extra" && isObject(value)) {
+      for (const [name, inner] of sortedEntries(value)) addExtra(name, sectionTexts(inner));
       continue;
     }
-    const name = CAMEL[key] || key;
-    if (HANDOFF_SECTIONS.some(([known]) => known === name)) sections.set(name, paragraphs(value));
-    else extra.push([key, paragraphs(value)]);
+    const section = Object.hasOwn(SECTION_OF_KEY, key) ? SECTION_OF_KEY[key] : null;
+    if (section) named.get(section).push(...sectionTexts(value));
+    else addExtra(key, sectionTexts(value));
   }
+  const sections = HANDOFF_SECTIONS.map(([key, heading]) => [heading, named.get(key)]);
+  const others = [...extra.keys()].sort(byCodePoint).map((name) => [name, extra.get(name)]);
+  return [...sections, ...others].filter(([, texts]) => texts.length);
+}
+
+/**
+ * A handoff as markdown, the way the model reads it: one `## Section` per section with text, a
+ * list when it has several texts.
+ */
+export function handoffMarkdown(handoff) {
   const out = [];
-  const emit = (heading, items) => {
-    if (!items.length) return;
-    out.push(`## ${heading}`, "");
-    if (items.length === 1) out.push(items[0], "");
-    else out.push(...items.map((item) => `- ${item.replace(/\n/g, " ")}`), "");
-  };
-  for (const [key, heading] of HANDOFF_SECTIONS) emit(heading, sections.get(key) || []);
-  for (const [name, items] of extra) emit(name, items);
+  for (const [heading, texts] of handoffSections(handoff)) {
+    out.push(`## ${heading.replace(/\n/g, " ")}`, "");
+    if (texts.length === 1) out.push(texts[0], "");
+    else out.push(...texts.map((text) => `- ${text.replace(/\n/g, " ")}`), "");
+  }
   return out.join("\n").trim();
 }
 
 /** A source (manifest or call form) as a short label and, for thread ranges, the range. */
 export function describeSource(source, thisThread) {
   if (typeof source === "string") return { label: source, kind: "resource" };
+  if (!isObject(source)) return { label: compactJson(source), kind: "other" };
   const type = source.type;
   if (type === "resource") return { label: source.uri || source.url || source.address, kind: "resource" };
   if (type === "memory") return { label: source.path, kind: "memory" };

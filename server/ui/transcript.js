@@ -9,6 +9,7 @@ import {
   formatBytes,
   handoffMarkdown,
   messageAttachments,
+  normalizeInput,
   meterTitle,
   revealedChars,
   successorFromResult,
@@ -81,8 +82,12 @@ function pre(text, className = "") {
   return h("pre", { class: className }, text);
 }
 
-/** What a handoff call says, in full: the hover bubble of a transition row. */
-function handoffDetails(args, thisThread) {
+/**
+ * What a handoff call says, in full: the hover bubble of a transition row. The arguments are
+ * read as the runtime reads them (normalized), so the sections show the texts the model got.
+ */
+function handoffDetails(callArguments, thisThread) {
+  const args = normalizeInput(callArguments) || {};
   const rows = [];
   const field = (name, value) =>
     value !== undefined && value !== null && value !== "" ? rows.push(h("div", { class: "detail" }, h("b", {}, `${name}: `), String(value))) : null;

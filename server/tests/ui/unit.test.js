@@ -2,6 +2,7 @@
 // streamed text), run by `node --test` with the end-to-end suite.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import { renderMarkdown } from "../../ui/markdown.js";
@@ -11,13 +12,16 @@ import {
   describeSource,
   formatBytes,
   handoffMarkdown,
+  handoffSections,
   listRefreshDelay,
   mergeDelta,
   meterLevel,
   messageAttachments,
   meterTitle,
+  normalizeInput,
   noticeLine,
   revealedChars,
+  sectionTexts,
   successorFromResult,
 } from "../../ui/logic.js";
 
@@ -93,6 +97,50 @@ test("the handoff renders as markdown sections, sources as labels", () => {
   });
   assert.equal(successorFromResult(`Continued in session ${thread} (“x”). This turn ends here`), thread);
   assert.equal(successorFromResult("error: nope"), null);
+});
+
+// The runtime's cases (projections/src/continuation.rs is tested against the same file).
+const HANDOFF_CASES = JSON.parse(readFileSync(new URL("../../../projections/tests/handoff_normalization.json", import.meta.url), "utf8"));
+
+test("a handoff section's texts agree with the runtime's, case by case", () => {
+  assert.ok(HANDOFF_CASES.section_texts.length > 0);
+  for (const { value, texts } of HANDOFF_CASES.section_texts) {
+    assert.deepEqual(sectionTexts(value), texts, `section_texts of ${JSON.stringify(value)}`);
+  }
+});
+
+test("continue_session's arguments normalize as the runtime normalizes them, case by case", () => {
+  assert.ok(HANDOFF_CASES.normalize_input.length > 0);
+  for (const { arguments: args, normalized } of HANDOFF_CASES.normalize_input) {
+    const before = JSON.stringify(args);
+    assert.deepEqual(normalizeInput(args), normalized, `normalize_input of ${before}`);
+    assert.equal(JSON.stringify(args), before, "the arguments are not changed in place");
+  }
+  assert.equal(normalizeInput("not an object"), "not an object");
+  assert.deepEqual(normalizeInput({ handoff: "prose" }), { handoff: "prose" });
+});
+
+test("a handoff's sections read as the model reads them: object values as key: value texts, keys in order", () => {
+  const handoff = {
+    purpose: "Plan the trip",
+    currentRequest: { nights: 4, budget: "150 a night" },
+    zebra: "last of the others",
+    risks: [{ when: "June", risk: "prices rise" }, " "],
+    extra: { budget: ["€900"], empty: [] },
+    cautions: null,
+  };
+  assert.deepEqual(handoffSections(handoff), [
+    ["Purpose", ["Plan the trip"]],
+    ["Current request", ["budget: 150 a night", "nights: 4"]],
+    ["budget", ["€900"]],
+    ["risks", ["risk: prices rise; when: June"]],
+    ["zebra", ["last of the others"]],
+  ]);
+  assert.equal(
+    handoffMarkdown(handoff),
+    "## Purpose\n\nPlan the trip\n\n## Current request\n\n- budget: 150 a night\n- nights: 4\n\n" +
+      "## budget\n\n€900\n\n## risks\n\nrisk: prices rise; when: June\n\n## zebra\n\nlast of the others",
+  );
 });
 
 test("a delta adds only what the text in flight lacks, counting chars as code points", () => {
