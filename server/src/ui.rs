@@ -48,6 +48,16 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../ui/logic.js"),
     ),
     (
+        "forms.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/forms.js"),
+    ),
+    (
+        "palette.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/palette.js"),
+    ),
+    (
         "login.js",
         "text/javascript; charset=utf-8",
         include_str!("../ui/login.js"),
@@ -158,6 +168,25 @@ mod tests {
         )
         .await;
         assert_eq!(missing.status(), 404);
+    }
+
+    #[test]
+    fn every_module_a_file_imports_is_served() {
+        let mut n_imports = 0;
+        for (name, _, body) in ASSETS {
+            for line in body.lines() {
+                let Some((_, rest)) = line.split_once("from \"./") else {
+                    continue;
+                };
+                let imported = rest.split_once('"').map_or(rest, |(imported, _)| imported);
+                assert!(
+                    asset(imported).is_some(),
+                    "{name} imports {imported}, which is not served"
+                );
+                n_imports += 1;
+            }
+        }
+        assert!(n_imports > 0, "the modules import one another");
     }
 
     #[test]

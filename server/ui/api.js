@@ -7,9 +7,11 @@ const EXPIRES_KEY = "seed.token_expires_at_ms";
 export class SignedOut extends Error {}
 
 export class ApiError extends Error {
-  constructor(status, message) {
+  /** `field`: the request field at fault (`arguments.title`), when the service names one. */
+  constructor(status, message, field = null) {
     super(message);
     this.status = status;
+    this.field = field;
   }
 }
 
@@ -57,7 +59,9 @@ async function answer(response) {
   } catch {
     value = null;
   }
-  if (!response.ok) throw new ApiError(response.status, (value && value.error) || `HTTP ${response.status}`);
+  if (!response.ok) {
+    throw new ApiError(response.status, (value && value.error) || `HTTP ${response.status}`, (value && value.field) || null);
+  }
   return value;
 }
 
@@ -98,6 +102,7 @@ export async function download(sessionId, attachment) {
 
 export const get = (path) => request("GET", path);
 export const post = (path, body) => request("POST", path, body ?? {});
+export const put = (path, body) => request("PUT", path, body ?? {});
 
 /** Every event of a session from `fromSeq` on (or the range up to `toSeq`), page by page. */
 export async function events(sessionId, fromSeq = 1, toSeq = null) {

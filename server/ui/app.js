@@ -1,8 +1,10 @@
 // The Seed web UI: the session list, the session view (transcript, composer, stop, model,
-// context meter), continuation cards and follow-continuation. Plain ES modules, no build step.
+// context meter), continuation cards and follow-continuation; the wrench palette is palette.js.
+// Plain ES modules, no build step.
 
 import * as api from "./api.js";
 import { AttachmentTray } from "./attachments.js";
+import { Palette } from "./palette.js";
 import { Follower, contextUsage, isUuid, listRefreshDelay, mergeDelta, noticeLine, relativeTime } from "./logic.js";
 import {
   actionRow,
@@ -319,9 +321,11 @@ class SessionView {
     });
     this.tray = new AttachmentTray(composer);
     this.tray.render();
+    this.palette = new Palette(sessionId, { onRan: () => this.refresh().catch(handleError), onSignedOut: handleError });
     composer.append(
+      this.palette.element,
       h("div", { class: "composer-main" }, this.tray.chips, this.input),
-      h("div", { class: "composer-buttons" }, this.tray.picker, this.tray.button, this.stopButton, this.sendButton),
+      h("div", { class: "composer-buttons" }, this.palette.button, this.tray.picker, this.tray.button, this.stopButton, this.sendButton),
     );
     this.element = h(
       "div",

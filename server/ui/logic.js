@@ -320,6 +320,28 @@ export function describeSource(source, thisThread) {
   return { label: JSON.stringify(source), kind: "other" };
 }
 
+/** `text` on one line (newlines as ⏎), at most `charsMax` chars. */
+export function oneLine(text, charsMax) {
+  const line = String(text ?? "").trim().replace(/\r?\n/g, " ⏎ ");
+  const chars = Array.from(line);
+  return chars.length > charsMax ? `${chars.slice(0, charsMax - 1).join("")}…` : line;
+}
+
+/**
+ * A verb a person ran by hand (an `action` event's content), in brief: the call
+ * (`status title: “Named”, description: “Working”`), the result's start, and whether it failed.
+ */
+export function actionSummary(content) {
+  const verb = typeof content?.verb === "string" ? content.verb : "verb";
+  const args = isObject(content?.arguments) ? Object.entries(content.arguments) : [];
+  const parts = args.map(([name, value]) => `${name}: ${typeof value === "string" ? `“${value}”` : compactJson(value)}`);
+  return {
+    call: oneLine(parts.length ? `${verb} ${parts.join(", ")}` : verb, 140),
+    result: oneLine(content?.result ?? "", 100),
+    isError: content?.is_error === true,
+  };
+}
+
 /**
  * A notice (or a message from neither side) as one line, `who: text`. The transcript lines the
  * model reads come from the server (`GET /v1/sessions/{id}/transcript`), not from here.

@@ -5,6 +5,7 @@
 
 import { renderMarkdown } from "./markdown.js";
 import {
+  actionSummary,
   describeSource,
   formatBytes,
   handoffMarkdown,
@@ -71,6 +72,22 @@ export function meter(usage, { label = true } = {}) {
     svg,
     label && usage ? h("span", { class: "meter-label" }, `${Math.round(usage.percent)}%`) : null,
   );
+}
+
+/** A wrench, drawn: the palette's button and a verb run by hand. */
+export function wrenchIcon() {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("width", "15");
+  svg.setAttribute("height", "15");
+  svg.setAttribute("aria-hidden", "true");
+  svg.setAttribute("class", "icon wrench-icon");
+  for (const d of ["M19.8 7.7A5 5 0 1 1 16.3 4.2", "M11.5 12.5L4.5 19.5"]) {
+    const path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", d);
+    svg.append(path);
+  }
+  return svg;
 }
 
 function shortJson(value, max = 80) {
@@ -196,13 +213,46 @@ export function orphanResult(event) {
   );
 }
 
-/** A verb run by hand from the palette. */
+/**
+ * A verb a person ran by hand (the wrench palette), as the log holds it: who ran what with
+ * which arguments, and the result; collapsed to one line, in error styling when it failed.
+ */
 export function actionRow(event) {
+  const content = event.content ?? {};
+  const summary = actionSummary(content);
+  const args = content.arguments && typeof content.arguments === "object" ? Object.entries(content.arguments) : [];
   return h(
     "details",
-    { class: "tool action" },
-    h("summary", {}, h("span", { class: "tool-icon" }, "▸"), `by hand: ${event.content.verb ?? "verb"}`),
-    pre(JSON.stringify(event.content, null, 2)),
+    { class: `tool action${summary.isError ? " error" : ""}`, dataset: { seq: event.seq, verb: content.verb ?? "" } },
+    h(
+      "summary",
+      {},
+      h("span", { class: "tool-icon", "aria-hidden": "true" }, wrenchIcon()),
+      h("span", { class: "action-who" }, "You ran"),
+      h("span", { class: "tool-summary" }, summary.call),
+      summary.result ? h("span", { class: "action-result" }, `${summary.isError ? "failed:" : "→"} ${summary.result}`) : null,
+    ),
+    h(
+      "div",
+      { class: "tool-body" },
+      h("div", { class: "tool-label" }, "Arguments"),
+      args.length
+        ? h(
+            "dl",
+            { class: "action-arguments" },
+            args.flatMap(([name, value]) => [
+              h("dt", {}, name),
+              h("dd", {}, pre(typeof value === "string" ? value : JSON.stringify(value, null, 2))),
+            ]),
+          )
+        : h("div", { class: "muted" }, "none"),
+    ),
+    h(
+      "div",
+      { class: "tool-result" },
+      h("div", { class: "tool-label" }, summary.isError ? "Error" : "Result"),
+      pre(String(content.result ?? "")),
+    ),
   );
 }
 

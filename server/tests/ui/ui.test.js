@@ -48,6 +48,19 @@ function watch(p) {
   p.on("pageerror", (error) => consoleErrors.push(String(error)));
 }
 
+/**
+ * Runs `task`, in which requests the service refuses with `status` are expected: the browser
+ * logs each as an error, and those are not counted against the page.
+ */
+async function expectingRefusals(status, task) {
+  const from = consoleErrors.length;
+  await task();
+  const expected = `Failed to load resource: the server responded with a status of ${status} `;
+  for (let i = consoleErrors.length - 1; i >= from; i--) {
+    if (consoleErrors[i].startsWith(expected)) consoleErrors.splice(i, 1);
+  }
+}
+
 async function shot(p, name) {
   await p.screenshot({ path: join(SHOTS, `${name}.png`) });
 }
@@ -582,6 +595,85 @@ test("files attached with the button and by dropping show as chips, go with the 
   const chunks = [];
   for await (const chunk of await download.createReadStream()) chunks.push(chunk);
   assert.equal(Buffer.concat(chunks).toString(), "hello from a file\nsecond line");
+});
+
+test("the wrench palette runs status by hand: a form from its schema, a refused argument at its field, the title in the header and the transcript", async () => {
+  const id = await newSession();
+  await page.locator("#wrench").click();
+  const palette = page.locator("#palette");
+  await palette.locator(".palette-verb").last().waitFor();
+  const verbs = await palette.locator(".palette-verb .palette-verb-name").allInnerTexts();
+  assert.deepEqual(verbs, ["read", "plan", "status", "memory"]);
+  await shot(page, "30-palette-verbs");
+  await palette.locator('.palette-verb[data-verb="status"]').click();
+  const form = page.locator('#palette-form[data-verb="status"]');
+  // The schema's description (required, marked) is a text area; its title a one-line input.
+  assert.equal(await form.locator('[data-field="description"] textarea#arg-description').count(), 1);
+  assert.equal(await form.locator('[data-field="description"] .required').count(), 1);
+  assert.equal(await form.locator('[data-field="title"] input[type="text"]#arg-title').count(), 1);
+  assert.equal(await form.locator('[data-field="title"] .required').count(), 0);
+
+  // A title over the limit: the service names the field, the form shows it there and stays.
+  await page.locator("#arg-description").fill("Planning the trip");
+  await page.locator("#arg-title").fill("x".repeat(121));
+  const titleError = form.locator('[data-field="title"] .field-error');
+  await expectingRefusals(400, async () => {
+    await page.locator("#palette-run").click();
+    await titleError.filter({ hasText: "at most 120 characters, got 121" }).waitFor();
+  });
+  assert.equal(await page.locator("#arg-title").getAttribute("aria-invalid"), "true");
+  assert.equal(await form.locator('[data-field="description"] .field-error').innerText(), "");
+  assert.ok(await form.isVisible(), "the form stays open");
+  assert.equal(await page.locator("#arg-description").inputValue(), "Planning the trip", "what was typed stays");
+  assert.equal(await page.locator("#transcript details.action").count(), 0, "nothing ran");
+  await shot(page, "31-palette-field-error");
+
+  await page.locator("#arg-title").fill("Palette trip");
+  await page.locator("#palette-run").click();
+  await palette.waitFor({ state: "hidden" });
+  await page.locator("#session-title", { hasText: "Palette trip" }).waitFor();
+  await page.locator(".session-description", { hasText: "Planning the trip" }).waitFor();
+  await page.waitForFunction(
+    (sessionId) => document.querySelector(`#sessions .session-item[data-session-id="${sessionId}"] .session-item-title`)?.textContent === "Palette trip",
+    id,
+  );
+  const row = page.locator("#transcript details.action");
+  await row.waitFor();
+  assert.equal(
+    await row.locator("summary").innerText(),
+    "You ran\nstatus description: “Planning the trip”, title: “Palette trip”\n→ status set",
+  );
+  assert.ok(!(await row.getAttribute("class")).includes("error"));
+  await row.locator("summary").click();
+  assert.deepEqual(await row.locator(".action-arguments dt").allInnerTexts(), ["description", "title"]);
+  assert.equal(await row.locator(".tool-result pre").innerText(), "status set");
+  await shot(page, "32-palette-action-in-transcript");
+
+  // A nested argument refused by the service, and JSON the form cannot read, each at its field.
+  await page.locator("#wrench").click();
+  await palette.locator('.palette-verb[data-verb="plan"]').click();
+  const steps = page.locator('#palette-form[data-verb="plan"] [data-field="steps"]');
+  await page.locator("#arg-steps").fill('[{"step": "pack"');
+  await page.locator("#palette-run").click();
+  await steps.locator(".field-error", { hasText: "not valid JSON" }).waitFor();
+  await page.locator("#arg-steps").fill('[{"step": "pack"}]');
+  await expectingRefusals(400, async () => {
+    await page.locator("#palette-run").click();
+    await steps.locator(".field-error", { hasText: "steps[0].done: required" }).waitFor();
+  });
+  await page.keyboard.press("Escape");
+  await palette.waitFor({ state: "hidden" });
+
+  // A verb that runs and fails shows in error styling.
+  await page.locator("#wrench").click();
+  await palette.locator('.palette-verb[data-verb="read"]').click();
+  await page.locator("#arg-target").fill("thread:nope");
+  await page.locator("#palette-run").click();
+  const failed = page.locator("#transcript details.action.error");
+  await failed.waitFor();
+  assert.match(await failed.locator(".action-result").innerText(), /^failed: invalid arguments for read/);
+  assert.equal(await page.locator("#transcript details.action").count(), 2);
+  await assertRowsInOrder();
 });
 
 test("no page logged an error", () => {

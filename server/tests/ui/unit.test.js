@@ -5,9 +5,11 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
+import { argumentOfError, briefDescription, formArguments, formFields, initialValue, jsonExample } from "../../ui/forms.js";
 import { renderMarkdown } from "../../ui/markdown.js";
 import {
   Follower,
+  actionSummary,
   contextUsage,
   describeSource,
   formatBytes,
@@ -199,4 +201,122 @@ test("sizes read as people say them, and a message's attachments are read in eit
   );
   assert.deepEqual(messageAttachments({ text: "none" }), []);
   assert.deepEqual(messageAttachments(null), []);
+});
+
+// Verb schemas as GET /v1/sessions/{id}/actions serves them (abridged descriptions).
+const STATUS_SCHEMA = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    description: { type: "string", maxLength: 1000, description: "The live status" },
+    title: { type: "string", minLength: 1, maxLength: 120, description: "The session's new title; leave out to keep the current one" },
+  },
+  required: ["description"],
+};
+const KITCHEN_SCHEMA = {
+  type: "object",
+  properties: {
+    limit: { type: "integer", minimum: 1, maximum: 1000 },
+    ratio: { type: ["number", "null"] },
+    target: { type: "string", description: "\"thread:<session id>\" or a memory path" },
+    content: { type: "string", description: "For write and append: the text to write" },
+    action: { type: "string", enum: ["write", "append", "delete"] },
+    loud: { type: "boolean" },
+    quiet: { type: "boolean", default: true },
+    steps: {
+      type: "array",
+      items: { type: "object", properties: { step: { type: "string" }, done: { type: "boolean" } }, required: ["step", "done"] },
+    },
+    anything: {},
+  },
+  required: ["steps", "action"],
+};
+
+test("a verb's schema makes a form: a control per argument's type, the required ones first and marked", () => {
+  assert.deepEqual(
+    formFields(STATUS_SCHEMA).map((field) => [field.name, field.kind, field.required, field.placeholder]),
+    [
+      ["description", "textarea", true, "at most 1000 characters"],
+      ["title", "text", false, "at most 120 characters"],
+    ],
+  );
+  const fields = formFields(KITCHEN_SCHEMA);
+  assert.deepEqual(
+    fields.map((field) => [field.name, field.kind, field.required]),
+    [
+      ["action", "enum", true],
+      ["steps", "json", true],
+      ["limit", "integer", false],
+      ["ratio", "number", false],
+      ["target", "text", false],
+      ["content", "textarea", false],
+      ["loud", "boolean", false],
+      ["quiet", "boolean", false],
+      ["anything", "json", false],
+    ],
+  );
+  const byName = Object.fromEntries(fields.map((field) => [field.name, field]));
+  assert.deepEqual(byName.action.options.map((option) => option.label), ["write", "append", "delete"]);
+  assert.deepEqual([byName.limit.min, byName.limit.max], [1, 1000]);
+  assert.equal(byName.steps.placeholder, '[{"step":"","done":false}]');
+  assert.deepEqual(jsonExample({ type: "object", properties: { n: { type: "integer", minimum: 1 } } }), { n: 1 });
+  assert.deepEqual([initialValue(byName.quiet), initialValue(byName.loud), initialValue(byName.target)], [true, false, ""]);
+  assert.deepEqual(formFields({ type: "object" }), [], "a verb of no arguments has an empty form");
+  assert.deepEqual(formFields(null), []);
+});
+
+test("a form's values become the arguments: typed as the schema says, empty ones left out, unreadable ones named", () => {
+  const fields = formFields(KITCHEN_SCHEMA);
+  assert.deepEqual(
+    formArguments(fields, {
+      action: "1",
+      steps: '[{"step": "pack", "done": true}]',
+      limit: " 20 ",
+      ratio: "0.5",
+      target: "",
+      content: "line one\nline two",
+      loud: false,
+      quiet: true,
+      anything: "",
+    }),
+    { arguments: { action: "append", steps: [{ step: "pack", done: true }], limit: 20, ratio: 0.5, content: "line one\nline two" }, errors: {} },
+  );
+  // A checkbox goes when it differs from its default; a required field left empty is the
+  // service's to refuse, by name.
+  assert.deepEqual(formArguments(fields, { action: "", steps: "", loud: true, quiet: false }), {
+    arguments: { loud: true, quiet: false },
+    errors: {},
+  });
+  const unread = formArguments(fields, { action: "7", steps: "[{step: 1}]", limit: "many" });
+  assert.deepEqual(Object.keys(unread.errors), ["action", "steps", "limit"]);
+  assert.match(unread.errors.steps, /^not valid JSON: /);
+  assert.equal(unread.errors.limit, "expected a whole number");
+  const required = formFields({ type: "object", properties: { on: { type: "boolean" } }, required: ["on"] });
+  assert.deepEqual(formArguments(required, { on: false }).arguments, { on: false }, "a required checkbox always goes");
+});
+
+test("a refusal's field names the form's field, and the path under it", () => {
+  assert.deepEqual(argumentOfError("arguments.title"), { name: "title", path: null });
+  assert.deepEqual(argumentOfError("arguments.steps[0].done"), { name: "steps", path: "steps[0].done" });
+  assert.deepEqual(argumentOfError("arguments.a.b"), { name: "a", path: "a.b" });
+  assert.equal(argumentOfError("arguments"), null);
+  assert.equal(argumentOfError("verb"), null);
+  assert.equal(argumentOfError(undefined), null);
+});
+
+test("a verb reads in brief by its first sentence; an action by its call and its result", () => {
+  assert.equal(briefDescription("Sets this session's status, shown to you every turn. description is the live status."), "Sets this session's status, shown to you every turn.");
+  assert.equal(briefDescription("Reads a thread: thread:x"), "Reads a thread: thread:x");
+  assert.equal(briefDescription(`${"a".repeat(200)}.`).length, 140);
+  assert.deepEqual(actionSummary({ verb: "status", arguments: { description: "Working", title: "Named" }, result: "status set", is_error: false }), {
+    call: "status description: “Working”, title: “Named”",
+    result: "status set",
+    isError: false,
+  });
+  assert.deepEqual(actionSummary({ verb: "plan", arguments: { steps: [{ step: "a", done: false }] }, result: "[ ] a\n[ ] b", is_error: true }), {
+    call: 'plan steps: [{"done":false,"step":"a"}]',
+    result: "[ ] a ⏎ [ ] b",
+    isError: true,
+  });
+  assert.deepEqual(actionSummary({ verb: "read" }), { call: "read", result: "", isError: false });
 });
