@@ -58,6 +58,11 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../ui/palette.js"),
     ),
     (
+        "runs.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/runs.js"),
+    ),
+    (
         "login.js",
         "text/javascript; charset=utf-8",
         include_str!("../ui/login.js"),

@@ -1,10 +1,12 @@
 // The Seed web UI: the session list, the session view (transcript, composer, stop, model,
-// context meter), continuation cards and follow-continuation; the wrench palette is palette.js.
+// context meter), continuation cards and follow-continuation; the wrench palette is palette.js,
+// failed runs and their Retry runs.js.
 // Plain ES modules, no build step.
 
 import * as api from "./api.js";
 import { AttachmentTray } from "./attachments.js";
 import { Palette } from "./palette.js";
+import { FailedRuns } from "./runs.js";
 import { Follower, contextUsage, isUuid, listRefreshDelay, mergeDelta, noticeLine, relativeTime } from "./logic.js";
 import {
   actionRow,
@@ -297,6 +299,20 @@ class SessionView {
     this.noticeSlot = h("div", { class: "notice-slot" });
     this.transcript = h("div", { class: "transcript", id: "transcript", "aria-live": "polite" });
     this.scroller = h("div", { class: "scroller" }, this.transcript);
+    this.failedRuns = new FailedRuns(sessionId, this.transcript, {
+      onRetry: () => {
+        follower.follow(this.sessionId);
+        this.setBusy(true);
+      },
+      onRetried: (answer) => {
+        if (!answer) this.setBusy(false);
+        else if (answer.continued_to_session_id && !this.closed) {
+          this.knownSuccessor = answer.continued_to_session_id;
+          this.continued(answer.continued_to_session_id, { sentHere: true });
+        }
+      },
+      onSignedOut: handleError,
+    });
     this.input = h("textarea", {
       id: "composer-input",
       rows: "2",
@@ -379,7 +395,7 @@ class SessionView {
       this.append(events);
       this.renderHeader();
       // Read after the events, so that the text in flight is no older than what they hold.
-      await this.readLive();
+      await Promise.all([this.readLive(), this.failedRuns.read()]);
       if (this.closed) return;
       this.element.dataset.ready = "1";
       this.scrollToEnd();
@@ -413,7 +429,7 @@ class SessionView {
   /** After a reconnection: what was committed meanwhile, and the text in flight now. */
   catchUp() {
     this.refresh().catch(handleError);
-    this.serial(() => this.readLive()).catch(handleError);
+    this.serial(() => Promise.all([this.readLive(), this.failedRuns.read()])).catch(handleError);
   }
 
   /** The response in flight, as the store holds it, shown as the streaming answer. */
@@ -496,6 +512,7 @@ class SessionView {
       case "run-finished":
         this.refresh().catch(handleError);
         this.serial(() => this.runFinished(update.run_id)).catch(handleError);
+        this.serial(() => this.failedRuns.read()).catch(handleError);
         break;
     }
   }
@@ -515,6 +532,7 @@ class SessionView {
       }
     }
     if (this.stream && this.stream.text) this.transcript.append(this.stream.element);
+    this.failedRuns.place();
     this.usage = contextUsage(this.events, this.info ? this.info.context_window : null);
     if (stick) this.scrollToEnd();
   }

@@ -320,6 +320,26 @@ export function describeSource(source, thisThread) {
   return { label: JSON.stringify(source), kind: "other" };
 }
 
+/**
+ * The messages to offer a retry for, from a session's newest runs (`GET …/runs`, oldest
+ * first): each message whose newest run failed, by its event id (as text), with that run's id
+ * and what went wrong (the run's `result.error`). A message whose newest run is still open,
+ * succeeded or was stopped is not one of them.
+ */
+export function failedMessages(runs) {
+  const newest = new Map();
+  for (const run of Array.isArray(runs) ? runs : []) {
+    for (const eventId of Array.isArray(run.user_event_ids) ? run.user_event_ids : []) newest.set(String(eventId), run);
+  }
+  const failed = new Map();
+  for (const [eventId, run] of newest) {
+    if (run.status !== "failed") continue;
+    const error = run.result && typeof run.result.error === "string" && run.result.error.trim() ? run.result.error : "the run failed and said no more";
+    failed.set(eventId, { runId: run.id, error });
+  }
+  return failed;
+}
+
 /** `text` on one line (newlines as ⏎), at most `charsMax` chars. */
 export function oneLine(text, charsMax) {
   const line = String(text ?? "").trim().replace(/\r?\n/g, " ⏎ ");

@@ -676,6 +676,54 @@ test("the wrench palette runs status by hand: a form from its schema, a refused 
   await assertRowsInOrder();
 });
 
+test("a failed run shows after its message with the reason and Retry, after a reload too; the retry is answered and the row goes", async () => {
+  const id = await newSession();
+  await page.locator("#composer-input").fill("[fail] hello");
+  await page.locator("#composer-input").press("Enter");
+  const row = page.locator(".failed-run");
+  await row.waitFor();
+  await page.waitForFunction(() => document.querySelector("#stop").disabled);
+  assert.match(await row.locator(".failed-run-reason").innerText(), /the scripted model fails this message, as \[fail\] asks/);
+  const before = () => row.evaluate((element) => element.previousElementSibling.matches(".msg.user") && element.previousElementSibling.innerText);
+  assert.equal(await before(), "[fail] hello", "the row follows the message it answers");
+  assert.equal(await page.locator(".msg.assistant").count(), 0);
+  // The page learns of failed runs on load too.
+  await page.reload();
+  await page.locator(`.session-view[data-session-id="${id}"][data-ready='1']`).waitFor();
+  await row.waitFor();
+  assert.equal(await before(), "[fail] hello");
+  await shot(page, "40-failed-run");
+  await row.locator("button.retry").click();
+  await page.locator(".msg.assistant:not(.streaming)", { hasText: "You said: hello" }).waitFor();
+  await row.waitFor({ state: "detached" });
+  await page.waitForFunction(() => document.querySelector("#stop").disabled);
+  assert.deepEqual(await answers(), ["You said: hello"]);
+  await assertRowsInOrder();
+});
+
+test("a successor whose run failed offers Retry on its replayed message, and the retry is answered there", async () => {
+  const predecessor = await newSession();
+  await say("continue: Trip [fail]", null);
+  await page.waitForURL(new RegExp(`/s/(?!${predecessor})[0-9a-f-]{36}$`));
+  const successor = sessionIdOf(page);
+  await page.locator(`.session-view[data-session-id="${successor}"][data-ready='1']`).waitFor();
+  const row = page.locator(".failed-run");
+  await row.waitFor();
+  assert.match(await row.locator(".failed-run-reason").innerText(), /as \[fail\] asks/);
+  const replayed = await row.evaluate((element) => {
+    const message = element.previousElementSibling;
+    return message.matches(".msg.user") && message.querySelector(".chip.from-previous")?.textContent;
+  });
+  assert.equal(replayed, "From previous session", "the row follows the replayed message");
+  await shot(page, "41-successor-failed-run");
+  await row.locator("button.retry").click();
+  await page.locator(".msg.assistant:not(.streaming)", { hasText: "You said: continue: Trip" }).waitFor();
+  await row.waitFor({ state: "detached" });
+  assert.equal(sessionIdOf(page), successor, "answered here, not continued again");
+  assert.equal(await page.locator(".failed-run").count(), 0);
+  await shot(page, "42-successor-retried");
+});
+
 test("no page logged an error", () => {
   assert.deepEqual(consoleErrors, []);
 });

@@ -12,6 +12,7 @@ import {
   actionSummary,
   contextUsage,
   describeSource,
+  failedMessages,
   formatBytes,
   handoffMarkdown,
   handoffSections,
@@ -319,4 +320,29 @@ test("a verb reads in brief by its first sentence; an action by its call and its
     isError: true,
   });
   assert.deepEqual(actionSummary({ verb: "read" }), { call: "read", result: "", isError: false });
+});
+
+test("a message offers Retry when its newest run failed, and not once a newer run is open or answered it", () => {
+  const run = (id, status, userEventIds, result = null) => ({ id, status, user_event_ids: userEventIds, result });
+  const failed = failedMessages([
+    run("r1", "failed", [3], { error: "http 500: boom" }),
+    run("r2", "succeeded", [3], { answer: "You said: hello" }),
+    run("r3", "failed", [5, 6], { error: "provider down" }),
+    run("r4", "running", [6]),
+    run("r5", "canceled", [8], { error: "stopped" }),
+    run("r6", "failed", [9], {}),
+    run("r7", "succeeded", [10], { answer: "x" }),
+    run("r8", "failed", [10], { error: "the retry failed too" }),
+    run("r9", "queued", [11]),
+  ]);
+  assert.deepEqual(
+    [...failed],
+    [
+      ["5", { runId: "r3", error: "provider down" }],
+      ["9", { runId: "r6", error: "the run failed and said no more" }],
+      ["10", { runId: "r8", error: "the retry failed too" }],
+    ],
+  );
+  assert.deepEqual([...failedMessages([])], []);
+  assert.deepEqual([...failedMessages(undefined)], []);
 });
