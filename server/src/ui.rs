@@ -58,6 +58,11 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../ui/palette.js"),
     ),
     (
+        "modelpicker.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/modelpicker.js"),
+    ),
+    (
         "runs.js",
         "text/javascript; charset=utf-8",
         include_str!("../ui/runs.js"),

@@ -1,10 +1,11 @@
 // The Seed web UI: the session list, the session view (transcript, composer, stop, model,
 // context meter), continuation cards and follow-continuation; the wrench palette is palette.js,
-// failed runs and their Retry runs.js.
+// failed runs and their Retry runs.js, the model picker modelpicker.js.
 // Plain ES modules, no build step.
 
 import * as api from "./api.js";
 import { AttachmentTray } from "./attachments.js";
+import { ModelPicker } from "./modelpicker.js";
 import { Palette } from "./palette.js";
 import { FailedRuns } from "./runs.js";
 import { Follower, contextUsage, isUuid, listRefreshDelay, mergeDelta, noticeLine, relativeTime } from "./logic.js";
@@ -294,7 +295,7 @@ class SessionView {
     this.titleEl = h("h1", { class: "session-title", id: "session-title" });
     this.descriptionEl = h("div", { class: "session-description" });
     this.pillSlot = h("div", { class: "pill-slot" });
-    this.modelEl = h("span", { class: "model", id: "session-model", title: "The model this session's turns ask" });
+    this.modelPicker = new ModelPicker(sessionId, { onSaved: () => this.refresh().catch(handleError), onSignedOut: handleError });
     this.meterSlot = h("span", { class: "meter-slot", id: "header-meter" });
     this.noticeSlot = h("div", { class: "notice-slot" });
     this.transcript = h("div", { class: "transcript", id: "transcript", "aria-live": "polite" });
@@ -350,7 +351,7 @@ class SessionView {
         "header",
         { class: "session-header" },
         h("div", { class: "session-heading" }, this.pillSlot, this.titleEl, this.descriptionEl),
-        h("div", { class: "session-facts" }, this.modelEl, this.meterSlot),
+        h("div", { class: "session-facts" }, this.modelPicker.element, this.meterSlot),
       ),
       this.noticeSlot,
       this.scroller,
@@ -579,7 +580,7 @@ class SessionView {
     document.title = `${session.title || "Untitled session"} · Seed`;
     this.titleEl.textContent = session.title || "Untitled session";
     this.descriptionEl.textContent = session.description || "";
-    this.modelEl.textContent = this.info.model || "";
+    this.modelPicker.show(this.info);
     this.pillSlot.replaceChildren();
     const from = session.continued_from;
     if (from) {

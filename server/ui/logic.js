@@ -340,6 +340,19 @@ export function failedMessages(runs) {
   return failed;
 }
 
+/** The reasoning levels a session may ask for; none is the provider's configuration. */
+export const REASONING_LEVELS = ["low", "medium", "high"];
+
+/**
+ * The body of `PUT …/model` the model picker sends: the model typed (empty: the service's
+ * default) and the reasoning level chosen (anything else: null, the provider's configuration).
+ * Both are always sent: a model left out would be reset to the default.
+ */
+export function modelChange(modelText, level) {
+  const model = String(modelText ?? "").trim();
+  return { model: model || null, reasoning_level: REASONING_LEVELS.includes(level) ? level : null };
+}
+
 /** `text` on one line (newlines as ⏎), at most `charsMax` chars. */
 export function oneLine(text, charsMax) {
   const line = String(text ?? "").trim().replace(/\r?\n/g, " ⏎ ");

@@ -724,6 +724,50 @@ test("a successor whose run failed offers Retry on its replayed message, and the
   await shot(page, "42-successor-retried");
 });
 
+test("the model picker sets the reasoning level, a reload shows what the service holds, and default clears it", async () => {
+  const id = await newSession();
+  const readSession = async () =>
+    (await page.request.get(`${SEED_URL}/v1/sessions/${id}`, { headers: { Authorization: `Bearer ${token}` } })).json();
+  assert.equal(await page.locator("#session-model").innerText(), "scripted");
+  assert.equal(await page.locator("#session-reasoning").isVisible(), false, "no level set");
+  await page.locator("#model-button").click();
+  assert.equal(await page.locator("#model-input").inputValue(), "", "the session has no model of its own");
+  assert.match(await page.locator("#model-input").getAttribute("placeholder"), /scripted/);
+  assert.equal(await page.locator("#reasoning-select").inputValue(), "");
+
+  // A model name over the limit: the service's refusal shows at the model's input.
+  await page.locator("#model-input").fill("m".repeat(201));
+  await expectingRefusals(400, async () => {
+    await page.locator("#model-save").click();
+    await page.locator("#model-input-error", { hasText: "at most 200" }).waitFor();
+  });
+  assert.equal(await page.locator("#model-form").isVisible(), true, "the form stays open");
+
+  await page.locator("#model-input").fill("");
+  await page.locator("#reasoning-select").selectOption("high");
+  const put = page.waitForRequest((request) => request.url().endsWith(`/v1/sessions/${id}/model`) && request.method() === "PUT");
+  await page.locator("#model-save").click();
+  assert.deepEqual(JSON.parse((await put).postData()), { model: null, reasoning_level: "high" });
+  await page.locator("#model-form").waitFor({ state: "hidden" });
+  await page.locator("#session-reasoning", { hasText: "high" }).waitFor();
+  assert.equal((await readSession()).session.reasoning_level, "high");
+
+  await page.reload();
+  await page.locator(`.session-view[data-session-id="${id}"][data-ready='1']`).waitFor();
+  assert.equal(await page.locator("#session-reasoning").innerText(), "high");
+  assert.equal(await page.locator("#session-model").innerText(), "scripted");
+  await page.locator("#model-button").click();
+  assert.equal(await page.locator("#reasoning-select").inputValue(), "high");
+  await shot(page, "50-model-picker");
+
+  // Default: the provider's configuration again.
+  await page.locator("#reasoning-select").selectOption("");
+  await page.locator("#model-save").click();
+  await page.locator("#session-reasoning").waitFor({ state: "hidden" });
+  assert.equal((await readSession()).session.reasoning_level, null);
+  await say("still there?", "You said: still there?");
+});
+
 test("no page logged an error", () => {
   assert.deepEqual(consoleErrors, []);
 });

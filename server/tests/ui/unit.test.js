@@ -19,6 +19,7 @@ import {
   listRefreshDelay,
   mergeDelta,
   meterLevel,
+  modelChange,
   messageAttachments,
   meterTitle,
   normalizeInput,
@@ -345,4 +346,11 @@ test("a message offers Retry when its newest run failed, and not once a newer ru
   );
   assert.deepEqual([...failedMessages([])], []);
   assert.deepEqual([...failedMessages(undefined)], []);
+});
+
+test("the model picker always sends the model (empty: the default) and the level (default: null)", () => {
+  assert.deepEqual(modelChange("", "high"), { model: null, reasoning_level: "high" });
+  assert.deepEqual(modelChange("  gpt-x  ", ""), { model: "gpt-x", reasoning_level: null });
+  assert.deepEqual(modelChange(undefined, "extreme"), { model: null, reasoning_level: null });
+  assert.deepEqual(["low", "medium"].map((level) => modelChange("m", level).reasoning_level), ["low", "medium"]);
 });
