@@ -1,5 +1,6 @@
 // The UI's pure logic (no DOM, no network): the context meter, following a continuation,
-// merging streamed text, reading tool results, formatting. Unit-tested with `node --test`
+// merging streamed text, reading tool results, the handoff as the runtime normalizes it, which
+// messages offer a retry, the model picker's change, formatting. Unit-tested with `node --test`
 // (server/tests/ui/unit.test.js).
 
 /** The meter's level for a percentage: muted below 70, amber from 70, red from 85. */

@@ -28,6 +28,7 @@ export class Palette {
       if (event.key === "Escape") {
         event.preventDefault();
         this.close();
+        this.button.focus();
       }
     });
     this.button = h(

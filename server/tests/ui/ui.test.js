@@ -7,7 +7,9 @@
 // The scripted model's directives (server/src/model.rs) script the scenarios: `[slow N]` paces
 // the streaming, `[steps N]` makes a turn of N responses (each step calling the status verb),
 // `[usage N%]` sets the reported prompt size, `title:` names a session, `continue: X`
-// continues into a successor titled X, and `[refuse]` makes that call one the runtime refuses.
+// continues into a successor titled X, `[refuse]` makes that call one the runtime refuses, and
+// `[fail]` fails a message's run when the message is its input (with `continue:`, the
+// successor's run), so that a retry is answered.
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";

@@ -1,5 +1,7 @@
 // Unit tests of the UI's pure modules (markdown, the meter, following a continuation, merging
-// streamed text), run by `node --test` with the end-to-end suite.
+// streamed text, the handoff as the runtime normalizes it, verb forms from their schemas, which
+// messages offer a retry, the model picker's change), run by `node --test` with the end-to-end
+// suite.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
