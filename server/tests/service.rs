@@ -416,6 +416,29 @@ async fn actions_model_stop_tokens_paging_and_the_login_link() {
         .json()
         .expect("session");
     assert_eq!(cleared.reasoning_level, None);
+    // Each field left out is kept: the model when only the level is set, and the other way.
+    let level_only: SessionInfo = put_model(json!({"reasoning_level": "low"}))
+        .await
+        .json()
+        .expect("session");
+    assert_eq!(
+        (
+            level_only.model.as_deref(),
+            level_only.reasoning_level.as_deref()
+        ),
+        (Some("gpt-5"), Some("low"))
+    );
+    let default_model: SessionInfo = put_model(json!({"model": null}))
+        .await
+        .json()
+        .expect("session");
+    assert_eq!(
+        (
+            default_model.model,
+            default_model.reasoning_level.as_deref()
+        ),
+        (None, Some("low"))
+    );
     let refused = put_model(json!({"model": "gpt-5", "reasoning_level": "extreme"})).await;
     assert_eq!(refused.status, 400, "{:?}", refused.value());
     assert_eq!(refused.value()["field"], "reasoning_level");

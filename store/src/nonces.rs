@@ -213,19 +213,23 @@ impl Store {
             if !take_nonce(connection, nonce.as_ref())? {
                 return Ok(NonceOutcome::Replayed);
             }
-            let n_updated = match &change.reasoning_level {
-                Some(level) => connection
-                    .prepare_cached(
-                        "UPDATE sessions SET model_override = ?2, reasoning_level = ?3,
-                             updated_at = ?4 WHERE id = ?1",
-                    )?
-                    .execute(params![session_id.to_string(), change.model, level, now_ms])?,
-                None => connection
-                    .prepare_cached(
-                        "UPDATE sessions SET model_override = ?2, updated_at = ?3 WHERE id = ?1",
-                    )?
-                    .execute(params![session_id.to_string(), change.model, now_ms])?,
-            };
+            // Each field is set only when the change names it.
+            let n_updated = connection
+                .prepare_cached(
+                    "UPDATE sessions SET
+                         model_override = IIF(?2, ?3, model_override),
+                         reasoning_level = IIF(?4, ?5, reasoning_level),
+                         updated_at = ?6
+                     WHERE id = ?1",
+                )?
+                .execute(params![
+                    session_id.to_string(),
+                    change.model.is_some(),
+                    change.model.clone().flatten(),
+                    change.reasoning_level.is_some(),
+                    change.reasoning_level.clone().flatten(),
+                    now_ms
+                ])?;
             Ok(NonceOutcome::Fresh(n_updated == 1))
         })
         .await
@@ -269,8 +273,8 @@ impl Store {
 /// A person's change of a session's model ([`Store::set_session_model_signed`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelChange {
-    /// The session's own model; `None`: the service's default.
-    pub model: Option<String>,
+    /// The session's own model (`Some(None)`: the service's default); `None`: unchanged.
+    pub model: Option<Option<String>>,
     /// The reasoning level (`Some(None)`: the provider's configuration); `None`: unchanged.
     pub reasoning_level: Option<Option<String>>,
 }

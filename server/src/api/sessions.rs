@@ -113,9 +113,10 @@ pub struct StopResponse {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetModelRequest {
-    /// The model for this session; null for the service's default.
-    #[schema(min_length = 1, max_length = 200)]
-    pub model: Option<String>,
+    /// The model for this session; null for the service's default; left out: as it was.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
+    pub model: Option<Option<String>>,
     /// How hard the model reasons: `low`, `medium` or `high` (OpenAI's reasoning effort,
     /// Anthropic's thinking budget); null for the provider's configuration; left out: as it
     /// was.
@@ -407,7 +408,7 @@ pub(super) async fn set_model(
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
     let input: SetModelRequest = parse_json(&body)?;
-    if let Some(model) = &input.model {
+    if let Some(Some(model)) = &input.model {
         input::check_chars("model", model, 1, input::MODEL_CHARS_MAX)?;
     }
     let session_id = session_path(&path);
