@@ -19,6 +19,7 @@
 mod accounts;
 mod attachments;
 mod checkpoint;
+mod children;
 mod config;
 mod continuations;
 mod effects;
@@ -42,6 +43,7 @@ mod turn_view;
 mod writer;
 
 pub use attachments::{AttachmentRow, NewAttachment, UploadOutcome};
+pub use children::{ChildDelivery, DELEGATED_BY, DeliveringChild, ParkOutcome, delegated_by};
 pub use config::{BatchMode, Config, FaultInjector, Synchronous};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use effects::CallEffect;
@@ -53,9 +55,7 @@ pub use memory_disk::MemoryDisk;
 pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome};
 pub use projection::Projection;
 pub use retries::RetryOutcome;
-pub use runs::{
-    ChildDelivery, DELEGATED_BY, DeliveringChild, NewRun, ParkOutcome, RunRow, Swept, delegated_by,
-};
+pub use runs::{NewRun, RunRow, Swept};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
 pub use store::{PlanCheck, RunClosing, RunEndOutcome, Store};
 pub use turn_view::{PendingEvents, TurnView};

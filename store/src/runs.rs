@@ -1,7 +1,7 @@
 //! Runs: the queue of turns, and the states a run passes through.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
+use seed_events::{EventId, Queue, RunId, RunStatus, SessionEvent, SessionId};
 
 use crate::error::collect_rows;
 use crate::{Error, Result, log, sessions};
@@ -55,7 +55,7 @@ impl RunRow {
 
 impl NewRun {
     /// The row [`insert_run`] stores for it: queued, never claimed, with nothing yet to say.
-    fn queued(&self) -> RunRow {
+    pub(crate) fn queued(&self) -> RunRow {
         RunRow {
             id: self.id,
             session_id: self.session_id,
@@ -112,7 +112,7 @@ macro_rules! run_columns {
     };
 }
 
-const RUN_COLUMNS: &str = run_columns!();
+pub(crate) const RUN_COLUMNS: &str = run_columns!();
 /// How many columns [`RUN_COLUMNS`] names: the index of a column selected after them.
 const RUN_COLUMNS_COUNT: usize = {
     let bytes = RUN_COLUMNS.as_bytes();
@@ -135,8 +135,9 @@ macro_rules! run_is_open {
         "(status = 'queued' OR status = 'running' OR status = 'parked')"
     };
 }
+pub(crate) use run_is_open;
 
-fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<RunRow>> {
+pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<RunRow>> {
     let id: String = row.get(0)?;
     let session_id: String = row.get(1)?;
     let queue: String = row.get(2)?;
@@ -439,207 +440,6 @@ pub(crate) fn finish_run(
     update_status(connection, FINISH_RUN, id, status, result, now_ms)
 }
 
-/// The meta key of a delegated child's task (its seq 1) that names the parent's session, run
-/// and delegate call.
-pub const DELEGATED_BY: &str = "delegated_by";
-
-/// The parent's session and delegate call named by a child's task meta ([`DELEGATED_BY`]).
-pub fn delegated_by(task_meta: &serde_json::Value) -> Option<(SessionId, String)> {
-    let by = task_meta.get(DELEGATED_BY)?;
-    let session_id = by.get("session_id")?.as_str()?.parse().ok()?;
-    let call_id = by
-        .get("tool_call_id")
-        .and_then(|id| id.as_str())
-        .unwrap_or_default()
-        .to_owned();
-    Some((session_id, call_id))
-}
-
-/// What a delegated child's end delivers to its parent, in the transaction that ends it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChildDelivery {
-    pub parent_session_id: SessionId,
-    pub parent_run_id: RunId,
-    /// The parent's delegate call.
-    pub tool_call_id: String,
-    /// The call's result, appended to the parent's log when the call has none yet.
-    pub result: NewEvent,
-    /// Appended instead when the call already has a result (a crash had it answered as
-    /// interrupted), so the call keeps one result and the child's answer is still told.
-    pub notice: NewEvent,
-}
-
-/// The child whose delivery it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeliveringChild {
-    pub session_id: SessionId,
-    pub run_id: RunId,
-    pub parent_run_id: RunId,
-}
-
-impl ChildDelivery {
-    /// The delivery of `child`'s outcome, `content` (an error when `is_error`), to the parent's
-    /// delegate call `tool_call_id` in session `parent_session_id`.
-    pub fn new(
-        child: DeliveringChild,
-        parent_session_id: SessionId,
-        tool_call_id: String,
-        content: String,
-        is_error: bool,
-        now_ms: i64,
-    ) -> ChildDelivery {
-        let meta = serde_json::json!({
-            "child_session_id": child.session_id,
-            "child_run_id": child.run_id,
-            "tool_call_id": tool_call_id,
-        });
-        let result = NewEvent {
-            kind: "tool_result".to_owned(),
-            role: Some(EventRole::Tool),
-            actor: Some("runtime".to_owned()),
-            content: serde_json::json!({
-                "tool_call_id": tool_call_id,
-                "tool_name": "delegate",
-                "content": content,
-                "is_error": is_error,
-            }),
-            meta: meta.clone(),
-            run_id: Some(child.parent_run_id),
-            pi_entry_id: None,
-            created_at_ms: now_ms,
-        };
-        let notice = NewEvent {
-            kind: "notice".to_owned(),
-            role: Some(EventRole::System),
-            actor: Some("runtime".to_owned()),
-            content: serde_json::json!({
-                "text": format!(
-                    "The delegated task of call {tool_call_id} finished after that call was \
-                     answered as interrupted. Its result: {content}"
-                ),
-            }),
-            meta,
-            run_id: Some(child.parent_run_id),
-            pi_entry_id: None,
-            created_at_ms: now_ms,
-        };
-        ChildDelivery {
-            parent_session_id,
-            parent_run_id: child.parent_run_id,
-            tool_call_id,
-            result,
-            notice,
-        }
-    }
-}
-
-/// Delivers to the parent, when its session is still there: the result of its call, or a
-/// notice when the call has one already; then resumes the parent once all its children have
-/// ended.
-/// Delivers a child's result to its parent's log; returns the seq it was written at, `None`
-/// when the parent is gone.
-fn deliver(connection: &Connection, delivery: &ChildDelivery, now_ms: i64) -> Result<Option<i64>> {
-    if !crate::sessions::session_exists(connection, delivery.parent_session_id)? {
-        return Ok(None);
-    }
-    let answered = log::has_tool_result(
-        connection,
-        delivery.parent_session_id,
-        &delivery.tool_call_id,
-    )?;
-    let event = if answered {
-        &delivery.notice
-    } else {
-        &delivery.result
-    };
-    let written = log::append_events(
-        connection,
-        delivery.parent_session_id,
-        std::slice::from_ref(event),
-    )?;
-    resume_if_children_done(connection, delivery.parent_run_id, now_ms)?;
-    Ok(written.first().map(|event| event.seq))
-}
-
-/// What deleting session `session_id` owes the parents of its open delegated runs: each
-/// parent's call is answered with an error saying the child was deleted. Read before the
-/// delete (the task's meta goes with it); delivered after it (the child's run is gone then, so
-/// it no longer holds its parent).
-pub(crate) fn deliveries_owed_by_deleting(
-    connection: &Connection,
-    session_id: SessionId,
-    now_ms: i64,
-) -> Result<Vec<ChildDelivery>> {
-    let mut statement = connection.prepare_cached(concat!(
-        "SELECT id, parent_run_id FROM runs WHERE session_id = ?1 AND parent_run_id IS NOT NULL
-           AND ",
-        run_is_open!(),
-        " ORDER BY rowid"
-    ))?;
-    let open = collect_rows(statement.query_map(params![session_id.to_string()], |row| {
-        let (run_id, parent_run_id): (String, String) = (row.get(0)?, row.get(1)?);
-        Ok(Error::parse_column("runs", &run_id)
-            .and_then(|run_id| Ok((run_id, Error::parse_column("runs", &parent_run_id)?))))
-    })?)?;
-    if open.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(task) = log::read_events(connection, session_id, 1, 1, 1)?.pop() else {
-        return Ok(Vec::new());
-    };
-    let Some((parent_session_id, call_id)) = delegated_by(&task.meta) else {
-        return Ok(Vec::new());
-    };
-    let mut deliveries = Vec::with_capacity(open.len());
-    for (run_id, parent_run_id) in open {
-        let child = DeliveringChild {
-            session_id,
-            run_id,
-            parent_run_id,
-        };
-        deliveries.push(ChildDelivery::new(
-            child,
-            parent_session_id,
-            call_id.clone(),
-            "the child session was deleted before its task finished".to_owned(),
-            true,
-            now_ms,
-        ));
-    }
-    Ok(deliveries)
-}
-
-/// Delivers what [`deliveries_owed_by_deleting`] found, once the child's rows are deleted.
-pub(crate) fn deliver_owed(
-    connection: &Connection,
-    deliveries: &[ChildDelivery],
-    now_ms: i64,
-) -> Result<()> {
-    for delivery in deliveries {
-        deliver(connection, delivery, now_ms)?;
-    }
-    Ok(())
-}
-
-/// Ends a run (as [`finish_run`]) and, for a child that this call ended, delivers its result to
-/// the parent and resumes the parent once all its children have ended. Returns whether the run
-/// was ended by this call, and the seq of the result in the parent's log when it was delivered.
-pub(crate) fn finish_run_delivering(
-    connection: &Connection,
-    id: RunId,
-    status: RunStatus,
-    result: Option<&str>,
-    now_ms: i64,
-    delivery: Option<&ChildDelivery>,
-) -> Result<(bool, Option<i64>)> {
-    let finished = finish_run(connection, id, status, result, now_ms)?;
-    let delivered = match delivery.filter(|_| finished) {
-        Some(delivery) => deliver(connection, delivery, now_ms)?,
-        None => None,
-    };
-    Ok((finished, delivered))
-}
-
 /// What the boot sweep did with the runs a previous process left `running`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Swept {
@@ -786,100 +586,6 @@ pub(crate) fn queue_run(
     Ok(run)
 }
 
-/// Inserts a delegated child: its session, the task as its first message, and its run, in one
-/// transaction. The message's meta names the parent's session, run and call.
-pub(crate) fn start_child(
-    connection: &Connection,
-    child: &crate::NewSession,
-    task: &NewEvent,
-    run: &NewRun,
-) -> Result<(SessionEvent, RunRow)> {
-    crate::sessions::insert_session(connection, child)?;
-    let stored = log::append_events(connection, child.id, std::slice::from_ref(task))?
-        .pop()
-        .ok_or_else(|| Error::corrupt("session_events", "an append stored no event"))?;
-    let run = NewRun {
-        user_event_ids: vec![stored.id],
-        ..run.clone()
-    };
-    insert_run(connection, &run)?;
-    Ok((stored, run.queued()))
-}
-
-/// The runs a run started as children, oldest first.
-pub(crate) fn child_runs(connection: &Connection, parent_run_id: RunId) -> Result<Vec<RunRow>> {
-    let mut statement = connection.prepare_cached(&format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id = ?1 ORDER BY rowid"
-    ))?;
-    collect_rows(statement.query_map(params![parent_run_id.to_string()], run_from_row)?)
-}
-
-/// Gives a run a later pass: back in the queue with its pass counted up. Only a run that is
-/// parked or still running (the pass is decided at its end) is resumed; returns whether it was.
-pub(crate) fn resume_run(connection: &Connection, run_id: RunId, now_ms: i64) -> Result<bool> {
-    let n_updated = connection
-        .prepare_cached(
-            "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2
-             WHERE id = ?1 AND status IN ('parked', 'running')",
-        )?
-        .execute(params![run_id.to_string(), now_ms])?;
-    Ok(n_updated == 1)
-}
-
-/// Whether run `?1` has a child still open.
-const HAS_OPEN_CHILDREN: &str = concat!(
-    "SELECT EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ?1 AND ",
-    run_is_open!(),
-    ")"
-);
-
-/// [`resume_if_children_done`]'s statement.
-const RESUME_IF_CHILDREN_DONE: &str = concat!(
-    "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2
-     WHERE id = ?1 AND status = 'parked'
-       AND NOT EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ?1 AND ",
-    run_is_open!(),
-    ")"
-);
-
-/// Where a run whose turn ended on a delegation goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParkOutcome {
-    /// A child is still running: the run waits for it.
-    Parked,
-    /// Every child had already ended: the run takes its later pass at once.
-    Resumed,
-}
-
-/// Parks a run on its children, or resumes it when they have all ended, in one transaction: a
-/// child that ends while its parent's turn is still closing is never missed.
-pub(crate) fn park_run(connection: &Connection, run_id: RunId, now_ms: i64) -> Result<ParkOutcome> {
-    let open_children: bool = connection
-        .prepare_cached(HAS_OPEN_CHILDREN)?
-        .query_row(params![run_id.to_string()], |row| row.get(0))?;
-    if open_children {
-        connection
-            .prepare_cached("UPDATE runs SET status = 'parked', updated_at = ?2 WHERE id = ?1")?
-            .execute(params![run_id.to_string(), now_ms])?;
-        Ok(ParkOutcome::Parked)
-    } else {
-        resume_run(connection, run_id, now_ms)?;
-        Ok(ParkOutcome::Resumed)
-    }
-}
-
-/// Resumes a parked run whose children have all ended; returns whether it did.
-pub(crate) fn resume_if_children_done(
-    connection: &Connection,
-    run_id: RunId,
-    now_ms: i64,
-) -> Result<bool> {
-    let n_updated = connection
-        .prepare_cached(RESUME_IF_CHILDREN_DONE)?
-        .execute(params![run_id.to_string(), now_ms])?;
-    Ok(n_updated == 1)
-}
-
 /// Claims up to `max` runs on `queue` in one transaction, each with its session's lease, as
 /// [`claim_next_run_leased`] would one by one.
 pub(crate) fn claim_runs_leased(
@@ -918,7 +624,7 @@ mod tests {
         let session_id = SessionId::from_u128(1);
         let (_dir, connection) = database_with_a_session(&session_id.to_string());
         let send = |run_id: u128, now_ms: i64| {
-            let event = NewEvent::message(
+            let event = seed_events::NewEvent::message(
                 seed_events::EventRole::User,
                 "user",
                 serde_json::json!({"text": "hello"}),
@@ -965,8 +671,8 @@ mod tests {
         for sql in [
             SET_STATUS,
             FINISH_RUN,
-            HAS_OPEN_CHILDREN,
-            RESUME_IF_CHILDREN_DONE,
+            crate::children::HAS_OPEN_CHILDREN,
+            crate::children::RESUME_IF_CHILDREN_DONE,
             NEXT_CLAIMABLE,
             STARTS_AT_ONCE,
         ] {

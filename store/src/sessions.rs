@@ -267,11 +267,11 @@ pub(crate) fn key_for_read(connection: &Connection, id: SessionId) -> Result<i64
 pub(crate) fn delete_session(connection: &Connection, id: SessionId, now_ms: i64) -> Result<bool> {
     // A delegated child's open run owes its parent a result; the parent would otherwise stay
     // parked on a child that is gone.
-    let owed = crate::runs::deliveries_owed_by_deleting(connection, id, now_ms)?;
+    let owed = crate::children::deliveries_owed_by_deleting(connection, id, now_ms)?;
     let n_deleted = connection
         .prepare_cached("DELETE FROM sessions WHERE id = ?1")?
         .execute(params![id.to_string()])?;
-    crate::runs::deliver_owed(connection, &owed, now_ms)?;
+    crate::children::deliver_owed(connection, &owed, now_ms)?;
     Ok(n_deleted == 1)
 }
 

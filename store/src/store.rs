@@ -12,7 +12,7 @@ use seed_events::{
 
 use crate::readers::Readers;
 use crate::writer::{Scope, Writer};
-use crate::{AccountRow, continuations, leases, log, runs, sessions};
+use crate::{AccountRow, children, continuations, leases, log, runs, sessions};
 use crate::{
     AttachmentRow, ChildDelivery, Config, ContinuationRow, CreatedSuccessor, LeaseOutcome,
     LeaseRow, NewAttachment, NewContinuation, NewRun, NewSession, NewSuccessor, ParkOutcome,
@@ -505,14 +505,14 @@ impl Store {
     ) -> Result<(SessionEvent, RunRow)> {
         let scope = child.parent_session_id;
         self.write(scope, move |connection| {
-            runs::start_child(connection, &child, &task, &run)
+            children::start_child(connection, &child, &task, &run)
         })
         .await
     }
 
     /// The runs `parent_run_id` started as children, oldest first.
     pub async fn child_runs(&self, parent_run_id: RunId) -> Result<Vec<RunRow>> {
-        self.read(move |connection| runs::child_runs(connection, parent_run_id))
+        self.read(move |connection| children::child_runs(connection, parent_run_id))
             .await
     }
 
@@ -520,7 +520,7 @@ impl Store {
     /// have all ended (one transaction, so a child that ends meanwhile is never missed).
     pub async fn park_run(&self, run_id: RunId, now_ms: i64) -> Result<ParkOutcome> {
         self.write(None, move |connection| {
-            runs::park_run(connection, run_id, now_ms)
+            children::park_run(connection, run_id, now_ms)
         })
         .await
     }
@@ -528,7 +528,7 @@ impl Store {
     /// Resumes a parked run once its children have all ended; returns whether it did.
     pub async fn resume_if_children_done(&self, run_id: RunId, now_ms: i64) -> Result<bool> {
         self.write(None, move |connection| {
-            runs::resume_if_children_done(connection, run_id, now_ms)
+            children::resume_if_children_done(connection, run_id, now_ms)
         })
         .await
     }
@@ -595,14 +595,14 @@ impl Store {
             if let Some(check) = &plan_check
                 && let Some(notice) =
                     (check.notice)(sessions::plan_of(connection, check.session_id)?.as_ref())
-                && runs::resume_run(connection, run_id, now_ms)?
+                && children::resume_run(connection, run_id, now_ms)?
             {
                 let written = log::append_events(connection, check.session_id, &[notice])?;
                 return Ok(RunEndOutcome::LaterPass {
                     notice_seq: written.first().map_or(0, |event| event.seq),
                 });
             }
-            let (ended, delivered_seq) = runs::finish_run_delivering(
+            let (ended, delivered_seq) = children::finish_run_delivering(
                 connection,
                 run_id,
                 status,
