@@ -26,6 +26,7 @@ pub mod continuation;
 pub mod crash;
 pub mod logged_files;
 pub mod queue;
+pub mod run_end;
 pub mod runtime;
 pub mod session;
 pub mod supervisor;

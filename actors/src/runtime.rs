@@ -132,12 +132,12 @@ impl Runtime {
                 restarts_max = env.settings.run_restarts_max,
                 "a run cut off by every restart is failed"
             );
-            let end = crate::turn::RunEnd::failed(format!(
+            let end = crate::run_end::RunEnd::failed(format!(
                 "the turn was cut off by more than {} restarts of the service; it is not \
                  started again",
                 env.settings.run_restarts_max
             ));
-            crate::turn::finish(&env, &run, end).await;
+            crate::run_end::finish(&env, &run, end).await;
         }
         queue.do_send(Wake);
         Ok((

@@ -14,7 +14,8 @@ use seed_events::{RunId, SessionId};
 use seed_store::RunRow;
 
 use crate::queue::{RunDone, RunQueue};
-use crate::turn::{RunEnd, RunEnv, SessionHarness, execute_run};
+use crate::run_end::RunEnd;
+use crate::turn::{RunEnv, SessionHarness, execute_run};
 
 /// Active sessions by id.
 pub type Registry = Arc<DashMap<SessionId, Addr<SessionActor>>>;
@@ -171,7 +172,7 @@ impl Handler<StartRun> for SessionActor {
                             let end = RunEnd::failed(
                                 "the session failed while running this turn, every attempt",
                             );
-                            crate::turn::finish(&env, &run, end).await;
+                            crate::run_end::finish(&env, &run, end).await;
                         });
                     } else {
                         // Its lease goes too, so the next attempt can take it.

@@ -100,7 +100,7 @@ fn assert_refused_write(run: &seed_store::RunRow, log: &[seed_events::SessionEve
     assert_eq!(run.status, RunStatus::Failed, "{run:?}");
     assert_eq!(
         run.result,
-        Some(serde_json::json!({ "error": seed_actors::turn::REFUSED_WRITE }))
+        Some(serde_json::json!({ "error": seed_actors::run_end::REFUSED_WRITE }))
     );
     let notices: Vec<&seed_events::SessionEvent> = log
         .iter()
@@ -108,7 +108,7 @@ fn assert_refused_write(run: &seed_store::RunRow, log: &[seed_events::SessionEve
         .collect();
     assert_eq!(notices.len(), 1, "{log:#?}");
     let text = notices[0].content["text"].as_str().unwrap_or_default();
-    assert!(text.contains(seed_actors::turn::REFUSED_WRITE), "{text}");
+    assert!(text.contains(seed_actors::run_end::REFUSED_WRITE), "{text}");
 }
 
 #[actix::test]

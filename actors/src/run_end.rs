@@ -1,0 +1,243 @@
+//! A run's end, recorded: the runs table closes it (a delegated child's with its delivery to
+//! the parent's call, and the session's lease released, in one transaction) and subscribers
+//! hear of it. A turn the database refused a write of ends with an error and a notice saying so;
+//! while the disk refuses even the end, it is written again after a pause, by the run's task.
+
+use seed_events::{EventRole, NewEvent, RunStatus};
+use seed_store::{PlanCheck, RunClosing, RunEndOutcome, RunRow};
+
+use crate::bus::{Notification, SeqRange};
+use crate::turn::{RunEnv, TurnError};
+
+/// How a run ended, for the runs table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    pub status: RunStatus,
+    pub result: serde_json::Value,
+}
+
+impl RunEnd {
+    pub(crate) fn failed(reason: impl std::fmt::Display) -> RunEnd {
+        RunEnd {
+            status: RunStatus::Failed,
+            result: serde_json::json!({ "error": reason.to_string() }),
+        }
+    }
+}
+
+/// Why a run's end could not be recorded now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EndRefused {
+    /// The disk was full: the end is written again after a pause.
+    DiskFull,
+}
+
+/// Why a turn the database refused a write of ended: its run's result, and its notice.
+pub const REFUSED_WRITE: &str = "the database refused a write: disk full";
+
+/// The notice a turn the database refused leaves in the log: the person and the next turn's
+/// model read that it stopped, and why.
+pub(crate) fn refused_write_notice(run_id: seed_events::RunId, now_ms: i64) -> NewEvent {
+    NewEvent {
+        kind: "notice".to_owned(),
+        role: Some(EventRole::System),
+        actor: Some("runtime".to_owned()),
+        content: serde_json::json!({
+            "text": format!(
+                "The turn stopped: {REFUSED_WRITE}. What it had done is kept; send the message \
+                 again once there is room."
+            )
+        }),
+        meta: serde_json::json!({ "run_failed": run_id }),
+        run_id: Some(run_id),
+        pi_entry_id: None,
+        created_at_ms: now_ms,
+    }
+}
+
+/// Whether a turn stopped because the store found the disk full (a refusal that may pass).
+pub(crate) fn is_disk_full(error: &TurnError) -> bool {
+    // `TurnError`'s variants are transparent: their `source` skips the wrapped error itself.
+    match error {
+        TurnError::SessionGone => false,
+        TurnError::Store(error) => error.is_disk_full(),
+        TurnError::Harness(error) => seed_store::Error::is_disk_full_cause(error),
+    }
+}
+
+/// Records a run's end: closes it (a child's with its delivery to the parent, and the release
+/// of the session's lease, in one transaction) and tells subscribers.
+pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
+    record_end(env, run, end.clone(), None, None)
+        .await
+        .unwrap_or(end)
+}
+
+/// [`finish`], saying whether the store refused the end because the disk was full (then it
+/// tells no one the run finished). The turn's entries are in the log already: each commit of
+/// the store wrote its own; `notice` goes there with a terminal end, in its transaction.
+///
+/// With `plan_check`, the end's transaction may give the run a later pass instead (see
+/// [`seed_store::PlanCheck`]): the end returned is then `Queued`.
+pub(crate) async fn record_end(
+    env: &RunEnv,
+    run: &RunRow,
+    mut end: RunEnd,
+    plan_check: Option<PlanCheck>,
+    notice: Option<NewEvent>,
+) -> Result<RunEnd, EndRefused> {
+    let now = (env.clock)();
+    // The run holds its session's lease (the queue's claim took it); its end lets it go. The
+    // lease goes with the session when it was deleted; nothing to release then.
+    let release_alone = || async {
+        let _ = env.store.release_lease(run.session_id, &env.boot_id).await;
+    };
+    if end.status.is_terminal() {
+        // A child's end and its delivery to the parent are one transaction: a crash between
+        // them would leave the parent parked on a child that had ended.
+        let delivery = match run.parent_run_id {
+            Some(parent_run_id) => delivery_to_parent(env, run, parent_run_id, &end, now).await,
+            None => None,
+        };
+        let parent_session = delivery.as_ref().map(|delivery| delivery.parent_session_id);
+        let recorded = env
+            .store
+            .finish_run_releasing(RunClosing {
+                run_id: run.id,
+                status: end.status,
+                result: Some(end.result.clone()),
+                now_ms: now,
+                delivery,
+                lease: Some((run.session_id, env.boot_id.clone())),
+                plan_check,
+                notice,
+            })
+            .await;
+        let outcome = match recorded {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::warn!(run_id = %run.id, %error, "could not record the end of a run");
+                // The lease is let go of all the same.
+                release_alone().await;
+                if error.is_disk_full() {
+                    return Err(EndRefused::DiskFull);
+                }
+                RunEndOutcome::Unchanged
+            }
+        };
+        if let RunEndOutcome::LaterPass { notice_seq } = outcome {
+            // The plan's notice is in the log, and the run is queued again; no child's result
+            // was delivered.
+            env.publisher.publish(Notification::SessionChanged {
+                session_id: run.session_id,
+                reason: "events",
+                seqs: Some(SeqRange {
+                    from: notice_seq,
+                    to: notice_seq,
+                }),
+            });
+            end.status = RunStatus::Queued;
+        } else {
+            let recorded = matches!(outcome, RunEndOutcome::Ended { .. });
+            if let RunEndOutcome::Ended {
+                notice_seq: Some(seq),
+                ..
+            } = outcome
+            {
+                env.publisher.publish(Notification::SessionChanged {
+                    session_id: run.session_id,
+                    reason: "events",
+                    seqs: Some(SeqRange { from: seq, to: seq }),
+                });
+            }
+            if let Some(parent_session) = parent_session {
+                let delivered_seq = match outcome {
+                    RunEndOutcome::Ended { delivered_seq, .. } => delivered_seq,
+                    _ => None,
+                };
+                env.publisher.publish(Notification::SessionChanged {
+                    session_id: parent_session,
+                    reason: "child-result",
+                    seqs: delivered_seq.map(|seq| SeqRange { from: seq, to: seq }),
+                });
+            }
+            if recorded {
+                // What the row holds now: the run as claimed, ended.
+                env.publisher.run_ended(RunRow {
+                    status: end.status,
+                    result: Some(end.result.clone()),
+                    updated_at_ms: now,
+                    ..run.clone()
+                });
+            } else {
+                env.publisher.publish(Notification::RunFinished {
+                    session_id: run.session_id,
+                    run_id: run.id,
+                    status: end.status,
+                });
+            }
+        }
+    } else {
+        // Parked, or queued again at once (its children had all ended): the turn set that
+        // itself.
+        release_alone().await;
+    }
+    env.publisher.publish(Notification::SessionChanged {
+        session_id: run.session_id,
+        reason: "run-finished",
+        seqs: None,
+    });
+    Ok(end)
+}
+
+/// What a child's end delivers to its parent: its result as the result of the parent's
+/// delegate call (or, when a crash had that call answered as interrupted meanwhile, as a
+/// notice), after which the parent, once all its children have ended, takes its later pass.
+async fn delivery_to_parent(
+    env: &RunEnv,
+    child: &RunRow,
+    parent_run_id: seed_events::RunId,
+    end: &RunEnd,
+    now: i64,
+) -> Option<seed_store::ChildDelivery> {
+    let store = &env.store;
+    let delegated_by = match store.read_events(child.session_id, 1, 1, 1).await {
+        Ok(events) => events
+            .first()
+            .and_then(|event| seed_store::delegated_by(&event.meta)),
+        Err(error) => {
+            tracing::warn!(run_id = %child.id, %error, "cannot read a child's task");
+            None
+        }
+    };
+    let Some((parent_session_id, call_id)) = delegated_by else {
+        tracing::warn!(run_id = %child.id, "a child run names no parent call");
+        return None;
+    };
+    let content = match (&end.status, &end.result) {
+        (RunStatus::Succeeded, result) => result
+            .get("returned")
+            .map(|value| value.to_string())
+            .or_else(|| {
+                result
+                    .get("answer")
+                    .and_then(|a| a.as_str())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| result.to_string()),
+        (status, result) => format!("the child run ended {status}: {result}"),
+    };
+    let child = seed_store::DeliveringChild {
+        session_id: child.session_id,
+        run_id: child.id,
+        parent_run_id,
+    };
+    Some(seed_store::ChildDelivery::new(
+        child,
+        parent_session_id,
+        call_id,
+        content,
+        end.status != RunStatus::Succeeded,
+        now,
+    ))
+}
