@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::http::decode_all;
-use crate::message::{ToolResultMessage, ToolSpec, UserMessage};
+use crate::message::{Message, ReasoningLevel, ToolResultMessage, ToolSpec, UserMessage, UserPart};
 
 /// SSE for `events`, each named by its `type` as the server names them.
 fn sse(events: &[Value]) -> String {
