@@ -99,7 +99,7 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
                             "type": "tool_use",
                             "id": call.id,
                             "name": call.name,
-                            "input": call.arguments,
+                            "input": tool_input(&call.arguments),
                         })),
                     })
                     .collect();
@@ -154,6 +154,19 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
         body["metadata"] = json!({"user_id": session_id});
     }
     body
+}
+
+/// A call's `input` as the wire takes it: always an object. Arguments that did not parse (a
+/// token limit cut the call mid-way) are stored as the text that came, a JSON string; the wire
+/// refuses a string (or any other non-object) there, and with it every later request of the
+/// conversation, so such a call goes back as `{}`. The store keeps the text, and the call's
+/// result, an error from the verb's argument check, tells the model what went wrong.
+fn tool_input(arguments: &Value) -> Value {
+    if arguments.is_object() {
+        arguments.clone()
+    } else {
+        json!({})
+    }
 }
 
 /// The smallest thinking budget the wire takes.

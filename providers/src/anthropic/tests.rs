@@ -374,3 +374,80 @@ fn a_message_with_an_image_sends_an_image_block() {
         ]}])
     );
 }
+
+/// A call whose arguments did not parse (a token limit cut it mid-way) is kept as the text that
+/// came; the wire types `input` as an object and refuses every later request of a conversation
+/// that carries a string there, so such a call goes back with `{}`. The call's error result (the
+/// verb's argument check) tells the model what went wrong.
+#[test]
+fn arguments_that_are_not_an_object_go_back_as_an_empty_object() {
+    let Some(StreamEvent::Done(cut)) = decode(&sse(&[
+        json!({"type": "message_start", "message": {"model": "claude-x"}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_cut", "name": "read", "input": {}}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"no"}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}),
+        json!({"type": "message_stop"}),
+    ]))
+    .pop() else {
+        panic!("no message");
+    };
+    // The store keeps what came.
+    assert_eq!(
+        cut.tool_calls()[0].arguments,
+        json!("{\"path\": \"no"),
+        "{cut:?}"
+    );
+    let call = |id: &str, arguments: Value| {
+        AssistantBlock::ToolCall(ToolCall {
+            id: id.to_owned(),
+            name: "read".to_owned(),
+            arguments,
+        })
+    };
+    let mut answer = cut.clone();
+    answer.content.extend([
+        call("toolu_list", json!(["a.md"])),
+        call("toolu_n", json!(7)),
+        call("toolu_null", Value::Null),
+        call("toolu_ok", json!({"path": "a.md"})),
+    ]);
+    let result = |id: &str| {
+        Arc::new(Message::ToolResult(ToolResultMessage {
+            tool_call_id: id.to_owned(),
+            tool_name: "read".to_owned(),
+            content: "invalid arguments for read: arguments: expected an object, got a string"
+                .to_owned(),
+            is_error: true,
+        }))
+    };
+    let request = Request {
+        messages: vec![
+            Arc::new(Message::User(UserMessage::new("read it"))),
+            Arc::new(Message::Assistant(answer)),
+            result("toolu_cut"),
+            result("toolu_list"),
+            result("toolu_n"),
+            result("toolu_null"),
+            result("toolu_ok"),
+        ],
+        ..request()
+    };
+    let body = request_body(&request, &BodyOptions::default());
+    let inputs: Vec<(&str, &Value)> = body["messages"][1]["content"]
+        .as_array()
+        .expect("the answer's blocks")
+        .iter()
+        .map(|block| (block["id"].as_str().expect("an id"), &block["input"]))
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            ("toolu_cut", &json!({})),
+            ("toolu_list", &json!({})),
+            ("toolu_n", &json!({})),
+            ("toolu_null", &json!({})),
+            ("toolu_ok", &json!({"path": "a.md"})),
+        ]
+    );
+}
