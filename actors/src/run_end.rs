@@ -38,20 +38,54 @@ pub const REFUSED_WRITE: &str = "the database refused a write: disk full";
 /// The notice a turn the database refused leaves in the log: the person and the next turn's
 /// model read that it stopped, and why.
 pub(crate) fn refused_write_notice(run_id: seed_events::RunId, now_ms: i64) -> NewEvent {
+    failed_run_notice(
+        run_id,
+        REFUSED_WRITE,
+        &format!(
+            "The turn stopped: {REFUSED_WRITE}. What it had done is kept; send the message again \
+             once there is room."
+        ),
+        now_ms,
+    )
+}
+
+/// The notice a failed run leaves in its log, with its end: the transcript shows why the turn
+/// failed, and `read thread:` and the next turn's model read it. `meta.run_failed` names the
+/// run, `meta.reason` says why in plain words.
+pub(crate) fn failed_run_notice(
+    run_id: seed_events::RunId,
+    reason: &str,
+    text: &str,
+    now_ms: i64,
+) -> NewEvent {
     NewEvent {
         kind: "notice".to_owned(),
         role: Some(EventRole::System),
         actor: Some("runtime".to_owned()),
-        content: serde_json::json!({
-            "text": format!(
-                "The turn stopped: {REFUSED_WRITE}. What it had done is kept; send the message \
-                 again once there is room."
-            )
-        }),
-        meta: serde_json::json!({ "run_failed": run_id }),
+        content: serde_json::json!({ "text": text }),
+        meta: serde_json::json!({ "run_failed": run_id, "reason": reason }),
         run_id: Some(run_id),
         pi_entry_id: None,
         created_at_ms: now_ms,
+    }
+}
+
+impl RunEnd {
+    /// Why the run failed, as its result says; `None` for a run that did not fail.
+    pub fn failure_reason(&self) -> Option<&str> {
+        (self.status == RunStatus::Failed).then(|| {
+            self.result
+                .get("error")
+                .and_then(|error| error.as_str())
+                .unwrap_or("an unknown error")
+        })
+    }
+
+    /// The notice this end leaves in the log: for a failed run, why it failed.
+    pub(crate) fn notice(&self, run_id: seed_events::RunId, now_ms: i64) -> Option<NewEvent> {
+        let reason = self.failure_reason()?;
+        let text = format!("The turn failed: {reason}");
+        Some(failed_run_notice(run_id, reason, &text, now_ms))
     }
 }
 
@@ -68,7 +102,11 @@ pub(crate) fn is_disk_full(error: &TurnError) -> bool {
 /// Records a run's end: closes it (a child's with its delivery to the parent, and the release
 /// of the session's lease, in one transaction) and tells subscribers.
 pub(crate) async fn finish(env: &RunEnv, run: &RunRow, end: RunEnd) -> RunEnd {
-    record_end(env, run, end.clone(), None, None)
+    if let Some(reason) = end.failure_reason() {
+        tracing::warn!(session_id = %run.session_id, run_id = %run.id, reason, "a run failed");
+    }
+    let notice = end.notice(run.id, (env.clock)());
+    record_end(env, run, end.clone(), None, notice)
         .await
         .unwrap_or(end)
 }

@@ -197,14 +197,25 @@ pub async fn execute_run(
     harness: &mut Option<SessionHarness>,
 ) -> RunEnd {
     let session_id = run.session_id;
-    let (end, plan_check, notice) = match turn(env, run, stop, harness).await {
-        Ok((end, plan_check)) => (end, plan_check, None),
+    let outcome = turn(env, run, stop, harness).await;
+    let now = (env.clock)();
+    let (end, plan_check, notice) = match outcome {
+        Ok((end, plan_check)) => {
+            let notice = end.notice(run.id, now);
+            (end, plan_check, notice)
+        }
         Err(error) if is_disk_full(&error) => {
             let end = RunEnd::failed(REFUSED_WRITE);
-            let notice = refused_write_notice(run.id, (env.clock)());
+            let notice = refused_write_notice(run.id, now);
             (end, None, Some(notice))
         }
-        Err(error) => (RunEnd::failed(error), None, None),
+        // A deleted session keeps no log to write a notice to.
+        Err(error @ TurnError::SessionGone) => (RunEnd::failed(error), None, None),
+        Err(error) => {
+            let end = RunEnd::failed(error);
+            let notice = end.notice(run.id, now);
+            (end, None, notice)
+        }
     };
     // A delete stops the turn under it; the spec has that turn end with an error, not as a
     // person's stop.
@@ -215,6 +226,9 @@ pub async fn execute_run(
     } else {
         end
     };
+    if let Some(reason) = end.failure_reason() {
+        tracing::warn!(session_id = %session_id, run_id = %run.id, reason, "a run failed");
+    }
     env.settings
         .crash_points
         .reach(crate::crash::points::RUN_BEFORE_FINISH)

@@ -5,9 +5,9 @@
 //! mark that has no `pi_entry_id` is pending (and so is every event the mark passed over on
 //! purpose, listed in `seed.sync`). [`plan_import`] decides, with no IO:
 //!
-//! - **Append**: user messages, user actions, notices and assistant text Seed wrote itself are
-//!   appended behind the entries the harness produced, as `seed.replay` entries; the run's
-//!   newest user message becomes the input.
+//! - **Append**: user messages, user actions, notices (framed as `<notice>`) and assistant text
+//!   Seed wrote itself are appended behind the entries the harness produced, as `seed.replay`
+//!   entries; the run's newest user message becomes the input.
 //! - **Edit**: a delegated child's result, whose call was answered with a placeholder still in
 //!   the context, becomes a `pi.edit` of that placeholder. When nobody said anything new, the
 //!   input is `<background_work_update>`.
@@ -387,8 +387,18 @@ fn replay_message(event: &SessionEvent, attached: &AttachedFiles) -> Option<Mess
         ("tool_call", _) => {
             tool_call(event).map(|call| Message::Assistant(assistant(String::new(), vec![call])))
         }
+        ("notice", _) => Some(Message::User(UserMessage::new(notice_text(event)))),
         _ => Some(Message::User(user_message(event, attached))),
     }
+}
+
+/// A notice Seed wrote (a plan with open steps, a failed turn, a child's late result), as the
+/// model reads it: framed, so that it is never taken for what a person said.
+fn notice_text(event: &SessionEvent) -> String {
+    format!(
+        "<notice>{}</notice>",
+        crate::transcript::escape_action_framing(&event_text(event))
+    )
 }
 
 /// The log replayed as messages: an assistant message and the calls projected from the same

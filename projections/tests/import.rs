@@ -240,8 +240,9 @@ fn a_message_sent_while_the_answer_streamed_follows_that_answer() {
 #[test]
 fn append_replays_notices_actions_and_text_seed_wrote_before_the_input() {
     let (store, mut log) = answered_turn();
-    // A stopped response's text, written by Seed; a notice; a verb the user ran; two messages
-    // of the run: the older is replayed, the newest is the input.
+    // A stopped response's text, written by Seed; a notice (framed, so the model never takes
+    // it for the person's words); a verb the user ran; two messages of the run: the older is
+    // replayed, the newest is the input.
     log.push(assistant_event(3, "I was about to say"));
     log.push(event(
         4,
@@ -265,7 +266,7 @@ fn append_replays_notices_actions_and_text_seed_wrote_before_the_input() {
         planned.entries,
         [
             replay_assistant("I was about to say", vec![]),
-            replay_user("the plan has open steps"),
+            replay_user("<notice>the plan has open steps</notice>"),
             replay_user("[status] title set to Trip"),
             replay_user("first"),
         ]
@@ -630,7 +631,7 @@ fn a_run_whose_message_another_turn_took_in_and_answered_returns_that_answer() {
     let with_notice = plan(&noticed, &answered, theirs.sync.clone(), &[3], &[]);
     assert_eq!(
         with_notice.entries,
-        [replay_user("the plan has open steps")]
+        [replay_user("<notice>the plan has open steps</notice>")]
     );
     assert_eq!(answered_already(&with_notice, &answered, "mine#0"), None);
 }

@@ -1,0 +1,90 @@
+//! A failed turn says why: in its run's result, in a notice in the log that the transcript,
+//! `read thread:` and the next turn's model all read.
+
+mod common;
+
+use common::{Fixture, assert_log_agrees_with_store, log, session};
+use seed_events::RunStatus;
+use seed_providers::{
+    Message, ProviderError, ProviderErrorKind, ScriptedProvider, ScriptedStep, text_response,
+};
+
+#[actix::test]
+async fn a_failed_turn_leaves_its_reason_in_the_log_and_the_next_turn_reads_it()
+-> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    let provider = ScriptedProvider::new(vec![
+        ScriptedStep::FailAfter {
+            text: String::new(),
+            error: ProviderError::new(ProviderErrorKind::Http { status: 401 }, "invalid x-api-key"),
+        },
+        ScriptedStep::Respond(text_response("here now")),
+    ]);
+    let runtime = fixture.start(provider.clone(), "boot-1").await?;
+    let (_, run_id) = runtime.send_message(session(0), "hello").await?;
+    let failed = runtime.wait_for_run(run_id).await?;
+    assert_eq!(failed.status, RunStatus::Failed, "{failed:?}");
+    let reason = failed.result.as_ref().expect("a result")["error"]
+        .as_str()
+        .expect("a reason")
+        .to_owned();
+    assert!(reason.contains("401"), "{reason}");
+
+    // The log says the turn failed, and why, after the message it did not answer; the notice
+    // names the run.
+    let events = log(&fixture.store, session(0)).await?;
+    let notice = events.last().expect("events");
+    assert_eq!(notice.kind, "notice", "{events:?}");
+    assert_eq!(notice.run_id, Some(run_id));
+    assert_eq!(notice.meta["run_failed"], serde_json::json!(run_id));
+    assert_eq!(notice.meta["reason"], reason.as_str());
+    let text = notice.content["text"].as_str().expect("text");
+    assert_eq!(text, format!("The turn failed: {reason}"));
+    // `read thread:` shows it.
+    let line = seed_projections::transcript::transcript_event_line(notice).expect("a line");
+    assert!(
+        line.ends_with(&format!("system: The turn failed: {reason}")),
+        "{line}"
+    );
+
+    // The next turn's model reads that the previous one failed, framed as a notice.
+    let (_, next) = runtime.send_message(session(0), "are you there?").await?;
+    let answered = runtime.wait_for_run(next).await?;
+    assert_eq!(answered.status, RunStatus::Succeeded, "{answered:?}");
+    let request = provider.requests().pop().expect("a request");
+    let texts: Vec<&str> = request
+        .messages
+        .iter()
+        .filter_map(|message| match message.as_ref() {
+            Message::User(user) => Some(user.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let framed = format!("<notice>The turn failed: {reason}</notice>");
+    let at = texts.iter().position(|text| *text == framed);
+    let hello = texts.iter().position(|text| *text == "hello");
+    let input = texts.iter().position(|text| *text == "are you there?");
+    assert!(
+        hello < at && at < input && at.is_some(),
+        "the notice sits between the failed message and the input: {texts:?}"
+    );
+    assert_log_agrees_with_store(&fixture.store, session(0)).await?;
+    Ok(())
+}
+
+#[actix::test]
+async fn a_turn_that_succeeds_or_is_stopped_leaves_no_failure_notice() -> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    let runtime = fixture.start(common::echo_then_answer(), "boot-1").await?;
+    let (_, run_id) = runtime.send_message(session(0), "hello").await?;
+    assert_eq!(
+        runtime.wait_for_run(run_id).await?.status,
+        RunStatus::Succeeded
+    );
+    let events = log(&fixture.store, session(0)).await?;
+    assert!(
+        events.iter().all(|event| event.kind != "notice"),
+        "{events:?}"
+    );
+    Ok(())
+}
