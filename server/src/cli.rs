@@ -353,34 +353,6 @@ pub(crate) fn describe(session: &SessionInfo) -> String {
     text
 }
 
-/// One log event as a transcript line.
-pub(crate) fn event_line(event: &EventInfo) -> String {
-    let text = event.content.get("text").and_then(|t| t.as_str());
-    match event.event_type.as_str() {
-        "tool_call" => format!(
-            "[{}] tool call: {}({})",
-            event.seq,
-            event.content["name"].as_str().unwrap_or("?"),
-            event.content["arguments"]
-        ),
-        "tool_result" => format!(
-            "[{}] tool result: {}",
-            event.seq,
-            event.content["content"].as_str().unwrap_or("")
-        ),
-        _ => format!(
-            "[{}] {}: {}",
-            event.seq,
-            event
-                .actor
-                .as_deref()
-                .or(event.role.as_deref())
-                .unwrap_or("?"),
-            text.map_or_else(|| event.content.to_string(), str::to_owned)
-        ),
-    }
-}
-
 pub(crate) async fn all_events(
     client: &Client,
     session_id: &str,
@@ -403,8 +375,8 @@ pub(crate) async fn all_events(
 async fn show(client: Client, session: String) -> anyhow::Result<()> {
     let info: GetSessionResponse = client.get(&format!("/v1/sessions/{session}")).await?;
     println!("session {}  {}", info.session.id, describe(&info.session));
-    for event in all_events(&client, &session, 1).await? {
-        println!("{}", event_line(&event));
+    for line in crate::chat::view::transcript(&all_events(&client, &session, 1).await?) {
+        println!("{line}");
     }
     Ok(())
 }
@@ -434,8 +406,12 @@ pub(crate) mod tests {
         call.event_type = "tool_call".to_owned();
         call.content =
             serde_json::json!({"id": "c", "name": "status", "arguments": {"title": "x"}});
-        assert_eq!(event_line(&call), r#"[1] tool call: status({"title":"x"})"#);
-        assert_eq!(event_line(&assistant(0)), "[1] agent: hi");
+        let line = crate::chat::view::event_line;
+        assert_eq!(
+            line(&call).as_deref(),
+            Some(r#"[1] tool call: status({"title":"x"})"#)
+        );
+        assert_eq!(line(&assistant(0)).as_deref(), Some("[1] agent: hi"));
     }
 
     /// `seed serve ARGS`, parsed.

@@ -200,7 +200,15 @@ async fn seed_chat_retries_a_successors_failed_message() {
         out.contains("the conversation continued in session"),
         "{out}"
     );
-    assert!(out.contains("(the successor's run failed)"), "{out}");
+    // The successor's failed turn says why.
+    let failure = out
+        .lines()
+        .find(|line| line.contains("(the turn failed: "))
+        .unwrap_or_else(|| panic!("no failure line: {out}"));
+    assert!(
+        failure.contains("the scripted model fails this message"),
+        "{out}"
+    );
     // The first retry is answered in the successor; the second finds nothing failed.
     assert_eq!(out.matches("You said: continue: Trip").count(), 1, "{out}");
     assert_eq!(

@@ -612,7 +612,7 @@ async fn the_command_line_chats_lists_shows_and_adds_accounts() {
         out.contains("tool call: status("),
         "the status call shows: {out}"
     );
-    // As it runs: before the answer of its turn (the log has it only once the run ends).
+    // In the log's order: the call before the answer of its turn.
     assert!(
         out.find("tool call: status(") < out.find("You said: title: Demo chat"),
         "the call shows before the answer: {out}"

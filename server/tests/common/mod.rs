@@ -24,6 +24,16 @@ pub struct Server {
 impl Server {
     /// Starts `seed serve` on `data_dir` and waits until it listens.
     pub fn start(data_dir: &Path, extra_args: &[&str]) -> Server {
+        Server::start_with_stderr(data_dir, extra_args, Stdio::inherit())
+    }
+
+    /// Starts `seed serve` as [`Server::start`] does, its log (stderr) written to `log`.
+    pub fn start_logging_to(data_dir: &Path, extra_args: &[&str], log: &Path) -> Server {
+        let file = std::fs::File::create(log).expect("the log file");
+        Server::start_with_stderr(data_dir, extra_args, Stdio::from(file))
+    }
+
+    fn start_with_stderr(data_dir: &Path, extra_args: &[&str], stderr: Stdio) -> Server {
         let mut child = Command::new(SEED)
             .arg("serve")
             .arg("--data-dir")
@@ -34,7 +44,7 @@ impl Server {
             // The scripted model, whatever provider the developer's environment configures.
             .env("SEED_PROVIDER", "scripted")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("seed serve starts");
         let stdout = child.stdout.take().expect("stdout");

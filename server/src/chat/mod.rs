@@ -12,9 +12,13 @@ use crate::api::{
     AttachmentInfo, EventInfo, GetSessionResponse, MessageSessionResponse, RunInfo, SessionInfo,
     SessionRunsResponse,
 };
-use crate::cli::{all_events, describe, event_line};
+use crate::cli::{all_events, describe};
 use crate::client::{Client, next_update};
 use crate::ws::Update;
+
+pub mod view;
+
+use view::RunView;
 
 /// The line that uploads a file for the next message: `/attach PATH`.
 pub const ATTACH_COMMAND: &str = "/attach ";
@@ -180,9 +184,9 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
         seen_seq = seen_seq.max(sent.seq);
         let run_id = sent.run_id;
         let target: SessionId = session_id.parse()?;
-        let mut streaming = false;
-        // Other sessions' text and ends that came while this run went on: a successor's run
-        // may start (and even end) before this one has, and is replayed from here.
+        let mut view = RunView::new();
+        // Other sessions' updates that came while this run went on: a successor's run may
+        // start (and even end) before this one has, and is replayed from here.
         let mut others: Vec<Update> = Vec::new();
         loop {
             let Some(update) = next_update(&mut subscription).await else {
@@ -191,51 +195,29 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
             match update {
                 Update::TextDelta {
                     session_id: s,
+                    offset_chars,
                     text,
                     ..
-                } if s == target => {
-                    print!("{text}");
-                    std::io::stdout().flush()?;
-                    streaming = true;
-                }
-                Update::ToolCall {
-                    session_id: s,
-                    name,
-                    arguments,
-                    ..
-                } if s == target => {
-                    // Shown as it runs; the log has it once the run ends.
-                    if streaming {
-                        println!();
-                        streaming = false;
-                    }
-                    println!("  tool call: {name}({arguments})");
-                }
+                } if s == target => print_now(&view.delta(offset_chars, &text))?,
                 Update::SessionChange { session_id: s, .. } if s == target => {
-                    // The results, as they reach the log.
-                    for event in all_events(&client, &session_id, seen_seq + 1).await? {
-                        seen_seq = event.seq;
-                        if event.event_type == "tool_result" {
-                            if streaming {
-                                println!();
-                                streaming = false;
-                            }
-                            println!("  {}", event_line(&event));
-                        }
-                    }
+                    seen_seq = print_log(&client, &session_id, seen_seq, &mut view).await?;
                 }
                 Update::RunFinished {
                     run_id: r, status, ..
                 } if r.0 == run_id => {
-                    if streaming {
-                        println!();
-                    }
-                    if status != "succeeded" {
-                        println!("  (the run {status})");
-                    }
+                    // The run's end and its notice are in the log before it is announced.
+                    seen_seq = print_log(&client, &session_id, seen_seq, &mut view).await?;
+                    let reason = if status == "failed" {
+                        run_reason(&client, run_id).await
+                    } else {
+                        None
+                    };
+                    print_now(&view.finished(&status, reason.as_deref()))?;
                     break;
                 }
-                other @ (Update::TextDelta { .. } | Update::RunFinished { .. })
+                other @ (Update::TextDelta { .. }
+                | Update::RunFinished { .. }
+                | Update::SessionChange { .. })
                     if others.len() < OTHERS_KEPT_MAX =>
                 {
                     others.push(other);
@@ -268,9 +250,8 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
 /// How many other sessions' updates `seed chat` keeps while a run goes on.
 const OTHERS_KEPT_MAX: usize = 10_000;
 
-/// Streams the successor's answer until its run ends: first from `earlier` (the updates that
-/// came before the successor was known), then live. When nothing streamed (the run answered
-/// without text deltas), the answer is read from its log; a run that ended without one says so.
+/// Prints the successor's answer until its run ends, as a run of this session is printed:
+/// first from `earlier` (the updates that came before the successor was known), then live.
 async fn follow_successor(
     client: &Client,
     subscription: &mut actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>,
@@ -279,8 +260,9 @@ async fn follow_successor(
 ) -> anyhow::Result<()> {
     let target: SessionId = session_id.parse()?;
     let mut earlier = earlier.into_iter();
-    let mut streamed = false;
-    let status = loop {
+    let mut view = RunView::new();
+    let mut seen_seq = 0;
+    loop {
         let update = match earlier.next() {
             Some(update) => update,
             None => match next_update(subscription).await {
@@ -291,39 +273,57 @@ async fn follow_successor(
         match update {
             Update::TextDelta {
                 session_id: s,
+                offset_chars,
                 text,
                 ..
-            } if s == target => {
-                print!("{text}");
-                std::io::stdout().flush()?;
-                streamed = true;
+            } if s == target => print_now(&view.delta(offset_chars, &text))?,
+            Update::SessionChange { session_id: s, .. } if s == target => {
+                seen_seq = print_log(client, session_id, seen_seq, &mut view).await?;
             }
             Update::RunFinished {
                 session_id: s,
+                run_id,
                 status,
-                ..
-            } if s == target => break status,
+            } if s == target => {
+                print_log(client, session_id, seen_seq, &mut view).await?;
+                let reason = if status == "failed" {
+                    run_reason(client, run_id.0).await
+                } else {
+                    None
+                };
+                print_now(&view.finished(&status, reason.as_deref()))?;
+                return Ok(());
+            }
             _ => {}
         }
-    };
-    if streamed {
-        println!();
-    } else {
-        let events = all_events(client, session_id, 1).await?;
-        let answer = events
-            .iter()
-            .rev()
-            .find(|event| {
-                event.event_type == "message" && event.role.as_deref() == Some("assistant")
-            })
-            .and_then(|event| event.content["text"].as_str().map(str::to_owned));
-        match answer {
-            Some(text) => println!("{text}"),
-            None => println!("  (the successor's run ended {status} without an answer)"),
-        }
     }
-    if status != "succeeded" {
-        println!("  (the successor's run {status})");
+}
+
+/// Prints what the session's log has past `seen_seq`; returns the newest seq printed.
+async fn print_log(
+    client: &Client,
+    session_id: &str,
+    seen_seq: i64,
+    view: &mut RunView,
+) -> anyhow::Result<i64> {
+    let mut seen = seen_seq;
+    for event in all_events(client, session_id, seen_seq + 1).await? {
+        seen = seen.max(event.seq);
+        print_now(&view.event(&event))?;
+    }
+    Ok(seen)
+}
+
+/// Why a failed run failed, as its result says (`None` when it cannot be read).
+async fn run_reason(client: &Client, run_id: uuid::Uuid) -> Option<String> {
+    let run: RunInfo = client.get(&format!("/v1/runs/{run_id}")).await.ok()?;
+    run.result?.get("error")?.as_str().map(str::to_owned)
+}
+
+fn print_now(text: &str) -> anyhow::Result<()> {
+    if !text.is_empty() {
+        print!("{text}");
+        std::io::stdout().flush()?;
     }
     Ok(())
 }
