@@ -16,7 +16,11 @@
 //!   call the status verb (its description "step k of N"), then the answer (at most 20);
 //! - `[fail]` — the response fails (a provider error, so the run fails) when the message is
 //!   its run's input (with `continue:`, in the successor, which answers it); a retry, whose
-//!   input is a background update behind the message, is answered.
+//!   input is a background update behind the message, is answered;
+//! - `[no usage]` — the answer reports no usage, as many local servers do (the runtime
+//!   estimates it);
+//! - `[cut off]` — the answer stops at the output token limit (`stop_reason: length`), its
+//!   text ending mid-sentence.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,6 +51,10 @@ pub struct Directives {
     pub steps: Option<u32>,
     /// `[fail]`: the response fails when the message is its run's input.
     pub fail: bool,
+    /// `[no usage]`: the answer reports no usage.
+    pub no_usage: bool,
+    /// `[cut off]`: the answer stops at the output token limit.
+    pub cut_off: bool,
 }
 
 /// The directives in `text`, and the text without them (its spaces collapsed where directives
@@ -83,6 +91,14 @@ pub fn parse_directives(text: &str) -> (Directives, String) {
             }
             (Some("fail"), None, None) => {
                 directives.fail = true;
+                true
+            }
+            (Some("no"), Some("usage"), None) => {
+                directives.no_usage = true;
+                true
+            }
+            (Some("cut"), Some("off"), None) => {
+                directives.cut_off = true;
                 true
             }
             (Some("steps"), Some(value), None) => value
@@ -347,11 +363,20 @@ pub fn scripted(
                     }),
                 }],
             ),
+            _ if directives.cut_off => {
+                let mut message = text_response(&format!("You said: {input}, and then"));
+                message.stop_reason = seed_providers::StopReason::Length;
+                message
+            }
             _ => text_response(&format!(
                 "You said: {input}{}",
                 attachments_echo(request, position)
             )),
         };
+        if directives.no_usage {
+            message.usage = seed_providers::Usage::default();
+            return ScriptedStep::Respond(message);
+        }
         // About four characters a token, for the context meter, unless a directive says.
         message.usage.input = match (directives.usage_percent, context_window(&request.model)) {
             (Some(percent), Some(window)) => window * percent / 100,
@@ -448,8 +473,7 @@ mod tests {
                 usage_percent: Some(75),
                 slow_ms: Some(40),
                 refuse: true,
-                steps: None,
-                fail: false,
+                ..Directives::default()
             }
         );
         assert_eq!(rest, "hello there");
@@ -643,6 +667,19 @@ mod tests {
             user("continue: Trip [fail]"),
         ];
         assert!(failure(&provider, request(successor)).is_some());
+    }
+
+    #[test]
+    fn no_usage_reports_none_and_cut_off_stops_at_the_token_limit() {
+        let provider = scripted(None, |_| None);
+        let plain = answer(&provider, request(vec![user("hello there")]));
+        assert!(plain.usage.input > 0);
+        let bare = answer(&provider, request(vec![user("hello [no usage] there")]));
+        assert_eq!(bare.text(), "You said: hello there");
+        assert_eq!(bare.usage, seed_providers::Usage::default());
+        let cut = answer(&provider, request(vec![user("list them [cut off]")]));
+        assert_eq!(cut.stop_reason, seed_providers::StopReason::Length);
+        assert_eq!(cut.text(), "You said: list them, and then");
     }
 
     #[actix_web::test]
