@@ -88,3 +88,39 @@ async fn a_turn_that_succeeds_or_is_stopped_leaves_no_failure_notice() -> anyhow
     );
     Ok(())
 }
+
+#[actix::test]
+async fn a_reply_cut_off_by_the_token_limit_is_marked_and_the_next_request_is_unchanged()
+-> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    let mut cut = text_response("The list: one, two, thr");
+    cut.stop_reason = seed_providers::StopReason::Length;
+    let provider = ScriptedProvider::new(vec![
+        ScriptedStep::Respond(cut),
+        ScriptedStep::Respond(text_response("three, four.")),
+    ]);
+    let runtime = fixture.start(provider.clone(), "boot-1").await?;
+    let (_, run_id) = runtime.send_message(session(0), "list them").await?;
+    // Cut off is still an answer: the run succeeds, and the log's message says why it ended.
+    let run = runtime.wait_for_run(run_id).await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    let events = log(&fixture.store, session(0)).await?;
+    let answer = events.last().expect("the answer");
+    assert_eq!(answer.content["text"], "The list: one, two, thr");
+    assert_eq!(answer.meta["stop_reason"], "length");
+    assert!(events.iter().all(|event| event.kind != "notice"));
+
+    // Asked to go on, the model reads its cut-off reply as it was, and nothing more.
+    let (_, next) = runtime.send_message(session(0), "go on").await?;
+    runtime.wait_for_run(next).await?;
+    let request = provider.requests().pop().expect("a request");
+    assert_eq!(
+        common::summary(&common::conversation(&request)),
+        [
+            "user: list them",
+            "assistant: The list: one, two, thr",
+            "user: go on"
+        ]
+    );
+    Ok(())
+}
