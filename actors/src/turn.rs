@@ -761,7 +761,11 @@ fn turn_blocks(
     let context = window
         .zip(last_usage)
         .filter(|_| can_continue)
-        .map(|(window, usage)| (usage.prompt_tokens(), window));
+        .map(|(window, usage)| seed_projections::blocks::ContextUsage {
+            tokens: usage.prompt_tokens(),
+            window,
+            estimated: false,
+        });
     let blocks = TurnBlocks {
         memory_index,
         // Shown once the run has started a child.

@@ -144,6 +144,29 @@ pub fn prompt_tokens(usage: &Usage) -> u64 {
 /// boundary) and at [`CONTEXT_USAGE_URGE_PERCENT`] (continue now unless the task is about to
 /// finish).
 pub fn context_usage_block(tokens: u64, window: u64) -> String {
+    context_usage_block_marked(tokens, window, false)
+}
+
+/// How full the context window is, for the `<context_usage>` block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextUsage {
+    /// The prompt's size, in tokens.
+    pub tokens: u64,
+    /// The model's context window, in tokens.
+    pub window: u64,
+    /// Whether `tokens` is estimated from the request's size (the model server reported no
+    /// usage, or no response has been counted yet) rather than counted by the server. The
+    /// block then says `estimated="true"`.
+    pub estimated: bool,
+}
+
+/// The `<context_usage>` block of `usage`: [`context_usage_block`], with `estimated="true"`
+/// after `percent` when the tokens are an estimate.
+pub fn context_usage_block_of(usage: &ContextUsage) -> String {
+    context_usage_block_marked(usage.tokens, usage.window, usage.estimated)
+}
+
+fn context_usage_block_marked(tokens: u64, window: u64, estimated: bool) -> String {
     let percent = u128::from(tokens)
         .saturating_mul(100)
         .checked_div(u128::from(window))
@@ -155,8 +178,9 @@ pub fn context_usage_block(tokens: u64, window: u64) -> String {
     } else {
         GUIDANCE_ROOM
     };
+    let estimated = if estimated { " estimated=\"true\"" } else { "" };
     format!(
-        "<context_usage tokens=\"{tokens}\" window=\"{window}\" percent=\"{percent}\">\
+        "<context_usage tokens=\"{tokens}\" window=\"{window}\" percent=\"{percent}\"{estimated}>\
          {guidance}</context_usage>"
     )
 }
@@ -201,8 +225,8 @@ pub struct TurnBlocks {
     pub delegation: Option<(u32, u32)>,
     /// The session's plan, a JSON array of `{"step", "done"}`.
     pub plan: Option<Value>,
-    /// `(tokens, window)` where continuing is possible; `None` where it is not.
-    pub context: Option<(u64, u64)>,
+    /// How full the window is, where continuing is possible; `None` where it is not.
+    pub context: Option<ContextUsage>,
     /// `(title, description)` of the session.
     pub status: (String, String),
     pub now_ms: i64,
@@ -220,8 +244,8 @@ pub fn render_turn_blocks(blocks: &TurnBlocks) -> Vec<UserMessage> {
     if let Some(plan) = blocks.plan.as_ref().and_then(plan_state_block) {
         texts.push(plan);
     }
-    if let Some((tokens, window)) = blocks.context {
-        texts.push(context_usage_block(tokens, window));
+    if let Some(usage) = &blocks.context {
+        texts.push(context_usage_block_of(usage));
     }
     texts.push(session_status_block(&blocks.status.0, &blocks.status.1));
     texts.push(current_time_block(blocks.now_ms, blocks.utc_offset_minutes));
@@ -450,6 +474,27 @@ mod tests {
     }
 
     #[test]
+    fn an_estimate_says_so() {
+        let usage = ContextUsage {
+            tokens: 90_000,
+            window: 100_000,
+            estimated: true,
+        };
+        insta::assert_snapshot!(
+            context_usage_block_of(&usage),
+            @r#"<context_usage tokens="90000" window="100000" percent="90" estimated="true">The context window is nearly full. Call continue_session now, unless the task is about to finish in this turn.</context_usage>"#
+        );
+        let counted = ContextUsage {
+            estimated: false,
+            ..usage
+        };
+        assert_eq!(
+            context_usage_block_of(&counted),
+            context_usage_block(90_000, 100_000)
+        );
+    }
+
+    #[test]
     fn prompt_tokens_counts_the_whole_prompt() {
         let usage = Usage {
             input: 100,
@@ -518,7 +563,11 @@ mod tests {
             memory_index: vec![file("notes.md", 212, NOW_MS)],
             delegation: Some((1, 4)),
             plan: Some(json!([{"step": "Book the flight", "done": false}])),
-            context: Some((150_000, 200_000)),
+            context: Some(ContextUsage {
+                tokens: 150_000,
+                window: 200_000,
+                estimated: false,
+            }),
             status: ("Trip".to_owned(), "Booking".to_owned()),
             now_ms: NOW_MS,
             utc_offset_minutes: 60,
