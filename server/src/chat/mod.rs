@@ -96,6 +96,13 @@ fn context_meter(events: &[EventInfo], window: Option<u64>) -> Option<String> {
         .filter_map(|field| usage.get(field).and_then(|n| n.as_u64()))
         .sum();
     let window = window?;
+    // A model server that reports no usage leaves the runtime to estimate it.
+    let estimated = usage.get("estimated").and_then(|e| e.as_bool()) == Some(true);
+    let (about, estimate) = if estimated {
+        ("~", ", estimated")
+    } else {
+        ("", "")
+    };
     let percent = tokens as f64 * 100.0 / window as f64;
     let level = if percent >= 85.0 {
         " (full: expect a continuation)"
@@ -105,7 +112,7 @@ fn context_meter(events: &[EventInfo], window: Option<u64>) -> Option<String> {
         ""
     };
     Some(format!(
-        "[context {tokens} / {window} tokens, {percent:.1}%{level}]"
+        "[context {about}{tokens} / {window} tokens, {percent:.1}%{estimate}{level}]"
     ))
 }
 
@@ -372,6 +379,12 @@ mod tests {
         assert_eq!(
             context_meter(&[assistant(900)], Some(1000)),
             Some("[context 900 / 1000 tokens, 90.0% (full: expect a continuation)]".to_owned())
+        );
+        let mut estimated = assistant(400);
+        estimated.meta["usage"]["estimated"] = serde_json::json!(true);
+        assert_eq!(
+            context_meter(&[estimated], Some(1000)),
+            Some("[context ~400 / 1000 tokens, 40.0%, estimated]".to_owned())
         );
         assert_eq!(context_meter(&[], Some(1000)), None);
         assert_eq!(context_meter(&[assistant(1)], None), None);
