@@ -4,18 +4,26 @@
 //!
 //! The decision parts (how long to wait before a retry, what an error body says) are pure
 //! functions, tested here; the rest is a thin loop around reqwest.
+//!
+//! An attempt is retried while nothing of the answer has arrived: a connection that failed, a
+//! status worth retrying (429, 5xx), a JSON error where the event stream should be whose type
+//! stands for such a status, and a connection that closed after the response head but before
+//! any byte of the body. Once a byte of the body arrived the answer has begun, and a failure
+//! ends the stream instead. Every failure records its attempts and how long it went on, for
+//! [`ProviderError::reason`].
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::{Arc, Once};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::stream::{self, BoxStream};
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, future};
 use reqwest::StatusCode;
-use reqwest::header::HeaderMap;
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use serde_json::Value;
 
 use crate::config::{RetryConfig, TimeoutConfig};
 use crate::provider::{ProviderError, ProviderErrorKind, StreamEvent};
@@ -71,6 +79,9 @@ struct Decoding<S, D> {
     scratch: Vec<StreamEvent>,
     /// A terminal event was handed out, or the body ended: nothing follows what is queued.
     finished: bool,
+    /// When the answer began, for the shell: an error of the body breaking or ending early
+    /// records how long the stream had run. `None` for bodies from memory.
+    began_at: Option<Instant>,
 }
 
 /// Decodes a body of SSE bytes into the events of one response: every event the decoder yields,
@@ -84,12 +95,29 @@ where
     E: Into<ProviderError> + Send,
     D: Decoder,
 {
+    decode_since(body, decoder, None)
+}
+
+/// [`decode`], for an answer that began at `began_at`: an error of the body breaking or ending
+/// before the response finished records the time since.
+fn decode_since<S, B, E, D>(
+    body: S,
+    decoder: D,
+    began_at: Option<Instant>,
+) -> impl Stream<Item = StreamEvent> + Send
+where
+    S: Stream<Item = Result<B, E>> + Send + Unpin + 'static,
+    B: AsRef<[u8]> + Send,
+    E: Into<ProviderError> + Send,
+    D: Decoder,
+{
     let state = Decoding {
         sse: body.eventsource(),
         decoder,
         queue: VecDeque::new(),
         scratch: Vec::new(),
         finished: false,
+        began_at,
     };
     stream::unfold(state, |mut state| async move {
         loop {
@@ -110,7 +138,8 @@ where
                         .event(&event.event, &event.data, &mut state.scratch);
                 }
                 Some(Err(EventStreamError::Transport(error))) => {
-                    state.scratch.push(StreamEvent::Error(error.into()));
+                    let error = streamed_for(error.into(), state.began_at);
+                    state.scratch.push(StreamEvent::Error(error));
                 }
                 Some(Err(EventStreamError::Utf8(error))) => {
                     state.scratch.push(StreamEvent::Error(ProviderError::new(
@@ -126,6 +155,11 @@ where
                 }
                 None => {
                     state.decoder.end(&mut state.scratch);
+                    for event in &mut state.scratch {
+                        if let StreamEvent::Error(error) = event {
+                            *error = streamed_for(error.clone(), state.began_at);
+                        }
+                    }
                     // Nothing follows the body's end, whatever the decoder pushed.
                     state.finished = true;
                 }
@@ -133,6 +167,14 @@ where
             state.queue.extend(state.scratch.drain(..));
         }
     })
+}
+
+/// `error`, with the time since the answer began at `began_at` (when known).
+fn streamed_for(error: ProviderError, began_at: Option<Instant>) -> ProviderError {
+    match began_at {
+        Some(began_at) => error.with_elapsed(began_at.elapsed()),
+        None => error,
+    }
 }
 
 /// Decodes SSE bytes held in memory, cut into `chunks` as they would arrive from a socket: the
@@ -188,23 +230,8 @@ pub fn is_retryable(status: u16) -> bool {
 /// the usual JSON, else the body itself (cut to `ERROR_BODY_CHARS_MAX`), else the status.
 pub fn http_error(status: u16, body: &str) -> ProviderError {
     let kind = ProviderErrorKind::Http { status };
-    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
-    let message = parsed.as_ref().and_then(|value| {
-        value
-            .pointer("/error/message")
-            .or_else(|| value.get("message"))
-            .or_else(|| value.get("error").filter(|error| error.is_string()))
-            .and_then(|message| message.as_str())
-    });
-    match message {
+    match provider_message(body) {
         Some(message) => ProviderError::new(kind, message),
-        None if !body.trim().is_empty() => ProviderError::new(
-            kind,
-            body.trim()
-                .chars()
-                .take(ERROR_BODY_CHARS_MAX)
-                .collect::<String>(),
-        ),
         None => ProviderError::new(
             kind,
             StatusCode::from_u16(status)
@@ -213,6 +240,105 @@ pub fn http_error(status: u16, body: &str) -> ProviderError {
                 .unwrap_or("error"),
         ),
     }
+}
+
+/// The error a JSON body means where an event stream should be (a server that answers `200`
+/// and reports its error in the body): the provider's message, as an HTTP error of the status
+/// the error's `code` or `type` stands for (a transport error when neither says one); a body
+/// with no `error` in it did not parse as an answer.
+pub fn json_error(body: &str) -> ProviderError {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let Some(error) = parsed.as_ref().and_then(|value| value.get("error")) else {
+        return ProviderError::new(
+            ProviderErrorKind::Malformed,
+            format!(
+                "the answer is JSON, not an event stream: {}",
+                cut(body.trim())
+            ),
+        );
+    };
+    let status = error.get("code").and_then(code_status).or_else(|| {
+        error
+            .get("type")
+            .and_then(Value::as_str)
+            .and_then(error_type_status)
+    });
+    let kind = match status {
+        Some(status) => ProviderErrorKind::Http { status },
+        None => ProviderErrorKind::Transport,
+    };
+    let message = provider_message(body).unwrap_or_default();
+    ProviderError::new(kind, message)
+}
+
+/// An error's `code` as an HTTP status, when it is one (`503` or `"503"`).
+fn code_status(code: &Value) -> Option<u16> {
+    let code = match code {
+        Value::Number(number) => number.as_u64()?,
+        Value::String(text) => text.parse().ok()?,
+        _ => return None,
+    };
+    u16::try_from(code)
+        .ok()
+        .filter(|status| (400..600).contains(status))
+}
+
+/// The HTTP status the two wires document for an error `type`, so an error reported in a body
+/// reads like the same error answered with its status.
+pub fn error_type_status(error_type: &str) -> Option<u16> {
+    Some(match error_type {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" | "insufficient_quota" => 429,
+        "api_error" | "server_error" => 500,
+        "overloaded_error" => 529,
+        _ => return None,
+    })
+}
+
+/// What the provider said in an error body: its `error.message` (or `message`, or an `error`
+/// that is a string) when the body is the usual JSON, else the body itself, cut; `None` for an
+/// empty body.
+fn provider_message(body: &str) -> Option<String> {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|value| {
+        value
+            .pointer("/error/message")
+            .or_else(|| value.get("message"))
+            .or_else(|| value.get("error").filter(|error| error.is_string()))
+            .and_then(|message| message.as_str())
+            .filter(|message| !message.trim().is_empty())
+    });
+    match message {
+        Some(message) => Some(message.to_owned()),
+        None if !body.trim().is_empty() => Some(cut(body.trim())),
+        None => None,
+    }
+}
+
+/// `text` cut to `ERROR_BODY_CHARS_MAX` characters.
+fn cut(text: &str) -> String {
+    text.chars().take(ERROR_BODY_CHARS_MAX).collect()
+}
+
+/// Whether `headers` say the body is JSON (`application/json`, or a `+json` type).
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(content_type) = headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json" || essence.ends_with("+json")
 }
 
 /// The most of an error body that is quoted in an error message.
@@ -287,7 +413,8 @@ impl HttpClient {
                 Err(error) => Err(ProviderError::from(error)),
             };
             match sent {
-                Ok(response) => decode(Box::pin(response.bytes_stream()), decoder).boxed(),
+                // The answer begins with the body's first bytes, which have arrived.
+                Ok(body) => decode_since(body, decoder, Some(Instant::now())).boxed(),
                 Err(error) => stream::iter([StreamEvent::Error(error)]).boxed(),
             }
         })
@@ -295,9 +422,17 @@ impl HttpClient {
         .boxed()
     }
 
-    /// Sends `request` until it is answered with success, a status not worth retrying, or the
-    /// attempts run out.
-    async fn send(&self, request: reqwest::Request) -> Result<reqwest::Response, ProviderError> {
+    /// Sends `request` until its answer begins (a success whose body's first bytes arrived),
+    /// it fails in a way not worth retrying, or the attempts run out; returns the body from
+    /// its first bytes, or the last failure with its attempts and the time since the first.
+    async fn send(
+        &self,
+        request: reqwest::Request,
+    ) -> Result<
+        BoxStream<'static, Result<impl AsRef<[u8]> + Send + 'static, reqwest::Error>>,
+        ProviderError,
+    > {
+        let started_at = Instant::now();
         let attempts_max = self.retry.attempts_max.max(1);
         let mut attempt = 1;
         loop {
@@ -305,32 +440,22 @@ impl HttpClient {
                 // A JSON body is bytes in memory: it always clones.
                 unreachable!("a request with a body in memory clones");
             };
-            let refused = match self.client.execute(this_try).await {
-                Ok(response) if response.status().is_success() => return Ok(response),
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    let retry_after = response
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|value| value.to_str().ok())
-                        .map(str::to_owned);
-                    let body = response.text().await.unwrap_or_default();
-                    let error = http_error(status, &body);
-                    if !is_retryable(status) {
+            let (error, retry_after) = match self.attempt(this_try).await {
+                Attempt::Began(body) => return Ok(body),
+                Attempt::Failed {
+                    error,
+                    retryable,
+                    retry_after,
+                } => {
+                    let error = error
+                        .with_attempts(attempt)
+                        .with_elapsed(started_at.elapsed());
+                    if !retryable || attempt >= attempts_max {
                         return Err(error);
                     }
                     (error, retry_after)
                 }
-                // A connection that never opened is worth another try; one that broke after
-                // the request left may have been answered, but a model request has no side
-                // effects, so it is retried too.
-                Err(error) if error.is_connect() || error.is_request() => (error.into(), None),
-                Err(error) => return Err(error.into()),
             };
-            let (error, retry_after) = refused;
-            if attempt >= attempts_max {
-                return Err(error);
-            }
             let delay = retry_delay(attempt, retry_after.as_deref(), &self.retry);
             tracing::warn!(
                 attempt,
@@ -341,6 +466,100 @@ impl HttpClient {
             );
             tokio::time::sleep(delay).await;
             attempt += 1;
+        }
+    }
+
+    /// Makes one attempt at `request`: its answer began, or nothing of it arrived.
+    async fn attempt(
+        &self,
+        request: reqwest::Request,
+    ) -> Attempt<BoxStream<'static, Result<impl AsRef<[u8]> + Send + 'static, reqwest::Error>>>
+    {
+        let response = match self.client.execute(request).await {
+            Ok(response) => response,
+            // A connection that never opened is worth another try; one that broke after the
+            // request left may have been answered, but a model request has no side effects,
+            // so it is retried too.
+            Err(error) => {
+                let retryable = error.is_connect() || error.is_request();
+                return Attempt::failed(error.into(), retryable);
+            }
+        };
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned);
+            let body = response.text().await.unwrap_or_default();
+            return Attempt::Failed {
+                error: http_error(status, &body),
+                retryable: is_retryable(status),
+                retry_after,
+            };
+        }
+        if is_json(response.headers()) {
+            // An error reported in a success: retried as its status would be.
+            let error = match response.text().await {
+                Ok(body) => json_error(&body),
+                Err(error) => return Attempt::failed(error.into(), true),
+            };
+            let retryable =
+                matches!(error.kind, ProviderErrorKind::Http { status } if is_retryable(status));
+            return Attempt::failed(error, retryable);
+        }
+        let mut body = response.bytes_stream();
+        loop {
+            match body.next().await {
+                Some(Ok(bytes)) if bytes.is_empty() => continue,
+                Some(Ok(bytes)) => {
+                    return Attempt::Began(
+                        stream::once(future::ready(Ok(bytes))).chain(body).boxed(),
+                    );
+                }
+                // The connection closed (or went silent) after the response head: nothing of
+                // the answer arrived, as with a reset before it.
+                Some(Err(error)) => {
+                    let mut error = ProviderError::from(error);
+                    error.message = format!(
+                        "after the response head, before any of the body: {}",
+                        error.message
+                    );
+                    return Attempt::failed(error, true);
+                }
+                None => {
+                    let error = ProviderError::new(
+                        ProviderErrorKind::Transport,
+                        "the connection closed after the response head, before any of the body",
+                    );
+                    return Attempt::failed(error, true);
+                }
+            }
+        }
+    }
+}
+
+/// What one attempt at a request came to.
+enum Attempt<S> {
+    /// The answer began: its body, from the first bytes.
+    Began(S),
+    /// Nothing of the answer arrived.
+    Failed {
+        error: ProviderError,
+        /// Another attempt may fare better.
+        retryable: bool,
+        /// The server's `retry-after`, when it sent one.
+        retry_after: Option<String>,
+    },
+}
+
+impl<S> Attempt<S> {
+    fn failed(error: ProviderError, retryable: bool) -> Self {
+        Self::Failed {
+            error,
+            retryable,
+            retry_after: None,
         }
     }
 }
@@ -412,6 +631,126 @@ mod tests {
             "{events:?}"
         );
         assert_eq!(events.len(), 2);
+    }
+
+    #[test]
+    fn a_stream_that_began_records_how_long_it_ran_when_it_breaks() {
+        let began_at = Instant::now().checked_sub(Duration::from_millis(3_000));
+        assert!(began_at.is_some(), "the clock reaches back 3 s");
+        let cut = || {
+            vec![StreamEvent::Error(ProviderError::new(
+                ProviderErrorKind::Transport,
+                "the stream ended before the response finished",
+            ))]
+        };
+        let run = |sse: &str, at_end, began_at| {
+            let chunks = vec![sse.as_bytes().to_vec()];
+            let body = stream::iter(chunks.into_iter().map(Ok::<_, Infallible>));
+            let events: Vec<_> = futures::executor::block_on(
+                decode_since(body, Echo { at_end }, began_at).collect(),
+            );
+            match events.last() {
+                Some(StreamEvent::Error(error)) => error.clone(),
+                other => panic!("{other:?}"),
+            }
+        };
+        // The body ended before the answer finished: the time since it began.
+        let error = run("data: a\n\n", cut(), began_at);
+        assert!(error.elapsed_ms.is_some_and(|ms| ms >= 3_000), "{error:?}");
+        assert_eq!(error.attempts, None);
+        assert!(
+            error
+                .reason()
+                .starts_with("the stream was cut off after 3 s")
+        );
+        // An error the server reported in the stream says what it said, with no time.
+        let error = run("data: a\n\ndata: fail\n\n", cut(), began_at);
+        assert_eq!(error.elapsed_ms, None);
+        // A body from memory has no time.
+        assert_eq!(run("data: a\n\n", cut(), None).elapsed_ms, None);
+    }
+
+    #[test]
+    fn json_where_the_stream_should_be() {
+        for (body, kind, message) in [
+            (
+                r#"{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}"#,
+                ProviderErrorKind::Http { status: 529 },
+                "Overloaded",
+            ),
+            (
+                r#"{"error": {"type": "overloaded_error", "message": "Overloaded"}}"#,
+                ProviderErrorKind::Http { status: 529 },
+                "Overloaded",
+            ),
+            (
+                r#"{"error": {"message": "The model `gpt-9` does not exist", "type": "invalid_request_error", "code": "model_not_found"}}"#,
+                ProviderErrorKind::Http { status: 400 },
+                "The model `gpt-9` does not exist",
+            ),
+            (
+                r#"{"error": {"message": "quota", "type": "insufficient_quota", "code": "insufficient_quota"}}"#,
+                ProviderErrorKind::Http { status: 429 },
+                "quota",
+            ),
+            // A code that is a status wins over the type.
+            (
+                r#"{"error": {"message": "busy", "type": "server_error", "code": 503}}"#,
+                ProviderErrorKind::Http { status: 503 },
+                "busy",
+            ),
+            (
+                r#"{"error": {"message": "busy", "code": "502"}}"#,
+                ProviderErrorKind::Http { status: 502 },
+                "busy",
+            ),
+            // A type neither wire documents: the message, as a failure of the server.
+            (
+                r#"{"error": {"message": "the GPU fell over", "type": "gpu_error", "code": null}}"#,
+                ProviderErrorKind::Transport,
+                "the GPU fell over",
+            ),
+            (
+                r#"{"error": "model not loaded"}"#,
+                ProviderErrorKind::Transport,
+                "model not loaded",
+            ),
+            // JSON that is no error: not an answer this shell reads.
+            (
+                r#"{"id": "c1", "choices": []}"#,
+                ProviderErrorKind::Malformed,
+                r#"the answer is JSON, not an event stream: {"id": "c1", "choices": []}"#,
+            ),
+            (
+                "not json",
+                ProviderErrorKind::Malformed,
+                "the answer is JSON, not an event stream: not json",
+            ),
+        ] {
+            assert_eq!(
+                json_error(body),
+                ProviderError::new(kind, message),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn json_content_types() {
+        for (content_type, json) in [
+            ("application/json", true),
+            ("application/json; charset=utf-8", true),
+            ("Application/JSON", true),
+            ("application/problem+json", true),
+            ("text/event-stream", false),
+            ("text/event-stream; charset=utf-8", false),
+            ("text/plain", false),
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert(CONTENT_TYPE, content_type.parse().expect("a header value"));
+            assert_eq!(is_json(&headers), json, "{content_type}");
+        }
+        assert!(!is_json(&HeaderMap::new()));
     }
 
     #[test]

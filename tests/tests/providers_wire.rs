@@ -393,9 +393,10 @@ async fn server_errors_are_retried_a_bounded_number_of_times() {
             .expect("server");
         let events = collect(provider(&config(kind, &server)).as_ref(), request("")).await;
         assert_eq!(
-            *error(&events),
-            ProviderError::new(ProviderErrorKind::Http { status: 503 }, "overloaded")
+            (&error(&events).kind, error(&events).message.as_str()),
+            (&ProviderErrorKind::Http { status: 503 }, "overloaded")
         );
+        assert_eq!(error(&events).attempts, Some(3), "{kind}");
         assert_eq!(events.len(), 1);
         // attempts_max is 3.
         assert_eq!(server.received().len(), 3, "{kind}");
@@ -421,13 +422,14 @@ async fn a_400_is_not_retried_and_says_what_the_provider_said() {
         .expect("server");
         let events = collect(provider(&config(kind, &server)).as_ref(), request("")).await;
         assert_eq!(
-            *error(&events),
-            ProviderError::new(
-                ProviderErrorKind::Http { status: 400 },
+            (&error(&events).kind, error(&events).message.as_str()),
+            (
+                &ProviderErrorKind::Http { status: 400 },
                 "Invalid 'messages[1].content': expected a string."
             ),
             "{kind}"
         );
+        assert_eq!(error(&events).attempts, Some(1), "{kind}");
         assert_eq!(server.received().len(), 1, "{kind}");
     }
 }
