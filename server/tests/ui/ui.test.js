@@ -2,7 +2,8 @@
 // playwright-core) against a real `seed serve` with the scripted model, started by
 // scripts/ui-test.sh, which passes SEED_URL, SEED_LOGIN_URL, SEED_OTHER_TOKEN (a token of a
 // second account, minted by `seed token`), SEED_BIN (the `seed` binary, for the test that
-// crashes a service of its own) and SEED_UI_SCREENSHOTS.
+// crashes a service of its own) and SEED_UI_SCREENSHOTS. The browser, the sign-in and the
+// steps the tests share are harness.js.
 //
 // The scripted model's directives (server/src/model.rs) script the scenarios: `[slow N]` paces
 // the streaming, `[steps N]` makes a turn of N responses (each step calling the status verb),
@@ -12,130 +13,29 @@
 // successor's run), so that a retry is answered.
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
-import { chromium } from "playwright-core";
-
-const SEED_URL = process.env.SEED_URL;
-const LOGIN_URL = process.env.SEED_LOGIN_URL;
-const OTHER_TOKEN = process.env.SEED_OTHER_TOKEN;
-const SEED_BIN = process.env.SEED_BIN;
-const SHOTS = process.env.SEED_UI_SCREENSHOTS || join(process.cwd(), "ui-screenshots");
-const TIMEOUT_MS = 15000;
-
-if (!SEED_URL || !LOGIN_URL) {
-  throw new Error("run through scripts/ui-test.sh: SEED_URL and SEED_LOGIN_URL are not set");
-}
-
-let browser;
-let context;
-let page;
-let token;
-const consoleErrors = [];
-
-async function newContext() {
-  const created = await browser.newContext({ viewport: { width: 1280, height: 820 } });
-  created.setDefaultTimeout(TIMEOUT_MS);
-  return created;
-}
-
-function watch(p) {
-  p.on("console", (message) => {
-    if (message.type() === "error") consoleErrors.push(message.text());
-  });
-  p.on("pageerror", (error) => consoleErrors.push(String(error)));
-}
-
-/**
- * Runs `task`, in which requests the service refuses with `status` are expected: the browser
- * logs each as an error, and those are not counted against the page.
- */
-async function expectingRefusals(status, task) {
-  const from = consoleErrors.length;
-  await task();
-  const expected = `Failed to load resource: the server responded with a status of ${status} `;
-  for (let i = consoleErrors.length - 1; i >= from; i--) {
-    if (consoleErrors[i].startsWith(expected)) consoleErrors.splice(i, 1);
-  }
-}
-
-async function shot(p, name) {
-  await p.screenshot({ path: join(SHOTS, `${name}.png`) });
-}
-
-before(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: process.env.SEED_CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-    // Each launch gets a fresh user-data-dir of its own (playwright makes a temporary one).
-  });
-  context = await newContext();
-  page = await context.newPage();
-  watch(page);
-  // The one-time login link: it stores a token and opens the UI.
-  await page.goto(LOGIN_URL);
-  await page.waitForURL(`${SEED_URL}/`);
-  await page.locator("#new-session").waitFor();
-  token = await page.evaluate(() => localStorage.getItem("seed.token"));
-  assert.ok(token, "the login link left a token");
-});
-
-after(async () => {
-  if (browser) await browser.close();
-  await stopServices();
-});
-
-/** A new session through the UI; returns its id once its view is ready. */
-async function newSession(p = page) {
-  const before = p.url();
-  await p.locator("#new-session").click();
-  await p.waitForURL((url) => /\/s\/[0-9a-f-]{36}$/.test(url.pathname) && url.href !== before);
-  const id = sessionIdOf(p);
-  await p.locator(`.session-view[data-session-id="${id}"][data-ready='1']`).waitFor();
-  return id;
-}
-
-function sessionIdOf(p) {
-  return new URL(p.url()).pathname.split("/").pop();
-}
-
-/** Sends through the composer and waits for the reply that contains `answer`. */
-async function say(text, answer, p = page) {
-  const before = await p.locator(".msg.assistant:not(.streaming)").count();
-  await p.locator("#composer-input").fill(text);
-  await p.locator("#composer-input").press("Enter");
-  if (answer) {
-    await p.locator(".msg.assistant:not(.streaming)").nth(before).waitFor();
-    await p.locator(".msg.assistant:not(.streaming)", { hasText: answer }).last().waitFor();
-  }
-}
-
-/** A second browser, signed in with a pasted token (the form a minted token goes into). */
-async function secondClient(withToken = token, { expectErrors = false } = {}) {
-  const other = await newContext();
-  const p = await other.newPage();
-  if (!expectErrors) watch(p);
-  await p.goto(`${SEED_URL}/`);
-  await p.locator("#token-input").fill(withToken);
-  await p.locator("#token-submit").click();
-  await p.locator("#new-session").waitFor();
-  return { other, p };
-}
+import {
+  LOGIN_URL,
+  OTHER_TOKEN,
+  SEED_BIN,
+  SEED_URL,
+  consoleErrors,
+  expectingRefusals,
+  newContext,
+  newSession,
+  page,
+  say,
+  secondClient,
+  sessionIdOf,
+  shot,
+  startService,
+  stopServices,
+  token,
+} from "./harness.js";
 
 test("the login link works once; the UI is served with a strict policy and lists the account's sessions", async () => {
   const response = await page.request.get(`${SEED_URL}/`);
@@ -465,46 +365,6 @@ test("a page reloaded mid-turn shows what is committed, the answer in flight, th
   await assertRowsInOrder();
   await shot(page, "13-reloaded-answered");
 });
-
-// The services a test started itself, to be stopped by their pid.
-const services = new Set();
-
-/**
- * Starts `seed serve` (the scripted model) on `dataDir`; resolves once it prints its login
- * link, with its URL, the link, and a promise of its exit.
- */
-function startService(dataDir, { listen = "127.0.0.1:0", crashAt = null } = {}) {
-  const args = ["serve", "--data-dir", dataDir, "--listen", listen];
-  if (crashAt) args.push("--crash-at", crashAt);
-  const env = { ...process.env, SEED_PROVIDER: "scripted", RUST_LOG: "warn" };
-  delete env.SEED_CRASH_AT;
-  const child = spawn(SEED_BIN, args, { env, stdio: ["ignore", "pipe", "pipe"] });
-  services.add(child);
-  const exited = new Promise((resolve) => {
-    child.once("exit", (code, signal) => {
-      services.delete(child);
-      resolve({ code, signal });
-    });
-  });
-  let out = "";
-  let err = "";
-  child.stderr.on("data", (chunk) => (err += chunk));
-  return new Promise((resolve, reject) => {
-    child.stdout.on("data", (chunk) => {
-      out += chunk;
-      const url = /^seed: listening on (\S+)$/m.exec(out);
-      const login = /^sign in a browser \(one time\): (\S+)$/m.exec(out);
-      if (url && login) resolve({ url: url[1], login: login[1], exited });
-    });
-    exited.then(({ code, signal }) => reject(new Error(`seed serve ended (${code ?? signal}) before it listened: ${err}`)));
-  });
-}
-
-async function stopServices() {
-  const running = [...services];
-  for (const child of running) process.kill(child.pid, "SIGTERM");
-  await Promise.all(running.map((child) => new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", resolve)))));
-}
 
 test("a continuation cut off by a crash is answered on restart and shows as the normal transition row", async () => {
   assert.ok(SEED_BIN, "scripts/ui-test.sh passes the seed binary in SEED_BIN");
