@@ -1,6 +1,7 @@
 // The Seed web UI: the session list, the session view (transcript, composer, stop, model,
-// context meter), continuation cards and follow-continuation; the wrench palette is palette.js,
-// failed runs and their Retry runs.js, the model picker modelpicker.js.
+// context meter), continuation cards and follow-continuation, Go on after a reply cut off by
+// the output limit; the wrench palette is palette.js, failed runs (their Retry, and failed
+// turns' lines) runs.js, the model picker modelpicker.js.
 // Plain ES modules, no build step.
 
 import * as api from "./api.js";
@@ -8,7 +9,18 @@ import { AttachmentTray } from "./attachments.js";
 import { ModelPicker } from "./modelpicker.js";
 import { Palette } from "./palette.js";
 import { FailedRuns } from "./runs.js";
-import { Follower, contextUsage, isUuid, listRefreshDelay, mergeDelta, noticeLine, relativeTime } from "./logic.js";
+import {
+  Follower,
+  GO_ON_TEXT,
+  contextUsage,
+  failedRunNotice,
+  goOnOffer,
+  isUuid,
+  listRefreshDelay,
+  mergeDelta,
+  noticeLine,
+  relativeTime,
+} from "./logic.js";
 import {
   actionRow,
   bubble,
@@ -521,10 +533,12 @@ class SessionView {
   append(events) {
     if (!events.length) return;
     const stick = this.nearEnd();
+    let failedNotice = false;
     for (const event of events) {
       if (event.seq <= this.lastSeq) continue;
       this.lastSeq = event.seq;
       this.events.push(event);
+      failedNotice ||= failedRunNotice(event) !== null;
       const node = this.render(event);
       if (node) this.transcript.append(node);
       // The response in flight is in the log now: its message takes the streaming answer's place.
@@ -534,12 +548,32 @@ class SessionView {
     }
     if (this.stream && this.stream.text) this.transcript.append(this.stream.element);
     this.failedRuns.place();
+    // A failed turn's line waits for the runs as read after it came (is a Retry row its?).
+    if (failedNotice && this.element.dataset.ready) this.serial(() => this.failedRuns.read()).catch(handleError);
+    this.offerGoOn();
     this.usage = contextUsage(this.events, this.info ? this.info.context_window : null);
     if (stick) this.scrollToEnd();
   }
 
+  /** Go on shows on the newest reply when the output limit cut it off; older ones keep the note. */
+  offerGoOn() {
+    const offered = String(goOnOffer(this.events));
+    for (const button of this.transcript.querySelectorAll(".msg.assistant .go-on")) {
+      button.hidden = button.closest(".msg").dataset.seq !== offered;
+    }
+  }
+
+  /** Go on: "Go on." to the session, as an ordinary message; the button waits while it goes. */
+  async goOn(button) {
+    button.disabled = true;
+    await this.post(GO_ON_TEXT);
+    button.disabled = false;
+  }
+
   render(event) {
     const open = (path) => navigate(path);
+    const failure = failedRunNotice(event);
+    if (failure) return this.failedRuns.line(event, failure);
     switch (event.type) {
       case "message":
         if (event.meta && event.meta.continuation) {
@@ -550,6 +584,7 @@ class SessionView {
           return bubble(event, {
             onOpenPredecessor: (id) => open(`/s/${id}`),
             onDownload: (attachment) => api.download(this.sessionId, attachment).catch(handleError),
+            onGoOn: (button) => this.goOn(button),
           });
         }
         return h("div", { class: "notice-line" }, noticeLine(event));
@@ -655,25 +690,38 @@ class SessionView {
       return;
     }
     this.input.value = "";
-    follower.follow(this.sessionId);
-    this.setBusy(true);
     // The files leave the composer with the message; a refused message gives them back,
     // uploaded, for the next try.
     let taken = [];
-    try {
+    const sent = await this.post(text, async () => {
       const attachments = this.tray.pending ? await this.tray.upload(this.sessionId) : [];
       taken = this.tray.take();
+      return attachments;
+    });
+    if (sent) return;
+    if (!this.input.value) this.input.value = text;
+    if (taken.length) this.tray.restore(taken);
+  }
+
+  /**
+   * Sends `text` (with the files `attachmentsOf()` gives) as a message and waits for its turn;
+   * whether the service took it (else the error is shown).
+   */
+  async post(text, attachmentsOf = async () => []) {
+    follower.follow(this.sessionId);
+    this.setBusy(true);
+    try {
+      const attachments = await attachmentsOf();
       const sent = await api.post(`/v1/sessions/${this.sessionId}/messages`, { text, wait: true, attachments });
-      taken = [];
       if (sent.continued_to_session_id && !this.closed) {
         this.knownSuccessor = sent.continued_to_session_id;
         this.continued(sent.continued_to_session_id, { sentHere: true });
       }
+      return true;
     } catch (error) {
-      if (!this.input.value) this.input.value = text;
-      if (taken.length) this.tray.restore(taken);
       this.setBusy(false);
       handleError(error);
+      return false;
     }
   }
 

@@ -1,6 +1,7 @@
-// The UI's pure logic (no DOM, no network): the context meter, following a continuation,
-// merging streamed text, reading tool results, the handoff as the runtime normalizes it, which
-// messages offer a retry, the model picker's change, formatting. Unit-tested with `node --test`
+// The UI's pure logic (no DOM, no network): the context meter (an estimate marked as one),
+// following a continuation, merging streamed text, reading tool results, the handoff as the
+// runtime normalizes it, which messages offer a retry and which failed turns' lines show, which
+// cut-off reply offers Go on, the model picker's change, formatting. Unit-tested with `node --test`
 // (server/tests/ui/unit.test.js).
 
 /** The meter's level for a percentage: muted below 70, amber from 70, red from 85. */
@@ -19,7 +20,8 @@ export function promptTokens(usage) {
 
 /**
  * The context meter from a session's events and its model's window: the newest assistant
- * message carrying usage. Null when either is unknown.
+ * message carrying usage. `estimated`: the usage is the runtime's estimate from the request's
+ * size (`usage.estimated`), as for a model server that reports none. Null when either is unknown.
  */
 export function contextUsage(events, contextWindow) {
   if (!contextWindow || contextWindow <= 0) return null;
@@ -29,17 +31,28 @@ export function contextUsage(events, contextWindow) {
       const tokens = promptTokens(event.meta.usage);
       if (tokens === null) continue;
       const percent = (tokens * 100) / contextWindow;
-      return { tokens, window: contextWindow, percent, level: meterLevel(percent) };
+      const estimated = event.meta.usage.estimated === true;
+      return { tokens, window: contextWindow, percent, level: meterLevel(percent), estimated };
     }
   }
   return null;
 }
 
-/** "150,000 of 200,000 tokens (75%)". */
+/**
+ * "Context: 150,000 of 200,000 tokens (75%)"; an estimate says so: "Context: about 12,000 of
+ * 200,000 tokens (6%), estimated: the model server reports no usage".
+ */
 export function meterTitle(usage) {
   if (!usage) return "Context: no usage reported yet";
   const pct = usage.percent >= 10 ? Math.round(usage.percent) : Math.round(usage.percent * 10) / 10;
-  return `Context: ${formatNumber(usage.tokens)} of ${formatNumber(usage.window)} tokens (${pct}%)`;
+  const numbers = `${formatNumber(usage.tokens)} of ${formatNumber(usage.window)} tokens (${pct}%)`;
+  if (usage.estimated) return `Context: about ${numbers}, estimated: the model server reports no usage`;
+  return `Context: ${numbers}`;
+}
+
+/** The meter's label: "75%", or "≈6%" for an estimate. */
+export function meterLabel(usage) {
+  return `${usage.estimated ? "≈" : ""}${Math.round(usage.percent)}%`;
 }
 
 export function formatNumber(n) {
@@ -340,6 +353,58 @@ export function failedMessages(runs) {
   }
   return failed;
 }
+
+/**
+ * The failed run a notice tells of (the one a failed run leaves in its log, with its end:
+ * `meta.run_failed`, `meta.reason`): `{runId, reason, text}`, `text` being its line in plain
+ * words ("This turn failed: the model server refused the key (401)"), or the notice's own text
+ * when it says more than that (a write the disk refused: what was kept, what to do); null for
+ * any other event.
+ */
+export function failedRunNotice(event) {
+  const meta = event && event.meta;
+  if (!event || event.type !== "notice" || !meta || !meta.run_failed) return null;
+  const reason = typeof meta.reason === "string" && meta.reason.trim() ? meta.reason : "the run failed and said no more";
+  const own = typeof event.content?.text === "string" ? event.content.text.trim() : "";
+  const text = own && own !== `The turn failed: ${reason}` ? own : `This turn failed: ${reason}`;
+  return { runId: String(meta.run_failed), reason, text };
+}
+
+/**
+ * Whether a failed turn's line shows. `line`: its `runId`, and `readsBefore`, how many reads of
+ * the runs had started when it came. `failed`: failedMessages of the newest read applied, whose
+ * number is `readApplied`. Until a read that started after the line came is applied, whether its
+ * run offers Retry is unknown, and the line waits hidden (else it would show, then hide for the
+ * Retry row); then it is hidden only while a Retry row tells the same run's reason, so the
+ * reason shows once, and the failure stays in the transcript once the retry is answered.
+ */
+export function failedTurnShown(line, failed, readApplied) {
+  if (readApplied <= line.readsBefore) return false;
+  for (const failure of failed.values()) if (failure.runId === line.runId) return false;
+  return true;
+}
+
+/** Whether `event` is a reply the model's output token limit cut off (`meta.stop_reason` "length"). */
+export function isCutOff(event) {
+  return event.type === "message" && event.role === "assistant" && event.meta?.stop_reason === "length";
+}
+
+/**
+ * The seq of the cut-off reply that offers Go on: the session's newest message, when it is a
+ * reply cut off by the output limit; null when there is none or anything was said after it (an
+ * older cut-off reply only shows its note).
+ */
+export function goOnOffer(events) {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const event = events[i];
+    if (event.type !== "message" || (event.role !== "user" && event.role !== "assistant")) continue;
+    return isCutOff(event) ? event.seq : null;
+  }
+  return null;
+}
+
+/** What Go on sends: an ordinary message, as if typed. */
+export const GO_ON_TEXT = "Go on.";
 
 /** The reasoning levels a session may ask for; none is the provider's configuration. */
 export const REASONING_LEVELS = ["low", "medium", "high"];

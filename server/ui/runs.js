@@ -1,10 +1,12 @@
 // Failed runs in the transcript: after a message whose newest run failed, a row with what went
-// wrong and a Retry button (POST …/messages/{event_id}/retry). The runs are read
-// (GET …/runs) when the session opens and whenever a run ends; which messages get a row is
-// logic.js's `failedMessages`. A retried run that succeeds takes the row away.
+// wrong and a Retry button (POST …/messages/{event_id}/retry); and where a failed run left its
+// notice in the log, a failed turn's line with the reason, hidden while a Retry row tells the
+// same run's reason. The runs are read (GET …/runs) when the session opens and whenever a run
+// ends; which messages get a row is logic.js's `failedMessages`, which lines show its
+// `failedTurnShown`. A retried run that succeeds takes the row away, and its line shows again.
 
 import * as api from "./api.js";
-import { failedMessages } from "./logic.js";
+import { failedMessages, failedTurnShown } from "./logic.js";
 import { h } from "./transcript.js";
 
 /** How many of the session's newest runs are read: messages older than these get no row. */
@@ -24,17 +26,44 @@ export class FailedRuns {
     this.onSignedOut = onSignedOut;
     this.failed = new Map(); // event id -> { runId, error }
     this.rows = new Map(); // event id -> row
+    this.lines = []; // failed turns' lines, each with `runId` and `readsBefore`
+    // Reads of the runs started, and the number of the newest one applied: an older read that
+    // answers late is not applied over a newer one.
+    this.readsStarted = 0;
+    this.readApplied = 0;
   }
 
   /** Reads the session's newest runs and shows a row for each message whose newest run failed. */
   async read() {
+    const number = ++this.readsStarted;
     const page = await api.get(`/v1/sessions/${this.sessionId}/runs?limit=${RUNS_READ}`);
+    if (number <= this.readApplied) return;
+    this.readApplied = number;
     this.failed = failedMessages(page.runs);
     this.place();
   }
 
-  /** Puts each row right after its message (once the message is in view), and drops the rest. */
+  /**
+   * The line of a failed turn (`notice`: logic.js's failedRunNotice of the notice event), for
+   * the transcript at the notice's place; hidden until `place` decides.
+   */
+  line(event, notice) {
+    const line = h(
+      "div",
+      { class: "failed-turn", dataset: { seq: event.seq, runId: notice.runId }, hidden: true },
+      h("span", { class: "failed-run-icon", "aria-hidden": "true" }, "!"),
+      h("div", { class: "failed-turn-reason" }, notice.text),
+    );
+    this.lines.push({ element: line, runId: notice.runId, readsBefore: this.readsStarted });
+    return line;
+  }
+
+  /**
+   * Puts each row right after its message (once the message is in view), and drops the rest;
+   * shows each failed turn's line that no row stands for.
+   */
   place() {
+    for (const line of this.lines) line.element.hidden = !failedTurnShown(line, this.failed, this.readApplied);
     for (const [eventId, row] of this.rows) {
       if (this.failed.has(eventId)) continue;
       row.remove();

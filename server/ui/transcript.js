@@ -1,6 +1,7 @@
-// The transcript's pieces as DOM: message bubbles (markdown), tool rows (collapsed), the
-// continuation transition row (predecessor side), the handoff card (successor side), the
-// streaming bubble, the context meter. Text goes in as text nodes or through the escaping
+// The transcript's pieces as DOM: message bubbles (markdown; a reply cut off by the output
+// limit marked, with a Go on button), tool rows (collapsed), the continuation transition row
+// (predecessor side), the handoff card (successor side), the streaming bubble, the context
+// meter (an estimate marked). Text goes in as text nodes or through the escaping
 // markdown renderer, never as markup.
 
 import { renderMarkdown } from "./markdown.js";
@@ -9,8 +10,10 @@ import {
   describeSource,
   formatBytes,
   handoffMarkdown,
+  isCutOff,
   messageAttachments,
   normalizeInput,
+  meterLabel,
   meterTitle,
   revealedChars,
   successorFromResult,
@@ -42,7 +45,10 @@ export function markdown(text, className = "markdown") {
 
 const SVG = "http://www.w3.org/2000/svg";
 
-/** The context meter: a small pie, muted, amber from 70%, red from 85%; numbers on hover. */
+/**
+ * The context meter: a small pie, muted, amber from 70%, red from 85%; numbers on hover. An
+ * estimate (the model server reports no usage) has a dashed ring and "≈" in its label.
+ */
 export function meter(usage, { label = true } = {}) {
   const percent = usage ? Math.min(100, usage.percent) : 0;
   const level = usage ? usage.level : "none";
@@ -66,11 +72,18 @@ export function meter(usage, { label = true } = {}) {
   slice.setAttribute("class", "meter-slice");
   svg.append(track, slice);
   const title = meterTitle(usage);
+  const estimated = !!(usage && usage.estimated);
   return h(
     "span",
-    { class: `meter level-${level}`, dataset: { level }, title, role: "img", "aria-label": title },
+    {
+      class: `meter level-${level}${estimated ? " estimated" : ""}`,
+      dataset: estimated ? { level, estimated: "1" } : { level },
+      title,
+      role: "img",
+      "aria-label": title,
+    },
     svg,
-    label && usage ? h("span", { class: "meter-label" }, `${Math.round(usage.percent)}%`) : null,
+    label && usage ? h("span", { class: "meter-label" }, meterLabel(usage)) : null,
   );
 }
 
@@ -297,7 +310,11 @@ export function attachmentChip(attachment, { onDownload, onRemove } = {}) {
   return chip;
 }
 
-export function bubble(event, { onOpenPredecessor, onDownload } = {}) {
+/**
+ * A message bubble. A reply cut off by the output limit ends in a note and a Go on button
+ * (`onGoOn(button)`), hidden until the session view offers it (on the newest reply only).
+ */
+export function bubble(event, { onOpenPredecessor, onDownload, onGoOn } = {}) {
   const role = event.role === "assistant" ? "assistant" : "user";
   const text = typeof event.content?.text === "string" ? event.content.text : "";
   const from = event.meta && event.meta.continued_from;
@@ -329,6 +346,19 @@ export function bubble(event, { onOpenPredecessor, onDownload } = {}) {
   }
   const errorMessage = event.meta && event.meta.error_message;
   if (errorMessage) element.append(h("div", { class: "msg-error" }, errorMessage));
+  if (isCutOff(event)) {
+    const goOn = h("button", { type: "button", class: "go-on", hidden: true }, "Go on");
+    goOn.addEventListener("click", () => onGoOn && onGoOn(goOn));
+    element.classList.add("cut-off");
+    element.append(
+      h(
+        "div",
+        { class: "cut-off-note" },
+        h("span", { class: "cut-off-text" }, "Cut off: the reply reached the model's output limit"),
+        goOn,
+      ),
+    );
+  }
   return element;
 }
 

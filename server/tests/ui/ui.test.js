@@ -8,9 +8,10 @@
 // The scripted model's directives (server/src/model.rs) script the scenarios: `[slow N]` paces
 // the streaming, `[steps N]` makes a turn of N responses (each step calling the status verb),
 // `[usage N%]` sets the reported prompt size, `title:` names a session, `continue: X`
-// continues into a successor titled X, `[refuse]` makes that call one the runtime refuses, and
+// continues into a successor titled X, `[refuse]` makes that call one the runtime refuses,
 // `[fail]` fails a message's run when the message is its input (with `continue:`, the
-// successor's run), so that a retry is answered.
+// successor's run), so that a retry is answered, `[cut off]` stops the answer at the output
+// token limit, and `[no usage]` makes the answer report no usage (the runtime estimates it).
 
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -538,29 +539,68 @@ test("the wrench palette runs status by hand: a form from its schema, a refused 
   await assertRowsInOrder();
 });
 
-test("a failed run shows after its message with the reason and Retry, after a reload too; the retry is answered and the row goes", async () => {
+/** How many times `text` shows in the transcript, as a person reads it (hidden rows not). */
+async function timesShown(text, p = page) {
+  return (await p.locator("#transcript").innerText()).split(text).length - 1;
+}
+
+test("a failed run shows its reason once, with Retry, after its message, after a reload too; once retried and answered, the failed turn stays in the transcript, once", async () => {
   const id = await newSession();
+  // Whether the failed turn's line ever shows before the retry (it must not show, then hide).
+  await page.evaluate(() => {
+    const transcript = document.querySelector("#transcript");
+    window.failedTurnShown = false;
+    new MutationObserver(() => {
+      if (transcript.querySelector(".failed-turn:not([hidden])")) window.failedTurnShown = true;
+    }).observe(transcript, { subtree: true, childList: true, attributes: true, attributeFilter: ["hidden"] });
+  });
   await page.locator("#composer-input").fill("[fail] hello");
   await page.locator("#composer-input").press("Enter");
   const row = page.locator(".failed-run");
   await row.waitFor();
   await page.waitForFunction(() => document.querySelector("#stop").disabled);
-  assert.match(await row.locator(".failed-run-reason").innerText(), /the scripted model fails this message, as \[fail\] asks/);
+  const reason = await row.locator(".failed-run-reason").innerText();
+  assert.match(reason, /the scripted model fails this message, as \[fail\] asks/);
   const before = () => row.evaluate((element) => element.previousElementSibling.matches(".msg.user") && element.previousElementSibling.innerText);
   assert.equal(await before(), "[fail] hello", "the row follows the message it answers");
   assert.equal(await page.locator(".msg.assistant").count(), 0);
+  // The run's notice is in the log, but its line waits while the row tells the reason.
+  const line = page.locator(".failed-turn");
+  assert.equal(await line.count(), 1, "the notice is in the transcript");
+  assert.equal(await line.isVisible(), false, "its line is hidden while the Retry row shows");
+  assert.equal(await timesShown(reason), 1, "the reason shows once");
+  assert.equal(await timesShown("runtime:"), 0, "no raw notice line");
+  assert.equal(await page.evaluate(() => window.failedTurnShown), false, "the line never showed while the turn failed");
   // The page learns of failed runs on load too.
   await page.reload();
   await page.locator(`.session-view[data-session-id="${id}"][data-ready='1']`).waitFor();
   await row.waitFor();
   assert.equal(await before(), "[fail] hello");
+  assert.equal(await line.isVisible(), false);
+  assert.equal(await timesShown(reason), 1, "the reason shows once after a reload");
   await shot(page, "40-failed-run");
   await row.locator("button.retry").click();
   await page.locator(".msg.assistant:not(.streaming)", { hasText: "You said: hello" }).waitFor();
   await row.waitFor({ state: "detached" });
   await page.waitForFunction(() => document.querySelector("#stop").disabled);
   assert.deepEqual(await answers(), ["You said: hello"]);
-  await assertRowsInOrder();
+  // The failure stays as history: the failed turn's line, between the message and the answer.
+  const afterRetry = async () => {
+    await line.waitFor({ state: "visible" });
+    assert.equal(await line.locator(".failed-turn-reason").innerText(), `This turn failed: ${reason}`);
+    assert.equal(await timesShown(reason), 1, "the reason shows once");
+    assert.equal(await page.locator("button.retry").count(), 0, "no Retry");
+    const order = await page
+      .locator("#transcript > .msg, #transcript > .failed-turn")
+      .evaluateAll((rows) => rows.map((row) => (row.matches(".failed-turn") ? "failed" : row.innerText)));
+    assert.deepEqual(order, ["[fail] hello", "failed", "You said: hello"]);
+    await assertRowsInOrder();
+  };
+  await afterRetry();
+  await shot(page, "40b-failed-turn-retried");
+  await page.reload();
+  await page.locator(`.session-view[data-session-id="${id}"][data-ready='1']`).waitFor();
+  await afterRetry();
 });
 
 test("a successor whose run failed offers Retry on its replayed message, and the retry is answered there", async () => {
@@ -584,6 +624,71 @@ test("a successor whose run failed offers Retry on its replayed message, and the
   assert.equal(sessionIdOf(page), successor, "answered here, not continued again");
   assert.equal(await page.locator(".failed-run").count(), 0);
   await shot(page, "42-successor-retried");
+});
+
+test("a reply cut off by the output limit says so; the newest offers Go on, which sends “Go on.” and is answered", async () => {
+  const id = await newSession();
+  const note = "Cut off: the reply reached the model's output limit";
+  await say("[cut off] list them", "You said: list them, and then");
+  const first = page.locator(".msg.assistant", { hasText: "You said: list them, and then" });
+  assert.equal(await first.locator(".cut-off-text").innerText(), note);
+  await first.locator("button.go-on").waitFor({ state: "visible" });
+  // A second cut-off reply: only the newest offers Go on; the older keeps its note.
+  await say("[cut off] and more", "You said: and more, and then");
+  const second = page.locator(".msg.assistant", { hasText: "You said: and more, and then" });
+  await second.locator("button.go-on").waitFor({ state: "visible" });
+  await first.locator("button.go-on").waitFor({ state: "hidden" });
+  assert.equal(await first.locator(".cut-off-text").innerText(), note);
+  assert.equal(await page.locator("button.go-on:visible").count(), 1);
+  await shot(page, "60-cut-off");
+
+  const sent = page.waitForRequest((request) => request.url().endsWith(`/v1/sessions/${id}/messages`) && request.method() === "POST");
+  await second.locator("button.go-on").click();
+  const body = JSON.parse((await sent).postData());
+  assert.equal(body.text, "Go on.", "an ordinary message");
+  assert.deepEqual(body.attachments, []);
+  await page.locator(".msg.user", { hasText: "Go on." }).waitFor();
+  await page.locator(".msg.assistant:not(.streaming)", { hasText: "You said: Go on." }).waitFor();
+  await page.waitForFunction(() => document.querySelector("#stop").disabled);
+  const settled = async () => {
+    const texts = await page.locator("#transcript .msg.assistant > .markdown").allInnerTexts();
+    assert.deepEqual(texts, ["You said: list them, and then", "You said: and more, and then", "You said: Go on."]);
+    assert.equal(await page.locator("button.go-on:visible").count(), 0, "Go on is gone once said");
+    assert.equal(await page.locator(".cut-off-text").count(), 2, "the cut-off replies keep their notes");
+    assert.equal(await page.locator(".msg.assistant", { hasText: "You said: Go on." }).locator(".cut-off-text").count(), 0);
+  };
+  await settled();
+  await shot(page, "61-gone-on");
+  await page.reload();
+  await page.locator(`.session-view[data-session-id="${id}"][data-ready='1']`).waitFor();
+  await settled();
+});
+
+// Skipped: it waits for the runtime's estimate of usage a server does not report (issue 32,
+// point 3). Until the assistant message's meta.usage carries `estimated: true`, a [no usage]
+// answer leaves the meter nothing to mark; unskip it with that change.
+test("a meter read from usage the model server did not report says it is an estimate", { skip: "waits for the runtime's estimate of unreported usage (meta.usage.estimated)" }, async () => {
+  const id = await newSession();
+  await say("[no usage] hello", "You said: hello");
+  const header = page.locator("#header-meter .meter");
+  await page.waitForFunction(() => document.querySelector("#header-meter .meter")?.dataset.estimated === "1");
+  const title = await header.getAttribute("title");
+  assert.match(title, /^Context: about [\d,]+ of 200,000 tokens \([\d.]+%\), estimated: the model server reports no usage$/);
+  assert.notEqual(title, "Context: about 0 of 200,000 tokens (0%), estimated: the model server reports no usage", "an estimate, not zero");
+  assert.match(await header.locator(".meter-label").innerText(), /^≈[\d]+%$/);
+  assert.ok((await header.getAttribute("class")).includes("estimated"));
+  assert.equal(await header.locator(".meter-track").evaluate((track) => getComputedStyle(track).strokeDasharray !== "none"), true, "a dashed ring");
+  await page.waitForFunction(
+    (sessionId) => document.querySelector(`#sessions .session-item[data-session-id="${sessionId}"] .meter`)?.dataset.estimated === "1",
+    id,
+  );
+  await header.hover();
+  await shot(page, "62-meter-estimated");
+  // Usage the server reports again is read as reported.
+  await say("[usage 50%] reported", "You said: reported");
+  await page.waitForFunction(() => document.querySelector("#header-meter .meter")?.dataset.level === "muted" && !document.querySelector("#header-meter .meter").dataset.estimated);
+  assert.equal(await header.getAttribute("title"), "Context: 100,000 of 200,000 tokens (50%)");
+  assert.equal(await header.locator(".meter-label").innerText(), "50%");
 });
 
 test("the model picker sets the reasoning level, a reload shows what the service holds, and default clears it", async () => {

@@ -1,6 +1,7 @@
-// Unit tests of the UI's pure modules (markdown, the meter, following a continuation, merging
-// streamed text, the handoff as the runtime normalizes it, verb forms from their schemas, which
-// messages offer a retry, the model picker's change), run by `node --test` with the end-to-end
+// Unit tests of the UI's pure modules (markdown, the meter and its estimate, following a
+// continuation, merging streamed text, the handoff as the runtime normalizes it, verb forms from
+// their schemas, which messages offer a retry and which failed turns' lines show, which cut-off
+// reply offers Go on, the model picker's change), run by `node --test` with the end-to-end
 // suite.
 
 import assert from "node:assert/strict";
@@ -15,14 +16,19 @@ import {
   contextUsage,
   describeSource,
   failedMessages,
+  failedRunNotice,
+  failedTurnShown,
   formatBytes,
+  goOnOffer,
   handoffMarkdown,
   handoffSections,
+  isCutOff,
   listRefreshDelay,
   mergeDelta,
   meterLevel,
   modelChange,
   messageAttachments,
+  meterLabel,
   meterTitle,
   normalizeInput,
   noticeLine,
@@ -59,10 +65,30 @@ test("the meter is muted below 70%, amber from 70%, red from 85%", () => {
     { type: "tool_call", role: "assistant", meta: {} },
   ];
   const usage = contextUsage(events, 200000);
-  assert.deepEqual(usage, { tokens: 150000, window: 200000, percent: 75, level: "amber" });
+  assert.deepEqual(usage, { tokens: 150000, window: 200000, percent: 75, level: "amber", estimated: false });
   assert.equal(meterTitle(usage), "Context: 150,000 of 200,000 tokens (75%)");
+  assert.equal(meterLabel(usage), "75%");
   assert.equal(contextUsage(events, null), null);
   assert.equal(contextUsage([], 1000), null);
+});
+
+test("a meter read from estimated usage says it is an estimate, in its title and its label", () => {
+  const estimate = { input: 11000, output: 40, cache_read: 0, cache_write: 1000, estimated: true };
+  const events = [
+    { type: "message", role: "assistant", meta: { usage: { input: 500, cache_read: 0, cache_write: 0 } } },
+    { type: "message", role: "user", meta: {} },
+    { type: "message", role: "assistant", meta: { usage: estimate } },
+  ];
+  const usage = contextUsage(events, 200000);
+  assert.deepEqual(usage, { tokens: 12000, window: 200000, percent: 6, level: "muted", estimated: true });
+  assert.equal(meterTitle(usage), "Context: about 12,000 of 200,000 tokens (6%), estimated: the model server reports no usage");
+  assert.equal(meterLabel(usage), "≈6%");
+  // A reported figure after the estimate is read as reported.
+  const reported = contextUsage([...events, { type: "message", role: "assistant", meta: { usage: { input: 14000 } } }], 200000);
+  assert.equal(reported.estimated, false);
+  assert.equal(meterTitle(reported), "Context: 14,000 of 200,000 tokens (7%)");
+  // Only `true` marks an estimate.
+  assert.equal(contextUsage([{ type: "message", role: "assistant", meta: { usage: { input: 1, estimated: "yes" } } }], 100).estimated, false);
 });
 
 test("a client follows a continuation once, and only when it followed the turn", () => {
@@ -348,6 +374,62 @@ test("a message offers Retry when its newest run failed, and not once a newer ru
   );
   assert.deepEqual([...failedMessages([])], []);
   assert.deepEqual([...failedMessages(undefined)], []);
+});
+
+test("a failed run's notice reads as a failed turn's line in plain words; any other event is none", () => {
+  const notice = (meta, text) => ({ type: "notice", role: "system", actor: "runtime", run_id: "r1", content: { text }, meta });
+  assert.deepEqual(
+    failedRunNotice(notice({ run_failed: "r1", reason: "the model server refused the key (401)" }, "The turn failed: the model server refused the key (401)")),
+    { runId: "r1", reason: "the model server refused the key (401)", text: "This turn failed: the model server refused the key (401)" },
+  );
+  // A notice that says more than the reason (a write the disk refused) is read as it says.
+  const stopped = "The turn stopped: the database refused a write: disk full. What it had done is kept; send the message again once there is room.";
+  assert.deepEqual(failedRunNotice(notice({ run_failed: "r2", reason: "the database refused a write: disk full" }, stopped)), {
+    runId: "r2",
+    reason: "the database refused a write: disk full",
+    text: stopped,
+  });
+  assert.equal(failedRunNotice(notice({ run_failed: "r3" }, undefined)).text, "This turn failed: the run failed and said no more");
+  assert.equal(failedRunNotice(notice({}, "The plan has 1 unfinished step(s).")), null);
+  assert.equal(failedRunNotice({ type: "message", role: "assistant", meta: { run_failed: "r1" }, content: {} }), null);
+});
+
+test("a failed turn's line shows once the runs are read after it came, and not while a Retry row tells its reason", () => {
+  const offering = new Map([["5", { runId: "r3", error: "provider down" }]]);
+  const none = new Map();
+  const line = (runId, readsBefore) => ({ runId, readsBefore });
+  const cases = [
+    // [line, failed, readApplied, shown]
+    [line("r3", 1), offering, 2, false], // its Retry row shows the reason
+    [line("r1", 1), offering, 2, true], // an older failure of the same message: history
+    [line("r3", 1), none, 2, true], // the retry was answered: the failure stays, once
+    [line("r3", 1), none, 1, false], // no read since it came: whether a row is its is unknown
+    [line("r1", 0), none, 0, false], // nothing read yet
+  ];
+  for (const [l, failed, readApplied, shown] of cases) {
+    assert.equal(failedTurnShown(l, failed, readApplied), shown, JSON.stringify([l, [...failed], readApplied]));
+  }
+});
+
+test("only the newest reply, when the output limit cut it off, offers Go on", () => {
+  const message = (seq, role, text, meta = {}) => ({ seq, type: "message", role, content: { text }, meta });
+  const cut = (seq, text) => message(seq, "assistant", text, { stop_reason: "length" });
+  assert.equal(isCutOff(cut(2, "You said: hi, and then")), true);
+  assert.equal(isCutOff(message(2, "assistant", "done", { stop_reason: "stop" })), false);
+  assert.equal(isCutOff(message(2, "user", "hi", { stop_reason: "length" })), false);
+  const cases = [
+    [[message(1, "user", "hi"), cut(2, "You said: hi, and then")], 2],
+    // A tool's row or a notice after it does not take the offer away.
+    [[message(1, "user", "hi"), cut(2, "a"), { seq: 3, type: "action", content: {} }, { seq: 4, type: "notice", role: "system", content: {} }], 2],
+    // Go on was sent: the message is newer.
+    [[message(1, "user", "hi"), cut(2, "a"), message(3, "user", "Go on.")], null],
+    // ...and answered: an older cut-off reply only shows its note.
+    [[message(1, "user", "hi"), cut(2, "a"), message(3, "user", "Go on."), message(4, "assistant", "b")], null],
+    [[message(1, "user", "hi"), cut(2, "a"), message(3, "user", "Go on."), cut(4, "b")], 4],
+    [[message(1, "user", "hi"), message(2, "assistant", "done")], null],
+    [[], null],
+  ];
+  for (const [events, offered] of cases) assert.equal(goOnOffer(events), offered, JSON.stringify(events.map((e) => e.seq)));
 });
 
 test("the model picker always sends the model (empty: the default) and the level (default: null)", () => {
