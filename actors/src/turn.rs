@@ -582,7 +582,8 @@ async fn turn(
                 result: serde_json::json!({ "stopped": true }),
             }
         }
-        TurnOutcome::Failed { error, .. } => RunEnd::failed(error),
+        // The reason in plain words: people, the log and the next turn's model read it.
+        TurnOutcome::Failed { error, .. } => RunEnd::failed(error.reason()),
     };
     Ok((end, plan_check))
 }

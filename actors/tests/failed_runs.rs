@@ -28,7 +28,11 @@ async fn a_failed_turn_leaves_its_reason_in_the_log_and_the_next_turn_reads_it()
         .as_str()
         .expect("a reason")
         .to_owned();
-    assert!(reason.contains("401"), "{reason}");
+    // In plain words, with the server's own.
+    assert_eq!(
+        reason,
+        "the model server refused the key (401): invalid x-api-key"
+    );
 
     // The log says the turn failed, and why, after the message it did not answer; the notice
     // names the run.
