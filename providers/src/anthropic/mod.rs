@@ -22,6 +22,7 @@ use crate::message::{AssistantBlock, AssistantMessage, Request, StopReason, Tool
 use crate::openai::{request_model, request_model_name};
 use crate::provider::{Provider, ProviderError, ProviderErrorKind, StreamEvent};
 
+pub mod cache;
 mod request;
 
 pub use request::{
@@ -594,5 +595,7 @@ impl Provider for AnthropicProvider {
     }
 }
 
+#[cfg(test)]
+mod cache_tests;
 #[cfg(test)]
 mod tests;

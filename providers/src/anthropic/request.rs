@@ -2,9 +2,14 @@
 //! user-side messages merged into one user turn, each answer sent back as it came), the thinking
 //! budget, and the prompt cache's marks.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
-use crate::message::{AssistantBlock, Message, ReasoningLevel, Request, UserMessage, UserPart};
+use super::cache::{CACHE_MARKS_MAX, conversation_marks, ephemeral, takes_mark};
+use crate::message::{
+    AssistantBlock, AssistantMessage, Message, ReasoningLevel, Request, UserMessage, UserPart,
+};
 use crate::openai::request_model;
 
 /// The answer's token limit when the config sets none (the wire requires one).
@@ -38,30 +43,19 @@ fn user_blocks(user: &UserMessage) -> Vec<Value> {
     blocks
 }
 
-/// The Messages body for `request`: the system prompt and the last tool marked for the prompt
-/// cache (so the stable prefix is written once and read after), the conversation with
-/// consecutive user-side messages (input, tool results, blocks) merged into one user turn, each
-/// assistant message sent back as it came (thinking with its signature, redacted thinking,
-/// text, tool_use with its id), and the session id as `metadata.user_id`.
-pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
-    let mut messages: Vec<Value> = Vec::with_capacity(request.messages.len());
-    let mut push = |role: &str, blocks: Vec<Value>| {
-        if blocks.is_empty() {
-            return;
-        }
-        match messages.last_mut() {
-            Some(last) if last["role"] == role => {
-                if let Some(content) = last["content"].as_array_mut() {
-                    content.extend(blocks);
-                }
-            }
-            _ => messages.push(json!({"role": role, "content": blocks})),
-        }
-    };
-    for message in &request.messages {
-        match message.as_ref() {
-            Message::User(user) => push("user", user_blocks(user)),
-            Message::ToolResult(result) => push(
+/// A block's place in the body: its message's index in `messages`, and its own in `content`.
+type BlockAt = (usize, usize);
+
+/// The conversation as the wire takes it, consecutive user-side messages (input, blocks, tool
+/// results) merged into one user turn; and for each of `messages`, where its last block went
+/// (`None` for a message that sent no block).
+fn wire_messages(messages: &[Arc<Message>]) -> (Vec<Value>, Vec<Option<BlockAt>>) {
+    let mut wire: Vec<Value> = Vec::with_capacity(messages.len());
+    let mut last_blocks = Vec::with_capacity(messages.len());
+    for message in messages {
+        let (role, blocks) = match message.as_ref() {
+            Message::User(user) => ("user", user_blocks(user)),
+            Message::ToolResult(result) => (
                 "user",
                 vec![json!({
                     "type": "tool_result",
@@ -70,40 +64,78 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
                     "is_error": result.is_error,
                 })],
             ),
-            Message::Assistant(assistant) => {
-                let blocks = assistant
-                    .content
-                    .iter()
-                    .filter_map(|block| match block {
-                        // The wire refuses empty text blocks.
-                        AssistantBlock::Text { text } if text.is_empty() => None,
-                        AssistantBlock::Text { text } => {
-                            Some(json!({"type": "text", "text": text}))
-                        }
-                        // Reasoning without a signature (another provider's) cannot be sent.
-                        AssistantBlock::Thinking {
-                            signature: None, ..
-                        } => None,
-                        AssistantBlock::Thinking {
-                            thinking,
-                            signature: Some(signature),
-                        } => Some(json!({
-                            "type": "thinking",
-                            "thinking": thinking,
-                            "signature": signature,
-                        })),
-                        AssistantBlock::RedactedThinking { data } => {
-                            Some(json!({"type": "redacted_thinking", "data": data}))
-                        }
-                        AssistantBlock::ToolCall(call) => Some(json!({
-                            "type": "tool_use",
-                            "id": call.id,
-                            "name": call.name,
-                            "input": tool_input(&call.arguments),
-                        })),
-                    })
-                    .collect();
-                push("assistant", blocks);
+            Message::Assistant(assistant) => ("assistant", assistant_blocks(assistant)),
+        };
+        last_blocks.push(push(&mut wire, role, blocks));
+    }
+    (wire, last_blocks)
+}
+
+/// Appends `blocks` to the last message of `wire` when it has `role`, else as a new message;
+/// returns where the last of them went.
+fn push(wire: &mut Vec<Value>, role: &str, blocks: Vec<Value>) -> Option<BlockAt> {
+    if blocks.is_empty() {
+        return None;
+    }
+    if wire.last().is_none_or(|last| last["role"] != role) {
+        wire.push(json!({"role": role, "content": []}));
+    }
+    let message_idx = wire.len() - 1;
+    let content = wire[message_idx]["content"]
+        .as_array_mut()
+        .expect("a wire message's content is an array");
+    content.extend(blocks);
+    Some((message_idx, content.len() - 1))
+}
+
+/// An assistant message's blocks, sent back as they came: thinking with its signature, redacted
+/// thinking, text, tool_use with its id.
+fn assistant_blocks(assistant: &AssistantMessage) -> Vec<Value> {
+    assistant
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            // The wire refuses empty text blocks.
+            AssistantBlock::Text { text } if text.is_empty() => None,
+            AssistantBlock::Text { text } => Some(json!({"type": "text", "text": text})),
+            // Reasoning without a signature (another provider's) cannot be sent.
+            AssistantBlock::Thinking {
+                signature: None, ..
+            } => None,
+            AssistantBlock::Thinking {
+                thinking,
+                signature: Some(signature),
+            } => Some(json!({
+                "type": "thinking",
+                "thinking": thinking,
+                "signature": signature,
+            })),
+            AssistantBlock::RedactedThinking { data } => {
+                Some(json!({"type": "redacted_thinking", "data": data}))
+            }
+            AssistantBlock::ToolCall(call) => Some(json!({
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": tool_input(&call.arguments),
+            })),
+        })
+        .collect()
+}
+
+/// The Messages body for `request`: the conversation ([`wire_messages`]), the prompt cache's
+/// marks on the last tool, the system prompt, the turn's input and its newest step (the rule is
+/// in [`super::cache`]; never more than [`CACHE_MARKS_MAX`]), the thinking budget, and the
+/// session id as `metadata.user_id`.
+pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
+    let (mut messages, last_blocks) = wire_messages(&request.messages);
+    let mut n_marks = 0;
+    for idx in conversation_marks(&request.messages) {
+        if let Some((message_idx, block_idx)) = last_blocks[idx] {
+            let block = &mut messages[message_idx]["content"][block_idx];
+            if takes_mark(block) {
+                block["cache_control"] = ephemeral();
+                n_marks += 1;
             }
         }
     }
@@ -120,8 +152,9 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
         body["system"] = json!([{
             "type": "text",
             "text": request.system_prompt,
-            "cache_control": {"type": "ephemeral"},
+            "cache_control": ephemeral(),
         }]);
+        n_marks += 1;
     }
     if !request.tools.is_empty() {
         let n_tools = request.tools.len();
@@ -136,12 +169,17 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
                     "input_schema": tool.parameters,
                 });
                 if idx + 1 == n_tools {
-                    wire["cache_control"] = json!({"type": "ephemeral"});
+                    wire["cache_control"] = ephemeral();
                 }
                 wire
             })
             .collect();
+        n_marks += 1;
     }
+    assert!(
+        n_marks <= CACHE_MARKS_MAX,
+        "{n_marks} cache marks: the wire takes {CACHE_MARKS_MAX}"
+    );
     // The session's reasoning level, over the configured budget.
     let budget_tokens = match request.reasoning {
         Some(level) => Some(thinking_budget(level, max_tokens)),

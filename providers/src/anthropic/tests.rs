@@ -1,4 +1,5 @@
-//! The Anthropic wire's tests: request bodies, the thinking budget, and streams decoded.
+//! The Anthropic wire's tests: request bodies, the thinking budget, and streams decoded (the
+//! prompt cache's marks are in `cache_tests.rs`).
 use std::sync::Arc;
 
 use super::*;
@@ -31,7 +32,7 @@ fn done(events: &[StreamEvent]) -> &AssistantMessage {
     }
 }
 
-const SIGNATURE: &str = "EqQBCkYIARgCKkD+/sig==\n\t ünï \"q\" \\";
+pub(super) const SIGNATURE: &str = "EqQBCkYIARgCKkD+/sig==\n\t ünï \"q\" \\";
 
 fn thinking_and_tools() -> Vec<Value> {
     vec![
@@ -217,7 +218,8 @@ fn errors_mid_stream_keep_what_arrived() {
     assert_eq!(decode(&sse(&events)), decode(&sse(&thinking_and_tools())));
 }
 
-fn request() -> Request {
+/// A request of one turn: an input, an answer with two calls, their results, a block.
+pub(super) fn request() -> Request {
     let Some(StreamEvent::Done(first)) = decode(&sse(&thinking_and_tools())).pop() else {
         panic!("no message");
     };
@@ -310,7 +312,9 @@ fn the_request_body_sends_the_answer_back_exactly() {
             "system": [{"type": "text", "text": "You are terse.",
                         "cache_control": {"type": "ephemeral"}}],
             "messages": [
-                {"role": "user", "content": [{"type": "text", "text": "read both"}]},
+                // Marked: the previous run of user messages (a turn's input).
+                {"role": "user", "content": [{"type": "text", "text": "read both",
+                                              "cache_control": {"type": "ephemeral"}}]},
                 {"role": "assistant", "content": [
                     {"type": "thinking", "thinking": "Two files to read.", "signature": SIGNATURE},
                     {"type": "redacted_thinking", "data": "opaque=="},
@@ -321,7 +325,9 @@ fn the_request_body_sends_the_answer_back_exactly() {
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "toolu_a", "content": "A", "is_error": false},
                     {"type": "tool_result", "tool_use_id": "toolu_b", "content": "no such dir", "is_error": true},
-                    {"type": "text", "text": "<current_time>now</current_time>"},
+                    // Marked: it begins the last run of user messages (this turn's input).
+                    {"type": "text", "text": "<current_time>now</current_time>",
+                     "cache_control": {"type": "ephemeral"}},
                 ]},
             ],
             "tools": [
@@ -363,14 +369,15 @@ fn a_message_with_an_image_sends_an_image_block() {
         ..request()
     };
     let body = request_body(&request, &BodyOptions::default());
-    // No empty text block: the wire refuses them.
+    // No empty text block: the wire refuses them. The input's last block carries its mark.
     assert_eq!(
         body["messages"],
         json!([{"role": "user", "content": [
             {"type": "text",
              "text": "attachment:a1 (dot.png, image/png, 68 bytes): the image follows."},
             {"type": "image",
-             "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+             "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+             "cache_control": {"type": "ephemeral"}},
         ]}])
     );
 }
