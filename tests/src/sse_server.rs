@@ -293,3 +293,97 @@ async fn serve(
     }
     Ok(())
 }
+
+/// What an answering server ([`SseServer::start_answering`]) replies to a request.
+pub type Answer = Box<dyn Fn(&Received) -> Reply + Send + Sync>;
+
+impl SseServer {
+    /// Starts a server that answers each request with what `answer` makes of it: for a stand-in
+    /// whose replies depend on what it was sent (a prompt cache's usage, a scripted turn). Only
+    /// `Reply::Sse` ending with `End::Finish` and `Reply::Status` are served; any other reply is
+    /// answered with a 500 naming it.
+    pub async fn start_answering(
+        answer: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+    ) -> anyhow::Result<SseServer> {
+        let answer: Arc<Answer> = Arc::new(Box::new(answer));
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let received = Arc::new(Mutex::new(Vec::new()));
+        // No reply hangs, so none is ever reported closed.
+        let (_closed_tx, closed_rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn({
+            let received = Arc::clone(&received);
+            async move {
+                loop {
+                    let Ok((socket, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let received = Arc::clone(&received);
+                    let answer = Arc::clone(&answer);
+                    tokio::spawn(async move {
+                        let _ = serve_answer(socket, &received, answer.as_ref()).await;
+                    });
+                }
+            }
+        });
+        Ok(SseServer {
+            url,
+            received,
+            closed: tokio::sync::Mutex::new(closed_rx),
+            task,
+        })
+    }
+}
+
+async fn serve_answer(
+    mut socket: TcpStream,
+    received: &Mutex<Vec<Received>>,
+    answer: &Answer,
+) -> anyhow::Result<()> {
+    socket.set_nodelay(true)?;
+    let request = read_request(&mut socket).await?;
+    let reply = answer(&request);
+    received
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(request);
+    let (status, headers, body) = match reply {
+        Reply::Sse {
+            pieces,
+            end: End::Finish,
+        } => {
+            socket.write_all(SSE_HEAD.as_bytes()).await?;
+            for (delay, piece) in pieces {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                write_chunk(&mut socket, &piece).await?;
+            }
+            socket.write_all(b"0\r\n\r\n").await?;
+            return Ok(socket.flush().await?);
+        }
+        Reply::Status {
+            status,
+            headers,
+            body,
+        } => (status, headers, body),
+        other => (
+            500,
+            Vec::new(),
+            serde_json::json!({"error": {"message": format!("not served here: {other:?}")}})
+                .to_string(),
+        ),
+    };
+    let mut head = format!(
+        "HTTP/1.1 {status} Status\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    socket.write_all(head.as_bytes()).await?;
+    socket.write_all(body.as_bytes()).await?;
+    Ok(socket.flush().await?)
+}

@@ -76,7 +76,13 @@
 //! server that writes each delta's send time into it, through the whole provider (reqwest,
 //! SSE, decoder) and report the median time from the write to the `StreamEvent` the harness
 //! reads, in µs (loopback transit included; the p99 goes to stderr), read against a target of
-//! 1,000 µs (a figure: no ratio).
+//! 1,000 µs (a figure: no ratio). `anthropic cache: uncached bytes per request, 50 turns,
+//! before` and `…, after` run a 50-turn session (four `read` calls per turn, the busy turn's
+//! blocks) through the durable harness, build each request's Anthropic body, and bill it
+//! against a prompt cache played as the wire does (`providers_bench::PromptCache`): the mean
+//! bytes per request of the 50th turn not read from the cache, with the marks on the system
+//! prompt and the last tool only (before) and with the conversation's marks too (after; it must
+//! stay within the bytes from the previous turn's input on, or the suite fails).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -185,6 +191,30 @@ fn providers_suite(filter: &str) -> anyhow::Result<Vec<Row>> {
             );
             rows.push(Row::figure(&row, at(0.5), "us"));
         }
+    }
+    const CACHE_TURNS: usize = 50;
+    let row = format!("anthropic cache: uncached bytes per request, {CACHE_TURNS} turns");
+    if selected(&row, filter) {
+        let figures = providers_bench::cache_figures(CACHE_TURNS)?;
+        eprintln!(
+            "{row}: over the {} requests of turn {CACHE_TURNS}: prompt {:.0} bytes, {:.0} of \
+             them from the previous turn's input on; uncached before {:.0}, after {:.0}",
+            figures.n_requests,
+            figures.prompt,
+            figures.new_turn_and_blocks,
+            figures.before,
+            figures.after,
+        );
+        rows.push(Row::figure(
+            &format!("{row}, before"),
+            figures.before,
+            "bytes",
+        ));
+        rows.push(Row::figure(
+            &format!("{row}, after"),
+            figures.after,
+            "bytes",
+        ));
     }
     Ok(rows)
 }
