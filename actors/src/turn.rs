@@ -16,7 +16,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use seed_durable::{Harness, HarnessConfig, StopSignal, StoreState, TurnOutcome, TurnRequest};
 use seed_events::{EventRole, NewEvent, RunStatus, SessionId};
-use seed_projections::blocks::{MemoryIndexEntry, TurnBlocks, render_turn_blocks};
+use seed_projections::blocks::{ContextUsage, MemoryIndexEntry, TurnBlocks, render_turn_blocks};
 use seed_projections::import::{
     ImportMode, RunView, SYNC_DOCUMENT, SyncDocument, answered_already, delegated_in_turn,
     plan_import,
@@ -452,6 +452,20 @@ async fn turn(
     // the store, so the next turn need not look at it again.
     plan.sync.mark = plan.sync.mark.max(read_through);
 
+    // Before any server has counted (a session's first turn), the prompt is estimated from
+    // what the request will hold: the conversation, what is imported, and the input.
+    let first_estimate = || {
+        let more: Vec<seed_providers::Message> = plan
+            .entries
+            .iter()
+            .filter_map(|entry| match entry {
+                seed_durable::EntryBody::Replay { message } => Some(message.clone()),
+                _ => None,
+            })
+            .chain([seed_providers::Message::User(plan.input.clone())])
+            .collect();
+        harness.estimated_prompt_tokens(&more)
+    };
     let blocks = turn_blocks(
         env,
         &session,
@@ -459,6 +473,7 @@ async fn turn(
         harness.state(),
         n_children_before,
         can_continue,
+        first_estimate,
     );
     // Another turn may already have taken in and answered what this run came for: then the
     // run returns that answer, and the model is not asked again.
@@ -738,6 +753,7 @@ fn turn_blocks(
     state: &StoreState,
     n_children: usize,
     can_continue: bool,
+    first_estimate: impl FnOnce() -> u64,
 ) -> Vec<seed_providers::UserMessage> {
     let memory_index = memory
         .into_iter()
@@ -759,13 +775,21 @@ fn turn_blocks(
             _ => None,
         });
     // `<context_usage>` only where continuing is possible: it is advice about continuing.
+    // The newest answer's usage, as its server counted it or as the harness estimated it
+    // for a server that did not; before any answer, an estimate of this turn's request.
     let context = window
-        .zip(last_usage)
         .filter(|_| can_continue)
-        .map(|(window, usage)| seed_projections::blocks::ContextUsage {
-            tokens: usage.prompt_tokens(),
-            window,
-            estimated: false,
+        .map(|window| match last_usage {
+            Some(usage) => ContextUsage {
+                tokens: usage.prompt_tokens(),
+                window,
+                estimated: usage.estimated,
+            },
+            None => ContextUsage {
+                tokens: first_estimate(),
+                window,
+                estimated: true,
+            },
         });
     let blocks = TurnBlocks {
         memory_index,

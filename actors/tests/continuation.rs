@@ -598,6 +598,7 @@ fn with_prompt(text: &str, prompt: u64) -> seed_providers::AssistantMessage {
         cache_read: prompt / 4,
         cache_write: prompt - prompt / 2 - prompt / 4,
         output: 5,
+        estimated: false,
     };
     message
 }
@@ -642,11 +643,25 @@ async fn context_usage_guidance_grows_at_70_and_85_percent() -> anyhow::Result<(
             })
         })
         .collect();
-    assert_eq!(
-        usage_blocks[0], None,
-        "no usage known before the first answer"
-    );
     let block = |idx: usize| usage_blocks[idx].clone().unwrap_or_default();
+    // Before the first answer no server has counted: the first request's size is estimated
+    // (the system prompt and the verbs' schemas, a few thousand tokens), and says so.
+    assert!(block(0).contains("estimated=\"true\""), "{}", block(0));
+    assert!(block(0).contains("fits comfortably"), "{}", block(0));
+    let first_tokens: u64 = block(0)
+        .split("tokens=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|tokens| tokens.parse().ok())
+        .expect("tokens");
+    let first = &model.requests()[0];
+    let sent = seed_providers::estimate::request_tokens(first);
+    assert!(
+        first_tokens <= sent && first_tokens + 200 > sent,
+        "the estimate before the blocks ({first_tokens}) is the request's ({sent}) but for them"
+    );
+    // Counted usage is not marked.
+    assert!(!block(1).contains("estimated"), "{}", block(1));
     assert!(block(1).contains("percent=\"50\""), "{}", block(1));
     assert!(block(1).contains("fits comfortably"));
     assert!(block(2).contains("percent=\"75\""), "{}", block(2));

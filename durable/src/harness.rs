@@ -300,6 +300,20 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         &self.config
     }
 
+    /// The prompt of a request made now with `more` behind the conversation, estimated from
+    /// its size: what a session's first turn reports before any server has counted.
+    pub fn estimated_prompt_tokens(&self, more: &[Message]) -> u64 {
+        let context = crate::context::conversation(&self.state.entries);
+        seed_providers::estimate::prompt_tokens(
+            &self.config.system_prompt,
+            &self.tool_specs,
+            context
+                .iter()
+                .map(|message| message.message.as_ref())
+                .chain(more),
+        )
+    }
+
     pub fn into_fs(self) -> F {
         self.fs
     }
@@ -555,7 +569,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                             .await?;
                         return Ok(TurnOutcome::Ended { reason });
                     }
-                    if let Some(outcome) = self.ask_model(&doc, step, request, &turn.stop).await? {
+                    if let Some(outcome) = self
+                        .ask_model(&doc, step, request, &blocks, &turn.stop)
+                        .await?
+                    {
                         return Ok(outcome);
                     }
                 }
@@ -569,6 +586,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         doc: &TurnDocument,
         step: u32,
         request: Request,
+        blocks: &[Arc<Message>],
         stop: &StopSignal,
     ) -> Result<Option<TurnOutcome>> {
         let model_task = |state| Task::Model {
@@ -578,7 +596,13 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         };
         let streamed = self.stream(doc, step, request, stop).await?;
         match streamed {
-            Streamed::Done(message) => {
+            Streamed::Done(mut message) => {
+                if message.usage.prompt_tokens() == 0 {
+                    // The server counted nothing (many local servers send no usage): the
+                    // request, built again as it was sent, is measured instead.
+                    let sent = self.request(doc, blocks);
+                    message.usage = seed_providers::estimate::usage(&sent, &message);
+                }
                 let mut batch = Batch::new(&self.state);
                 let entry_id = batch.entry(EntryBody::Assistant {
                     request_id: doc.request_id.clone(),

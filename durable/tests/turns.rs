@@ -368,3 +368,41 @@ fn the_response_in_flight_keeps_its_tool_calls_in_live() {
     assert_eq!(live.text, "let me look");
     assert_eq!(live.tool_calls, [look_call()]);
 }
+
+#[test]
+fn usage_a_server_does_not_send_is_estimated_from_the_request_and_marked() {
+    let mut bare = text_response("an answer of thirty-two bytes...");
+    bare.usage = seed_providers::Usage::default();
+    let counted = text_response("counted");
+    let scripted = ScriptedProvider::new(vec![
+        ScriptedStep::Respond(bare),
+        ScriptedStep::Respond(counted.clone()),
+    ]);
+    let mut harness = open(MemoryFs::new(), scripted.clone());
+    let mut turn = TurnRequest::new("r1", "u".repeat(4_000));
+    turn.blocks = vec![UserMessage::new("<current_time>now</current_time>")];
+    block_on(harness.run_turn(turn)).expect("a turn");
+    let sent = scripted.requests().pop().expect("a request");
+    let usage_of = |harness: &Harness<MemoryFs, ScriptedProvider>| {
+        harness
+            .state()
+            .entries
+            .iter()
+            .rev()
+            .find_map(|entry| match &entry.body {
+                seed_durable::EntryBody::Assistant { message, .. } => Some(message.usage),
+                _ => None,
+            })
+            .expect("an answer")
+    };
+    let usage = usage_of(&harness);
+    // The whole request as it was sent (system prompt, input, blocks), about four bytes a
+    // token, and the answer's eight tokens: marked as an estimate.
+    assert!(usage.estimated, "{usage:?}");
+    assert_eq!(usage.input, seed_providers::estimate::request_tokens(&sent));
+    assert!(usage.input > 1_000, "{usage:?}");
+    assert_eq!(usage.output, 8);
+    // A server that counts is taken at its word.
+    block_on(harness.run_turn(TurnRequest::new("r2", "again"))).expect("a turn");
+    assert_eq!(usage_of(&harness), counted.usage);
+}

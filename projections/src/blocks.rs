@@ -501,6 +501,7 @@ mod tests {
             output: 7,
             cache_read: 20_000,
             cache_write: 300,
+            ..Default::default()
         };
         assert_eq!(prompt_tokens(&usage), 20_400);
     }

@@ -13,6 +13,8 @@
 //!   key is configured and the model of every test; `text_response` and `tool_response` build
 //!   scripted messages.
 //! - [`capabilities`]: `model_context_window`, the one table of context windows.
+//! - [`estimate`]: token counts estimated from a request's size, for a server that reports no
+//!   usage.
 //! - [`config`]: `ProviderConfig` (TOML file and environment variables) and `build`, which
 //!   makes the provider it describes (the scripted model when nothing is configured).
 //! - [`openai`], [`anthropic`]: the two wire protocols, each a pure request builder and a pure
@@ -21,6 +23,7 @@
 pub mod anthropic;
 pub mod capabilities;
 pub mod config;
+pub mod estimate;
 pub mod http;
 pub mod message;
 pub mod openai;

@@ -7,7 +7,8 @@
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// Tokens a response counted, as the provider reported them.
+/// Tokens a response counted, as the provider reported them (or, for a server that reports
+/// none, as the harness estimated them from the request: `estimated`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Prompt tokens read fresh (not from the provider's cache).
@@ -18,6 +19,15 @@ pub struct Usage {
     pub cache_read: u64,
     /// Prompt tokens written to the provider's cache.
     pub cache_write: u64,
+    /// Whether the figures are estimated from the request's size ([`crate::estimate`]), the
+    /// server having sent none. Left out of the JSON when false, so a counted usage reads as
+    /// it always has.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub estimated: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
 }
 
 impl Usage {
@@ -318,6 +328,7 @@ mod tests {
                 output: 20,
                 cache_read: 50,
                 cache_write: 7,
+                estimated: false,
             },
             stop_reason: StopReason::ToolUse,
             model: "claude-test".to_owned(),
@@ -332,12 +343,21 @@ mod tests {
             output: 2,
             cache_read: 3,
             cache_write: 4,
+            estimated: false,
         };
         round_trip(
             &usage,
             json!({"input": 1, "output": 2, "cache_read": 3, "cache_write": 4}),
         );
         assert_eq!(usage.prompt_tokens(), 8);
+        // An estimate says so; a counted usage stored before the field reads as counted.
+        round_trip(
+            &Usage {
+                estimated: true,
+                ..usage
+            },
+            json!({"input": 1, "output": 2, "cache_read": 3, "cache_write": 4, "estimated": true}),
+        );
         assert_eq!(Usage::default().prompt_tokens(), 0);
         for (reason, name) in [
             (StopReason::Stop, "stop"),

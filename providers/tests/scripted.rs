@@ -87,6 +87,7 @@ fn streams_thinking_and_tool_calls_in_block_order() {
             output: 6,
             cache_read: 7,
             cache_write: 8,
+            ..Usage::default()
         },
         stop_reason: StopReason::ToolUse,
         model: "scripted".to_owned(),

@@ -85,3 +85,43 @@ async fn a_failed_turn_says_why_in_chat_in_show_in_the_log_and_in_the_events() {
         "{line}"
     );
 }
+
+#[actix_web::test]
+async fn usage_the_model_server_does_not_send_is_estimated_and_marked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let out = common::seed_cli(
+        dir.path(),
+        &["chat"],
+        "hello [no usage]\nagain [usage 50%]\n",
+    );
+    // The meter after the first answer is an estimate; after the second, the server's count.
+    let meters: Vec<&str> = out
+        .lines()
+        .filter(|line| line.contains("[context "))
+        .collect();
+    assert_eq!(meters.len(), 2, "{out}");
+    assert!(meters[0].contains("[context ~"), "{out}");
+    assert!(meters[0].contains(", estimated"), "{out}");
+    assert!(!meters[1].contains("estimated"), "{out}");
+    assert!(meters[1].contains("[context 100000 / 200000"), "{out}");
+
+    let sessions: ListSessionsResponse = server.client().get("/v1/sessions").await.expect("list");
+    let session = sessions.sessions[0].id;
+    let events: EventsResponse = server
+        .client()
+        .get(&format!("/v1/sessions/{session}/events"))
+        .await
+        .expect("events");
+    let answers: Vec<&serde_json::Value> = events
+        .events
+        .iter()
+        .filter(|event| event.role.as_deref() == Some("assistant"))
+        .map(|event| &event.meta["usage"])
+        .collect();
+    assert_eq!(answers[0]["estimated"], true, "{answers:?}");
+    // The system prompt and the verbs' schemas alone are more than a thousand tokens.
+    let estimate = answers[0]["input"].as_u64().expect("input");
+    assert!(estimate > 1_000, "{answers:?}");
+    assert!(answers[1].get("estimated").is_none(), "{answers:?}");
+}

@@ -224,7 +224,11 @@ pub fn turn_blocks() -> Vec<UserMessage> {
         memory_index,
         delegation: Some((1, 4)),
         plan: Some(plan),
-        context: Some((61_000, 200_000)),
+        context: Some(seed_projections::blocks::ContextUsage {
+            tokens: 61_000,
+            window: 200_000,
+            estimated: false,
+        }),
         status: (
             "Trip to Lisbon".to_owned(),
             "Booking the hotel, then the Sintra day.".to_owned(),

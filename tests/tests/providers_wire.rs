@@ -202,6 +202,7 @@ async fn several_tool_calls_with_fragmented_arguments() {
                 output: 40,
                 cache_read: 1024,
                 cache_write: 0,
+                ..Default::default()
             },
         ),
         (
@@ -212,6 +213,7 @@ async fn several_tool_calls_with_fragmented_arguments() {
                 output: 40,
                 cache_read: 1400,
                 cache_write: 80,
+                ..Default::default()
             },
         ),
     ] {
@@ -304,6 +306,7 @@ async fn anthropic_thinking_plus_tool_use_keeps_the_signature_exactly() {
             output: 64,
             cache_read: 0,
             cache_write: 2048,
+            ..Default::default()
         }
     );
 }

@@ -79,6 +79,7 @@ fn thinking_with_its_signature_text_and_tool_use() {
         output: 1,
         cache_read: 0,
         cache_write: 3000,
+        ..Default::default()
     };
     let final_usage = Usage {
         output: 87,
@@ -141,6 +142,7 @@ fn usage_from_message_delta_overwrites_every_field_it_names() {
             output: 2,
             cache_read: 4000,
             cache_write: 20,
+            ..Default::default()
         }
     );
     assert_eq!(message.usage.prompt_tokens(), 4027);

@@ -453,6 +453,7 @@ impl Decoder for OpenAiDecoder {
                 output: usage.completion_tokens,
                 cache_read: cached,
                 cache_write: 0,
+                estimated: false,
             };
             self.usage = Some(usage);
             out.push(StreamEvent::Usage(usage));

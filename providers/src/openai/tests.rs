@@ -53,6 +53,7 @@ fn text_deltas_finish_and_usage_with_cached_tokens() {
         output: 9,
         cache_read: 1024,
         cache_write: 0,
+        ..Default::default()
     };
     assert_eq!(
         events[..3],

@@ -664,10 +664,9 @@ test("a reply cut off by the output limit says so; the newest offers Go on, whic
   await settled();
 });
 
-// Skipped: it waits for the runtime's estimate of usage a server does not report (issue 32,
-// point 3). Until the assistant message's meta.usage carries `estimated: true`, a [no usage]
-// answer leaves the meter nothing to mark; unskip it with that change.
-test("a meter read from usage the model server did not report says it is an estimate", { skip: "waits for the runtime's estimate of unreported usage (meta.usage.estimated)" }, async () => {
+// A [no usage] answer reports no usage; the runtime estimates it from the request's size and
+// marks it (meta.usage.estimated).
+test("a meter read from usage the model server did not report says it is an estimate", async () => {
   const id = await newSession();
   await say("[no usage] hello", "You said: hello");
   const header = page.locator("#header-meter .meter");
