@@ -267,6 +267,24 @@ impl VerbTool {
     }
 }
 
+/// How much of arguments that did not parse an error result quotes.
+const UNPARSED_QUOTED_CHARS: usize = 120;
+
+/// The error result for a call whose arguments did not parse as JSON (a wire keeps such
+/// arguments as the text that came, a JSON string; a reply cut off by the output token limit
+/// leaves one): the verb is not run, and the model reads what went wrong.
+fn unparsed_arguments(verb: &str, arguments: &serde_json::Value) -> Option<ToolOutput> {
+    let text = arguments.as_str()?;
+    let quoted: String = text.chars().take(UNPARSED_QUOTED_CHARS).collect();
+    let more = if quoted.len() < text.len() { "…" } else { "" };
+    Some(ToolOutput::error(format!(
+        "the arguments of this {verb} call are not JSON ({} bytes that do not parse; a reply \
+         cut off by the output token limit leaves them unfinished), so it was not run: \
+         {quoted}{more}",
+        text.len()
+    )))
+}
+
 /// The spec the model is offered for a verb.
 pub fn spec_of(verb: &dyn Verb) -> ToolSpec {
     ToolSpec {
@@ -286,6 +304,9 @@ impl Tool for VerbTool {
     }
 
     fn call<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, ToolOutput> {
+        if let Some(refusal) = unparsed_arguments(&self.spec.name, &call.arguments) {
+            return Box::pin(std::future::ready(refusal));
+        }
         let mut context = self.binding.get();
         context.tool_call_id = call.id.clone();
         let invoke = Invoke {

@@ -128,3 +128,57 @@ async fn a_reply_cut_off_by_the_token_limit_is_marked_and_the_next_request_is_un
     );
     Ok(())
 }
+
+#[actix::test]
+async fn a_call_whose_arguments_did_not_parse_is_answered_with_why_and_not_run()
+-> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    // The output limit cut the call's arguments off: the wire kept them as the text that came.
+    let mut cut = seed_providers::tool_response(
+        "",
+        vec![seed_providers::ToolCall {
+            id: "cut".to_owned(),
+            name: "echo".to_owned(),
+            arguments: serde_json::json!("{\"text\": \"a long tex"),
+        }],
+    );
+    cut.stop_reason = seed_providers::StopReason::Length;
+    let provider = ScriptedProvider::new(vec![
+        ScriptedStep::Respond(cut),
+        ScriptedStep::Respond(text_response("I will say less.")),
+    ]);
+    let runtime = fixture.start(provider.clone(), "boot-1").await?;
+    let (_, run_id) = runtime.send_message(session(0), "say a lot").await?;
+    let run = runtime.wait_for_run(run_id).await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    let events = log(&fixture.store, session(0)).await?;
+    let result = events
+        .iter()
+        .find(|event| event.kind == "tool_result")
+        .expect("a result");
+    assert_eq!(result.content["is_error"], true);
+    let text = result.content["content"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("the arguments of this echo call are not JSON"),
+        "{text}"
+    );
+    assert!(text.ends_with("{\"text\": \"a long tex"), "{text}");
+    // The store keeps the text as it came.
+    let call = events
+        .iter()
+        .find(|event| event.kind == "tool_call")
+        .expect("a call");
+    assert_eq!(call.content["arguments"], "{\"text\": \"a long tex");
+    // The model read why, after its call.
+    let request = provider.requests().pop().expect("a request");
+    let last = request.messages.last().expect("messages");
+    assert!(
+        request.messages.iter().any(|message| matches!(
+            message.as_ref(),
+            Message::ToolResult(result) if result.content.starts_with("the arguments of this echo")
+        )),
+        "{last:?}"
+    );
+    assert_log_agrees_with_store(&fixture.store, session(0)).await?;
+    Ok(())
+}
