@@ -12,7 +12,8 @@
 //! - `state`: the store folded into memory, and the [`Batch`]es that change it.
 //! - `context`: what the model sees (pure).
 //! - `turn`: the turn's state machine — what to do next, given the store (pure).
-//! - `harness`: the shell that does it: requests, tool calls, commits, recovery.
+//! - `harness`: the shell that does it: requests, tool calls, commits, recovery; `harness::stream`
+//!   reads one response, committing what has streamed to `pi.live`.
 //! - `tool`, `stop`: tools as the harness sees them; stopping a turn.
 
 pub mod context;
