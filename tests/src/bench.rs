@@ -1,4 +1,4 @@
-//! Rows and reports of the bench harness (`src/bin/bench.rs`).
+//! Rows and reports of the bench harness (`src/bin/bench/main.rs`).
 
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@
 //! records, each a step, each committed before the next is produced. The model
 //! ([`provider`]) and the verb ([`Lookup`]) answer at once.
 //!
-//! What is measured (the rows are named in `src/bin/bench.rs`):
+//! What is measured (the rows are named in `src/bin/bench/main.rs`):
 //! - [`steps_rate`]: sessions each looping `send_message_watched` → `RunWatch::ended`, all
 //!   concurrently; steps/s = 5 × turns answered / the time from the first message to the last
 //!   answer.
