@@ -4,12 +4,17 @@
 //! by the caller (a uuid v7 in the service, the simulator's seeded source in tests) and passed in.
 
 pub mod attachments;
+pub mod body;
 pub mod continuation;
 pub mod ids;
+pub mod limits;
 pub mod log;
 pub mod run;
 
 pub use attachments::{AttachmentRef, message_attachments};
+pub use body::{
+    ActionBody, EventBody, MessageBody, NoticeBody, RunResult, ToolCallBody, ToolResultBody,
+};
 pub use continuation::{
     ContinuationLink, ContinueSessionInput, ContinuedFrom, Handoff, PlanTransfer, SeqRange,
     SessionContinuationManifest, Source,

@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use seed_durable::{DurableFs, FileName, StoreState};
 use seed_events::continuation::CONTINUED_FROM_META;
-use seed_events::{AccountId, EventRole, SessionContinuationManifest, SessionId};
+use seed_events::{
+    AccountId, EventBody, EventRole, RunResult, SessionContinuationManifest, SessionId,
+};
 use seed_projections::store_to_log::log_store_disagreements;
 use seed_store::Store;
 use serde_json::json;
@@ -60,6 +62,18 @@ async fn check_database(
         }
         runs
     };
+    // Every run's result reads typed and writes back as it was stored.
+    n_checked += 1;
+    for run in &all_runs {
+        if let Some(result) = &run.result
+            && RunResult::parse(result).to_value() != *result
+        {
+            violations.push(format!(
+                "run {}: its result does not round-trip as a RunResult: {result}",
+                run.id
+            ));
+        }
+    }
     for session in &sessions {
         let id = session.id;
         let log = store.read_events(id, 1, i64::MAX, usize::MAX).await?;
@@ -74,18 +88,29 @@ async fn check_database(
             violations.push(format!("{id}: seq {} at position {}", event.seq, idx + 1));
         }
 
+        // Every event reads as its kind's typed body and writes back as it was stored.
+        n_checked += 1;
+        for event in &log {
+            let body = event.body();
+            if matches!(body, EventBody::Other { .. }) || body.content() != event.content {
+                violations.push(format!(
+                    "{id}: [{}] {} does not round-trip as a typed body: {}",
+                    event.seq, event.kind, event.content
+                ));
+            }
+        }
+
         // At most one result per call; every call answered once its session is quiet.
         n_checked += 1;
         let mut results: BTreeMap<String, usize> = BTreeMap::new();
         let mut calls: BTreeSet<String> = BTreeSet::new();
         for event in &log {
-            match event.kind.as_str() {
-                "tool_call" => {
-                    calls.insert(event.content["id"].as_str().unwrap_or_default().to_owned());
+            match event.body() {
+                EventBody::ToolCall(call) => {
+                    calls.insert(call.id);
                 }
-                "tool_result" => {
-                    let call = event.content["tool_call_id"].as_str().unwrap_or_default();
-                    *results.entry(call.to_owned()).or_default() += 1;
+                EventBody::ToolResult(result) => {
+                    *results.entry(result.tool_call_id).or_default() += 1;
                 }
                 _ => {}
             }

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::{AppState, Body, fresh, session_path};
 use crate::error::{ApiError, ErrorBody};
 use crate::input::{self, parse_json};
+use crate::limits;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -103,7 +104,7 @@ pub(super) async fn send_message(
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
     let input: SendMessageRequest = parse_json(&body)?;
-    input::check_chars("text", &input.text, 1, input::MESSAGE_CHARS_MAX)?;
+    input::check_chars("text", &input.text, 1, limits::MESSAGE_CHARS_MAX)?;
     let session_id = session_path(&path);
     let now_ms = state.now_ms();
     let mut content = serde_json::json!({ "text": input.text });
@@ -333,12 +334,7 @@ pub(super) async fn wait_for_run(
 
 fn message_response(event: SessionEvent, run: RunRow) -> MessageSessionResponse {
     // A run that ended by continuing names its successor in its result.
-    let continued_to_session_id = run
-        .result
-        .as_ref()
-        .and_then(|result| result.get("continued_to_session_id"))
-        .and_then(|id| id.as_str())
-        .and_then(|id| id.parse().ok());
+    let continued_to_session_id = run.continued_to_session_id().map(|id| id.0);
     MessageSessionResponse {
         run_id: run.id.0,
         event_id: event.id.0,
@@ -364,11 +360,6 @@ pub struct SessionRunsResponse {
     pub runs: Vec<RunInfo>,
 }
 
-/// The runs most runs lists hold.
-const SESSION_RUNS_DEFAULT: usize = 50;
-/// The most runs a list holds.
-const SESSION_RUNS_MAX: usize = 500;
-
 /// A session's newest runs, oldest first: how each of its messages was answered (a failed
 /// run's message is one to retry).
 #[utoipa::path(
@@ -391,11 +382,11 @@ pub(super) async fn list_session_runs(
     body: Body,
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
-    let limit = query.limit.unwrap_or(SESSION_RUNS_DEFAULT);
-    if !(1..=SESSION_RUNS_MAX).contains(&limit) {
+    let limit = query.limit.unwrap_or(limits::SESSION_RUNS_DEFAULT);
+    if !(1..=limits::SESSION_RUNS_MAX).contains(&limit) {
         return Err(ApiError::bad(
             "limit",
-            format!("between 1 and {SESSION_RUNS_MAX}"),
+            format!("between 1 and {}", limits::SESSION_RUNS_MAX),
         ));
     }
     let session_id = session_path(&path);

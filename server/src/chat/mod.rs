@@ -236,9 +236,8 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
         let successor = run
             .result
             .as_ref()
-            .and_then(|result| result.get("continued_to_session_id"))
-            .and_then(|id| id.as_str())
-            .map(str::to_owned);
+            .and_then(|result| seed_events::RunResult::parse(result).continued_to_session_id)
+            .map(|id| id.to_string());
         if let Some(successor) = successor {
             println!("— the conversation continued in session {successor}; following it —");
             session_id = successor;
