@@ -6,6 +6,7 @@ mod common;
 use common::{Fixture, session};
 use seed_actors::verbs::status::Status;
 use seed_actors::{Verb, VerbContext, VerbOutput};
+use seed_events::limits::{SESSION_DESCRIPTION_CHARS_MAX, SESSION_TITLE_CHARS_MAX};
 use seed_store::{SessionRow, Store, TitleSource};
 use serde_json::{Value, json};
 
@@ -103,25 +104,34 @@ async fn a_description_alone_keeps_who_named_the_session() -> anyhow::Result<()>
 async fn limits_are_characters_and_invalid_calls_change_nothing() -> anyhow::Result<()> {
     let fixture = Fixture::new(1).await?;
     let store = &fixture.store;
-    let title = "ü".repeat(120);
-    let description = "d".repeat(1000);
+    let title = "ü".repeat(SESSION_TITLE_CHARS_MAX);
+    let description = "d".repeat(SESSION_DESCRIPTION_CHARS_MAX);
     let output = status(store, json!({"title": title, "description": description})).await;
     assert_eq!(output, VerbOutput::ok("status set"));
     let before = row(store).await?;
     assert_eq!(shown(&before), (&*title, &*description, TitleSource::Agent));
 
+    let title_too_long = format!(
+        "invalid arguments for status: title: at most {SESSION_TITLE_CHARS_MAX} characters, got {}",
+        SESSION_TITLE_CHARS_MAX + 1
+    );
+    let description_too_long = format!(
+        "invalid arguments for status: description: at most {SESSION_DESCRIPTION_CHARS_MAX} \
+         characters, got {}",
+        SESSION_DESCRIPTION_CHARS_MAX + 1
+    );
     let cases = [
         (
             json!({"title": "New"}),
             "invalid arguments for status: description: required",
         ),
         (
-            json!({"title": "t".repeat(121), "description": "x"}),
-            "invalid arguments for status: title: at most 120 characters, got 121",
+            json!({"title": "t".repeat(SESSION_TITLE_CHARS_MAX + 1), "description": "x"}),
+            title_too_long.as_str(),
         ),
         (
-            json!({"description": "d".repeat(1001)}),
-            "invalid arguments for status: description: at most 1000 characters, got 1001",
+            json!({"description": "d".repeat(SESSION_DESCRIPTION_CHARS_MAX + 1)}),
+            description_too_long.as_str(),
         ),
         (
             json!({"title": "", "description": "x"}),

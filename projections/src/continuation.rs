@@ -31,6 +31,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use seed_events::continuation::MANIFEST_VERSION;
+use seed_events::limits::{SESSION_DESCRIPTION_CHARS_MAX, SESSION_TITLE_CHARS_MAX};
 use seed_events::{
     ContinueSessionInput, ContinuedFrom, Handoff, PlanTransfer, SeqRange,
     SessionContinuationManifest, SessionEvent, SessionId, Source,
@@ -50,9 +51,9 @@ pub const RECENT_EXCHANGES_EVENTS_MAX: usize = 40;
 pub const EXCERPT_EVENTS_MAX: usize = CONTINUATION_PROJECTION_BUDGET_BYTES / 8;
 /// The most sources one call may cite.
 pub const SOURCES_MAX: usize = 32;
+/// The most characters of `reason`. (The successor's title and description keep the session
+/// limits of [`seed_events::limits`].)
 pub const REASON_CHARS_MAX: usize = 200;
-pub const TITLE_CHARS_MAX: usize = 120;
-pub const DESCRIPTION_CHARS_MAX: usize = 1000;
 /// The most bytes of handoff text (every section together).
 pub const HANDOFF_BYTES_MAX: usize = 12 * 1024;
 /// The most bytes one resource address or memory path may take.
@@ -93,8 +94,8 @@ pub fn parse_input(
         return Err("arguments: expected an object".to_owned());
     };
     let reason = required_text(fields, "reason", REASON_CHARS_MAX)?;
-    let title = required_text(fields, "title", TITLE_CHARS_MAX)?;
-    let description = required_text(fields, "description", DESCRIPTION_CHARS_MAX)?;
+    let title = required_text(fields, "title", SESSION_TITLE_CHARS_MAX)?;
+    let description = required_text(fields, "description", SESSION_DESCRIPTION_CHARS_MAX)?;
     let handoff = parse_handoff(fields.get("handoff"))?;
     let sources = match fields.get("sources") {
         None | Some(Value::Null) => Vec::new(),

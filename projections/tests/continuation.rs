@@ -3,6 +3,7 @@
 //! to break out of their frame.
 
 use proptest::prelude::*;
+use seed_events::limits::{SESSION_DESCRIPTION_CHARS_MAX, SESSION_TITLE_CHARS_MAX};
 use seed_events::{
     ContinueSessionInput, EventId, EventRole, Handoff, PlanTransfer, SeqRange, SessionEvent,
     SessionId, Source,
@@ -321,6 +322,11 @@ fn every_bad_shape_names_its_field() {
         "handoff": { "purpose": "p" }
     });
     assert!(parse_input(&good, thread(1)).is_ok());
+    let mut longest = good.clone();
+    longest["title"] = json!("t".repeat(SESSION_TITLE_CHARS_MAX));
+    longest["description"] = json!("d".repeat(SESSION_DESCRIPTION_CHARS_MAX));
+    assert!(parse_input(&longest, thread(1)).is_ok());
+    let title_too_long = format!("title: at most {SESSION_TITLE_CHARS_MAX} characters");
     let cases: Vec<(Value, &str)> = vec![
         (
             json!({"title": "t", "description": "d", "handoff": {"purpose": "p"}}),
@@ -343,8 +349,8 @@ fn every_bad_shape_names_its_field() {
             "reason: must not be empty",
         ),
         (
-            json!({"reason": "r", "title": "t".repeat(121), "description": "d", "handoff": {"purpose": "p"}}),
-            "title: at most 120 characters",
+            json!({"reason": "r", "title": "t".repeat(SESSION_TITLE_CHARS_MAX + 1), "description": "d", "handoff": {"purpose": "p"}}),
+            &title_too_long,
         ),
         (
             json!({"reason": "r", "title": 5, "description": "d", "handoff": {"purpose": "p"}}),

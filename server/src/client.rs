@@ -242,7 +242,7 @@ pub async fn next_update(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signing::{NONCE_CHARS_MAX, NONCE_CHARS_MIN};
+    use crate::limits::{NONCE_CHARS_MAX, NONCE_CHARS_MIN};
 
     #[test]
     fn fresh_nonces_strictly_increase_and_fit_the_service_limits() {

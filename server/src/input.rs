@@ -1,20 +1,12 @@
-//! Request input with no IO: JSON bodies parsed with the failing field named, the limits each
-//! field must keep, and keyset paging over a list of sessions.
+//! Request input with no IO: JSON bodies parsed with the failing field named, a field checked
+//! against its limit (the limits are in [`crate::limits`]), and keyset paging over a list of
+//! sessions.
 
 use seed_events::SessionId;
 use seed_store::SessionRow;
 use serde::de::DeserializeOwned;
 
-/// The most characters a message may have.
-pub const MESSAGE_CHARS_MAX: usize = 64 * 1024;
-/// The most characters a title may have.
-pub const TITLE_CHARS_MAX: usize = 200;
-/// The most characters a model name may have.
-pub const MODEL_CHARS_MAX: usize = 200;
-/// Sessions per page when the client does not say.
-pub const PAGE_SESSIONS_DEFAULT: usize = 50;
-/// The most sessions (or events) one page may hold.
-pub const PAGE_ITEMS_MAX: usize = 500;
+use crate::limits::PAGE_ITEMS_MAX;
 
 /// Input that does not fit: which field, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,7 +261,11 @@ mod tests {
         assert_eq!(page_limit(None, 50), Ok(50));
         assert_eq!(page_limit(Some(1), 50), Ok(1));
         assert!(page_limit(Some(0), 50).is_err());
-        assert!(page_limit(Some(501), 50).is_err());
+        assert_eq!(
+            page_limit(Some(PAGE_ITEMS_MAX as u64), 50),
+            Ok(PAGE_ITEMS_MAX)
+        );
+        assert!(page_limit(Some(PAGE_ITEMS_MAX as u64 + 1), 50).is_err());
     }
 
     fn session(idx: u128, updated_at_ms: i64) -> SessionRow {

@@ -25,6 +25,7 @@ pub mod client;
 pub mod error;
 pub mod input;
 pub mod keys;
+pub mod limits;
 pub mod metrics;
 pub mod model;
 pub mod serve;

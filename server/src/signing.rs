@@ -13,6 +13,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use sha2::{Digest, Sha256};
 
+use crate::limits::{NONCE_CHARS_MAX, NONCE_CHARS_MIN};
+
 /// How far `created` may be from the server's clock, either way.
 pub const CREATED_SKEW_SECS_MAX: i64 = 300;
 /// The components every Seed request must cover.
@@ -20,8 +22,6 @@ pub const REQUIRED_COMPONENTS: [&str; 5] =
     ["@method", "@authority", "@path", "@query", "content-digest"];
 /// The label Seed's clients sign under.
 pub const LABEL: &str = "seed";
-pub(crate) const NONCE_CHARS_MIN: usize = 16;
-pub(crate) const NONCE_CHARS_MAX: usize = 128;
 
 /// Why a signature was refused. Shown to the client (it says what to fix, never a key).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -154,7 +154,11 @@ async fn start_child(context: &VerbContext, args: &DelegateArgs) -> Result<Sessi
     let child_session_id = SessionId::new_v7();
     let mut child = NewSession::new(child_session_id, context.account_id, context.now_ms);
     child.parent_session_id = Some(context.session_id);
-    child.title = args.task.chars().take(60).collect();
+    child.title = args
+        .task
+        .chars()
+        .take(seed_events::limits::SESSION_TITLE_FROM_TEXT_CHARS)
+        .collect();
     child.title_source = TitleSource::Agent;
     let mut task = NewEvent::message(
         EventRole::User,

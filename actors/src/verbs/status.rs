@@ -1,7 +1,10 @@
 //! The `status` verb: sets the session's description, and its title when one is given, as the
 //! agent's (`TitleSource::Agent`, so the fallback namer stays out).
 
+use std::sync::LazyLock;
+
 use futures::future::BoxFuture;
+use seed_events::limits::{SESSION_DESCRIPTION_CHARS_MAX, SESSION_TITLE_CHARS_MAX};
 use seed_store::TitleSource;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -9,10 +12,19 @@ use serde_json::{Value, json};
 use crate::verb::{Verb, VerbContext, VerbOutput};
 use crate::verbs::read::parse_checked;
 
-/// The longest title, in characters.
-pub const TITLE_CHARS_MAX: usize = 120;
-/// The longest description, in characters.
-pub const DESCRIPTION_CHARS_MAX: usize = 1000;
+/// What the model reads of the verb, its limits stated from their constants.
+static DESCRIPTION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "Sets this session's status, shown to you every turn in <session_status> and to the \
+         people following the session. description is the live status: what you are doing or \
+         what stands, in a sentence or two (at most {SESSION_DESCRIPTION_CHARS_MAX} characters); \
+         update it when that changes. title names what the whole session is about (at most \
+         {SESSION_TITLE_CHARS_MAX} characters); give it only to name a session or to correct \
+         its name, and leave it out to keep the current one — most calls change only the \
+         description. A large change of topic calls for a continuation, not a new title. Never \
+         call it just to restate the status you are shown. Returns \"status set\"."
+    )
+});
 
 /// Sets the session's status. Safe to repeat: the same call sets the same status.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,14 +43,7 @@ impl Verb for Status {
     }
 
     fn description(&self) -> &'static str {
-        "Sets this session's status, shown to you every turn in <session_status> and to the \
-         people following the session. description is the live status: what you are doing or \
-         what stands, in a sentence or two (at most 1000 characters); update it when that \
-         changes. title names what the whole session is about (at most 120 characters); give \
-         it only to name a session or to correct its name, and leave it out to keep the \
-         current one — most calls change only the description. A large change of topic calls \
-         for a continuation, not a new title. Never call it just to restate the status you \
-         are shown. Returns \"status set\"."
+        &DESCRIPTION
     }
 
     fn parameters(&self) -> Value {
@@ -48,12 +53,12 @@ impl Verb for Status {
                 "title": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": TITLE_CHARS_MAX,
+                    "maxLength": SESSION_TITLE_CHARS_MAX,
                     "description": "The session's new title; leave out to keep the current one"
                 },
                 "description": {
                     "type": "string",
-                    "maxLength": DESCRIPTION_CHARS_MAX,
+                    "maxLength": SESSION_DESCRIPTION_CHARS_MAX,
                     "description": "The live status"
                 }
             },

@@ -20,9 +20,7 @@ use uuid::Uuid;
 use super::{AppState, Body, fresh, session_path};
 use crate::error::{ApiError, ErrorBody};
 use crate::input::{self, Invalid};
-
-/// The most characters an attachment's name may have.
-pub const NAME_CHARS_MAX: usize = 255;
+use crate::limits::ATTACHMENT_NAME_CHARS_MAX;
 
 /// An attachment as the API shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -77,7 +75,8 @@ impl ToSchema for FileBytes {}
 #[serde(deny_unknown_fields)]
 pub struct UploadQuery {
     /// The file's name, as it is shown (1–255 characters; no `/`, `\` or control character).
-    // The attributes cannot name `NAME_CHARS_MAX`; a test checks they state it.
+    // The attributes cannot name `ATTACHMENT_NAME_CHARS_MAX`; a test in `limits` checks they
+    // state it.
     #[param(
         min_length = 1,
         max_length = 255,
@@ -148,7 +147,7 @@ pub fn checked_media_type(declared: &str, bytes: &[u8]) -> Result<String, Invali
 
 /// Checks an attachment's name: shown to people and the model, never a path.
 fn check_name(name: &str) -> Result<(), Invalid> {
-    input::check_chars("name", name, 1, NAME_CHARS_MAX)?;
+    input::check_chars("name", name, 1, ATTACHMENT_NAME_CHARS_MAX)?;
     if name
         .chars()
         .any(|c| c == '/' || c == '\\' || c.is_control())
@@ -468,7 +467,7 @@ mod tests {
                     .find(|parameter| parameter["name"] == "name")
             })
             .expect("the name parameter");
-        assert_eq!(name["schema"]["maxLength"], NAME_CHARS_MAX);
+        assert_eq!(name["schema"]["maxLength"], ATTACHMENT_NAME_CHARS_MAX);
         assert_eq!(
             document["components"]["schemas"]["SendMessageRequest"]["properties"]["attachments"]["maxItems"],
             seed_projections::attachments::ATTACHMENTS_PER_MESSAGE_MAX
@@ -485,7 +484,7 @@ mod tests {
                 "{bad:?}"
             );
         }
-        assert!(check_name(&"x".repeat(NAME_CHARS_MAX + 1)).is_err());
+        assert!(check_name(&"x".repeat(ATTACHMENT_NAME_CHARS_MAX + 1)).is_err());
         assert_eq!(
             content_disposition("plan \"v2\" é.png"),
             "attachment; filename=\"plan _v2_ _.png\"; filename*=UTF-8''plan%20%22v2%22%20%C3%A9.png"

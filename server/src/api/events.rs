@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::{AppState, Body, session_path};
 use crate::error::{ApiError, ErrorBody};
 use crate::input;
+use crate::limits;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct EventInfo {
@@ -109,7 +110,7 @@ async fn read_range(
 ) -> Result<(Vec<SessionEvent>, Option<i64>), ApiError> {
     let caller = state.caller(request, body).await?;
     let (from_seq, to_seq) = seq_range(query.from_seq, query.to_seq)?;
-    let limit = input::page_limit(query.limit, 200)?;
+    let limit = input::page_limit(query.limit, limits::PAGE_EVENTS_DEFAULT)?;
     let session = state.own_session(&caller, session_path(path)).await?;
     let events = state
         .store

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::{AppState, Body, fresh, session_path};
 use crate::error::{ApiError, ErrorBody};
 use crate::input::{self, Cursor, parse_json};
+use crate::limits;
 
 /// A link along a continuation edge.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -186,9 +187,9 @@ pub(super) async fn create_session(
     let caller = state.caller(&request, &body).await?;
     let input: CreateSessionRequest = parse_json(&body)?;
     let title = input.title.unwrap_or_default();
-    input::check_chars("title", &title, 0, input::TITLE_CHARS_MAX)?;
+    input::check_chars("title", &title, 0, limits::SESSION_TITLE_CHARS_MAX)?;
     if let Some(model) = &input.model {
-        input::check_chars("model", model, 1, input::MODEL_CHARS_MAX)?;
+        input::check_chars("model", model, 1, limits::MODEL_CHARS_MAX)?;
     }
     let now_ms = state.now_ms();
     let session_id = SessionId::new_v7();
@@ -231,7 +232,7 @@ pub(super) async fn list_sessions(
     body: Body,
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
-    let limit = input::page_limit(query.limit, input::PAGE_SESSIONS_DEFAULT)?;
+    let limit = input::page_limit(query.limit, limits::PAGE_SESSIONS_DEFAULT)?;
     let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
     let sessions = state.store.list_sessions(caller.account_id).await?;
     let (page, next) = input::page_sessions(sessions, cursor, limit);
@@ -409,7 +410,7 @@ pub(super) async fn set_model(
     let caller = state.caller(&request, &body).await?;
     let input: SetModelRequest = parse_json(&body)?;
     if let Some(Some(model)) = &input.model {
-        input::check_chars("model", model, 1, input::MODEL_CHARS_MAX)?;
+        input::check_chars("model", model, 1, limits::MODEL_CHARS_MAX)?;
     }
     let session_id = session_path(&path);
     let updated = fresh(

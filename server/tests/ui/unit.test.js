@@ -239,7 +239,7 @@ const STATUS_SCHEMA = {
   additionalProperties: false,
   properties: {
     description: { type: "string", maxLength: 1000, description: "The live status" },
-    title: { type: "string", minLength: 1, maxLength: 120, description: "The session's new title; leave out to keep the current one" },
+    title: { type: "string", minLength: 1, maxLength: 200, description: "The session's new title; leave out to keep the current one" },
   },
   required: ["description"],
 };
@@ -267,7 +267,7 @@ test("a verb's schema makes a form: a control per argument's type, the required 
     formFields(STATUS_SCHEMA).map((field) => [field.name, field.kind, field.required, field.placeholder]),
     [
       ["description", "textarea", true, "at most 1000 characters"],
-      ["title", "text", false, "at most 120 characters"],
+      ["title", "text", false, "at most 200 characters"],
     ],
   );
   const fields = formFields(KITCHEN_SCHEMA);
