@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use seed_durable::{EntryBody, EntryId, StoreState};
-use seed_events::{EventId, EventRole, SessionEvent, message_attachments};
+use seed_events::{EventBody, EventId, EventRole, SessionEvent, message_attachments};
 use seed_providers::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage,
     UserMessage,
@@ -324,36 +324,26 @@ fn result_call_id(event: &SessionEvent) -> Option<&str> {
 }
 
 fn tool_result(event: &SessionEvent) -> Option<ToolResultMessage> {
-    let content = &event.content;
-    Some(ToolResultMessage {
-        tool_call_id: content.get("tool_call_id")?.as_str()?.to_owned(),
-        tool_name: content
-            .get("tool_name")
-            .and_then(|name| name.as_str())
-            .unwrap_or_default()
-            .to_owned(),
-        content: content
-            .get("content")
-            .and_then(|text| text.as_str())
-            .unwrap_or_default()
-            .to_owned(),
-        is_error: content
-            .get("is_error")
-            .and_then(|flag| flag.as_bool())
-            .unwrap_or(false),
-    })
+    match event.body() {
+        EventBody::ToolResult(result) => Some(ToolResultMessage {
+            tool_call_id: result.tool_call_id,
+            tool_name: result.tool_name,
+            content: result.content,
+            is_error: result.is_error,
+        }),
+        _ => None,
+    }
 }
 
 fn tool_call(event: &SessionEvent) -> Option<ToolCall> {
-    let content = &event.content;
-    Some(ToolCall {
-        id: content.get("id")?.as_str()?.to_owned(),
-        name: content.get("name")?.as_str()?.to_owned(),
-        arguments: content
-            .get("arguments")
-            .cloned()
-            .unwrap_or(serde_json::Value::Null),
-    })
+    match event.body() {
+        EventBody::ToolCall(call) => Some(ToolCall {
+            id: call.id,
+            name: call.name,
+            arguments: call.arguments,
+        }),
+        _ => None,
+    }
 }
 
 fn assistant(text: String, calls: Vec<ToolCall>) -> AssistantMessage {
