@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::bus::{Notification, SeqRange};
 use crate::crash::points;
-use crate::turn::RunEnv;
+use crate::env::RunEnv;
 use crate::verb::{VerbContext, VerbOutput};
 
 /// How many predecessors the lineage block names (the origin is always named).

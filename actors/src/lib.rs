@@ -7,6 +7,7 @@
 //!   for each, one turn per session.
 //! - `session`: the [`SessionActor`](session::SessionActor) — one per active session, holding
 //!   its run in flight; stopped after it has been idle.
+//! - `env`: what every run shares ([`RunEnv`](env::RunEnv)) and the runtime's settings.
 //! - `turn`: one run, start to end — the steps around the durable harness (lease, projection of
 //!   what the log lacks, import, blocks, the turn, closing the run).
 //! - `verb`: the verb extension API ([`Verb`]); `verbs`: the verbs Seed ships.
@@ -24,6 +25,7 @@ pub mod attachments;
 pub mod bus;
 pub mod continuation;
 pub mod crash;
+pub mod env;
 pub mod logged_files;
 pub mod queue;
 pub mod run_end;
@@ -36,6 +38,6 @@ pub mod verbs;
 
 pub use bus::Notification;
 pub use crash::CrashPoints;
+pub use env::RuntimeSettings;
 pub use runtime::{BootReport, RunWatch, Runtime, SessionInfo};
-pub use turn::RuntimeSettings;
 pub use verb::{Availability, Verb, VerbContext, VerbOutput, parse_arguments};

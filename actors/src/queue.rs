@@ -8,8 +8,8 @@ use actix::prelude::*;
 use seed_events::{Queue, RunId, RunStatus};
 use seed_store::RunRow;
 
+use crate::env::RunEnv;
 use crate::session::{Registry, SessionActor, StartRun};
-use crate::turn::RunEnv;
 
 /// The runs in flight on each queue, against its limit. The queue takes slots before it
 /// claims runs, and the runtime takes one before a message's write, which then claims the

@@ -7,7 +7,8 @@ use seed_events::{EventRole, NewEvent, RunStatus};
 use seed_store::{PlanCheck, RunClosing, RunEndOutcome, RunRow};
 
 use crate::bus::{Notification, SeqRange};
-use crate::turn::{RunEnv, TurnError};
+use crate::env::RunEnv;
+use crate::turn::TurnError;
 
 /// How a run ended, for the runs table.
 #[derive(Debug, Clone, PartialEq)]

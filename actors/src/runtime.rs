@@ -10,10 +10,10 @@ use seed_providers::Provider;
 use seed_store::{RetryOutcome, RunRow, Store};
 
 use crate::bus::{Notification, Publisher, SeqRange};
+use crate::env::{RunEnv, RuntimeSettings};
 use crate::queue::{RunQueue, StartClaimed, Wake};
 use crate::session::{Registry, StopSession};
 use crate::supervisor::Supervisor;
-use crate::turn::{RunEnv, RuntimeSettings};
 use crate::verb::{Verb, VerbContext};
 use crate::verbs::VerbSet;
 

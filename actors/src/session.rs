@@ -13,9 +13,10 @@ use seed_durable::StopSignal;
 use seed_events::{RunId, SessionId};
 use seed_store::RunRow;
 
+use crate::env::RunEnv;
 use crate::queue::{RunDone, RunQueue};
 use crate::run_end::RunEnd;
-use crate::turn::{RunEnv, SessionHarness, execute_run};
+use crate::turn::{SessionHarness, execute_run};
 
 /// Active sessions by id.
 pub type Registry = Arc<DashMap<SessionId, Addr<SessionActor>>>;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
+use crate::env::RunEnv;
 use crate::queue::{Activate, RunQueue};
-use crate::turn::RunEnv;
 use crate::verb::{VerbContext, VerbOutput};
 
 pub struct Supervisor {

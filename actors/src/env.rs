@@ -1,0 +1,110 @@
+//! What every run of this process shares: the environment a run works in ([`RunEnv`]: the
+//! store, the provider, the verbs, the publisher, the clock) and the agent's definition and
+//! the runtime's limits ([`RuntimeSettings`]).
+
+use std::sync::Arc;
+
+use seed_providers::{Provider, model_context_window};
+use seed_store::Store;
+
+use crate::bus::Publisher;
+use crate::verbs::VerbSet;
+
+/// How long the partial text of a response waits, at most, for its commit to `pi.live`.
+pub const LIVE_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What every run of this process shares.
+pub struct RunEnv {
+    pub store: Store,
+    pub provider: Arc<dyn Provider>,
+    pub verbs: VerbSet,
+    pub settings: RuntimeSettings,
+    /// This process's id: leases and claimed runs carry it, so the next boot knows them.
+    pub boot_id: String,
+    pub clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+    pub publisher: Publisher,
+    /// Creates sessions for running turns (continuations). Weak: the supervisor holds this env.
+    pub supervisor: actix::WeakAddr<crate::supervisor::Supervisor>,
+    /// The runs in flight on each queue, against its limit.
+    pub slots: crate::queue::Slots,
+}
+
+impl std::fmt::Debug for RunEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunEnv").finish_non_exhaustive()
+    }
+}
+
+/// The agent's definition and the runtime's limits.
+#[derive(Debug, Clone)]
+pub struct RuntimeSettings {
+    pub provider_name: String,
+    pub model: String,
+    /// Byte for byte the same from turn to turn: no clock, no counts.
+    pub system_prompt: String,
+    /// Runs of each queue in flight at once.
+    pub interactive_runs_max: usize,
+    pub background_runs_max: usize,
+    /// Attempts before a run that keeps failing its session actor is failed for good.
+    pub run_attempts_max: i64,
+    /// Boot sweeps that may find a run cut off mid-turn and queue it again; the next one
+    /// fails it instead, so that a run which kills its process each time it runs cannot
+    /// crash the service at every boot.
+    pub run_restarts_max: i64,
+    /// Later passes an open plan may give a run, beyond its first turn.
+    pub plan_passes_max: i64,
+    /// How long a session actor stays in memory after its last run.
+    pub session_idle: std::time::Duration,
+    /// The partial text of a response in flight is committed to `pi.live` (and only then sent
+    /// to subscribers) at most this long after it arrived.
+    pub live_interval: std::time::Duration,
+    pub utc_offset_minutes: i32,
+    /// Where crash-injection tests stop the world; empty in a service.
+    pub crash_points: crate::crash::CrashPoints,
+    /// Context windows by model name, over the built-in table (a provider configuration's
+    /// `context_windows`).
+    pub context_windows: std::collections::BTreeMap<String, u64>,
+    /// The window of a model neither the overrides nor the table know.
+    pub context_window_default: Option<u64>,
+}
+
+impl RuntimeSettings {
+    /// The model a session's runs ask: its override, or the runtime's model.
+    pub fn session_model(&self, session: &seed_store::SessionRow) -> String {
+        session
+            .model_override
+            .clone()
+            .unwrap_or_else(|| self.model.clone())
+    }
+    /// The context window of `model`: the overrides, else the built-in table for this
+    /// provider, else the default. One answer for `<context_usage>` and the API's meter.
+    pub fn context_window(&self, model: &str) -> Option<u64> {
+        self.context_windows
+            .get(model)
+            .copied()
+            .or_else(|| model_context_window(&self.provider_name, model))
+            .or(self.context_window_default)
+    }
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        RuntimeSettings {
+            provider_name: "scripted".to_owned(),
+            model: "scripted".to_owned(),
+            system_prompt: "You are Seed's agent. Answer plainly; use verbs when they help."
+                .to_owned(),
+            interactive_runs_max: 64,
+            background_runs_max: 16,
+            run_attempts_max: 3,
+            run_restarts_max: 5,
+            plan_passes_max: 2,
+            session_idle: std::time::Duration::from_secs(30),
+            live_interval: LIVE_INTERVAL_DEFAULT,
+            utc_offset_minutes: 0,
+            crash_points: crate::crash::CrashPoints::default(),
+            context_windows: std::collections::BTreeMap::new(),
+            context_window_default: None,
+        }
+    }
+}
