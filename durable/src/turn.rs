@@ -332,4 +332,153 @@ mod tests {
         };
         assert!(calls_not_ending_turn(&turn.state, &other).is_empty());
     }
+
+    /// One thing the store came to hold, in a table row's history.
+    #[derive(Clone, Copy)]
+    enum Step {
+        /// An answer with text and no calls.
+        Answer,
+        /// A response that failed (incomplete).
+        Failed,
+        /// A response calling `(id, tool)`s.
+        Calls(&'static [(&'static str, &'static str)]),
+        /// A call's intent committed: it started.
+        Started(&'static str, &'static str),
+        /// A call's result; `true` when its verb ends the turn.
+        Result(&'static str, bool),
+    }
+
+    #[test]
+    fn the_next_action_from_a_table_of_histories() {
+        use Step::*;
+        let run = |id: &str, tool: &str, rerun: bool| Action::RunTool {
+            call: call(id, tool),
+            rerun,
+        };
+        let interrupt = |id: &str, tool: &str| Action::InterruptTool {
+            call: call(id, tool),
+        };
+        // `read` is safe to repeat; `memory` and `delegate` are not.
+        let table: Vec<(&str, Vec<Step>, Action)> = vec![
+            (
+                "nothing yet: the first request",
+                vec![],
+                Action::RequestModel { step: 0 },
+            ),
+            (
+                "a failed response is asked again",
+                vec![Failed],
+                Action::RequestModel { step: 1 },
+            ),
+            (
+                "an answer after a failure",
+                vec![Failed, Answer],
+                Action::Answered { entry_id: 3 },
+            ),
+            (
+                "an answer with no calls",
+                vec![Answer],
+                Action::Answered { entry_id: 2 },
+            ),
+            (
+                "a call not started runs",
+                vec![Calls(&[("c1", "memory")])],
+                run("c1", "memory", false),
+            ),
+            (
+                "a safe call cut off runs again",
+                vec![Calls(&[("c1", "read")]), Started("c1", "read")],
+                run("c1", "read", true),
+            ),
+            (
+                "an unsafe call cut off is answered as interrupted",
+                vec![Calls(&[("c1", "memory")]), Started("c1", "memory")],
+                interrupt("c1", "memory"),
+            ),
+            (
+                "calls run in order: the first without a result",
+                vec![
+                    Calls(&[("c1", "read"), ("c2", "memory")]),
+                    Result("c1", false),
+                ],
+                run("c2", "memory", false),
+            ),
+            (
+                "a later call answered first leaves the earlier one",
+                vec![
+                    Calls(&[("c1", "read"), ("c2", "memory")]),
+                    Result("c2", false),
+                ],
+                run("c1", "read", false),
+            ),
+            (
+                "every call answered: the next request",
+                vec![
+                    Calls(&[("c1", "read"), ("c2", "memory")]),
+                    Result("c1", false),
+                    Result("c2", false),
+                ],
+                Action::RequestModel { step: 1 },
+            ),
+            (
+                "a verb that ends the turn ends it once its batch is answered",
+                vec![
+                    Calls(&[("c1", "delegate"), ("c2", "read")]),
+                    Result("c1", true),
+                    Result("c2", false),
+                ],
+                Action::EndTurn,
+            ),
+            (
+                "an ending verb waits for the rest of its batch",
+                vec![
+                    Calls(&[("c1", "delegate"), ("c2", "read")]),
+                    Result("c1", true),
+                ],
+                run("c2", "read", false),
+            ),
+            (
+                "the step counts every response of the turn",
+                vec![
+                    Failed,
+                    Calls(&[("c1", "read")]),
+                    Result("c1", false),
+                    Calls(&[("c2", "read")]),
+                    Result("c2", false),
+                ],
+                Action::RequestModel { step: 3 },
+            ),
+            (
+                "a result of an earlier response answers nothing of the newest",
+                vec![
+                    Calls(&[("c1", "read")]),
+                    Result("c1", false),
+                    Calls(&[("c1", "read")]),
+                ],
+                run("c1", "read", false),
+            ),
+        ];
+        for (case, history, expected) in table {
+            let mut turn = Turn::new();
+            for step in history {
+                match step {
+                    Answer => turn.respond(text_response("done")),
+                    Failed => {
+                        let mut failed = text_response("");
+                        failed.stop_reason = seed_providers::StopReason::Error;
+                        failed.error_message = Some("boom".to_owned());
+                        turn.respond(failed);
+                    }
+                    Calls(calls) => turn.respond(tool_response(
+                        "",
+                        calls.iter().map(|(id, tool)| call(id, tool)).collect(),
+                    )),
+                    Started(id, tool) => turn.started(id, tool),
+                    Result(id, ends_turn) => turn.result(id, ends_turn),
+                }
+            }
+            let next = next_action(&turn.state, &turn.turn, |name| name == "read");
+            assert_eq!(next, expected, "{case}");
+        }
+    }
 }
