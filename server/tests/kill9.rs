@@ -9,7 +9,8 @@
 //! integrity check.
 //!
 //! `KILL9_SEED=S` replays the traffic decisions and kill moments of a failing run (the seed is
-//! printed on stderr); `KILL9_KILLS=N` changes the number of kills.
+//! printed on stderr); `KILL9_KILLS=N` changes the number of kills; `SEED_SOAK=1` makes it
+//! 1,000.
 
 mod common;
 
@@ -29,6 +30,8 @@ use uuid::Uuid;
 
 /// Kills in a run unless `KILL9_KILLS` says otherwise.
 const KILLS_DEFAULT: usize = 50;
+/// Kills in a soak (`SEED_SOAK=1`).
+const SOAK_KILLS: usize = 1_000;
 /// Clients sending at once.
 const N_CLIENTS: usize = 4;
 /// A kill lands this long after the service listens, in milliseconds (uniform).
@@ -272,7 +275,11 @@ fn text_of(event: &EventInfo) -> &str {
 #[actix_web::test]
 async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
     let seed = run_seed();
-    let kills = env_number("KILL9_KILLS").map_or(KILLS_DEFAULT, |kills| kills as usize);
+    let soak = std::env::var("SEED_SOAK").is_ok_and(|soak| soak == "1");
+    let kills = env_number("KILL9_KILLS")
+        .map_or(if soak { SOAK_KILLS } else { KILLS_DEFAULT }, |kills| {
+            kills as usize
+        });
     eprintln!("kill9 seed {seed}, {kills} kills (replay with KILL9_SEED={seed})");
     let started = Instant::now();
     let mut rng = fastrand::Rng::with_seed(seed);

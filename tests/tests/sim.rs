@@ -3,8 +3,8 @@
 //! occurrence of three scenarios, and a shrinking pass finds a short failing prefix.
 //!
 //! `SIM_SEEDS=N` runs seeds 0..N (default 1,000, split over four tests so they run side by
-//! side); `SIM_SEED=S` replays one seed; `SIM_ITERS=N` runs N seeds from a random start, for a
-//! soak.
+//! side; with `SEED_SOAK=1`, twenty times as many, here and for the in-memory store);
+//! `SIM_SEED=S` replays one seed; `SIM_ITERS=N` runs N seeds from a random start, for a soak.
 
 #[path = "../../actors/examples/word_count.rs"]
 #[allow(dead_code)]
@@ -22,6 +22,18 @@ use serde_json::{Value, json};
 /// Seeds run by default, over the four `seeds_*` tests.
 const SEEDS_DEFAULT: u64 = 1_000;
 const SHARDS: u64 = 4;
+
+/// How many times the default seeds a soak (`SEED_SOAK=1`) runs.
+const SOAK_FACTOR: u64 = 20;
+
+/// `default`, or `SOAK_FACTOR` times it under `SEED_SOAK=1`.
+fn soaked(default: u64) -> u64 {
+    if std::env::var("SEED_SOAK").is_ok_and(|soak| soak == "1") {
+        default * SOAK_FACTOR
+    } else {
+        default
+    }
+}
 
 fn env(name: &str) -> Option<u64> {
     std::env::var(name)
@@ -56,7 +68,7 @@ fn run_shard(shard: u64) -> anyhow::Result<()> {
             let start = fastrand::u64(..u64::MAX / 2) + shard * iters;
             (start..start + iters / SHARDS).collect()
         }
-        (None, None) => (0..env("SIM_SEEDS").unwrap_or(SEEDS_DEFAULT))
+        (None, None) => (0..env("SIM_SEEDS").unwrap_or(soaked(SEEDS_DEFAULT)))
             .filter(|seed| seed % SHARDS == shard)
             .collect(),
     };
@@ -128,7 +140,7 @@ fn seeds_3_keep_every_invariant() -> anyhow::Result<()> {
 #[test]
 fn seeds_over_the_in_memory_store_keep_every_invariant() -> anyhow::Result<()> {
     let mut reports = Vec::new();
-    for seed in 0..env("SIM_MEMORY_SEEDS").unwrap_or(100) {
+    for seed in 0..env("SIM_MEMORY_SEEDS").unwrap_or(soaked(100)) {
         let report = sim::run(&SimConfig {
             memory: true,
             ..config(seed)
