@@ -1,228 +1,294 @@
-//! The Anthropic wire's tests: request bodies, the thinking budget, and streams decoded (the
-//! prompt cache's marks are in `cache_tests.rs`).
+//! The Anthropic wire's tests: streams decoded, from a table (split at every boundary: blocks
+//! of every kind, usage, stop reasons, errors and broken streams), request bodies and the
+//! thinking budget (the prompt cache's marks are in `cache_tests.rs`).
 use std::sync::Arc;
 
 use super::*;
 use crate::http::decode_all;
 use crate::message::{Message, ReasoningLevel, ToolResultMessage, ToolSpec, UserMessage, UserPart};
 
-/// SSE for `events`, each named by its `type` as the server names them.
-fn sse(events: &[Value]) -> String {
-    let mut out = String::new();
-    for event in events {
-        let name = event["type"].as_str().expect("typed");
-        out.push_str(&format!("event: {name}\ndata: {event}\n\n"));
-    }
-    out
-}
+// Both wires' tests include it: neither can reach the other's private test module.
+#[allow(clippy::duplicate_mod)]
+#[path = "../decoder_table.rs"]
+mod decoder_table;
 
-fn decode(text: &str) -> Vec<StreamEvent> {
-    let whole = decode_all(text, usize::MAX, AnthropicDecoder::new("requested"));
+/// Decodes `payloads`, one `data:` event each, named by its `type` as the server names them
+/// (a payload that does not parse goes unnamed), whole and cut into pieces of several sizes:
+/// the events must not depend on where the socket split the bytes.
+fn decode(payloads: &[&str]) -> Vec<StreamEvent> {
+    let mut text = String::new();
+    for payload in payloads {
+        let parsed: Option<Value> = serde_json::from_str(payload).ok();
+        if let Some(name) = parsed.as_ref().and_then(|event| event["type"].as_str()) {
+            text.push_str(&format!("event: {name}\n"));
+        }
+        text.push_str(&format!("data: {payload}\n\n"));
+    }
+    let whole = decode_all(&text, usize::MAX, AnthropicDecoder::new("requested"));
     for piece_bytes in [1, 5, 33] {
-        let pieces = decode_all(text, piece_bytes, AnthropicDecoder::new("requested"));
+        let pieces = decode_all(&text, piece_bytes, AnthropicDecoder::new("requested"));
         assert_eq!(pieces, whole, "pieces of {piece_bytes}");
     }
     whole
 }
 
-fn done(events: &[StreamEvent]) -> &AssistantMessage {
-    match events.last() {
-        Some(StreamEvent::Done(message)) => message,
-        other => panic!("the stream did not end with Done: {other:?}"),
-    }
-}
-
+/// The signature of [`THINKING_AND_TOOLS`]'s thinking: escapes and non-ASCII, kept exactly.
 pub(super) const SIGNATURE: &str = "EqQBCkYIARgCKkD+/sig==\n\t ünï \"q\" \\";
 
-fn thinking_and_tools() -> Vec<Value> {
-    vec![
-        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929", "content": [], "stop_reason": null, "usage": {"input_tokens": 12, "cache_creation_input_tokens": 3000, "cache_read_input_tokens": 0, "output_tokens": 1}}}),
-        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
-        json!({"type": "ping"}),
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Two files "}}),
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "to read."}}),
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": SIGNATURE}}),
-        json!({"type": "content_block_stop", "index": 0}),
-        json!({"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": "opaque=="}}),
-        json!({"type": "content_block_stop", "index": 1}),
-        json!({"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}),
-        json!({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "Reading "}}),
-        json!({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "both."}}),
-        json!({"type": "content_block_stop", "index": 2}),
-        json!({"type": "content_block_start", "index": 3, "content_block": {"type": "tool_use", "id": "toolu_a", "name": "read", "input": {}}}),
-        json!({"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": ""}}),
-        json!({"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"a"}}),
-        json!({"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": ".md\"}"}}),
-        json!({"type": "content_block_stop", "index": 3}),
-        json!({"type": "content_block_start", "index": 4, "content_block": {"type": "tool_use", "id": "toolu_b", "name": "list", "input": {}}}),
-        json!({"type": "content_block_stop", "index": 4}),
-        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 87}}),
-        json!({"type": "message_stop"}),
-    ]
-}
+/// An answer of every kind of block: thinking with its signature, redacted thinking, text, a
+/// call whose input comes in fragments and one with none; a ping between.
+const THINKING_AND_TOOLS: &str = r#"
+    {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929", "content": [], "stop_reason": null, "usage": {"input_tokens": 12, "cache_creation_input_tokens": 3000, "cache_read_input_tokens": 0, "output_tokens": 1}}}
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}
+    {"type": "ping"}
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Two files "}}
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "to read."}}
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "EqQBCkYIARgCKkD+/sig==\n\t ünï \"q\" \\"}}
+    {"type": "content_block_stop", "index": 0}
+    {"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": "opaque=="}}
+    {"type": "content_block_stop", "index": 1}
+    {"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}
+    {"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "Reading "}}
+    {"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "both."}}
+    {"type": "content_block_stop", "index": 2}
+    {"type": "content_block_start", "index": 3, "content_block": {"type": "tool_use", "id": "toolu_a", "name": "read", "input": {}}}
+    {"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": ""}}
+    {"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"a"}}
+    {"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": ".md\"}"}}
+    {"type": "content_block_stop", "index": 3}
+    {"type": "content_block_start", "index": 4, "content_block": {"type": "tool_use", "id": "toolu_b", "name": "list", "input": {}}}
+    {"type": "content_block_stop", "index": 4}
+    {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 87}}
+    {"type": "message_stop"}
+"#;
 
+/// What the decoder makes of a stream, for a request to `requested`.
 #[test]
-fn thinking_with_its_signature_text_and_tool_use() {
-    let events = decode(&sse(&thinking_and_tools()));
-    let read = ToolCall {
-        id: "toolu_a".to_owned(),
-        name: "read".to_owned(),
-        arguments: json!({"path": "a.md"}),
-    };
-    let list = ToolCall {
-        id: "toolu_b".to_owned(),
-        name: "list".to_owned(),
-        arguments: json!({}),
-    };
-    let start_usage = Usage {
-        input: 12,
-        output: 1,
-        cache_read: 0,
-        cache_write: 3000,
-        ..Default::default()
-    };
-    let final_usage = Usage {
-        output: 87,
-        ..start_usage
-    };
-    assert_eq!(
-        events[..events.len() - 1],
-        [
-            StreamEvent::Usage(start_usage),
-            StreamEvent::ThinkingDelta("Two files ".to_owned()),
-            StreamEvent::ThinkingDelta("to read.".to_owned()),
-            StreamEvent::TextDelta("Reading ".to_owned()),
-            StreamEvent::TextDelta("both.".to_owned()),
-            StreamEvent::ToolCall(read.clone()),
-            StreamEvent::ToolCall(list.clone()),
-            // Cumulative: overwrites the 1 output token of message_start, never adds.
-            StreamEvent::Usage(final_usage),
-        ]
-    );
-    assert_eq!(
-        *done(&events),
-        AssistantMessage {
-            content: vec![
-                AssistantBlock::Thinking {
-                    thinking: "Two files to read.".to_owned(),
-                    signature: Some(SIGNATURE.to_owned()),
-                },
-                AssistantBlock::RedactedThinking {
-                    data: "opaque==".to_owned()
-                },
-                AssistantBlock::Text {
-                    text: "Reading both.".to_owned()
-                },
-                AssistantBlock::ToolCall(read),
-                AssistantBlock::ToolCall(list),
-            ],
-            usage: final_usage,
-            stop_reason: StopReason::ToolUse,
-            model: "claude-sonnet-4-5-20250929".to_owned(),
-            error_message: None,
-        }
-    );
-}
-
-#[test]
-fn usage_from_message_delta_overwrites_every_field_it_names() {
-    let events = decode(&sse(&[
-        json!({"type": "message_start", "message": {"model": "claude-x", "usage": {"input_tokens": 5, "output_tokens": 1}}}),
-        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Hi"}}),
-        json!({"type": "content_block_stop", "index": 0}),
-        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"input_tokens": 7, "cache_read_input_tokens": 4000, "cache_creation_input_tokens": 20, "output_tokens": 2}}),
-        json!({"type": "message_stop"}),
-    ]));
-    assert_eq!(events[1], StreamEvent::TextDelta("Hi".to_owned()));
-    let message = done(&events);
-    assert_eq!(
-        message.usage,
-        Usage {
-            input: 7,
-            output: 2,
-            cache_read: 4000,
-            cache_write: 20,
-            ..Default::default()
-        }
-    );
-    assert_eq!(message.usage.prompt_tokens(), 4027);
-    assert_eq!(message.stop_reason, StopReason::Stop);
-}
-
-#[test]
-fn stop_reasons() {
-    for (reason, expected) in [
-        ("end_turn", StopReason::Stop),
-        ("stop_sequence", StopReason::Stop),
-        ("tool_use", StopReason::ToolUse),
-        ("max_tokens", StopReason::Length),
-        ("refusal", StopReason::Error),
-    ] {
-        let events = decode(&sse(&[
-            json!({"type": "message_start", "message": {}}),
-            json!({"type": "message_delta", "delta": {"stop_reason": reason}}),
-            json!({"type": "message_stop"}),
-        ]));
-        let message = done(&events);
-        assert_eq!(message.stop_reason, expected, "{reason}");
-        assert_eq!(message.model, "requested");
-    }
-}
-
-#[test]
-fn errors_mid_stream_keep_what_arrived() {
-    let mut events = thinking_and_tools()[..11].to_vec();
-    events.push(
-        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-    );
-    events.extend(thinking_and_tools()[11..].iter().cloned());
-    let decoded = decode(&sse(&events));
-    assert_eq!(
-        decoded.last(),
-        Some(&StreamEvent::Error(ProviderError::new(
-            ProviderErrorKind::Http { status: 529 },
-            "Overloaded"
-        )))
-    );
-    assert!(decoded.contains(&StreamEvent::TextDelta("Reading ".to_owned())));
-    assert!(!decoded.contains(&StreamEvent::TextDelta("both.".to_owned())));
-
-    // A malformed event.
-    let mut text = sse(&thinking_and_tools()[..4]);
-    text.push_str(
-        "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"ind\n\n",
-    );
-    let decoded = decode(&text);
-    assert!(
-        matches!(decoded.last(), Some(StreamEvent::Error(error)) if error.kind == ProviderErrorKind::Malformed),
-        "{decoded:?}"
-    );
-    assert_eq!(decoded.len(), 3, "{decoded:?}");
-
-    // A delta for a block that never started.
-    let decoded = decode(&sse(&[
-        json!({"type": "content_block_delta", "index": 9, "delta": {"type": "text_delta", "text": "x"}}),
-    ]));
-    assert!(
-        matches!(&decoded[0], StreamEvent::Error(error) if error.kind == ProviderErrorKind::Malformed)
-    );
-
-    // Cut before message_stop.
-    let decoded = decode(&sse(&thinking_and_tools()[..12]));
-    assert!(
-        matches!(decoded.last(), Some(StreamEvent::Error(error)) if error.kind == ProviderErrorKind::Transport),
-        "{decoded:?}"
-    );
-
-    // An event type the decoder does not know is skipped.
-    let mut events = thinking_and_tools();
-    events.insert(3, json!({"type": "future_event", "data": 1}));
-    assert_eq!(decode(&sse(&events)), decode(&sse(&thinking_and_tools())));
+fn streams_decoded_from_a_table() {
+    let table: &[decoder_table::Row] = &[
+        (
+            "every kind of block; the signature kept exactly; message_delta's usage overwrites \
+             the output of message_start, never adds",
+            THINKING_AND_TOOLS,
+            r#"
+            usage input=12 output=1 cache_read=0 cache_write=3000
+            thinking "Two files "
+            thinking "to read."
+            text "Reading "
+            text "both."
+            call toolu_a read {"path":"a.md"}
+            call toolu_b list {}
+            usage input=12 output=87 cache_read=0 cache_write=3000
+            done tool_use model=claude-sonnet-4-5-20250929
+              usage input=12 output=87 cache_read=0 cache_write=3000
+              thinking "Two files to read." signature "EqQBCkYIARgCKkD+/sig==\n\t ünï \"q\" \\"
+              redacted_thinking "opaque=="
+              text "Reading both."
+              call toolu_a read {"path":"a.md"}
+              call toolu_b list {}
+            "#,
+        ),
+        (
+            "usage from message_delta overwrites every field it names; text in a block's start",
+            r#"
+            {"type": "message_start", "message": {"model": "claude-x", "usage": {"input_tokens": 5, "output_tokens": 1}}}
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Hi"}}
+            {"type": "content_block_stop", "index": 0}
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"input_tokens": 7, "cache_read_input_tokens": 4000, "cache_creation_input_tokens": 20, "output_tokens": 2}}
+            {"type": "message_stop"}
+            "#,
+            r#"
+            usage input=5 output=1 cache_read=0 cache_write=0
+            text "Hi"
+            usage input=7 output=2 cache_read=4000 cache_write=20
+            done stop model=claude-x
+              usage input=7 output=2 cache_read=4000 cache_write=20
+              text "Hi"
+            "#,
+        ),
+        (
+            "a tool_use whose start carries its input and no fragments follow",
+            r#"
+            {"type": "message_start", "message": {"model": "claude-x"}}
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_a", "name": "read", "input": {"path": "a.md"}}}
+            {"type": "content_block_stop", "index": 0}
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}
+            {"type": "message_stop"}
+            "#,
+            r#"
+            call toolu_a read {"path":"a.md"}
+            done tool_use model=claude-x
+              call toolu_a read {"path":"a.md"}
+            "#,
+        ),
+        (
+            "arguments cut mid-way are kept as the text that came",
+            r#"
+            {"type": "message_start", "message": {"model": "claude-x"}}
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_cut", "name": "read", "input": {}}}
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"no"}}
+            {"type": "content_block_stop", "index": 0}
+            {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}
+            {"type": "message_stop"}
+            "#,
+            r#"
+            call toolu_cut read "{\"path\": \"no"
+            done length model=claude-x
+              call toolu_cut read "{\"path\": \"no"
+            "#,
+        ),
+        (
+            "stop reason end_turn; no message_start named a model: the request's stays",
+            r#"
+            {"type": "message_start", "message": {}}
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
+            {"type": "message_stop"}
+            "#,
+            "done stop model=requested",
+        ),
+        (
+            "stop reason stop_sequence",
+            r#"
+            {"type": "message_start", "message": {}}
+            {"type": "message_delta", "delta": {"stop_reason": "stop_sequence"}}
+            {"type": "message_stop"}
+            "#,
+            "done stop model=requested",
+        ),
+        (
+            "stop reason tool_use",
+            r#"
+            {"type": "message_start", "message": {}}
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}
+            {"type": "message_stop"}
+            "#,
+            "done tool_use model=requested",
+        ),
+        (
+            "stop reason max_tokens",
+            r#"
+            {"type": "message_start", "message": {}}
+            {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}
+            {"type": "message_stop"}
+            "#,
+            "done length model=requested",
+        ),
+        (
+            "stop reason model_context_window_exceeded",
+            r#"
+            {"type": "message_start", "message": {}}
+            {"type": "message_delta", "delta": {"stop_reason": "model_context_window_exceeded"}}
+            {"type": "message_stop"}
+            "#,
+            "done length model=requested",
+        ),
+        (
+            "stop reason refusal is an error that says so",
+            r#"
+            {"type": "message_start", "message": {}}
+            {"type": "message_delta", "delta": {"stop_reason": "refusal"}}
+            {"type": "message_stop"}
+            "#,
+            r#"
+            done error model=requested
+              error_message "the model refused to answer"
+            "#,
+        ),
+        (
+            "an error mid-stream keeps what arrived, with the status its type documents",
+            r#"
+            {"type": "message_start", "message": {"model": "claude-x"}}
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Reading "}}
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "both."}}
+            {"type": "content_block_stop", "index": 0}
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
+            {"type": "message_stop"}
+            "#,
+            r#"
+            text "Reading "
+            error http 529: Overloaded
+            "#,
+        ),
+        (
+            "an error of a type with no documented status, and no message, reads as its type",
+            r#"
+            {"type": "error", "error": {"type": "mystery_error"}}
+            "#,
+            "error transport: mystery_error",
+        ),
+        (
+            "a malformed event ends the stream after what arrived",
+            r#"
+            {"type": "message_start", "message": {"model": "claude-x", "usage": {"input_tokens": 12, "output_tokens": 1}}}
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}
+            {"type": "ping"}
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Two files "}}
+            {"type": "content_block_delta", "ind
+            {"type": "content_block_stop", "index": 0}
+            "#,
+            r#"
+            usage input=12 output=1 cache_read=0 cache_write=0
+            thinking "Two files "
+            error malformed: an event does not parse: EOF while parsing a string at line 1 column 36
+            "#,
+        ),
+        (
+            "a delta for a block that never started",
+            r#"
+            {"type": "content_block_delta", "index": 9, "delta": {"type": "text_delta", "text": "x"}}
+            "#,
+            "error malformed: a delta for block 9, never started",
+        ),
+        (
+            "a delta of the wrong kind for its block",
+            r#"
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{}"}}
+            "#,
+            "error malformed: a delta of the wrong kind for block 0",
+        ),
+        (
+            "a body cut before message_stop",
+            r#"
+            {"type": "message_start", "message": {"model": "claude-x"}}
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Reading "}}
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "both."}}
+            "#,
+            r#"
+            text "Reading "
+            text "both."
+            error transport: the stream ended before the response finished
+            "#,
+        ),
+        (
+            "an event type the decoder does not know is skipped",
+            r#"
+            {"type": "message_start", "message": {"model": "claude-x"}}
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+            {"type": "future_event", "data": 1}
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}}
+            {"type": "content_block_stop", "index": 0}
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
+            {"type": "message_stop"}
+            "#,
+            r#"
+            text "Hi"
+            done stop model=claude-x
+              text "Hi"
+            "#,
+        ),
+    ];
+    decoder_table::check(table, decode);
 }
 
 /// A request of one turn: an input, an answer with two calls, their results, a block.
 pub(super) fn request() -> Request {
-    let Some(StreamEvent::Done(first)) = decode(&sse(&thinking_and_tools())).pop() else {
+    let Some(StreamEvent::Done(first)) =
+        decode(&decoder_table::payload_lines(THINKING_AND_TOOLS)).pop()
+    else {
         panic!("no message");
     };
     Request {
@@ -390,23 +456,6 @@ fn a_message_with_an_image_sends_an_image_block() {
 /// verb's argument check) tells the model what went wrong.
 #[test]
 fn arguments_that_are_not_an_object_go_back_as_an_empty_object() {
-    let Some(StreamEvent::Done(cut)) = decode(&sse(&[
-        json!({"type": "message_start", "message": {"model": "claude-x"}}),
-        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_cut", "name": "read", "input": {}}}),
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"no"}}),
-        json!({"type": "content_block_stop", "index": 0}),
-        json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}),
-        json!({"type": "message_stop"}),
-    ]))
-    .pop() else {
-        panic!("no message");
-    };
-    // The store keeps what came.
-    assert_eq!(
-        cut.tool_calls()[0].arguments,
-        json!("{\"path\": \"no"),
-        "{cut:?}"
-    );
     let call = |id: &str, arguments: Value| {
         AssistantBlock::ToolCall(ToolCall {
             id: id.to_owned(),
@@ -414,13 +463,20 @@ fn arguments_that_are_not_an_object_go_back_as_an_empty_object() {
             arguments,
         })
     };
-    let mut answer = cut.clone();
-    answer.content.extend([
-        call("toolu_list", json!(["a.md"])),
-        call("toolu_n", json!(7)),
-        call("toolu_null", Value::Null),
-        call("toolu_ok", json!({"path": "a.md"})),
-    ]);
+    // As the decoder keeps a call cut mid-way (a row of `streams_decoded_from_a_table`).
+    let answer = AssistantMessage {
+        content: vec![
+            call("toolu_cut", json!("{\"path\": \"no")),
+            call("toolu_list", json!(["a.md"])),
+            call("toolu_n", json!(7)),
+            call("toolu_null", Value::Null),
+            call("toolu_ok", json!({"path": "a.md"})),
+        ],
+        usage: Usage::default(),
+        stop_reason: StopReason::Length,
+        model: "claude-x".to_owned(),
+        error_message: None,
+    };
     let result = |id: &str| {
         Arc::new(Message::ToolResult(ToolResultMessage {
             tool_call_id: id.to_owned(),

@@ -1,246 +1,248 @@
-//! The OpenAI wire's tests: streams decoded (split at every boundary), finish reasons, broken
-//! streams, and request bodies.
+//! The OpenAI wire's tests: streams decoded, from a table (split at every boundary: finish
+//! reasons, reasoning, interleaved calls, broken streams), and request bodies.
 use std::sync::Arc;
 
 use super::*;
 use crate::http::decode_all;
 use crate::message::{ToolResultMessage, ToolSpec, UserMessage};
 
-/// SSE for `chunks`, one `data:` event each, then `[DONE]`.
-fn sse(chunks: &[Value]) -> String {
-    let mut out = String::new();
-    for chunk in chunks {
-        out.push_str(&format!("data: {chunk}\n\n"));
-    }
-    out.push_str("data: [DONE]\n\n");
-    out
-}
+// Both wires' tests include it: neither can reach the other's private test module.
+#[allow(clippy::duplicate_mod)]
+#[path = "../decoder_table.rs"]
+mod decoder_table;
 
-/// Decodes `text` whole and cut into pieces of several sizes: the events must not depend
-/// on where the socket split the bytes.
-fn decode(text: &str) -> Vec<StreamEvent> {
-    let whole = decode_all(text, usize::MAX, OpenAiDecoder::new("requested-model"));
+/// Decodes `payloads`, one `data:` event each, whole and cut into pieces of several sizes:
+/// the events must not depend on where the socket split the bytes.
+fn decode(payloads: &[&str]) -> Vec<StreamEvent> {
+    let text: String = payloads
+        .iter()
+        .map(|payload| format!("data: {payload}\n\n"))
+        .collect();
+    let whole = decode_all(&text, usize::MAX, OpenAiDecoder::new("requested-model"));
     for piece_bytes in [1, 3, 17, 64] {
-        let pieces = decode_all(text, piece_bytes, OpenAiDecoder::new("requested-model"));
+        let pieces = decode_all(&text, piece_bytes, OpenAiDecoder::new("requested-model"));
         assert_eq!(pieces, whole, "pieces of {piece_bytes}");
     }
     whole
 }
 
-fn done(events: &[StreamEvent]) -> &AssistantMessage {
-    match events.last() {
-        Some(StreamEvent::Done(message)) => message,
-        other => panic!("the stream did not end with Done: {other:?}"),
-    }
-}
-
-fn delta(content: Value) -> Value {
-    json!({"id": "c1", "model": "gpt-4o-2024", "choices": [{"index": 0, "delta": content, "finish_reason": null}]})
-}
-
+/// What the decoder makes of a stream, for a request to `requested-model`.
 #[test]
-fn text_deltas_finish_and_usage_with_cached_tokens() {
-    let text = sse(&[
-        delta(json!({"role": "assistant", "content": ""})),
-        delta(json!({"content": "Hel"})),
-        delta(json!({"content": "lo, ünï"})),
-        json!({"model": "gpt-4o-2024", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
-        json!({"model": "gpt-4o-2024", "choices": [], "usage": {"prompt_tokens": 1200, "completion_tokens": 9, "total_tokens": 1209, "prompt_tokens_details": {"cached_tokens": 1024}}}),
-    ]);
-    let events = decode(&text);
-    let usage = Usage {
-        input: 176,
-        output: 9,
-        cache_read: 1024,
-        cache_write: 0,
-        ..Default::default()
-    };
-    assert_eq!(
-        events[..3],
-        [
-            StreamEvent::TextDelta("Hel".to_owned()),
-            StreamEvent::TextDelta("lo, ünï".to_owned()),
-            StreamEvent::Usage(usage),
-        ]
-    );
-    assert_eq!(
-        *done(&events),
-        AssistantMessage {
-            content: vec![AssistantBlock::Text {
-                text: "Hello, ünï".to_owned()
-            }],
-            usage,
-            stop_reason: StopReason::Stop,
-            model: "gpt-4o-2024".to_owned(),
-            error_message: None,
-        }
-    );
-}
-
-#[test]
-fn interleaved_tool_calls_with_fragmented_arguments() {
-    let call = |index: u32, id: Option<&str>, name: Option<&str>, arguments: &str| {
-        let mut function = json!({"arguments": arguments});
-        if let Some(name) = name {
-            function["name"] = json!(name);
-        }
-        let mut call = json!({"index": index, "function": function});
-        if let Some(id) = id {
-            call["id"] = json!(id);
-            call["type"] = json!("function");
-        }
-        delta(json!({"tool_calls": [call]}))
-    };
-    let text = sse(&[
-        delta(json!({"content": "Looking."})),
-        call(0, Some("call_a"), Some("read"), ""),
-        call(1, Some("call_b"), Some("ls"), "{\"di"),
-        call(0, None, None, "{\"path\": "),
-        call(1, None, None, "r\": \"/tmp\"}"),
-        call(0, None, None, "\"notes.md\"}"),
-        // Both fragments in one chunk.
-        delta(json!({"tool_calls": [
-            {"index": 2, "id": "call_c", "type": "function", "function": {"name": "noop", "arguments": ""}},
-        ]})),
-        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
-        // Some compatible servers send `choices: null` with the usage.
-        json!({"choices": null, "usage": {"prompt_tokens": 50, "completion_tokens": 20}}),
-    ]);
-    let events = decode(&text);
-    let calls = [
-        ToolCall {
-            id: "call_a".to_owned(),
-            name: "read".to_owned(),
-            arguments: json!({"path": "notes.md"}),
-        },
-        ToolCall {
-            id: "call_b".to_owned(),
-            name: "ls".to_owned(),
-            arguments: json!({"dir": "/tmp"}),
-        },
-        ToolCall {
-            id: "call_c".to_owned(),
-            name: "noop".to_owned(),
-            arguments: json!({}),
-        },
+fn streams_decoded_from_a_table() {
+    let table: &[decoder_table::Row] = &[
+        (
+            "text deltas, then usage with the cached tokens apart from the fresh",
+            r#"
+            {"id": "c1", "model": "gpt-4o-2024", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]}
+            {"id": "c1", "model": "gpt-4o-2024", "choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": null}]}
+            {"id": "c1", "model": "gpt-4o-2024", "choices": [{"index": 0, "delta": {"content": "lo, ünï"}, "finish_reason": null}]}
+            {"model": "gpt-4o-2024", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            {"model": "gpt-4o-2024", "choices": [], "usage": {"prompt_tokens": 1200, "completion_tokens": 9, "total_tokens": 1209, "prompt_tokens_details": {"cached_tokens": 1024}}}
+            [DONE]
+            "#,
+            r#"
+            text "Hel"
+            text "lo, ünï"
+            usage input=176 output=9 cache_read=1024 cache_write=0
+            done stop model=gpt-4o-2024
+              usage input=176 output=9 cache_read=1024 cache_write=0
+              text "Hello, ünï"
+            "#,
+        ),
+        (
+            "interleaved calls whose arguments come in fragments, handed out at the finish \
+             reason; usage under choices: null",
+            r#"
+            {"model": "gpt-4o-2024", "choices": [{"index": 0, "delta": {"content": "Looking."}}]}
+            {"model": "gpt-4o-2024", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read", "arguments": ""}}]}}]}
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "id": "call_b", "type": "function", "function": {"name": "ls", "arguments": "{\"di"}}]}}]}
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"path\": "}}]}}]}
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "function": {"arguments": "r\": \"/tmp\"}"}}]}}]}
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "\"notes.md\"}"}}]}}]}
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 2, "id": "call_c", "type": "function", "function": {"name": "noop", "arguments": ""}}]}}]}
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+            {"choices": null, "usage": {"prompt_tokens": 50, "completion_tokens": 20}}
+            [DONE]
+            "#,
+            r#"
+            text "Looking."
+            call call_a read {"path":"notes.md"}
+            call call_b ls {"dir":"/tmp"}
+            call call_c noop {}
+            usage input=50 output=20 cache_read=0 cache_write=0
+            done tool_use model=gpt-4o-2024
+              usage input=50 output=20 cache_read=0 cache_write=0
+              text "Looking."
+              call call_a read {"path":"notes.md"}
+              call call_b ls {"dir":"/tmp"}
+              call call_c noop {}
+            "#,
+        ),
+        (
+            "calls in one chunk without an index take their position",
+            r#"
+            {"choices": [{"delta": {"tool_calls": [{"id": "call_a", "function": {"name": "read", "arguments": "{\"path\": \"a\"}"}}, {"id": "call_b", "function": {"name": "ls", "arguments": "[1"}}]}}]}
+            {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}
+            [DONE]
+            "#,
+            r#"
+            call call_a read {"path":"a"}
+            call call_b ls "[1"
+            done tool_use model=requested-model
+              call call_a read {"path":"a"}
+              call call_b ls "[1"
+            "#,
+        ),
+        (
+            "reasoning as reasoning_content or reasoning, one block before the text",
+            r#"
+            {"model": "gpt-4o-2024", "choices": [{"index": 0, "delta": {"reasoning_content": "The user "}}]}
+            {"choices": [{"index": 0, "delta": {"reasoning_content": "greets."}}]}
+            {"choices": [{"index": 0, "delta": {"reasoning": " Answer."}}]}
+            {"choices": [{"index": 0, "delta": {"content": "Hi!"}}]}
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+            [DONE]
+            "#,
+            r#"
+            thinking "The user "
+            thinking "greets."
+            thinking " Answer."
+            text "Hi!"
+            done length model=gpt-4o-2024
+              thinking "The user greets. Answer."
+              text "Hi!"
+            "#,
+        ),
+        (
+            "finish reason stop; no chunk named a model: the request's stays",
+            r#"
+            {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "stop"}]}
+            [DONE]
+            "#,
+            r#"
+            text "x"
+            done stop model=requested-model
+              text "x"
+            "#,
+        ),
+        (
+            "finish reason length",
+            r#"
+            {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "length"}]}
+            [DONE]
+            "#,
+            r#"
+            text "x"
+            done length model=requested-model
+              text "x"
+            "#,
+        ),
+        (
+            "finish reason tool_calls",
+            r#"
+            {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "tool_calls"}]}
+            [DONE]
+            "#,
+            r#"
+            text "x"
+            done tool_use model=requested-model
+              text "x"
+            "#,
+        ),
+        (
+            "finish reason function_call, the older name",
+            r#"
+            {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "function_call"}]}
+            [DONE]
+            "#,
+            r#"
+            text "x"
+            done tool_use model=requested-model
+              text "x"
+            "#,
+        ),
+        (
+            "finish reason content_filter is an error that says so",
+            r#"
+            {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "content_filter"}]}
+            [DONE]
+            "#,
+            r#"
+            text "x"
+            done error model=requested-model
+              error_message "the provider's content filter stopped the response"
+              text "x"
+            "#,
+        ),
+        (
+            "[DONE] without a finish reason: tool_use when calls came",
+            r#"
+            {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "call_a", "function": {"name": "noop"}}]}}]}
+            [DONE]
+            "#,
+            r#"
+            call call_a noop {}
+            done tool_use model=requested-model
+              call call_a noop {}
+            "#,
+        ),
+        (
+            "a malformed chunk ends the stream after what arrived",
+            r#"
+            {"choices": [{"index": 0, "delta": {"content": "partial"}}]}
+            {"choices": [{"delta":
+            {"choices": [{"index": 0, "delta": {"content": "never seen"}}]}
+            [DONE]
+            "#,
+            r#"
+            text "partial"
+            error malformed: a chunk does not parse: EOF while parsing a value at line 1 column 22
+            "#,
+        ),
+        (
+            "a body that stops before the answer finished",
+            r#"
+            {"choices": [{"index": 0, "delta": {"content": "cut"}}]}
+            "#,
+            r#"
+            text "cut"
+            error transport: the stream ended before the response finished
+            "#,
+        ),
+        (
+            "an error the server reports in the stream",
+            r#"
+            {"choices": [{"index": 0, "delta": {"content": "so far"}}]}
+            {"error": {"message": "the model crashed", "code": 500}}
+            [DONE]
+            "#,
+            r#"
+            text "so far"
+            error transport: the model crashed
+            "#,
+        ),
+        (
+            "an error the server reports without a message",
+            r#"
+            {"error": {"code": 500}}
+            "#,
+            r#"
+            error transport: the provider reported an error
+            "#,
+        ),
+        (
+            "a server that finished but closed without [DONE] still answered",
+            r#"
+            {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
+            "#,
+            r#"
+            text "ok"
+            done stop model=requested-model
+              text "ok"
+            "#,
+        ),
     ];
-    let emitted: Vec<_> = events
-        .iter()
-        .filter_map(|event| match event {
-            StreamEvent::ToolCall(call) => Some(call.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(emitted, calls);
-    let message = done(&events);
-    assert_eq!(message.stop_reason, StopReason::ToolUse);
-    assert_eq!(message.text(), "Looking.");
-    assert_eq!(message.tool_calls(), calls.iter().collect::<Vec<_>>());
-    assert_eq!(message.usage.input, 50);
-    assert_eq!(message.usage.output, 20);
-    assert_eq!(message.model, "gpt-4o-2024");
-}
-
-#[test]
-fn reasoning_text_where_the_server_sends_it() {
-    let text = sse(&[
-        delta(json!({"reasoning_content": "The user "})),
-        delta(json!({"reasoning_content": "greets."})),
-        delta(json!({"reasoning": " Answer."})),
-        delta(json!({"content": "Hi!"})),
-        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
-    ]);
-    let events = decode(&text);
-    assert_eq!(
-        events[0],
-        StreamEvent::ThinkingDelta("The user ".to_owned())
-    );
-    let message = done(&events);
-    assert_eq!(
-        message.content,
-        [
-            AssistantBlock::Thinking {
-                thinking: "The user greets. Answer.".to_owned(),
-                signature: None,
-            },
-            AssistantBlock::Text {
-                text: "Hi!".to_owned()
-            },
-        ]
-    );
-    assert_eq!(message.stop_reason, StopReason::Length);
-    assert_eq!(message.model, "gpt-4o-2024");
-}
-
-#[test]
-fn finish_reasons() {
-    for (reason, expected) in [
-        ("stop", StopReason::Stop),
-        ("length", StopReason::Length),
-        ("tool_calls", StopReason::ToolUse),
-        ("function_call", StopReason::ToolUse),
-        ("content_filter", StopReason::Error),
-    ] {
-        let text = sse(&[
-            json!({"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": reason}]}),
-        ]);
-        let message = done(&decode(&text)).clone();
-        assert_eq!(message.stop_reason, expected, "{reason}");
-        assert_eq!(
-            message.error_message.is_some(),
-            expected == StopReason::Error
-        );
-        // No chunk named a model: the request's stays.
-        assert_eq!(message.model, "requested-model");
-    }
-}
-
-#[test]
-fn broken_streams_end_with_an_error_after_what_arrived() {
-    // A malformed chunk.
-    let text = format!(
-        "data: {}\n\ndata: {{\"choices\": [{{\"delta\": \n\n{}",
-        delta(json!({"content": "partial"})),
-        sse(&[delta(json!({"content": "never seen"}))]),
-    );
-    let events = decode(&text);
-    assert_eq!(events.len(), 2, "{events:?}");
-    assert_eq!(events[0], StreamEvent::TextDelta("partial".to_owned()));
-    let StreamEvent::Error(error) = &events[1] else {
-        panic!("{events:?}");
-    };
-    assert_eq!(error.kind, ProviderErrorKind::Malformed);
-
-    // A body that stops before the answer finished.
-    let text = format!("data: {}\n\n", delta(json!({"content": "cut"})));
-    let events = decode(&text);
-    assert_eq!(events[0], StreamEvent::TextDelta("cut".to_owned()));
-    assert!(
-        matches!(&events[1], StreamEvent::Error(error) if error.kind == ProviderErrorKind::Transport),
-        "{events:?}"
-    );
-
-    // An error the server reports in the stream.
-    let text = format!(
-        "data: {}\n\ndata: {}\n\n",
-        delta(json!({"content": "so far"})),
-        json!({"error": {"message": "the model crashed", "code": 500}})
-    );
-    let events = decode(&text);
-    assert_eq!(
-        events[1],
-        StreamEvent::Error(ProviderError::new(
-            ProviderErrorKind::Transport,
-            "the model crashed"
-        ))
-    );
-
-    // A server that finished but closed without `[DONE]` still answered.
-    let text = format!(
-        "data: {}\n\n",
-        json!({"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]})
-    );
-    assert_eq!(done(&decode(&text)).text(), "ok");
+    decoder_table::check(table, decode);
 }
 
 fn request() -> Request {
