@@ -239,12 +239,27 @@ async fn a_real_full_database_ends_the_turn_and_the_next_message_works_once_room
         max_page_count: Some(n_pages + 50),
         ..Config::new(&path)
     })?;
+    // Told when the turn is over (refused by the full disk): its end is written next, or tried
+    // again after a pause while there is no room for it either.
+    let (turn_over, turn_is_over) = futures::channel::oneshot::channel::<()>();
+    let turn_over = std::sync::Mutex::new(Some(turn_over));
+    let settings = RuntimeSettings {
+        crash_points: seed_actors::CrashPoints::new(move |point| {
+            if point == seed_actors::crash::points::RUN_BEFORE_FINISH
+                && let Some(turn_over) = turn_over.lock().ok().and_then(|mut sender| sender.take())
+            {
+                let _ = turn_over.send(());
+            }
+            false
+        }),
+        ..RuntimeSettings::default()
+    };
     let model = echo_then_answer();
     let (runtime, _) = Runtime::start(
         store.clone(),
         Arc::new(model),
         vec![Arc::new(Echo)],
-        RuntimeSettings::default(),
+        settings,
         "boot-1".to_owned(),
         test_clock(),
     )
@@ -252,17 +267,9 @@ async fn a_real_full_database_ends_the_turn_and_the_next_message_works_once_room
     let (_, run_id) = runtime
         .send_message(session(0), &"x".repeat(40 * 1024))
         .await?;
-    // The run ends failed, or keeps trying to write that end while there is no room at all.
-    let ended = actix::clock::timeout(
-        std::time::Duration::from_secs(3),
-        runtime.wait_for_run(run_id),
-    )
-    .await;
+    common::within("the turn's end", turn_is_over).await?;
     assert!(store.delete_memory(account(), "~/memory/big.md").await?);
-    let run = match ended {
-        Ok(run) => run?,
-        Err(_) => common::within("the run", runtime.wait_for_run(run_id)).await?,
-    };
+    let run = common::within("the run", runtime.wait_for_run(run_id)).await?;
     let log = log(&store, session(0)).await?;
     assert_refused_write(&run, &log);
     assert_log_agrees_with_store(&store, session(0)).await?;

@@ -300,9 +300,12 @@ async fn a_retry_is_refused_for_what_is_no_persons_message_and_while_its_run_is_
     }]);
     let runtime = fixture.start(provider.clone(), "boot-1").await?;
     let (message, run_id) = runtime.send_message(session(0), "take your time").await?;
-    while provider.n_requests() == 0 {
-        actix::clock::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    common::within("the model's request", async {
+        while provider.n_requests() == 0 {
+            actix::clock::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
     let runs_before = fixture.store.list_session_runs(session(0)).await?;
     assert_eq!(
         runtime.retry_message(session(0), message).await?,
