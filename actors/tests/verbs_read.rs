@@ -453,6 +453,25 @@ async fn an_attachment_of_the_account_is_read_from_a_byte() -> anyhow::Result<()
     Ok(())
 }
 
+/// A store failure under the read verb reaches the model with its cause, not one word.
+#[actix::test]
+async fn an_attachment_whose_file_is_gone_fails_with_the_cause() -> anyhow::Result<()> {
+    let fixture = attachment_fixture().await?;
+    let store = &fixture.store;
+    let row = store
+        .get_attachment(session(0), "a1")
+        .await?
+        .expect("the fixture's attachment");
+    let path = store.attachment_file(&row);
+    std::fs::remove_file(&path)?;
+    let not_found = std::fs::File::open(&path).expect_err("the file was removed");
+    assert_eq!(
+        read(store, json!({"target": "attachment:a1"})).await,
+        error(&format!("read failed: io: {not_found}"))
+    );
+    Ok(())
+}
+
 #[actix::test]
 async fn another_accounts_attachment_is_not_found() -> anyhow::Result<()> {
     let fixture = attachment_fixture().await?;

@@ -38,13 +38,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A commit was refused (a full disk, a session deleted under its turn): the harness is
-    /// closed and the turn ends here, with nothing of the refused batch written.
-    #[error("the store refused a commit; the harness is closed")]
+    /// closed and the turn ends here, with nothing of the refused batch written. The text names
+    /// the store's error, as a failed run's reason reads it; it stays the `source` too, for
+    /// callers that look for a cause by its type (a full disk).
+    #[error("the store refused a commit; the harness is closed: {0}")]
     StoreRefused(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("the harness is closed after a refused commit")]
     Closed,
-    #[error("cannot read the store")]
-    StoreRead(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The text names the store's error, as a failed run's reason reads it.
+    #[error("cannot read the store: {0}")]
+    StoreRead(Box<dyn std::error::Error + Send + Sync>),
     #[error(transparent)]
     Corrupt(#[from] CorruptLine),
     #[error("turn {request_id} was aborted by a later run")]
@@ -746,5 +749,24 @@ fn result_of(call: &ToolCall, content: String, is_error: bool) -> ToolResultMess
         tool_name: call.name.clone(),
         content,
         is_error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The store's errors reach a failed run's reason through these texts, so they name them.
+    #[test]
+    fn a_store_error_is_named_in_the_text() {
+        let cause = || Box::new(std::io::Error::other("io: permission denied"));
+        assert_eq!(
+            Error::StoreRead(cause()).to_string(),
+            "cannot read the store: io: permission denied"
+        );
+        assert_eq!(
+            Error::StoreRefused(cause()).to_string(),
+            "the store refused a commit; the harness is closed: io: permission denied"
+        );
     }
 }

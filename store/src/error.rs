@@ -24,14 +24,29 @@ pub enum Error {
     InvalidPath { path: String, reason: &'static str },
     #[error("store is closed")]
     Closed,
-    #[error("migration failed")]
-    Migration(#[source] rusqlite_migration::Error),
+    // The foreign errors below are shown in this error's own text ("sqlite: database or disk
+    // is full") rather than as its `source`, so every surface that prints the error, even with
+    // `to_string`, names the cause, and a printed chain (`{:#}`) does not repeat it.
+    #[error("migration failed: {0}")]
+    Migration(rusqlite_migration::Error),
     #[error("cannot open {path}: journal_mode is {mode}, not wal")]
     NoWal { path: String, mode: String },
-    #[error("sqlite")]
-    Sqlite(#[from] rusqlite::Error),
-    #[error("io")]
-    Io(#[from] std::io::Error),
+    #[error("sqlite: {0}")]
+    Sqlite(rusqlite::Error),
+    #[error("io: {0}")]
+    Io(std::io::Error),
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(error: rusqlite::Error) -> Self {
+        Error::Sqlite(error)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(error: std::io::Error) -> Self {
+        Error::Io(error)
+    }
 }
 
 /// Why the database refused a write.
@@ -161,4 +176,32 @@ pub(crate) fn classify(
         _ => return error,
     };
     Error::Refused { session_id, reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_error_is_shown_with_its_cause_once() -> anyhow::Result<()> {
+        let connection = rusqlite::Connection::open_in_memory()?;
+        let error = Error::from(
+            connection
+                .execute("DELETE FROM missing", [])
+                .expect_err("the table does not exist"),
+        );
+        assert_eq!(error.to_string(), "sqlite: no such table: missing");
+        // A printed chain names the cause once.
+        assert_eq!(
+            format!("{:#}", anyhow::Error::from(error)),
+            "sqlite: no such table: missing"
+        );
+
+        let error = Error::from(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "permission denied: /data/agents.db",
+        ));
+        assert_eq!(error.to_string(), "io: permission denied: /data/agents.db");
+        Ok(())
+    }
 }
