@@ -1,6 +1,6 @@
-//! The decoders' tests as data, shared by the OpenAI and the Anthropic wire's tests (each
-//! includes this file): a row names a case, gives a stream's `data:` payloads one a line, and
-//! says what the decoder makes of them, rendered one event a line by [`render`].
+//! The decoders' tests as data, shared by the OpenAI and the Anthropic wire's tests: a row
+//! names a case, gives a stream's `data:` payloads one a line, and says what the decoder makes
+//! of them, rendered one event a line by [`render`].
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -23,6 +23,8 @@
 pub mod anthropic;
 pub mod capabilities;
 pub mod config;
+#[cfg(test)]
+mod decoder_table;
 pub mod estimate;
 pub mod http;
 pub mod message;

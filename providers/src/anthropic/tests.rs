@@ -7,10 +7,7 @@ use super::*;
 use crate::http::decode_all;
 use crate::message::{Message, ReasoningLevel, ToolResultMessage, ToolSpec, UserMessage, UserPart};
 
-// Both wires' tests include it: neither can reach the other's private test module.
-#[allow(clippy::duplicate_mod)]
-#[path = "../decoder_table.rs"]
-mod decoder_table;
+use crate::decoder_table;
 
 /// Decodes `payloads`, one `data:` event each, named by its `type` as the server names them
 /// (a payload that does not parse goes unnamed), whole and cut into pieces of several sizes:

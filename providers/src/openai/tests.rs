@@ -6,10 +6,7 @@ use super::*;
 use crate::http::decode_all;
 use crate::message::{ToolResultMessage, ToolSpec, UserMessage};
 
-// Both wires' tests include it: neither can reach the other's private test module.
-#[allow(clippy::duplicate_mod)]
-#[path = "../decoder_table.rs"]
-mod decoder_table;
+use crate::decoder_table;
 
 /// Decodes `payloads`, one `data:` event each, whole and cut into pieces of several sizes:
 /// the events must not depend on where the socket split the bytes.
