@@ -9,8 +9,54 @@ use common::{Server, new_session, row_counts};
 use seed_server::api::{ListSessionsResponse, MessageSessionResponse};
 use seed_server::client::next_update;
 use seed_server::keys::AccountKey;
+use seed_server::limits::{
+    MODEL_CHARS_MAX, PAGE_ITEMS_MAX, SESSION_DESCRIPTION_CHARS_MAX, SESSION_TITLE_CHARS_MAX,
+};
 use seed_server::ws::Update;
 use serde_json::json;
+
+/// A request the service must refuse, and how: a row of the bad-input table.
+struct BadRequest {
+    /// What is wrong with it, for the failure message.
+    what: &'static str,
+    method: &'static str,
+    path: String,
+    /// The raw body; none for a GET.
+    body: Option<String>,
+    status: u16,
+    /// The field the answer names; none when no one field is at fault.
+    field: Option<String>,
+    /// Words the answer's `error` holds (every refusal's body is JSON with one).
+    saying: String,
+}
+
+impl BadRequest {
+    fn get(path: &str, status: u16, field: Option<&str>) -> BadRequest {
+        BadRequest {
+            what: "a bad query",
+            method: "GET",
+            path: path.to_owned(),
+            body: None,
+            status,
+            field: field.map(str::to_owned),
+            saying: String::new(),
+        }
+    }
+
+    fn post(path: &str, status: u16, field: Option<&str>) -> BadRequest {
+        BadRequest {
+            method: "POST",
+            ..BadRequest::get(path, status, field)
+        }
+    }
+
+    fn saying(self, words: &str) -> BadRequest {
+        BadRequest {
+            saying: words.to_owned(),
+            ..self
+        }
+    }
+}
 
 #[actix_web::test]
 async fn unsigned_badly_signed_expired_and_replayed_requests_get_401_and_write_nothing() {
@@ -235,135 +281,171 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
                 .expect("answer")
         }
     };
-    let too_large = raw(
-        messages.clone(),
-        &format!("{{\"text\": \"{}\"}}", "x".repeat(5000)),
-    )
-    .await;
-    assert_eq!(too_large.status, 413);
-    // JSON, as every error of the API.
-    assert!(
-        too_large.value()["error"]
-            .as_str()
-            .is_some_and(|error| error.contains("bytes at most")),
-        "{:?}",
-        std::str::from_utf8(&too_large.body)
-    );
-    let not_json = raw(messages.clone(), "{\"text\": ").await;
-    assert_eq!(not_json.status, 400);
-    let missing = raw(messages.clone(), "{}").await;
-    assert_eq!(
-        (missing.status, missing.value()["field"].clone()),
-        (400, json!("text"))
-    );
-    let wrong_type = raw(messages.clone(), "{\"text\": 7}").await;
-    assert_eq!(
-        (wrong_type.status, wrong_type.value()["field"].clone()),
-        (400, json!("text"))
-    );
-    let unknown_field = raw(messages.clone(), "{\"text\": \"a\", \"colour\": 1}").await;
-    assert_eq!(
-        (unknown_field.status, unknown_field.value()["field"].clone()),
-        (400, json!("colour"))
-    );
-    let empty = raw(messages.clone(), "{\"text\": \"\"}").await;
-    assert_eq!(
-        (empty.status, empty.value()["field"].clone()),
-        (400, json!("text"))
-    );
-    let bad_verb = raw(
-        format!("/v1/sessions/{}/actions", session.id),
-        "{\"verb\": \"delegate\"}",
-    )
-    .await;
-    assert_eq!(
-        (bad_verb.status, bad_verb.value()["field"].clone()),
-        (400, json!("verb"))
-    );
-    // Arguments that do not fit the verb's schema: refused with the field named, and neither
-    // the verb's writes, nor an action event, nor the nonce are stored.
-    for (arguments, field) in [
-        (json!({"title": 5, "description": "x"}), "arguments.title"),
-        (
-            json!({"steps": [{"step": "a", "done": "maybe"}]}),
-            "arguments.steps[0].done",
-        ),
-        (json!({"colour": "red"}), "arguments.colour"),
-    ] {
-        let verb = if field.contains("steps") {
-            "plan"
-        } else {
-            "status"
-        };
-        let body = json!({"verb": verb, "arguments": arguments}).to_string();
-        let answer = raw(format!("/v1/sessions/{}/actions", session.id), &body).await;
-        assert_eq!(
-            (answer.status, answer.value()["field"].clone()),
-            (400, json!(field)),
-            "{body}: {:?}",
-            answer.value()
-        );
-    }
-    // A struct's fields in order as an array: serde would take it; the API does not.
-    let array_body = raw(messages.clone(), "[\"hi\"]").await;
-    assert_eq!(array_body.status, 400);
-    let bad_to_seq = client
-        .request(
-            "GET",
-            &format!("/v1/sessions/{}/events?to_seq=0", session.id),
-            None,
+
+    // Each bad request: its answer's status, the field it names (none when no one field is at
+    // fault), and words its error must hold. Every answer is JSON, as every error of the API.
+    let session_path = format!("/v1/sessions/{}", session.id);
+    let actions = format!("{session_path}/actions");
+    let events = format!("{session_path}/events");
+    let title_too_long = "t".repeat(SESSION_TITLE_CHARS_MAX + 1);
+    let title_limit = format!("at most {SESSION_TITLE_CHARS_MAX} characters");
+    let status_call = |arguments: serde_json::Value| {
+        Some(json!({"verb": "status", "arguments": arguments}).to_string())
+    };
+    let cases: Vec<BadRequest> = vec![
+        BadRequest {
+            what: "a body over --body-bytes-max",
+            body: Some(format!("{{\"text\": \"{}\"}}", "x".repeat(5000))),
+            ..BadRequest::post(&messages, 413, None).saying("bytes at most")
+        },
+        BadRequest {
+            what: "a body cut off inside a field",
+            body: Some("{\"text\": ".to_owned()),
+            ..BadRequest::post(&messages, 400, Some("text"))
+        },
+        BadRequest {
+            what: "a struct's fields in order as an array (serde would take it; the API does not)",
+            body: Some("[\"hi\"]".to_owned()),
+            ..BadRequest::post(&messages, 400, None)
+        },
+        BadRequest {
+            what: "a required field missing",
+            body: Some("{}".to_owned()),
+            ..BadRequest::post(&messages, 400, Some("text"))
+        },
+        BadRequest {
+            what: "a field of the wrong type",
+            body: Some("{\"text\": 7}".to_owned()),
+            ..BadRequest::post(&messages, 400, Some("text"))
+        },
+        BadRequest {
+            what: "an unknown field",
+            body: Some("{\"text\": \"a\", \"colour\": 1}".to_owned()),
+            ..BadRequest::post(&messages, 400, Some("colour"))
+        },
+        BadRequest {
+            what: "an empty message",
+            body: Some("{\"text\": \"\"}".to_owned()),
+            ..BadRequest::post(&messages, 400, Some("text")).saying("at least 1 characters")
+        },
+        BadRequest {
+            what: "a title over the session title limit",
+            body: Some(json!({"title": title_too_long}).to_string()),
+            ..BadRequest::post("/v1/sessions", 400, Some("title")).saying(&title_limit)
+        },
+        BadRequest {
+            what: "an empty model name",
+            body: Some(json!({"model": ""}).to_string()),
+            ..BadRequest::post("/v1/sessions", 400, Some("model"))
+        },
+        BadRequest {
+            what: "a model name over its limit",
+            body: Some(json!({"model": "m".repeat(MODEL_CHARS_MAX + 1)}).to_string()),
+            method: "PUT",
+            ..BadRequest::post(&format!("{session_path}/model"), 400, Some("model"))
+                .saying(&format!("at most {MODEL_CHARS_MAX} characters"))
+        },
+        BadRequest {
+            what: "a verb that cannot be run by hand",
+            body: Some("{\"verb\": \"delegate\"}".to_owned()),
+            ..BadRequest::post(&actions, 400, Some("verb"))
+        },
+        // Arguments that do not fit the verb's schema: refused with the field named, and
+        // neither the verb's writes, nor an action event, nor the nonce are stored.
+        BadRequest {
+            what: "a verb's argument of the wrong type",
+            body: status_call(json!({"title": 5, "description": "x"})),
+            ..BadRequest::post(&actions, 400, Some("arguments.title"))
+        },
+        BadRequest {
+            what: "the agent's title over the same limit as a person's",
+            body: status_call(json!({"title": title_too_long, "description": "x"})),
+            ..BadRequest::post(&actions, 400, Some("arguments.title")).saying(&title_limit)
+        },
+        BadRequest {
+            what: "a description over its limit",
+            body: status_call(
+                json!({"description": "d".repeat(SESSION_DESCRIPTION_CHARS_MAX + 1)}),
+            ),
+            ..BadRequest::post(&actions, 400, Some("arguments.description")).saying(&format!(
+                "at most {SESSION_DESCRIPTION_CHARS_MAX} characters"
+            ))
+        },
+        BadRequest {
+            what: "a wrong type deep in a verb's arguments",
+            body: Some(
+                json!({"verb": "plan", "arguments": {"steps": [{"step": "a", "done": "maybe"}]}})
+                    .to_string(),
+            ),
+            ..BadRequest::post(&actions, 400, Some("arguments.steps[0].done"))
+        },
+        BadRequest {
+            what: "an unknown argument",
+            body: status_call(json!({"colour": "red"})),
+            ..BadRequest::post(&actions, 400, Some("arguments.colour"))
+        },
+        BadRequest::get(&format!("{events}?to_seq=0"), 400, Some("to_seq")),
+        BadRequest::get(&format!("{events}?from_seq=x"), 400, Some("from_seq")),
+        BadRequest::get("/v1/sessions?limit=0", 400, Some("limit")),
+        BadRequest::get(
+            &format!("/v1/sessions?limit={}", PAGE_ITEMS_MAX + 1),
+            400,
+            Some("limit"),
         )
-        .await
-        .expect("answer");
-    assert_eq!(
-        (bad_to_seq.status, bad_to_seq.value()["field"].clone()),
-        (400, json!("to_seq"))
-    );
-    let bad_limit = client
-        .request("GET", "/v1/sessions?limit=0", None)
-        .await
-        .expect("answer");
-    assert_eq!(
-        (bad_limit.status, bad_limit.value()["field"].clone()),
-        (400, json!("limit"))
-    );
-    // A parameter that does not parse at all is named too.
-    for (path, field) in [
-        ("/v1/sessions?limit=abc".to_owned(), "limit"),
-        (
-            format!("/v1/sessions/{}/events?from_seq=x", session.id),
-            "from_seq",
+        .saying(&format!("between 1 and {PAGE_ITEMS_MAX}")),
+        // A parameter that does not parse at all is named too.
+        BadRequest::get("/v1/sessions?limit=abc", 400, Some("limit")),
+        BadRequest::get(&format!("{session_path}/runs?limit=0"), 400, Some("limit")),
+        BadRequest::get(
+            &format!("/v1/runs/{}?wait=maybe", uuid::Uuid::now_v7()),
+            400,
+            Some("wait"),
         ),
-        (
-            format!("/v1/runs/{}?wait=maybe", uuid::Uuid::now_v7()),
-            "wait",
-        ),
-    ] {
-        let answer = client.request("GET", &path, None).await.expect("answer");
-        assert_eq!(
-            (answer.status, answer.value()["field"].clone()),
-            (400, json!(field)),
-            "{path}: {:?}",
-            answer.value()
-        );
+        BadRequest {
+            what: "a message to a session that does not exist",
+            body: Some("{\"text\": \"a\"}".to_owned()),
+            ..BadRequest::post(
+                &format!("/v1/sessions/{}/messages", uuid::Uuid::now_v7()),
+                404,
+                None,
+            )
+        },
+        BadRequest {
+            what: "a message to a deleted session",
+            body: Some("{\"text\": \"a\"}".to_owned()),
+            ..BadRequest::post(&format!("/v1/sessions/{}/messages", gone.id), 404, None)
+        },
+        BadRequest::get("/v1/sessions/nope", 404, None),
+    ];
+    let mut wrong = Vec::new();
+    for case in &cases {
+        let body = case.body.clone().unwrap_or_default().into_bytes();
+        let fields = client.signature_fields(case.method, &case.path, &body);
+        let answer = client
+            .send_raw(case.method, &case.path, body, &fields)
+            .await
+            .expect("answer");
+        let value = answer.value();
+        let fits = answer.status == case.status
+            && value["field"].as_str() == case.field.as_deref()
+            && value["error"]
+                .as_str()
+                .is_some_and(|error| error.contains(&case.saying));
+        if !fits {
+            wrong.push(format!(
+                "{}: {} {}: expected {} {:?} saying {:?}, got {} {}",
+                case.what,
+                case.method,
+                case.path,
+                case.status,
+                case.field,
+                case.saying,
+                answer.status,
+                String::from_utf8_lossy(&answer.body)
+            ));
+        }
     }
-    let unknown = raw(
-        format!("/v1/sessions/{}/messages", uuid::Uuid::now_v7()),
-        "{\"text\": \"a\"}",
-    )
-    .await;
-    assert_eq!(unknown.status, 404);
-    let to_deleted = raw(
-        format!("/v1/sessions/{}/messages", gone.id),
-        "{\"text\": \"a\"}",
-    )
-    .await;
-    assert_eq!(to_deleted.status, 404);
-    let not_a_uuid = client
-        .request("GET", "/v1/sessions/nope", None)
-        .await
-        .expect("answer");
-    assert_eq!(not_a_uuid.status, 404);
+    assert!(wrong.is_empty(), "{wrong:#?}");
     assert_eq!(row_counts(&store).await, before, "bad input wrote nothing");
 
     // Too many runs queued: messages are taken until the account has two waiting, then 429.
