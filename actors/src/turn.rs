@@ -20,6 +20,8 @@ mod namer;
 mod open;
 mod project;
 
+use end::{Continued, EndPlan, EndStep, TurnBroke, TurnEnd, TurnSaw};
+
 use seed_durable::{StopSignal, TurnOutcome, TurnRequest};
 use seed_events::{EventRole, NewEvent, RunStatus};
 use seed_projections::import::{SYNC_DOCUMENT, answered_already, delegated_in_turn};
@@ -27,9 +29,7 @@ use seed_store::{PlanCheck, RunRow};
 
 use crate::bus::{Notification, SeqRange};
 use crate::env::RunEnv;
-use crate::run_end::{
-    EndRefused, REFUSED_WRITE, RunEnd, is_disk_full, record_end, refused_write_notice,
-};
+use crate::run_end::{EndRefused, RunEnd, record_end};
 use crate::verb::VerbContext;
 use crate::verbs::continue_session::CONTINUE_SESSION;
 
@@ -53,38 +53,31 @@ pub async fn execute_run(
     harness: &mut Option<SessionHarness>,
 ) -> RunEnd {
     let session_id = run.session_id;
-    let outcome = turn(env, run, stop, harness).await;
+    let turn = turn(env, run, stop, harness)
+        .await
+        .map_err(|error| TurnBroke::of(&error));
     let now = (env.clock)();
-    let (end, plan_check, notice) = match outcome {
-        Ok((end, plan_check)) => {
-            let notice = end.notice(run.id, now);
-            (end, plan_check, notice)
-        }
-        Err(error) if is_disk_full(&error) => {
-            let end = RunEnd::failed(REFUSED_WRITE);
-            let notice = refused_write_notice(run.id, now);
-            (end, None, Some(notice))
-        }
-        // A deleted session keeps no log to write a notice to.
-        Err(error @ TurnError::SessionGone) => (RunEnd::failed(error), None, None),
-        Err(error) => {
-            let end = RunEnd::failed(error);
-            let notice = end.notice(run.id, now);
-            (end, None, notice)
-        }
-    };
-    // A delete stops the turn under it; the spec has that turn end with an error, not as a
-    // person's stop.
-    let end = if end.status == RunStatus::Canceled
-        && matches!(env.store.get_session(session_id).await, Ok(None))
-    {
-        RunEnd::failed(TurnError::SessionGone)
-    } else {
-        end
-    };
-    if let Some(reason) = end.failure_reason() {
-        tracing::warn!(session_id = %session_id, run_id = %run.id, reason, "a run failed");
+    // A delete stops the turn under it: asked only of a stopped turn.
+    let session_deleted = matches!(&turn, Ok(turn) if turn.end.status == RunStatus::Canceled)
+        && matches!(env.store.get_session(session_id).await, Ok(None));
+    let EndPlan {
+        end,
+        check_plan,
+        notice,
+        warn,
+    } = end::run_end_plan(turn, session_deleted, run.id, now);
+    if let Some(reason) = warn {
+        tracing::warn!(session_id = %session_id, run_id = %run.id, reason = reason.as_str(), "a run failed");
     }
+    // An open plan may owe the run a later pass: the end's transaction reads the plan as it
+    // stands then.
+    let plan_check = check_plan.then(|| {
+        let run_id = run.id;
+        PlanCheck {
+            session_id,
+            notice: std::sync::Arc::new(move |plan| end::plan_notice(plan, run_id, now)),
+        }
+    });
     env.settings
         .crash_points
         .reach(crate::crash::points::RUN_BEFORE_FINISH)
@@ -119,7 +112,7 @@ async fn turn(
     run: &RunRow,
     stop: StopSignal,
     kept: &mut Option<SessionHarness>,
-) -> Result<(RunEnd, Option<PlanCheck>), TurnError> {
+) -> Result<TurnEnd, TurnError> {
     let store = &env.store;
     let session_id = run.session_id;
     // Everything the turn reads before it starts, in one read; with a kept harness, the log's
@@ -238,97 +231,65 @@ async fn turn(
         namer::name_if_untitled(env, session_id).await;
     }
 
-    let mut plan_check = None;
-    let end = match outcome? {
-        TurnOutcome::Answered { message, .. } => {
-            // An open plan may owe the run a later pass; its end decides, from the plan as it
-            // stands then. (A run another turn answered for owes none: that turn's run does.)
-            if run.pass < env.settings.plan_passes_max && answered.is_none() {
-                let (run_id, now) = (run.id, (env.clock)());
-                plan_check = Some(PlanCheck {
-                    session_id,
-                    notice: std::sync::Arc::new(move |plan| end::plan_notice(plan, run_id, now)),
-                });
-            }
-            let mut result = serde_json::json!({ "answer": message.text() });
-            if let Some(request_id) = answered_by {
-                // The request (`run#pass`) whose turn took it in and answered.
-                result["answered_by"] = serde_json::json!(request_id);
-            }
-            RunEnd {
-                status: RunStatus::Succeeded,
-                result,
-            }
-        }
+    // What the turn saw at its end; how the run ends is decided from it (`end::turn_end`).
+    let saw = match outcome? {
+        TurnOutcome::Answered { message, .. } => TurnSaw::Answered {
+            text: message.text(),
+            answered_already: answered.is_some(),
+            answered_by,
+        },
         TurnOutcome::Ended { reason } => {
-            if let Some(edge) = continued {
-                // The successor answers; nothing is owed here any more, so no obligations.
-                RunEnd {
-                    status: RunStatus::Succeeded,
-                    result: serde_json::json!({
-                        "continued_to_session_id": edge.successor_session_id,
-                        "continuation_id": edge.id,
-                    }),
-                }
-            } else if run.typed
-                && let Some(returned) = end::returned_result(
+            // What a typed child returned, read when no continuation answers for the run.
+            let returned = if run.typed && continued.is_none() {
+                end::returned_result(
                     &store
                         .read_events(session_id, 1, i64::MAX, usize::MAX)
                         .await?,
                     run,
                 )
-            {
-                RunEnd {
-                    status: RunStatus::Succeeded,
-                    result: serde_json::json!({ "returned": returned }),
-                }
-            } else if delegated {
-                // This pass delegated: park on the children, or take the next pass at once
-                // when they have already ended (read from the store's entries, so that a pass
-                // adopted after a crash that came after its child started parks too).
-                let parked = store.park_run(run.id, (env.clock)()).await?;
-                RunEnd {
-                    status: match parked {
-                        seed_store::ParkOutcome::Parked => RunStatus::Parked,
-                        seed_store::ParkOutcome::Resumed => RunStatus::Queued,
-                    },
-                    result: serde_json::json!({ "ended": reason }),
-                }
             } else {
-                RunEnd {
-                    status: RunStatus::Succeeded,
-                    result: serde_json::json!({ "ended": reason }),
-                }
+                None
+            };
+            TurnSaw::Ended {
+                reason,
+                continued: continued.map(|edge| Continued {
+                    successor_session_id: edge.successor_session_id,
+                    continuation_id: edge.id,
+                }),
+                returned,
+                delegated,
             }
         }
-        TurnOutcome::Stopped { partial_text } => {
-            // What streamed stays in the log as an assistant message, after what the turn
-            // committed; the next turn imports it, so the model knows what it had said.
-            if !partial_text.is_empty() {
-                let mut event = NewEvent::message(
-                    EventRole::Assistant,
-                    "agent",
-                    serde_json::json!({ "text": partial_text }),
-                    (env.clock)(),
-                );
-                event.run_id = Some(run.id);
-                event.meta = serde_json::json!({ "stopped": true });
-                let written = store.append_events(session_id, vec![event]).await?;
-                env.publisher.publish(Notification::SessionChanged {
-                    session_id,
-                    reason: "events",
-                    seqs: SeqRange::of(&written),
-                });
-            }
-            RunEnd {
-                status: RunStatus::Canceled,
-                result: serde_json::json!({ "stopped": true }),
-            }
-        }
-        // The reason in plain words: people, the log and the next turn's model read it.
-        TurnOutcome::Failed { error, .. } => RunEnd::failed(error.reason()),
+        TurnOutcome::Stopped { partial_text } => TurnSaw::Stopped { partial_text },
+        TurnOutcome::Failed { error, .. } => TurnSaw::Failed {
+            reason: error.reason(),
+        },
     };
-    Ok((end, plan_check))
+    let mut turn_end = end::turn_end(saw, run.pass < env.settings.plan_passes_max);
+    match std::mem::replace(&mut turn_end.then, EndStep::Nothing) {
+        EndStep::Nothing => {}
+        EndStep::WriteStoppedText(partial_text) => {
+            let mut event = NewEvent::message(
+                EventRole::Assistant,
+                "agent",
+                serde_json::json!({ "text": partial_text }),
+                (env.clock)(),
+            );
+            event.run_id = Some(run.id);
+            event.meta = serde_json::json!({ "stopped": true });
+            let written = store.append_events(session_id, vec![event]).await?;
+            env.publisher.publish(Notification::SessionChanged {
+                session_id,
+                reason: "events",
+                seqs: SeqRange::of(&written),
+            });
+        }
+        EndStep::Park => {
+            let parked = store.park_run(run.id, (env.clock)()).await?;
+            turn_end.end.status = end::parked_status(parked);
+        }
+    }
+    Ok(turn_end)
 }
 
 /// The request id of a run's pass, as the harness's turn carries it: `run#pass`.
