@@ -5,6 +5,8 @@
 //! running; the log keeps the call unanswered until the child's real result arrives, which the
 //! parent's next pass imports as an edit of the placeholder.
 
+use std::sync::LazyLock;
+
 use futures::future::BoxFuture;
 use seed_events::{EventRole, NewEvent, Queue, RunId, SessionId};
 use seed_store::{NewRun, NewSession, TitleSource};
@@ -15,6 +17,19 @@ use crate::verbs::read::parse_checked;
 
 /// Children one run may start.
 pub const DELEGATION_BUDGET_PER_RUN: u32 = 4;
+
+/// What the model reads of `delegate`, its budget stated from the constant.
+static DESCRIPTION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "Hands a self-contained task to a child agent that works in its own session, and parks \
+         this run until the child is done. Write the task for a colleague who has read nothing \
+         of this conversation. The call is answered at once with a note that the child is \
+         still running; your turn then ends, and a later turn reads the child's real result \
+         in that call's place. Set typed to true when you need a structured result: the child \
+         then ends with return_result. A run may start at most {DELEGATION_BUDGET_PER_RUN} \
+         children."
+    )
+});
 
 /// Where a child's first message says its result goes.
 pub const DELEGATED_BY: &str = seed_store::DELEGATED_BY;
@@ -40,12 +55,7 @@ impl Verb for Delegate {
     }
 
     fn description(&self) -> &'static str {
-        "Hands a self-contained task to a child agent that works in its own session, and parks \
-         this run until the child is done. Write the task for a colleague who has read nothing \
-         of this conversation. The call is answered at once with a note that the child is \
-         still running; your turn then ends, and a later turn reads the child's real result \
-         in that call's place. Set typed to true when you need a structured result: the child \
-         then ends with return_result. A run may start at most 4 children."
+        &DESCRIPTION
     }
 
     fn parameters(&self) -> serde_json::Value {

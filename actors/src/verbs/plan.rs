@@ -1,6 +1,8 @@
 //! The `plan` verb: replaces the session's checklist (a JSON array of `{"step", "done"}`, the
 //! shape the `<plan_state>` block reads); an empty list clears it.
 
+use std::sync::LazyLock;
+
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -12,6 +14,19 @@ use crate::verbs::read::parse_checked;
 pub const PLAN_STEPS_MAX: usize = 50;
 /// The longest step, in characters.
 pub const PLAN_STEP_CHARS_MAX: usize = 500;
+
+/// What the model reads of the verb, its limits stated from their constants.
+static DESCRIPTION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "Sets your checklist for this session: the whole list of steps, each with whether it is \
+         done. Every call replaces the previous list, so send all the steps each time, with \
+         the ones finished marked done: true; an empty list clears the plan. Use it for work \
+         of several steps, to keep track of what is left; you are shown the current checklist \
+         every turn in <plan_state>. At most {PLAN_STEPS_MAX} steps of at most \
+         {PLAN_STEP_CHARS_MAX} characters each. Returns the checklist as it now stands, one \
+         `[x] step` (done) or `[ ] step` line per step, or \"plan cleared\"."
+    )
+});
 
 /// Replaces the session's checklist. Safe to repeat: the same call sets the same plan.
 #[derive(Debug, Clone, Copy, Default)]
@@ -36,13 +51,7 @@ impl Verb for Plan {
     }
 
     fn description(&self) -> &'static str {
-        "Sets your checklist for this session: the whole list of steps, each with whether it is \
-         done. Every call replaces the previous list, so send all the steps each time, with \
-         the ones finished marked done: true; an empty list clears the plan. Use it for work \
-         of several steps, to keep track of what is left; you are shown the current checklist \
-         every turn in <plan_state>. At most 50 steps of at most 500 characters each. Returns \
-         the checklist as it now stands, one `[x] step` (done) or `[ ] step` line per step, \
-         or \"plan cleared\"."
+        &DESCRIPTION
     }
 
     fn parameters(&self) -> Value {

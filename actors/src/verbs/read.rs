@@ -4,6 +4,8 @@
 //! verbs share: the arguments are checked against the verb's own JSON schema, so that an error
 //! names the field.
 
+use std::sync::LazyLock;
+
 use futures::future::BoxFuture;
 use seed_events::SessionId;
 use seed_projections::transcript::{escape_attribute, transcript_lines};
@@ -17,6 +19,27 @@ use crate::verb::{Verb, VerbContext, VerbOutput, parse_arguments};
 pub const READ_LIMIT_DEFAULT: i64 = 200;
 /// The most events one thread read shows.
 pub const READ_LIMIT_MAX: i64 = 1000;
+
+/// What the model reads of the verb, its limits stated from their constants.
+static DESCRIPTION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "Reads exact material back: one of your own threads, or one of your memory files. \
+         With target \"thread:<session id>\" it prints the thread's events as `[seq] who: text` \
+         lines (oldest first, newlines shown as ⏎), after one header line with the thread's id, \
+         title and last seq (and, when the thread was continued, a `continued from` or \
+         `continued to thread:<id>` line naming the session on the other side); use fromSeq \
+         and toSeq (inclusive) to pick a range and limit (default {READ_LIMIT_DEFAULT}, at most \
+         {READ_LIMIT_MAX}) to cap how many events come back. When the limit cuts the \
+         range short, the last line says which fromSeq reads on. Only threads of your own \
+         account can be read; any other id is \"thread not found\". With target \
+         \"~/memory/<path>\" it returns the file's content exactly, or \"no such file\". Use it \
+         to recall what was said or decided in an earlier thread (for example one you were \
+         continued from) instead of guessing, and to look at a memory file before changing it. \
+         With target \"attachment:<id>\" it reads the text of a file a person attached (as a \
+         message names it), from fromByte on (default 0); when more follows than one read \
+         returns, a last line says which fromByte reads on. Only your own account's attachments can be read."
+    )
+});
 
 const THREAD_PREFIX: &str = "thread:";
 const MEMORY_PREFIX: &str = "~/memory/";
@@ -45,20 +68,7 @@ impl Verb for Read {
     }
 
     fn description(&self) -> &'static str {
-        "Reads exact material back: one of your own threads, or one of your memory files. \
-         With target \"thread:<session id>\" it prints the thread's events as `[seq] who: text` \
-         lines (oldest first, newlines shown as ⏎), after one header line with the thread's id, \
-         title and last seq (and, when the thread was continued, a `continued from` or \
-         `continued to thread:<id>` line naming the session on the other side); use fromSeq and toSeq (inclusive) to pick a range and limit \
-         (default 200, at most 1000) to cap how many events come back. When the limit cuts the \
-         range short, the last line says which fromSeq reads on. Only threads of your own \
-         account can be read; any other id is \"thread not found\". With target \
-         \"~/memory/<path>\" it returns the file's content exactly, or \"no such file\". Use it \
-         to recall what was said or decided in an earlier thread (for example one you were \
-         continued from) instead of guessing, and to look at a memory file before changing it. \
-         With target \"attachment:<id>\" it reads the text of a file a person attached (as a \
-         message names it), from fromByte on (default 0); when more follows than one read \
-         returns, a last line says which fromByte reads on. Only your own account's attachments can be read."
+        &DESCRIPTION
     }
 
     fn parameters(&self) -> Value {
@@ -83,7 +93,9 @@ impl Verb for Read {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": READ_LIMIT_MAX,
-                    "description": "Thread reads only: at most this many events (default 200)"
+                    "description": format!(
+                        "Thread reads only: at most this many events (default {READ_LIMIT_DEFAULT})"
+                    )
                 },
                 "fromByte": {
                     "type": "integer",
