@@ -415,3 +415,53 @@ impl Store {
         .await
     }
 }
+
+impl Store {
+    /// Removes the attachment files of deleted sessions: `only` that session's, or (at boot)
+    /// every folder whose session is gone, which a crash between a delete and its files' removal
+    /// left. Off the caller's thread, like every store call; a failure is logged, not returned
+    /// (the delete itself has committed).
+    pub async fn remove_attachment_files(&self, only: Option<SessionId>) -> usize {
+        let data_dir = data_dir(&self.config().path);
+        let removed = self
+            .read(move |connection| remove_orphan_folders(connection, &data_dir, only))
+            .await;
+        match removed {
+            Ok(n_removed) => n_removed,
+            Err(error) => {
+                tracing::warn!(%error, "could not remove a deleted session's attachment files");
+                0
+            }
+        }
+    }
+
+    /// Stores an attachment's bytes under the data dir and its row.
+    pub async fn add_attachment(&self, attachment: NewAttachment) -> Result<AttachmentRow> {
+        let data_dir = data_dir(&self.config().path);
+        self.write(Some(attachment.session_id), move |connection| {
+            add_attachment(connection, &data_dir, &attachment)
+        })
+        .await
+    }
+
+    /// The session's attachment `id` (`attachment:<id>` in its messages), if it has one.
+    pub async fn get_attachment(
+        &self,
+        session_id: SessionId,
+        id: &str,
+    ) -> Result<Option<AttachmentRow>> {
+        let id = id.to_owned();
+        self.read(move |connection| get_attachment(connection, session_id, &id))
+            .await
+    }
+
+    pub async fn list_attachments(&self, session_id: SessionId) -> Result<Vec<AttachmentRow>> {
+        self.read(move |connection| list_attachments(connection, session_id))
+            .await
+    }
+
+    /// Where an attachment's file is on disk.
+    pub fn attachment_file(&self, attachment: &AttachmentRow) -> std::path::PathBuf {
+        data_dir(&self.config().path).join(&attachment.path)
+    }
+}

@@ -6,6 +6,8 @@
 use rusqlite::{Connection, params};
 use seed_events::{EventRole, NewEvent, RunId, RunStatus, SessionEvent, SessionId};
 
+use crate::NewSession;
+use crate::Store;
 use crate::error::collect_rows;
 use crate::runs::{NewRun, RUN_COLUMNS, RunRow, finish_run, insert_run, run_from_row, run_is_open};
 use crate::{Error, Result, log};
@@ -303,4 +305,42 @@ pub(crate) fn resume_if_children_done(
         .prepare_cached(RESUME_IF_CHILDREN_DONE)?
         .execute(params![run_id.to_string(), now_ms])?;
     Ok(n_updated == 1)
+}
+
+impl Store {
+    /// Starts a delegated child in one transaction: its session, the task as its first message,
+    /// and its run (`run.user_event_ids` is replaced by the message's id).
+    pub async fn start_child(
+        &self,
+        child: NewSession,
+        task: NewEvent,
+        run: NewRun,
+    ) -> Result<(SessionEvent, RunRow)> {
+        let scope = child.parent_session_id;
+        self.write(scope, move |connection| {
+            start_child(connection, &child, &task, &run)
+        })
+        .await
+    }
+
+    /// The runs `parent_run_id` started as children, oldest first.
+    pub async fn child_runs(&self, parent_run_id: RunId) -> Result<Vec<RunRow>> {
+        self.read(move |connection| child_runs(connection, parent_run_id))
+            .await
+    }
+
+    /// Parks a run whose turn ended on a delegation, or resumes it at once when its children
+    /// have all ended (one transaction, so a child that ends meanwhile is never missed).
+    pub async fn park_run(&self, run_id: RunId, now_ms: i64) -> Result<ParkOutcome> {
+        self.write(None, move |connection| park_run(connection, run_id, now_ms))
+            .await
+    }
+
+    /// Resumes a parked run once its children have all ended; returns whether it did.
+    pub async fn resume_if_children_done(&self, run_id: RunId, now_ms: i64) -> Result<bool> {
+        self.write(None, move |connection| {
+            resume_if_children_done(connection, run_id, now_ms)
+        })
+        .await
+    }
 }

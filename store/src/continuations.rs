@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use seed_events::{ContinuationId, ContinuationLink, EventId, NewEvent, SessionEvent, SessionId};
 
+use crate::Store;
 use crate::{Error, Result};
 
 /// An edge to insert. The manifest arrives already encoded as CBOR by the caller.
@@ -267,4 +268,79 @@ pub(crate) fn links(
          ORDER BY c.created_at DESC, c.rowid DESC LIMIT 1",
     )?;
     Ok((from, to))
+}
+
+impl Store {
+    /// Inserts an edge. A second edge for the same successor, or for the same predecessor and
+    /// tool call, is refused as a duplicate.
+    pub async fn insert_continuation(&self, edge: NewContinuation) -> Result<()> {
+        self.write(Some(edge.predecessor_session_id), move |connection| {
+            insert_continuation(connection, &edge)
+        })
+        .await
+    }
+
+    pub async fn find_continuation(
+        &self,
+        predecessor_session_id: SessionId,
+        tool_call_id: &str,
+    ) -> Result<Option<ContinuationRow>> {
+        let tool_call_id = tool_call_id.to_owned();
+        self.read(move |connection| {
+            find_continuation(connection, predecessor_session_id, &tool_call_id)
+        })
+        .await
+    }
+
+    /// Creates a successor in one transaction: its session, the edge with its manifest, its
+    /// two first events, its hard-linked attachments, and (for `transfer.plan = close`) the
+    /// predecessor's plan cleared. A second successor for the same (predecessor, tool call) is
+    /// refused as a duplicate; nothing of a refused creation is committed.
+    pub async fn create_successor(&self, successor: NewSuccessor) -> Result<CreatedSuccessor> {
+        let data_dir = crate::attachments::data_dir(&self.config().path);
+        self.write(
+            Some(successor.edge.predecessor_session_id),
+            move |connection| create_successor(connection, &data_dir, &successor),
+        )
+        .await
+    }
+
+    /// The edge that already carried the predecessor's message `initiating_event_id` into a
+    /// successor, if any.
+    pub async fn edge_from_message(
+        &self,
+        predecessor: SessionId,
+        initiating_event_id: EventId,
+    ) -> Result<Option<ContinuationRow>> {
+        self.read(move |connection| edge_from_message(connection, predecessor, initiating_event_id))
+            .await
+    }
+
+    /// Successors that never got the run for their copied message (a crash or a full disk
+    /// came between their creation and the queueing of the run), oldest first: the boot sweep
+    /// queues it.
+    pub async fn successors_without_their_run(&self) -> Result<Vec<SessionId>> {
+        self.read(successors_without_their_run).await
+    }
+
+    /// How many successors the session has.
+    pub async fn count_successors(&self, predecessor: SessionId) -> Result<usize> {
+        self.read(move |connection| count_successors(connection, predecessor))
+            .await
+    }
+
+    /// The edge that made `successor`, if it is one.
+    pub async fn edge_to(&self, successor: SessionId) -> Result<Option<ContinuationRow>> {
+        self.read(move |connection| edge_to(connection, successor))
+            .await
+    }
+
+    /// The session's `continued_from` and `continued_to` links (the newest successor).
+    pub async fn continuation_links(
+        &self,
+        session_id: SessionId,
+    ) -> Result<(Option<ContinuationLink>, Option<ContinuationLink>)> {
+        self.read(move |connection| links(connection, session_id))
+            .await
+    }
 }

@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use seed_events::{RunId, SessionId};
 
+use crate::Store;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,4 +126,44 @@ pub(crate) fn release_leases_not_owned_by(
         });
     }
     Ok(released)
+}
+
+impl Store {
+    /// Takes the session's store lease for `owner`, unless another holds it.
+    pub async fn acquire_lease(
+        &self,
+        session_id: SessionId,
+        owner: &str,
+        run_id: Option<RunId>,
+        now_ms: i64,
+    ) -> Result<LeaseOutcome> {
+        let owner = owner.to_owned();
+        self.write(Some(session_id), move |connection| {
+            acquire_lease(connection, session_id, &owner, run_id, now_ms)
+        })
+        .await
+    }
+
+    /// Releases the lease if `owner` holds it; returns whether it did.
+    pub async fn release_lease(&self, session_id: SessionId, owner: &str) -> Result<bool> {
+        let owner = owner.to_owned();
+        self.write(Some(session_id), move |connection| {
+            release_lease(connection, session_id, &owner)
+        })
+        .await
+    }
+
+    pub async fn get_lease(&self, session_id: SessionId) -> Result<Option<LeaseRow>> {
+        self.read(move |connection| get_lease(connection, session_id))
+            .await
+    }
+
+    /// Releases every lease that `owner` (this process's boot id) does not hold.
+    pub async fn release_leases_not_owned_by(&self, owner: &str) -> Result<Vec<LeaseRow>> {
+        let owner = owner.to_owned();
+        self.write(None, move |connection| {
+            release_leases_not_owned_by(connection, &owner)
+        })
+        .await
+    }
 }

@@ -5,11 +5,13 @@
 //! - [`Store`] opens the database (pragmas and migrations: `schema`), starts the one writer
 //!   thread (`writer`, group commit) and a small pool of read connections (`readers`).
 //! - [`SessionFiles`] is the durable file system over `session_durable_files`.
-//! - The typed APIs live one table to a module: `sessions`, `log`, `runs`, `leases`,
-//!   `continuations`, `memory`, `effects` (what a call that must not run twice did),
-//!   `attachments` (files under the data dir). Each has plain functions over a connection (so several can
-//!   share one transaction) and the [`Store`] methods that run them through the writer or a
-//!   reader.
+//! - The typed APIs live one table to a module: `sessions`, `log`, `runs`, `closing` (a run's
+//!   end in one transaction), `children`, `leases`, `retries`, `continuations`, `memory`,
+//!   `effects` (what a call that must not run twice did), `attachments` (files under the data
+//!   dir). Each has plain functions over a connection (so several can share one transaction)
+//!   and its own `impl Store` block whose methods run them through the writer or a reader;
+//!   `store` keeps opening, that plumbing, and what belongs to no table. The functions over a
+//!   connection, run by the writer and the reader pool, are where a second engine plugs in.
 //! - `nonces` and `accounts`: what the service needs — signed writes that take the request's
 //!   nonce in their own transaction, accounts by key, counts for metrics.
 //! - [`floor`] is the raw SQLite floor the bench harness measures against.
@@ -20,6 +22,7 @@ mod accounts;
 mod attachments;
 mod checkpoint;
 mod children;
+mod closing;
 mod config;
 mod continuations;
 mod effects;
@@ -44,6 +47,7 @@ mod writer;
 
 pub use attachments::{AttachmentRow, NewAttachment, UploadOutcome};
 pub use children::{ChildDelivery, DELEGATED_BY, DeliveringChild, ParkOutcome, delegated_by};
+pub use closing::{PlanCheck, PlanNotice, RunClosing, RunEndOutcome};
 pub use config::{BatchMode, Config, FaultInjector, Synchronous};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use effects::CallEffect;
@@ -52,11 +56,11 @@ pub use files::SessionFiles;
 pub use leases::{LeaseOutcome, LeaseRow};
 pub use memory::{MemoryChange, MemoryFileRow};
 pub use memory_disk::MemoryDisk;
-pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome};
+pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome, SignedMessage};
 pub use projection::Projection;
-pub use retries::RetryOutcome;
+pub use retries::{RetryOutcome, SignedRetry};
 pub use runs::{NewRun, RunRow, Swept};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
-pub use store::{PlanCheck, RunClosing, RunEndOutcome, Store};
+pub use store::Store;
 pub use turn_view::{PendingEvents, TurnView};
 pub use writer::{LatencyHistogram, WriterHold, WriterStats};

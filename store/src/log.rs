@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use seed_events::{EventId, NewEvent, SessionEvent, SessionId};
 
+use crate::Store;
 use crate::sessions::{key_for_read, key_for_write};
 use crate::{Error, Result};
 
@@ -360,6 +361,84 @@ pub(crate) fn has_tool_result(
                  AND json_extract(content, '$.tool_call_id') = ?2)",
         )?
         .query_row(params![session_key, tool_call_id], |row| row.get(0))?)
+}
+
+impl Store {
+    /// Appends events to the session's log in one transaction, assigning the next seqs.
+    pub async fn append_events(
+        &self,
+        session_id: SessionId,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<SessionEvent>> {
+        // Serialized here, on the caller's thread: the writer only inserts.
+        let rows: Vec<EventRow> = events.iter().map(EventRow::of).collect();
+        let placed = self
+            .write(Some(session_id), move |connection| {
+                insert_rows(connection, session_id, &rows)
+            })
+            .await?;
+        Ok(stored_events(session_id, events, &placed))
+    }
+
+    /// Events with `from_seq <= seq <= to_seq`, in order, at most `limit` of them.
+    pub async fn read_events(
+        &self,
+        session_id: SessionId,
+        from_seq: i64,
+        to_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<SessionEvent>> {
+        self.read(move |connection| read_events(connection, session_id, from_seq, to_seq, limit))
+            .await
+    }
+
+    /// The session's events whose seq is in `seqs` or whose id is in `ids`, in seq order (each
+    /// once); ids and seqs the session lacks are skipped.
+    pub async fn read_events_at(
+        &self,
+        session_id: SessionId,
+        seqs: Vec<i64>,
+        ids: Vec<EventId>,
+    ) -> Result<Vec<SessionEvent>> {
+        self.read(move |connection| read_events_at(connection, session_id, &seqs, &ids))
+            .await
+    }
+
+    /// The highest `pi_entry_id` in the session's log.
+    pub async fn max_pi_entry_id(&self, session_id: SessionId) -> Result<Option<i64>> {
+        self.read(move |connection| max_pi_entry_id(connection, session_id))
+            .await
+    }
+
+    /// Clears the `pi_entry_id` marks above `entry_id` (a store lost or restored from an older
+    /// copy); returns how many events were cleared.
+    pub async fn clear_pi_entry_ids_above(
+        &self,
+        session_id: SessionId,
+        entry_id: i64,
+    ) -> Result<usize> {
+        self.write(Some(session_id), move |connection| {
+            clear_pi_entry_ids_above(connection, session_id, entry_id)
+        })
+        .await
+    }
+
+    /// The session's highest seq, 0 for an empty log.
+    pub async fn last_seq(&self, session_id: SessionId) -> Result<i64> {
+        self.read(move |connection| last_seq(connection, session_id))
+            .await
+    }
+
+    /// The session's newest message written by a user or a trigger; with `at_or_before`, the
+    /// newest whose event id is at most that.
+    pub async fn newest_person_message(
+        &self,
+        session_id: SessionId,
+        at_or_before: Option<EventId>,
+    ) -> Result<Option<SessionEvent>> {
+        self.read(move |connection| newest_person_message(connection, session_id, at_or_before))
+            .await
+    }
 }
 
 #[cfg(test)]

@@ -154,19 +154,21 @@ impl Store {
     /// session only and while the account has fewer than `queued_runs_max` runs waiting; the
     /// nonce is taken in the same transaction. With `claim_for`, the run is claimed at once as
     /// [`Store::send_user_message`] says.
-    #[allow(clippy::too_many_arguments)]
     pub async fn send_user_message_signed(
         &self,
-        nonce: Option<RequestNonce>,
-        account_id: AccountId,
-        session_id: SessionId,
-        event: NewEvent,
-        run_id: RunId,
-        queue: Queue,
-        queued_runs_max: i64,
-        now_ms: i64,
-        claim_for: Option<String>,
+        message: SignedMessage,
     ) -> Result<NonceOutcome<SendOutcome>> {
+        let SignedMessage {
+            nonce,
+            account_id,
+            session_id,
+            event,
+            run_id,
+            queue,
+            queued_runs_max,
+            now_ms,
+            claim_for,
+        } = message;
         let event = crate::log::PreparedEvent::of(event);
         self.write(Some(session_id), move |connection| {
             if !owned_by(connection, session_id, account_id)? {
@@ -268,6 +270,25 @@ impl Store {
         self.read(move |connection| queued_runs_of_account(connection, account_id))
             .await
     }
+}
+
+/// A person's signed message and the run that answers it
+/// ([`Store::send_user_message_signed`]).
+#[derive(Debug, Clone)]
+pub struct SignedMessage {
+    pub nonce: Option<RequestNonce>,
+    /// The account that signed the request: the session must be its own.
+    pub account_id: AccountId,
+    pub session_id: SessionId,
+    pub event: NewEvent,
+    /// The id of the run to queue.
+    pub run_id: RunId,
+    pub queue: Queue,
+    /// How many runs the account may have waiting; at this many, nothing is written.
+    pub queued_runs_max: i64,
+    pub now_ms: i64,
+    /// The owner to claim the run for at once (the caller holds a slot of the queue).
+    pub claim_for: Option<String>,
 }
 
 /// A person's change of a session's model ([`Store::set_session_model_signed`]).

@@ -81,20 +81,33 @@ fn open_run_for(
         .transpose()
 }
 
-/// The checks and the run of a retry, in the caller's transaction; `account_id`, when given,
-/// must own the session, and `queued_runs_max` bounds its waiting runs.
-#[allow(clippy::too_many_arguments)]
-fn retry(
-    connection: &Connection,
-    nonce: Option<&RequestNonce>,
+/// A retry as [`retry`] checks and writes it.
+struct Retry<'a> {
+    nonce: Option<&'a RequestNonce>,
+    /// When given, the account that must own the session.
     account_id: Option<AccountId>,
+    /// How many runs the account may have waiting.
     queued_runs_max: i64,
     session_id: SessionId,
     event_id: EventId,
     run_id: RunId,
     now_ms: i64,
-    claim_for: Option<&str>,
-) -> Result<NonceOutcome<RetryOutcome>> {
+    claim_for: Option<&'a str>,
+}
+
+/// The checks and the run of a retry, in the caller's transaction; `account_id`, when given,
+/// must own the session, and `queued_runs_max` bounds its waiting runs.
+fn retry(connection: &Connection, retry: &Retry<'_>) -> Result<NonceOutcome<RetryOutcome>> {
+    let &Retry {
+        nonce,
+        account_id,
+        queued_runs_max,
+        session_id,
+        event_id,
+        run_id,
+        now_ms,
+        claim_for,
+    } = retry;
     let refused = |outcome| Ok(NonceOutcome::Fresh(outcome));
     let owned = match account_id {
         Some(account_id) => owned_by(connection, session_id, account_id)?,
@@ -139,29 +152,24 @@ impl Store {
     /// is still open for it, as [`RetryOutcome`] says; the nonce is taken in the same
     /// transaction, and a refusal writes nothing. With `claim_for`, the run is claimed at once
     /// as [`Store::send_user_message`] says.
-    #[allow(clippy::too_many_arguments)]
     pub async fn retry_message_signed(
         &self,
-        nonce: Option<RequestNonce>,
-        account_id: AccountId,
-        session_id: SessionId,
-        event_id: EventId,
-        run_id: RunId,
-        queued_runs_max: i64,
-        now_ms: i64,
-        claim_for: Option<String>,
+        signed: SignedRetry,
     ) -> Result<NonceOutcome<RetryOutcome>> {
+        let session_id = signed.session_id;
         self.write(Some(session_id), move |connection| {
             retry(
                 connection,
-                nonce.as_ref(),
-                Some(account_id),
-                queued_runs_max,
-                session_id,
-                event_id,
-                run_id,
-                now_ms,
-                claim_for.as_deref(),
+                &Retry {
+                    nonce: signed.nonce.as_ref(),
+                    account_id: Some(signed.account_id),
+                    queued_runs_max: signed.queued_runs_max,
+                    session_id,
+                    event_id: signed.event_id,
+                    run_id: signed.run_id,
+                    now_ms: signed.now_ms,
+                    claim_for: signed.claim_for.as_deref(),
+                },
             )
         })
         .await
@@ -179,14 +187,16 @@ impl Store {
             .write(Some(session_id), move |connection| {
                 retry(
                     connection,
-                    None,
-                    None,
-                    i64::MAX,
-                    session_id,
-                    event_id,
-                    run_id,
-                    now_ms,
-                    None,
+                    &Retry {
+                        nonce: None,
+                        account_id: None,
+                        queued_runs_max: i64::MAX,
+                        session_id,
+                        event_id,
+                        run_id,
+                        now_ms,
+                        claim_for: None,
+                    },
                 )
             })
             .await?;
@@ -199,6 +209,24 @@ impl Store {
             )),
         }
     }
+}
+
+/// A person's signed retry of their message ([`Store::retry_message_signed`]).
+#[derive(Debug, Clone)]
+pub struct SignedRetry {
+    pub nonce: Option<RequestNonce>,
+    /// The account that signed the request: the session must be its own.
+    pub account_id: AccountId,
+    pub session_id: SessionId,
+    /// The person's message to answer again.
+    pub event_id: EventId,
+    /// The id of the new run.
+    pub run_id: RunId,
+    /// How many runs the account may have waiting; at this many, nothing is written.
+    pub queued_runs_max: i64,
+    pub now_ms: i64,
+    /// The owner to claim the run for at once (the caller holds a slot of the queue).
+    pub claim_for: Option<String>,
 }
 
 impl RetryOutcome {

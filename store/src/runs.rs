@@ -3,8 +3,10 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use seed_events::{EventId, Queue, RunId, RunStatus, SessionEvent, SessionId};
 
+use crate::Store;
 use crate::error::collect_rows;
 use crate::{Error, Result, log, sessions};
+use seed_events::NewEvent;
 
 /// A run to queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -603,6 +605,166 @@ pub(crate) fn claim_runs_leased(
         }
     }
     Ok(claimed)
+}
+
+impl Store {
+    pub async fn enqueue_run(&self, run: NewRun) -> Result<()> {
+        self.write(Some(run.session_id), move |connection| {
+            insert_run(connection, &run)
+        })
+        .await
+    }
+
+    /// Claims the oldest queued run on `queue` whose session has no run in flight.
+    pub async fn claim_next_run(
+        &self,
+        queue: Queue,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<Option<RunRow>> {
+        let owner = owner.to_owned();
+        self.write(None, move |connection| {
+            claim_next_run(connection, queue, &owner, now_ms)
+        })
+        .await
+    }
+
+    /// Claims runs of several queues in one transaction: up to `max` runs of each `(queue,
+    /// max)`, in that order (oldest first, one per session), each with its session's store lease
+    /// taken for it (a run whose session's lease is held by someone else stays queued).
+    pub async fn claim_runs_of_queues(
+        &self,
+        queues: Vec<(Queue, usize)>,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<Vec<RunRow>> {
+        let owner = owner.to_owned();
+        self.write(None, move |connection| {
+            let mut claimed = Vec::new();
+            for &(queue, max) in &queues {
+                claimed.extend(claim_runs_leased(connection, queue, &owner, max, now_ms)?);
+            }
+            Ok(claimed)
+        })
+        .await
+    }
+
+    /// Moves a run to `status` (keeping its result unless a new one is given). Returns whether
+    /// the run exists.
+    pub async fn set_run_status(
+        &self,
+        id: RunId,
+        status: RunStatus,
+        result: Option<serde_json::Value>,
+        now_ms: i64,
+    ) -> Result<bool> {
+        let result = result.map(|result| result.to_string());
+        self.write(None, move |connection| {
+            set_run_status(connection, id, status, result.as_deref(), now_ms)
+        })
+        .await
+    }
+
+    pub async fn get_run(&self, id: RunId) -> Result<Option<RunRow>> {
+        self.read(move |connection| get_run(connection, id)).await
+    }
+
+    /// Every run left `running`, oldest first.
+    pub async fn list_running_runs(&self) -> Result<Vec<RunRow>> {
+        self.read(list_running).await
+    }
+
+    /// Every run not yet ended (queued, running or parked), oldest first.
+    pub async fn list_open_runs(&self) -> Result<Vec<RunRow>> {
+        self.read(list_open).await
+    }
+
+    pub async fn list_session_runs(&self, session_id: SessionId) -> Result<Vec<RunRow>> {
+        self.read(move |connection| list_session_runs(connection, session_id, None))
+            .await
+    }
+
+    /// The session's newest `limit` runs, oldest first.
+    pub async fn recent_session_runs(
+        &self,
+        session_id: SessionId,
+        limit: usize,
+    ) -> Result<Vec<RunRow>> {
+        self.read(move |connection| list_session_runs(connection, session_id, Some(limit)))
+            .await
+    }
+
+    /// A person's message and the run that answers it, in one transaction: appends `event` to
+    /// the session's log (at the next seq, as [`Store::append_events`] does), queues run
+    /// `run_id` on `queue` with `user_event_ids = [event.id]`, and sets the session's
+    /// `updated_at` to `now_ms`. Returns both rows as stored. A deleted session refuses the
+    /// whole write; nothing of it is committed. With `claim_for` (the caller holds a slot of
+    /// the queue for the run), the run is claimed for that owner in the same transaction
+    /// (running, with the session's lease) when it is the session's next run and may start;
+    /// otherwise it is queued.
+    pub async fn send_user_message(
+        &self,
+        session_id: SessionId,
+        event: NewEvent,
+        run_id: RunId,
+        queue: Queue,
+        now_ms: i64,
+        claim_for: Option<String>,
+    ) -> Result<(SessionEvent, RunRow)> {
+        let event = log::PreparedEvent::of(event);
+        self.write(Some(session_id), move |connection| {
+            send_user_message(
+                connection,
+                session_id,
+                &event,
+                run_id,
+                queue,
+                now_ms,
+                claim_for.as_deref(),
+            )
+        })
+        .await
+    }
+
+    /// The boot sweep's step: every run left `running` counts a restart and goes back to
+    /// `queued`, owner cleared and attempts kept, unless it has now been found cut off more
+    /// than `restarts_max` times: then it stays `running` for the caller to fail.
+    pub async fn requeue_running_runs(&self, now_ms: i64, restarts_max: i64) -> Result<Swept> {
+        self.write(None, move |connection| {
+            requeue_running(connection, now_ms, restarts_max)
+        })
+        .await
+    }
+
+    /// Ends a run: [`Store::set_run_status`], except that a run already terminal (succeeded,
+    /// failed, canceled) is left as it is. Returns whether the run was updated: `false` for a
+    /// terminal or missing run, and then nothing was written.
+    pub async fn finish_run(
+        &self,
+        run_id: RunId,
+        status: RunStatus,
+        result: Option<serde_json::Value>,
+        now_ms: i64,
+    ) -> Result<bool> {
+        let result = result.map(|result| result.to_string());
+        self.write(None, move |connection| {
+            finish_run(connection, run_id, status, result.as_deref(), now_ms)
+        })
+        .await
+    }
+
+    /// The log events the session's queued runs (those waiting their turn) answer, flattened,
+    /// in run order.
+    pub async fn queued_event_ids(&self, session_id: SessionId) -> Result<Vec<EventId>> {
+        self.read(move |connection| queued_event_ids(connection, session_id))
+            .await
+    }
+
+    /// The sessions with a run `queued`, `running` or `parked`, each once, in the order of
+    /// their oldest open run.
+    pub async fn list_sessions_with_open_runs(&self) -> Result<Vec<SessionId>> {
+        self.read(sessions_with_open_runs).await
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use seed_events::{AccountId, SessionId, UnknownName};
 
+use crate::Store;
 use crate::error::collect_rows;
 use crate::{Error, Result};
 
@@ -357,4 +358,107 @@ pub(crate) fn list_child_sessions(
          ORDER BY created_at, key"
     ))?;
     collect_rows(statement.query_map(params![parent.to_string()], session_from_row)?)
+}
+
+impl Store {
+    pub async fn create_account(
+        &self,
+        id: AccountId,
+        public_key: Vec<u8>,
+        created_at_ms: i64,
+    ) -> Result<()> {
+        self.write(None, move |connection| {
+            insert_account(connection, id, &public_key, created_at_ms)
+        })
+        .await
+    }
+
+    pub async fn get_account(&self, id: AccountId) -> Result<Option<AccountRow>> {
+        self.read(move |connection| get_account(connection, id))
+            .await
+    }
+
+    pub async fn create_session(&self, session: NewSession) -> Result<()> {
+        self.write(Some(session.id), move |connection| {
+            insert_session(connection, &session)
+        })
+        .await
+    }
+
+    pub async fn get_session(&self, id: SessionId) -> Result<Option<SessionRow>> {
+        self.read(move |connection| get_session(connection, id))
+            .await
+    }
+
+    /// The account's sessions, most recently updated first.
+    pub async fn list_sessions(&self, account_id: AccountId) -> Result<Vec<SessionRow>> {
+        self.read(move |connection| list_sessions(connection, account_id))
+            .await
+    }
+
+    /// Deletes the session with its log, store, runs, lease, edges, attachments and delegated
+    /// children. Returns whether it existed. A delegated child's open run answers its parent's
+    /// call with an error in the same transaction, and the parent is resumed once its other
+    /// children have ended.
+    pub async fn delete_session(&self, id: SessionId, now_ms: i64) -> Result<bool> {
+        let deleted = self
+            .write(Some(id), move |connection| {
+                delete_session(connection, id, now_ms)
+            })
+            .await?;
+        if deleted {
+            self.remove_attachment_files(Some(id)).await;
+        }
+        Ok(deleted)
+    }
+
+    /// Sets the session's title, description and who named it (the status verb, a rename by
+    /// the user). Returns whether the session exists.
+    pub async fn set_session_status(
+        &self,
+        session_id: SessionId,
+        title: String,
+        description: String,
+        source: TitleSource,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.write(Some(session_id), move |connection| {
+            set_session_status(connection, session_id, &title, &description, source, now_ms)
+        })
+        .await
+    }
+
+    /// The fallback namer: titles the session (as [`TitleSource::Fallback`]) only while nobody
+    /// has named it, never over an agent's or a user's title. Returns whether it named it.
+    pub async fn name_session_if_untitled(
+        &self,
+        session_id: SessionId,
+        title: String,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.write(Some(session_id), move |connection| {
+            name_session_if_untitled(connection, session_id, &title, now_ms)
+        })
+        .await
+    }
+
+    /// Sets the session's plan (a JSON checklist), or clears it with `None`. Returns whether
+    /// the session exists.
+    pub async fn set_session_plan(
+        &self,
+        session_id: SessionId,
+        plan: Option<serde_json::Value>,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.write(Some(session_id), move |connection| {
+            set_session_plan(connection, session_id, plan.as_ref(), now_ms)
+        })
+        .await
+    }
+
+    /// The sessions delegated from `parent`, oldest first.
+    pub async fn list_child_sessions(&self, parent: SessionId) -> Result<Vec<SessionRow>> {
+        self.read(move |connection| list_child_sessions(connection, parent))
+            .await
+    }
 }

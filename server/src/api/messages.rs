@@ -7,7 +7,7 @@ use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use seed_actors::RunWatch;
 use seed_actors::bus::{Notification, SeqRange};
 use seed_events::{AttachmentRef, EventRole, NewEvent, Queue, RunId, SessionEvent};
-use seed_store::{NonceOutcome, RetryOutcome, RunRow, SendOutcome};
+use seed_store::{NonceOutcome, RetryOutcome, RunRow, SendOutcome, SignedMessage, SignedRetry};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -128,17 +128,17 @@ pub(super) async fn send_message(
         .runtime
         .queue_run_with(move |claim_for| async move {
             let outcome = store
-                .send_user_message_signed(
+                .send_user_message_signed(SignedMessage {
                     nonce,
                     account_id,
                     session_id,
                     event,
                     run_id,
-                    Queue::Interactive,
+                    queue: Queue::Interactive,
                     queued_runs_max,
                     now_ms,
                     claim_for,
-                )
+                })
                 .await?;
             let run = match &outcome {
                 NonceOutcome::Fresh(SendOutcome::Sent { run, .. }) => Some(run.as_ref().clone()),
@@ -223,7 +223,7 @@ pub(super) async fn retry_message(
         .runtime
         .queue_run_with(move |claim_for| async move {
             let outcome = store
-                .retry_message_signed(
+                .retry_message_signed(SignedRetry {
                     nonce,
                     account_id,
                     session_id,
@@ -232,7 +232,7 @@ pub(super) async fn retry_message(
                     queued_runs_max,
                     now_ms,
                     claim_for,
-                )
+                })
                 .await?;
             let run = match &outcome {
                 NonceOutcome::Fresh(RetryOutcome::Queued { run, .. }) => Some(run.as_ref().clone()),
