@@ -8,6 +8,7 @@ use seed_providers::{Provider, model_context_window};
 use seed_store::Store;
 
 use crate::bus::Publisher;
+use crate::verb::Continue;
 use crate::verbs::VerbSet;
 
 /// How long the partial text of a response waits, at most, for its commit to `pi.live`.
@@ -23,10 +24,11 @@ pub struct RunEnv {
     pub boot_id: String,
     pub clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     pub publisher: Publisher,
-    /// Creates sessions for running turns (continuations). Weak: the supervisor holds this env.
-    pub supervisor: actix::WeakAddr<crate::supervisor::Supervisor>,
+    /// Creates sessions for running turns (continuations): the succession actor. Weak: that
+    /// actor holds this env.
+    pub successions: actix::WeakRecipient<Continue>,
     /// The runs in flight on each queue, against its limit.
-    pub slots: crate::queue::Slots,
+    pub slots: crate::slots::Slots,
 }
 
 impl std::fmt::Debug for RunEnv {
@@ -108,3 +110,6 @@ impl Default for RuntimeSettings {
         }
     }
 }
+
+/// How long a write the disk refused (a run's end, a requeue) waits before it is tried again.
+pub const DISK_FULL_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);

@@ -2,73 +2,14 @@
 //! turn in flight per session, first queued first served across sessions.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix::prelude::*;
-use seed_events::{Queue, RunId, RunStatus};
+use seed_events::{Queue, RunStatus};
 use seed_store::RunRow;
 
-use crate::env::RunEnv;
-use crate::session::{Registry, SessionActor, StartRun};
-
-/// The runs in flight on each queue, against its limit. The queue takes slots before it
-/// claims runs, and the runtime takes one before a message's write, which then claims the
-/// message's run at once when the session is free ([`crate::Runtime`]); a slot goes back when
-/// its run is done, or when nothing was claimed with it.
-#[derive(Debug)]
-pub struct Slots {
-    interactive: AtomicUsize,
-    background: AtomicUsize,
-    interactive_max: usize,
-    background_max: usize,
-}
-
-impl Slots {
-    pub fn new(interactive_max: usize, background_max: usize) -> Slots {
-        Slots {
-            interactive: AtomicUsize::new(0),
-            background: AtomicUsize::new(0),
-            interactive_max,
-            background_max,
-        }
-    }
-
-    fn of(&self, queue: Queue) -> (&AtomicUsize, usize) {
-        match queue {
-            Queue::Interactive => (&self.interactive, self.interactive_max),
-            Queue::Background => (&self.background, self.background_max),
-        }
-    }
-
-    /// Takes up to `n` of `queue`'s free slots; returns how many it took.
-    pub fn take(&self, queue: Queue, n: usize) -> usize {
-        let (in_flight, max) = self.of(queue);
-        let mut taken = 0;
-        let _ = in_flight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
-            taken = n.min(max.saturating_sub(now));
-            (taken > 0).then_some(now + taken)
-        });
-        taken
-    }
-
-    /// Gives `n` slots of `queue` back.
-    pub fn give_back(&self, queue: Queue, n: usize) {
-        let (in_flight, _) = self.of(queue);
-        let _ = in_flight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
-            Some(now.saturating_sub(n))
-        });
-    }
-
-    /// Counts a run in flight whatever the limit (one put back while it waits to be requeued).
-    fn hold(&self, queue: Queue) {
-        self.of(queue).0.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// The runs in flight on `queue` now.
-    pub fn in_flight(&self, queue: Queue) -> usize {
-        self.of(queue).0.load(Ordering::Acquire)
-    }
-}
+use crate::env::{DISK_FULL_PAUSE, RunEnv};
+use crate::messages::{Activate, RunDone, StartClaimed, StartRun, Wake};
+use crate::session::{Registry, SessionActor};
 
 pub struct RunQueue {
     env: Arc<RunEnv>,
@@ -114,7 +55,7 @@ impl RunQueue {
         session_id: seed_events::SessionId,
         ctx: &mut Context<Self>,
     ) -> Addr<SessionActor> {
-        let queue = ctx.address();
+        let queue = ctx.address().recipient();
         self.registry
             .entry(session_id)
             .or_insert_with(|| {
@@ -132,23 +73,6 @@ impl RunQueue {
 
 impl Actor for RunQueue {
     type Context = Context<Self>;
-}
-
-/// Looks for runs to start.
-#[derive(Message)]
-#[rtype(result = "()")]
-#[derive(Debug)]
-pub struct Wake;
-
-/// A run's session actor is done with it.
-#[derive(Message)]
-#[rtype(result = "()")]
-#[derive(Debug)]
-pub struct RunDone {
-    pub queue: Queue,
-    pub run_id: RunId,
-    /// It could not run now: put it back in the queue.
-    pub requeue: bool,
 }
 
 impl Handler<Wake> for RunQueue {
@@ -202,7 +126,7 @@ impl Handler<Wake> for RunQueue {
                         queue.env.slots.give_back(of, n_taken);
                     }
                     tracing::error!(%error, "claiming runs failed; trying again shortly");
-                    ctx.notify_later(Wake, crate::session::DISK_FULL_PAUSE);
+                    ctx.notify_later(Wake, DISK_FULL_PAUSE);
                 }
             }
             if std::mem::take(&mut queue.wake_again) {
@@ -210,14 +134,6 @@ impl Handler<Wake> for RunQueue {
             }
         }));
     }
-}
-
-/// Spawns a session's actor (a continuation's successor) and looks for runs to start.
-#[derive(Message)]
-#[rtype(result = "()")]
-#[derive(Debug)]
-pub struct Activate {
-    pub session_id: seed_events::SessionId,
 }
 
 impl Handler<Activate> for RunQueue {
@@ -250,7 +166,7 @@ impl Handler<RunDone> for RunQueue {
                     Err(error) if error.is_disk_full() => {
                         tracing::warn!(%run_id, "the disk is full: requeueing the run shortly");
                         queue.env.slots.hold(done.queue);
-                        ctx.notify_later(done, crate::session::DISK_FULL_PAUSE);
+                        ctx.notify_later(done, DISK_FULL_PAUSE);
                     }
                     Err(error) => {
                         tracing::error!(%run_id, %error, "could not requeue a run");
@@ -265,45 +181,10 @@ impl Handler<RunDone> for RunQueue {
     }
 }
 
-/// Starts a run its message's write claimed at once, with a slot taken for it
-/// ([`Slots::take`]).
-#[derive(Message)]
-#[rtype(result = "()")]
-#[derive(Debug)]
-pub struct StartClaimed {
-    pub run: RunRow,
-}
-
 impl Handler<StartClaimed> for RunQueue {
     type Result = ();
 
     fn handle(&mut self, StartClaimed { run }: StartClaimed, ctx: &mut Context<Self>) {
         self.start(run, ctx);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_are_taken_up_to_the_limit_and_given_back() {
-        let slots = Slots::new(3, 1);
-        assert_eq!(slots.take(Queue::Interactive, 2), 2);
-        assert_eq!(
-            slots.take(Queue::Interactive, usize::MAX),
-            1,
-            "only one left"
-        );
-        assert_eq!(slots.take(Queue::Interactive, 1), 0, "none left");
-        assert_eq!(slots.take(Queue::Background, 5), 1, "each queue its own");
-        slots.give_back(Queue::Interactive, 2);
-        assert_eq!(slots.in_flight(Queue::Interactive), 1);
-        assert_eq!(slots.take(Queue::Interactive, 1), 1);
-        // A run put back while it waits to be requeued counts whatever the limit.
-        slots.hold(Queue::Background);
-        assert_eq!(slots.in_flight(Queue::Background), 2);
-        slots.give_back(Queue::Background, 5);
-        assert_eq!(slots.in_flight(Queue::Background), 0, "never below none");
     }
 }

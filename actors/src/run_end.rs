@@ -8,7 +8,6 @@ use seed_store::{PlanCheck, RunClosing, RunEndOutcome, RunRow};
 
 use crate::bus::{Notification, SeqRange};
 use crate::env::RunEnv;
-use crate::turn::TurnError;
 
 /// How a run ended, for the runs table.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,16 +86,6 @@ impl RunEnd {
         let reason = self.failure_reason()?;
         let text = format!("The turn failed: {reason}");
         Some(failed_run_notice(run_id, reason, &text, now_ms))
-    }
-}
-
-/// Whether a turn stopped because the store found the disk full (a refusal that may pass).
-pub(crate) fn is_disk_full(error: &TurnError) -> bool {
-    // `TurnError`'s variants are transparent: their `source` skips the wrapped error itself.
-    match error {
-        TurnError::SessionGone => false,
-        TurnError::Store(error) => error.is_disk_full(),
-        TurnError::Harness(error) => seed_store::Error::is_disk_full_cause(error),
     }
 }
 

@@ -11,10 +11,11 @@ use seed_store::{RetryOutcome, RunRow, Store};
 
 use crate::bus::{Notification, Publisher, SeqRange};
 use crate::env::{RunEnv, RuntimeSettings};
-use crate::queue::{RunQueue, StartClaimed, Wake};
-use crate::session::{Registry, StopSession};
-use crate::supervisor::Supervisor;
-use crate::verb::{Verb, VerbContext};
+use crate::messages::{StartClaimed, StopSession, Wake};
+use crate::queue::RunQueue;
+use crate::session::Registry;
+use crate::succession::SuccessionActor;
+use crate::verb::{Verb, VerbContext, VerbOutput};
 use crate::verbs::VerbSet;
 
 /// What the boot sweep found and did.
@@ -68,8 +69,8 @@ pub struct Runtime {
     pub(crate) env: Arc<RunEnv>,
     queue: Addr<RunQueue>,
     registry: Registry,
-    /// Keeps the supervisor running while the runtime is held (the env names it weakly).
-    _supervisor: Addr<Supervisor>,
+    /// Keeps the succession actor running while the runtime is held (the env names it weakly).
+    _successions: Addr<SuccessionActor>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -98,11 +99,11 @@ impl Runtime {
             &settings.crash_points,
         )
         .await?;
-        // The supervisor's mailbox exists first, so the env can name it; it starts once the
-        // queue it talks to does. (In a block of its own: the context is not `Send`, and the
+        // The succession actor's mailbox exists first, so the env can name it; it starts once
+        // the queue it talks to does. (In a block of its own: the context is not `Send`, and the
         // future of `start` is.)
-        let (env, registry, queue, supervisor) = {
-            let supervisor_context = Context::<Supervisor>::new();
+        let (env, registry, queue, successions) = {
+            let successions_context = Context::<SuccessionActor>::new();
             let env = Arc::new(RunEnv {
                 store,
                 provider,
@@ -110,8 +111,8 @@ impl Runtime {
                 boot_id,
                 clock,
                 publisher: Publisher::start(),
-                supervisor: supervisor_context.address().downgrade(),
-                slots: crate::queue::Slots::new(
+                successions: successions_context.address().recipient().downgrade(),
+                slots: crate::slots::Slots::new(
                     settings.interactive_runs_max,
                     settings.background_runs_max,
                 ),
@@ -119,9 +120,11 @@ impl Runtime {
             });
             let registry: Registry = Arc::new(DashMap::new());
             let queue = RunQueue::new(Arc::clone(&env), Arc::clone(&registry)).start();
-            let supervisor =
-                supervisor_context.run(Supervisor::new(Arc::clone(&env), queue.clone()));
-            (env, registry, queue, supervisor)
+            let successions = successions_context.run(SuccessionActor::new(
+                Arc::clone(&env),
+                queue.clone().recipient(),
+            ));
+            (env, registry, queue, successions)
         };
         // A run that every boot found cut off may be what stops the process: it ends failed
         // (its parent hearing of it like of any other end) before the queue starts anything.
@@ -145,7 +148,7 @@ impl Runtime {
                 env,
                 queue,
                 registry,
-                _supervisor: supervisor,
+                _successions: successions,
             },
             report,
         ))
@@ -316,7 +319,7 @@ impl Runtime {
             run_id,
             tool_call_id: tool_call_id.to_owned(),
             now_ms: (self.env.clock)(),
-            supervisor: self.env.supervisor.upgrade(),
+            successions: self.env.successions.upgrade(),
         })
     }
 
@@ -525,4 +528,52 @@ async fn boot_sweep_with(
         n_runs_given_up: given_up.len(),
     };
     Ok((report, given_up))
+}
+
+// Verbs a person runs by hand (see `crate::verbs::by_hand`).
+impl Runtime {
+    /// The verbs a person may run by hand.
+    pub fn verbs_by_hand(&self) -> Vec<&'static str> {
+        self.env.verbs.by_hand_names()
+    }
+
+    /// What `verb` does, when a person may run it by hand.
+    pub fn verb_description_by_hand(&self, verb: &str) -> Option<&'static str> {
+        self.env.verbs.description_by_hand(verb)
+    }
+
+    /// The schema of the arguments of `verb`, when a person may run it by hand.
+    pub fn verb_parameters_by_hand(&self, verb: &str) -> Option<serde_json::Value> {
+        self.env.verbs.parameters_by_hand(verb)
+    }
+
+    /// Checks a person's arguments for `verb` against its schema: an action that does not fit
+    /// is refused with the field named before anything is written.
+    pub fn check_verb_arguments(
+        &self,
+        verb: &str,
+        arguments: &serde_json::Value,
+    ) -> Result<(), crate::schema::ArgumentProblem> {
+        self.env.verbs.check_by_hand(verb, arguments)
+    }
+
+    /// Runs `verb` by hand in the account's session and returns its output; the caller writes
+    /// [`action_event`](crate::verbs::by_hand::action_event) to the log. `None`: no such verb may be run by hand.
+    pub async fn run_verb_by_hand(
+        &self,
+        account_id: AccountId,
+        session_id: SessionId,
+        verb: &str,
+        arguments: serde_json::Value,
+    ) -> Result<Option<VerbOutput>, Error> {
+        // Outside any turn: a run id of its own, never queued.
+        let run_id = RunId::new_v7();
+        let context = self
+            .verb_context(session_id, run_id, &format!("by-hand-{run_id}"))
+            .await?;
+        if context.account_id != account_id {
+            return Err(Error::SessionNotFound(session_id));
+        }
+        Ok(self.env.verbs.run_by_hand(verb, context, arguments).await)
+    }
 }

@@ -14,7 +14,7 @@ use seed_events::{RunId, SessionId};
 use seed_store::RunRow;
 
 use crate::env::RunEnv;
-use crate::queue::{RunDone, RunQueue};
+use crate::messages::{RunDone, StartRun, StopSession};
 use crate::run_end::RunEnd;
 use crate::turn::{SessionHarness, execute_run};
 
@@ -24,7 +24,8 @@ pub type Registry = Arc<DashMap<SessionId, Addr<SessionActor>>>;
 pub struct SessionActor {
     session_id: SessionId,
     env: Arc<RunEnv>,
-    queue: Addr<RunQueue>,
+    /// The queue, told when a run is done.
+    queue: Recipient<RunDone>,
     registry: Registry,
     /// The run in flight and how to stop it. At most one: one turn per session.
     current: Option<(RunId, StopSignal)>,
@@ -47,7 +48,7 @@ impl SessionActor {
     pub fn new(
         session_id: SessionId,
         env: Arc<RunEnv>,
-        queue: Addr<RunQueue>,
+        queue: Recipient<RunDone>,
         registry: Registry,
     ) -> SessionActor {
         SessionActor {
@@ -99,27 +100,7 @@ impl Actor for SessionActor {
     }
 }
 
-/// Runs `run` now.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct StartRun {
-    pub run: RunRow,
-}
-
-impl std::fmt::Debug for StartRun {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StartRun").finish_non_exhaustive()
-    }
-}
-
-/// How long a write the disk refused (a run's end, a requeue) waits before it is tried again.
-pub const DISK_FULL_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Cuts off the turn in flight, if any.
-#[derive(Message)]
-#[rtype(result = "bool")]
-#[derive(Debug)]
-pub struct StopSession;
+pub use crate::env::DISK_FULL_PAUSE;
 
 impl Handler<StartRun> for SessionActor {
     type Result = ();

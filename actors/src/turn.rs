@@ -91,7 +91,7 @@ pub async fn execute_run(
                     run_id = %run.id,
                     "the disk is full: the run's end is written again shortly"
                 );
-                actix::clock::sleep(crate::session::DISK_FULL_PAUSE).await;
+                actix::clock::sleep(crate::env::DISK_FULL_PAUSE).await;
             }
         }
     }
@@ -105,6 +105,19 @@ pub(crate) enum TurnError {
     Store(#[from] seed_store::Error),
     #[error(transparent)]
     Harness(#[from] seed_durable::Error),
+}
+
+impl TurnError {
+    /// Whether the turn stopped because the store found the disk full (a refusal that may
+    /// pass).
+    pub(crate) fn is_disk_full(&self) -> bool {
+        // The variants are transparent: their `source` skips the wrapped error itself.
+        match self {
+            TurnError::SessionGone => false,
+            TurnError::Store(error) => error.is_disk_full(),
+            TurnError::Harness(error) => seed_store::Error::is_disk_full_cause(error),
+        }
+    }
 }
 
 async fn turn(
@@ -142,7 +155,7 @@ async fn turn(
         run_id: run.id,
         tool_call_id: String::new(),
         now_ms: (env.clock)(),
-        supervisor: env.supervisor.upgrade(),
+        successions: env.successions.upgrade(),
     };
     // Continuing is possible in a top-level session's run, never in a delegated child.
     let can_continue = env.verbs.names().contains(&CONTINUE_SESSION)

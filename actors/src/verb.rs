@@ -36,9 +36,27 @@ pub struct VerbContext {
     pub tool_call_id: String,
     /// Milliseconds since the epoch when the call started (the shell's clock).
     pub now_ms: i64,
-    /// The runtime's supervisor, for verbs that create sessions (continue_session); `None` when
-    /// a verb is called outside a running runtime.
-    pub supervisor: Option<Addr<crate::supervisor::Supervisor>>,
+    /// Where verbs that create sessions (continue_session) ask for a successor: the runtime's
+    /// succession actor; `None` when a verb is called outside a running runtime.
+    pub successions: Option<Recipient<Continue>>,
+}
+
+/// A continue_session call: continue the calling session into a successor. The runtime's
+/// succession actor answers it (see `crate::succession`).
+#[derive(Message)]
+#[rtype(result = "VerbOutput")]
+pub struct Continue {
+    pub context: VerbContext,
+    pub arguments: serde_json::Value,
+}
+
+impl std::fmt::Debug for Continue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Continue")
+            .field("session_id", &self.context.session_id)
+            .field("tool_call_id", &self.context.tool_call_id)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a verb call returns.

@@ -1,6 +1,7 @@
 //! Tidy checks that run inside `cargo test`: dependencies point down the layers that
 //! ARCHITECTURE.md draws, only store/ touches SQLite, only the actor, simulation and server
-//! crates use actix, and every Rust file says what it is for.
+//! crates use actix, every Rust file says what it is for, and actors' modules import each
+//! other one way (no cycle).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -149,4 +150,166 @@ fn every_rust_file_says_what_it_is_for() {
         })
         .collect();
     assert!(missing.is_empty(), "files without a //! line: {missing:?}");
+}
+
+/// The modules of actors/src a file belongs to, for the cycle check: the first segment of its
+/// path (`turn/open.rs` and `turn.rs` are both `turn`; `verbs/read.rs` is `verbs`).
+fn actor_module_of(src: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(src).expect("a file under actors/src");
+    let first = relative
+        .components()
+        .next()
+        .expect("a path")
+        .as_os_str()
+        .to_string_lossy()
+        .into_owned();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// The modules a file names through `crate::` paths (in `use` lines and in code), comments
+/// left out. A simple scan, not a parser: every `crate::<name>` is an arrow to `<name>`.
+fn crate_paths(text: &str) -> BTreeSet<String> {
+    let mut named = BTreeSet::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or_default();
+        let mut rest = code;
+        while let Some(at) = rest.find("crate::") {
+            let before = rest[..at].chars().next_back();
+            rest = &rest[at + "crate::".len()..];
+            // `seed_actors::crate::` never occurs; `$crate::` and `some_crate::` are not ours.
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+                continue;
+            }
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                named.insert(name);
+            }
+        }
+        // `use crate::{a, b::c}`: each name in the braces.
+        if let Some(braces) = code.trim().strip_prefix("use crate::{") {
+            for item in braces.split(',') {
+                let name: String = item
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    named.insert(name);
+                }
+            }
+        }
+    }
+    named
+}
+
+/// The cycles among actors' modules: for each module, whether it reaches itself through
+/// the arrows of its files' `crate::` paths. Returns each cycle found as a path.
+fn module_cycles(
+    arrows: &std::collections::BTreeMap<String, BTreeSet<String>>,
+) -> Vec<Vec<String>> {
+    let mut cycles = Vec::new();
+    for start in arrows.keys() {
+        // Breadth first from `start`, keeping each module's predecessor, until `start` again.
+        let mut came_from: std::collections::BTreeMap<String, String> = Default::default();
+        let mut frontier = vec![start.clone()];
+        let mut closed = None;
+        while closed.is_none() && !frontier.is_empty() {
+            let mut next = Vec::new();
+            for module in frontier {
+                for target in arrows.get(&module).into_iter().flatten() {
+                    if target == start {
+                        closed = Some(module.clone());
+                        break;
+                    }
+                    if !came_from.contains_key(target) {
+                        came_from.insert(target.clone(), module.clone());
+                        next.push(target.clone());
+                    }
+                }
+                if closed.is_some() {
+                    break;
+                }
+            }
+            frontier = next;
+        }
+        if let Some(mut last) = closed {
+            let mut cycle = vec![start.clone()];
+            while &last != start {
+                cycle.insert(1, last.clone());
+                last = came_from[&last].clone();
+            }
+            cycle.push(start.clone());
+            cycles.push(cycle);
+        }
+    }
+    cycles
+}
+
+/// actors' modules depend one way: no module reaches itself through `crate::` paths. Modules
+/// are actors/src's top-level ones (a folder's files belong to their module; arrows inside a
+/// module are not checked). A session and the queue hold each other's addresses through the
+/// messages in `messages` and `Recipient`s, so even that pair is no cycle.
+#[test]
+fn actors_modules_depend_one_way() {
+    let src = workspace_root().join("actors").join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut arrows: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for file in &files {
+        let module = actor_module_of(&src, file);
+        if module == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file:?}: {e}"));
+        let named = arrows.entry(module.clone()).or_default();
+        named.extend(
+            crate_paths(&text)
+                .into_iter()
+                .filter(|name| *name != module),
+        );
+    }
+    assert!(arrows.len() > 10, "found only {} modules", arrows.len());
+    // Names that are not modules (a re-export at the crate root, `crate::Runtime`) are no
+    // arrows between modules.
+    let modules: BTreeSet<String> = arrows.keys().cloned().collect();
+    for named in arrows.values_mut() {
+        named.retain(|name| modules.contains(name));
+    }
+    let cycles = module_cycles(&arrows);
+    assert!(
+        cycles.is_empty(),
+        "actors' modules depend in a cycle (make one side take a message, a Recipient or a \
+         module of their own): {cycles:?}"
+    );
+}
+
+#[test]
+fn the_module_scan_sees_paths_and_cycles() {
+    let named = crate_paths(
+        "use crate::bus::{Notification, SeqRange};\n\
+         use crate::{env, verb::Verb};\n\
+         let x = crate::queue::Slots::new(1, 2); // crate::not_this\n\
+         macro_rules! m { () => { $crate::ignored } }\n",
+    );
+    let named: Vec<_> = named.into_iter().collect();
+    assert_eq!(named, ["bus", "env", "queue", "verb"]);
+    let arrows = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "a")]
+        .into_iter()
+        .fold(
+            std::collections::BTreeMap::<String, BTreeSet<String>>::new(),
+            |mut arrows, (from, to)| {
+                arrows
+                    .entry(from.to_owned())
+                    .or_default()
+                    .insert(to.to_owned());
+                arrows.entry(to.to_owned()).or_default();
+                arrows
+            },
+        );
+    let cycles = module_cycles(&arrows);
+    assert_eq!(cycles[0], ["a", "b", "c", "a"]);
+    assert_eq!(cycles.len(), 3, "{cycles:?}");
 }

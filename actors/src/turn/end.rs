@@ -11,7 +11,7 @@ use seed_store::RunRow;
 
 use super::TurnError;
 use crate::env::RunEnv;
-use crate::run_end::{REFUSED_WRITE, RunEnd, is_disk_full, refused_write_notice};
+use crate::run_end::{REFUSED_WRITE, RunEnd, refused_write_notice};
 use crate::verbs::continue_session::CONTINUE_SESSION;
 
 /// The notice an open plan with unfinished steps gives a run's end, which then takes a later
@@ -252,7 +252,7 @@ pub(crate) enum TurnBroke {
 
 impl TurnBroke {
     pub(crate) fn of(error: &TurnError) -> TurnBroke {
-        if is_disk_full(error) {
+        if error.is_disk_full() {
             TurnBroke::DiskFull
         } else if let TurnError::SessionGone = error {
             TurnBroke::SessionGone

@@ -2,9 +2,8 @@
 //! outside any turn, and the action and its result go to the log as one `action` event, which
 //! the model reads with its next turn.
 
-use seed_events::{AccountId, EventRole, NewEvent, RunId, SessionId};
+use seed_events::{EventRole, NewEvent};
 
-use crate::runtime::{Error, Runtime};
 use crate::verb::{Availability, Invoke, VerbContext, VerbOutput};
 use crate::verbs::VerbSet;
 
@@ -50,9 +49,9 @@ impl VerbSet {
         &self,
         name: &str,
         arguments: &serde_json::Value,
-    ) -> Result<(), crate::verbs::read::ArgumentProblem> {
+    ) -> Result<(), crate::schema::ArgumentProblem> {
         match self.parameters_by_hand(name) {
-            Some(schema) => crate::verbs::read::check_arguments(&schema, arguments),
+            Some(schema) => crate::schema::check_arguments(&schema, arguments),
             None => Ok(()),
         }
     }
@@ -106,52 +105,5 @@ pub fn action_event(
         run_id: None,
         pi_entry_id: None,
         created_at_ms: now_ms,
-    }
-}
-
-impl Runtime {
-    /// The verbs a person may run by hand.
-    pub fn verbs_by_hand(&self) -> Vec<&'static str> {
-        self.env.verbs.by_hand_names()
-    }
-
-    /// What `verb` does, when a person may run it by hand.
-    pub fn verb_description_by_hand(&self, verb: &str) -> Option<&'static str> {
-        self.env.verbs.description_by_hand(verb)
-    }
-
-    /// The schema of the arguments of `verb`, when a person may run it by hand.
-    pub fn verb_parameters_by_hand(&self, verb: &str) -> Option<serde_json::Value> {
-        self.env.verbs.parameters_by_hand(verb)
-    }
-
-    /// Checks a person's arguments for `verb` against its schema: an action that does not fit
-    /// is refused with the field named before anything is written.
-    pub fn check_verb_arguments(
-        &self,
-        verb: &str,
-        arguments: &serde_json::Value,
-    ) -> Result<(), crate::verbs::read::ArgumentProblem> {
-        self.env.verbs.check_by_hand(verb, arguments)
-    }
-
-    /// Runs `verb` by hand in the account's session and returns its output; the caller writes
-    /// [`action_event`] to the log. `None`: no such verb may be run by hand.
-    pub async fn run_verb_by_hand(
-        &self,
-        account_id: AccountId,
-        session_id: SessionId,
-        verb: &str,
-        arguments: serde_json::Value,
-    ) -> Result<Option<VerbOutput>, Error> {
-        // Outside any turn: a run id of its own, never queued.
-        let run_id = RunId::new_v7();
-        let context = self
-            .verb_context(session_id, run_id, &format!("by-hand-{run_id}"))
-            .await?;
-        if context.account_id != account_id {
-            return Err(Error::SessionNotFound(session_id));
-        }
-        Ok(self.env.verbs.run_by_hand(verb, context, arguments).await)
     }
 }

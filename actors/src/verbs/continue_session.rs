@@ -1,13 +1,12 @@
 //! `continue_session`: carries the conversation into a successor session that starts from the
 //! agent's handoff, the user's message copied word for word, and exact excerpts. The call is a
-//! message to the supervisor (see `crate::supervisor` and `crate::continuation`); it ends the
+//! message to the succession actor (see `crate::succession` and `crate::continuation`); it ends the
 //! turn, and the successor answers.
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::supervisor::Continue;
-use crate::verb::{Availability, Verb, VerbContext, VerbOutput};
+use crate::verb::{Availability, Continue, Verb, VerbContext, VerbOutput};
 
 /// The verb's name, as the model calls it.
 pub const CONTINUE_SESSION: &str = "continue_session";
@@ -126,7 +125,7 @@ impl Verb for ContinueSession {
     }
 
     /// The spec's replayed tool call: the same successor, found by (predecessor, call id); the
-    /// supervisor answers as a replay (and queues the successor's run if a crash lost it).
+    /// succession actor answers as a replay (and queues the successor's run if a crash lost it).
     fn reconcile(
         &self,
         context: VerbContext,
@@ -138,7 +137,7 @@ impl Verb for ContinueSession {
                 .find_continuation(context.session_id, &context.tool_call_id)
                 .await;
             match edge {
-                Ok(Some(_)) => Some(ask_supervisor(context, arguments).await),
+                Ok(Some(_)) => Some(ask_successions(context, arguments).await),
                 Ok(None) => None,
                 Err(error) => {
                     tracing::warn!(%error, "cannot look up a cut-off continue_session call");
@@ -157,21 +156,21 @@ impl Verb for ContinueSession {
     }
 
     fn call(&self, context: VerbContext, arguments: Value) -> BoxFuture<'static, VerbOutput> {
-        Box::pin(ask_supervisor(context, arguments))
+        Box::pin(ask_successions(context, arguments))
     }
 }
 
-/// A call, as a message to the supervisor (which replays a call whose successor exists).
-async fn ask_supervisor(context: VerbContext, arguments: Value) -> VerbOutput {
-    let Some(supervisor) = context.supervisor.clone() else {
+/// A call, as a message to the succession actor (which replays a call whose successor exists).
+async fn ask_successions(context: VerbContext, arguments: Value) -> VerbOutput {
+    let Some(successions) = context.successions.clone() else {
         return VerbOutput::error(
             "continue_session refused: continuing needs a running Seed runtime",
         );
     };
-    match supervisor.send(Continue { context, arguments }).await {
+    match successions.send(Continue { context, arguments }).await {
         Ok(output) => output,
         Err(error) => VerbOutput::error(format!(
-            "continue_session failed: the supervisor is not running ({error})"
+            "continue_session failed: the succession actor is not running ({error})"
         )),
     }
 }

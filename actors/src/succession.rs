@@ -1,0 +1,56 @@
+//! The succession actor: creates successor sessions on behalf of running turns. A continuation
+//! is a message exchange — the continue_session verb sends [`Continue`] to it, and it creates
+//! the successor, its edge and its first events in one transaction, queues the successor's run
+//! after the commit, has the run queue spawn the successor's actor ([`Activate`]), and answers
+//! with the successor.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+
+use crate::env::RunEnv;
+use crate::messages::Activate;
+use crate::verb::{Continue, VerbOutput};
+
+pub struct SuccessionActor {
+    env: Arc<RunEnv>,
+    /// The runs queue, which spawns a successor's actor.
+    queue: Recipient<Activate>,
+}
+
+impl std::fmt::Debug for SuccessionActor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SuccessionActor").finish_non_exhaustive()
+    }
+}
+
+impl SuccessionActor {
+    pub fn new(env: Arc<RunEnv>, queue: Recipient<Activate>) -> SuccessionActor {
+        SuccessionActor { env, queue }
+    }
+}
+
+impl Actor for SuccessionActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<Continue> for SuccessionActor {
+    type Result = ResponseFuture<VerbOutput>;
+
+    fn handle(&mut self, message: Continue, _: &mut Context<Self>) -> Self::Result {
+        let env = Arc::clone(&self.env);
+        let queue = self.queue.clone();
+        Box::pin(async move {
+            let outcome =
+                crate::continuation::continue_session(&env, message.context, message.arguments)
+                    .await;
+            if let Some(successor) = outcome.successor_to_start {
+                // The successor's actor is spawned now, and its queued run claimed.
+                queue.do_send(Activate {
+                    session_id: successor,
+                });
+            }
+            outcome.output
+        })
+    }
+}
