@@ -1,4 +1,4 @@
-//! A continue_session call, run by the supervisor: replay, refusals, the projection, the atomic
+//! A continue_session call, run by the succession actor: replay, refusals, the projection, the atomic
 //! creation of the successor, its run, and the notifications.
 //!
 //! The pure parts (argument checks, the projection) are in `seed_projections::continuation`;
@@ -29,7 +29,7 @@ use crate::verb::{VerbContext, VerbOutput};
 /// How many predecessors the lineage block names (the origin is always named).
 const LINEAGE_MAX: usize = 8;
 
-/// What the supervisor answers, and which successor's actor it should spawn.
+/// What the succession actor answers, and which successor's actor it should spawn.
 #[derive(Debug)]
 pub(crate) struct Outcome {
     pub output: VerbOutput,

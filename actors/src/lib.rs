@@ -11,8 +11,10 @@
 //! - `turn`: one run, start to end — the steps around the durable harness (lease, projection of
 //!   what the log lacks, import, blocks, the turn, closing the run).
 //! - `verb`: the verb extension API ([`Verb`]); `verbs`: the verbs Seed ships.
-//! - `supervisor`: creates sessions for running turns — a continuation is a message to it;
-//!   `continuation` is the shell of a continue_session call.
+//! - `succession`: the succession actor creates sessions for running turns — a continuation
+//!   is a message to it; `continuation` is the shell of a continue_session call.
+//! - `messages`: what the queue, the session actors and the runtime send each other; `slots`:
+//!   the runs in flight per queue; `schema`: the argument check verbs and actions share.
 //! - `logged_files`: a session's durable files with the log following them commit by commit,
 //!   and subscribers told what each commit made visible.
 //! - `crash`: named crash points, for crash-injection tests and the simulator.
