@@ -1,12 +1,15 @@
-//! Runs: the queue of turns, and the states a run passes through.
+//! Runs: the queue of turns, and the states a run passes through. The boot sweep over the runs
+//! a previous process left running is `sweep`.
+
+mod sweep;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use seed_events::{EventId, Queue, RunId, RunStatus, SessionEvent, SessionId};
+use seed_events::{EventId, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
 
-use crate::Store;
 use crate::error::collect_rows;
-use crate::{Error, Result, log, sessions};
-use seed_events::NewEvent;
+use crate::{Error, Result, Store, log, sessions};
+
+pub use sweep::Swept;
 
 /// A run to queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -442,61 +445,6 @@ pub(crate) fn finish_run(
     update_status(connection, FINISH_RUN, id, status, result, now_ms)
 }
 
-/// What the boot sweep did with the runs a previous process left `running`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Swept {
-    /// Queued again, their owner cleared and their attempts kept, oldest first.
-    pub requeued: Vec<RunRow>,
-    /// Found cut off by more sweeps than the limit: left `running`, so that nothing else of
-    /// their sessions starts, for the runtime to fail (a run that kills its process each time
-    /// it runs would otherwise crash the service at every boot). Oldest first.
-    pub given_up: Vec<RunRow>,
-}
-
-/// The boot sweep's step: every run left `running` counts one more restart; those with at most
-/// `restarts_max` go back to `queued`, their owner cleared and their attempts kept, and the
-/// others stay `running` for the runtime to fail. Returns both as the update leaves them.
-pub(crate) fn requeue_running(
-    connection: &Connection,
-    now_ms: i64,
-    restarts_max: i64,
-) -> Result<Swept> {
-    let mut listed = connection.prepare_cached(&format!(
-        "SELECT {RUN_COLUMNS}, restarts FROM runs WHERE status = 'running' ORDER BY rowid"
-    ))?;
-    let running = collect_rows(listed.query_map([], |row| {
-        let restarts: i64 = row.get(RUN_COLUMNS_COUNT)?;
-        Ok(run_from_row(row)?.map(|run| (run, restarts + 1)))
-    })?)?;
-    let n_updated = connection
-        .prepare_cached(
-            "UPDATE runs SET restarts = restarts + 1, updated_at = ?1,
-                 status = IIF(restarts < ?2, 'queued', status),
-                 owner = IIF(restarts < ?2, NULL, owner)
-             WHERE status = 'running'",
-        )?
-        .execute(params![now_ms, restarts_max])?;
-    if n_updated != running.len() {
-        return Err(Error::corrupt(
-            "runs",
-            format_args!("{} runs listed running, {n_updated} counted", running.len()),
-        ));
-    }
-    // Each row as the update left it, without reading it back.
-    let mut swept = Swept::default();
-    for (mut run, restarts) in running {
-        run.updated_at_ms = now_ms;
-        if restarts <= restarts_max {
-            run.status = RunStatus::Queued;
-            run.owner = None;
-            swept.requeued.push(run);
-        } else {
-            swept.given_up.push(run);
-        }
-    }
-    Ok(swept)
-}
-
 /// The query of [`queued_event_ids`], in `runs_open_by_session` (see [`NEXT_CLAIMABLE`]).
 pub(crate) const QUEUED_EVENT_IDS: &str = "SELECT user_event_ids FROM runs
      WHERE session_id = ?1 AND status = 'queued'
@@ -722,16 +670,6 @@ impl Store {
                 now_ms,
                 claim_for.as_deref(),
             )
-        })
-        .await
-    }
-
-    /// The boot sweep's step: every run left `running` counts a restart and goes back to
-    /// `queued`, owner cleared and attempts kept, unless it has now been found cut off more
-    /// than `restarts_max` times: then it stays `running` for the caller to fail.
-    pub async fn requeue_running_runs(&self, now_ms: i64, restarts_max: i64) -> Result<Swept> {
-        self.write(None, move |connection| {
-            requeue_running(connection, now_ms, restarts_max)
         })
         .await
     }
