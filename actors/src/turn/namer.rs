@@ -26,7 +26,10 @@ pub(super) async fn name_if_untitled(env: &RunEnv, session_id: SessionId) {
         .and_then(|t| t.as_str())
         .unwrap_or_default();
     let title: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let title: String = title.chars().take(60).collect();
+    let title: String = title
+        .chars()
+        .take(seed_events::limits::SESSION_TITLE_FROM_TEXT_CHARS)
+        .collect();
     if title.is_empty() {
         return;
     }
