@@ -4,9 +4,7 @@
 //! unsafe call run twice, interrupted results reach the model, an answered turn asks nothing,
 //! and the final context has no orphan call and no duplicated entry.
 
-mod common;
-
-use common::{Recovery, Script, TOOLS, World, crash_and_recover};
+use crate::common::{Recovery, Script, TOOLS, World, crash_and_recover};
 use proptest::prelude::*;
 use seed_durable::MemoryFs;
 

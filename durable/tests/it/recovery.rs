@@ -2,9 +2,7 @@
 //! not) is cut off after every possible number of commits, then recovered as the same run and
 //! as a different run, and every invariant of the spec is checked.
 
-mod common;
-
-use common::{Recovery, Script, World, crash_and_recover};
+use crate::common::{Recovery, Script, World, crash_and_recover};
 use seed_durable::MemoryFs;
 
 #[test]
