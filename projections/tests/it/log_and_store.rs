@@ -2,9 +2,7 @@
 //! store's commit and the log's write at every point, a store restored from an older copy, and
 //! the prompt-cache stability of requests across a 20-turn session.
 
-mod common;
-
-use common::{Session, user_text};
+use crate::common::{Session, user_text};
 use seed_durable::TurnOutcome;
 use seed_durable::context::has_orphans;
 use seed_projections::store_to_log::log_store_disagreements;

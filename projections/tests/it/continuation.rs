@@ -277,7 +277,7 @@ fn sources_transfer_and_description_nested_in_the_handoff_are_hoisted() {
 #[test]
 fn handoff_normalization_follows_the_shared_cases() {
     let cases: serde_json::Value =
-        serde_json::from_str(include_str!("handoff_normalization.json")).expect("the cases");
+        serde_json::from_str(include_str!("../handoff_normalization.json")).expect("the cases");
     for case in cases["section_texts"].as_array().expect("section_texts") {
         let texts: Vec<String> = serde_json::from_value(case["texts"].clone()).expect("texts");
         assert_eq!(section_texts(&case["value"]), texts, "{case}");

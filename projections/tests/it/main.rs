@@ -1,0 +1,7 @@
+//! seed-projections' integration tests: one binary (`it`), not one per file; a module per suite.
+
+mod common;
+mod continuation;
+mod import;
+mod log_and_store;
+mod transcript_properties;
