@@ -1,9 +1,7 @@
 //! Memory files under `~/memory/`: write, append, read, list, delete, per account, and paths
 //! refused before anything is written.
 
-mod common;
-
-use common::{Fixture, account};
+use crate::common::{Fixture, account};
 use futures::executor::block_on;
 use seed_events::AccountId;
 use seed_store::{CallEffect, Error, MemoryChange, MemoryFileRow};

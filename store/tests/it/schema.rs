@@ -1,8 +1,8 @@
 //! The schema's keys and constraints, and deleting a session with everything it owns.
 
-mod common;
+use crate::common;
 
-use common::{Fixture, account};
+use crate::common::{Fixture, account};
 use futures::executor::block_on;
 use seed_durable::{Append, DurableFs, FileName};
 use seed_events::{ContinuationId, EventId, EventRole, NewEvent, Queue, RunId, SessionId};

@@ -2,9 +2,7 @@
 //! request's nonce are checked in the transaction that adds the row, and a refused upload leaves
 //! no file behind.
 
-mod common;
-
-use common::{Fixture, account};
+use crate::common::{Fixture, account};
 use futures::executor::block_on;
 use seed_events::AccountId;
 use seed_store::{NewAttachment, NonceOutcome, RequestNonce, UploadOutcome};

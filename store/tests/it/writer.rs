@@ -2,11 +2,11 @@
 //! refusals that fail alone (a poisoned batch, a full disk, a deleted session) and group commit
 //! under 64 concurrent committers. Every test runs under both batch modes.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::Ordering;
 
-use common::Fixture;
+use crate::common::Fixture;
 use futures::executor::block_on;
 use seed_durable::{Append, DurableFs, FileName};
 use seed_events::SessionId;

@@ -1,12 +1,10 @@
 //! What a turn reads before it starts: one read, one snapshot, and pending events that never
 //! let the import mark pass over an event it did not see.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{Fixture, session, user_message};
+use crate::common::{Fixture, session, user_message};
 use futures::executor::block_on;
 use seed_events::RunId;
 

@@ -1,8 +1,8 @@
 //! The typed store APIs: sessions, the log, runs, leases.
 
-mod common;
+use crate::common;
 
-use common::{Fixture, account};
+use crate::common::{Fixture, account};
 use futures::executor::block_on;
 use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, RunStatus};
 use seed_store::{

@@ -1,9 +1,9 @@
 //! The run APIs the actors drive: a user's message with its run in one transaction, the boot
 //! sweep's requeue, ending a run once, what waits in a session's queue, sessions with open runs.
 
-mod common;
+use crate::common;
 
-use common::{Fixture, user_message};
+use crate::common::{Fixture, user_message};
 use futures::executor::block_on;
 use seed_events::{EventId, Queue, RunId, RunStatus, SessionId};
 use seed_store::{BatchMode, NewRun, Refusal, RunClosing, RunRow, Store};

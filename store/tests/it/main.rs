@@ -1,0 +1,10 @@
+//! seed-store's integration tests: one binary (`it`), not one per file; a module per suite.
+
+mod api;
+mod api_attachments;
+mod api_memory;
+mod api_runs;
+mod common;
+mod schema;
+mod turn_view;
+mod writer;
