@@ -4,7 +4,10 @@
 //! children, or resumed for a later pass once they have all ended.
 
 use rusqlite::{Connection, params};
-use seed_events::{EventRole, NewEvent, RunId, RunStatus, SessionEvent, SessionId};
+use seed_events::{
+    EventBody, EventRole, NewEvent, NoticeBody, RunId, RunStatus, SessionEvent, SessionId,
+    ToolResultBody,
+};
 
 use crate::NewSession;
 use crate::Store;
@@ -66,31 +69,32 @@ impl ChildDelivery {
             "child_run_id": child.run_id,
             "tool_call_id": tool_call_id,
         });
+        let notice = EventBody::Notice(NoticeBody::text(format!(
+            "The delegated task of call {tool_call_id} finished after that call was answered \
+             as interrupted. Its result: {content}"
+        )));
+        let result = EventBody::ToolResult(ToolResultBody {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: "delegate".to_owned(),
+            content,
+            is_error,
+            rest: serde_json::Map::new(),
+        });
         let result = NewEvent {
-            kind: "tool_result".to_owned(),
+            kind: result.kind().to_owned(),
             role: Some(EventRole::Tool),
             actor: Some("runtime".to_owned()),
-            content: serde_json::json!({
-                "tool_call_id": tool_call_id,
-                "tool_name": "delegate",
-                "content": content,
-                "is_error": is_error,
-            }),
+            content: result.content(),
             meta: meta.clone(),
             run_id: Some(child.parent_run_id),
             pi_entry_id: None,
             created_at_ms: now_ms,
         };
         let notice = NewEvent {
-            kind: "notice".to_owned(),
+            kind: notice.kind().to_owned(),
             role: Some(EventRole::System),
             actor: Some("runtime".to_owned()),
-            content: serde_json::json!({
-                "text": format!(
-                    "The delegated task of call {tool_call_id} finished after that call was \
-                     answered as interrupted. Its result: {content}"
-                ),
-            }),
+            content: notice.content(),
             meta,
             run_id: Some(child.parent_run_id),
             pi_entry_id: None,
@@ -342,5 +346,68 @@ impl Store {
             resume_if_children_done(connection, run_id, now_ms)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The result and the notice a child's end delivers, as the parent's log stores them.
+    #[test]
+    fn a_delivery_writes_the_result_and_the_notice_as_before() {
+        let child = DeliveringChild {
+            session_id: SessionId::from_u128(2),
+            run_id: RunId::from_u128(3),
+            parent_run_id: RunId::from_u128(4),
+        };
+        let delivery = ChildDelivery::new(
+            child,
+            SessionId::from_u128(1),
+            "call-1".to_owned(),
+            "done".to_owned(),
+            true,
+            7,
+        );
+        let meta = json!({
+            "child_session_id": child.session_id,
+            "child_run_id": child.run_id,
+            "tool_call_id": "call-1",
+        });
+        assert_eq!(
+            delivery.result,
+            NewEvent {
+                kind: "tool_result".to_owned(),
+                role: Some(EventRole::Tool),
+                actor: Some("runtime".to_owned()),
+                content: json!({
+                    "tool_call_id": "call-1",
+                    "tool_name": "delegate",
+                    "content": "done",
+                    "is_error": true,
+                }),
+                meta: meta.clone(),
+                run_id: Some(child.parent_run_id),
+                pi_entry_id: None,
+                created_at_ms: 7,
+            }
+        );
+        assert_eq!(
+            delivery.notice,
+            NewEvent {
+                kind: "notice".to_owned(),
+                role: Some(EventRole::System),
+                actor: Some("runtime".to_owned()),
+                content: json!({
+                    "text": "The delegated task of call call-1 finished after that call was \
+                             answered as interrupted. Its result: done",
+                }),
+                meta,
+                run_id: Some(child.parent_run_id),
+                pi_entry_id: None,
+                created_at_ms: 7,
+            }
+        );
     }
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 use seed_durable::Append;
-use seed_events::{NewEvent, SessionEvent, SessionId};
+use seed_events::body::kind;
+use seed_events::{EventBody, NewEvent, SessionEvent, SessionId};
 
 use crate::files::{SessionFiles, append_lines, known_key_for_write};
 use crate::sessions::key_for_write;
@@ -30,7 +31,7 @@ impl Projection {
         let (placed, answered_earlier) = written;
         let mut events = self.events;
         for (idx, call_id) in answered_earlier {
-            events[idx].kind = "notice".to_owned();
+            events[idx].kind = kind::NOTICE.to_owned();
             events[idx].meta = answered_earlier_meta(&call_id);
         }
         log::stored_events(self.session_id, events, &placed)
@@ -57,14 +58,15 @@ impl PreparedProjection {
             .events
             .iter()
             .enumerate()
-            .filter(|(_, event)| event.kind == "tool_result")
             .filter_map(|(idx, event)| {
-                let call_id = event.content["tool_call_id"].as_str()?;
+                let EventBody::ToolResult(result) = EventBody::parse(&event.kind, &event.content)
+                else {
+                    return None;
+                };
                 projection
                     .delivered_calls
-                    .iter()
-                    .any(|delivered| delivered == call_id)
-                    .then(|| (idx, call_id.to_owned()))
+                    .contains(&result.tool_call_id)
+                    .then_some((idx, result.tool_call_id))
             })
             .collect();
         PreparedProjection {
@@ -95,7 +97,7 @@ impl PreparedProjection {
         let mut rows = std::borrow::Cow::Borrowed(&self.rows[..]);
         for (idx, call_id) in &answered_earlier {
             let row = &mut rows.to_mut()[*idx];
-            row.kind = "notice".to_owned();
+            row.kind = kind::NOTICE.to_owned();
             row.meta = answered_earlier_meta(call_id).to_string();
         }
         let placed = log::insert_rows_of_key(connection, session_key, session_id, &rows)?;

@@ -3,6 +3,7 @@
 //! and the new run are one transaction, so a message never has two open runs.
 
 use rusqlite::{Connection, OptionalExtension, params};
+use seed_events::body::kind;
 use seed_events::{AccountId, EventId, Queue, RunId, SessionEvent, SessionId};
 
 use crate::nonces::{RequestNonce, owned_by, queued_runs_of_account, take_nonce};
@@ -49,7 +50,7 @@ fn persons_message(
     Ok(match event {
         None => Err(RetryOutcome::MessageNotFound),
         Some(event)
-            if event.kind == "message"
+            if event.kind == kind::MESSAGE
                 && event.role == Some(seed_events::EventRole::User)
                 && matches!(event.actor.as_deref(), Some("user" | "trigger")) =>
         {

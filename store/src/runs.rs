@@ -5,7 +5,7 @@ mod claim;
 mod sweep;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use seed_events::{EventId, NewEvent, Queue, RunId, RunStatus, SessionEvent, SessionId};
+use seed_events::{EventId, NewEvent, Queue, RunId, RunResult, RunStatus, SessionEvent, SessionId};
 
 use crate::error::collect_rows;
 use crate::{Error, Result, Store, log, sessions};
@@ -53,12 +53,7 @@ impl RunRow {
     /// Where the answer went, when the run ended by continuing into a successor
     /// (`result.continued_to_session_id`).
     pub fn continued_to_session_id(&self) -> Option<SessionId> {
-        self.result
-            .as_ref()?
-            .get("continued_to_session_id")?
-            .as_str()?
-            .parse()
-            .ok()
+        RunResult::parse(self.result.as_ref()?).continued_to_session_id
     }
 }
 
@@ -540,6 +535,44 @@ mod tests {
         let (waiting, n_rows) = send(2, 11);
         assert_eq!((waiting.status, waiting.attempts), (RunStatus::Queued, 0));
         assert_eq!(n_rows, 3, "the event, the run, the session");
+    }
+
+    #[test]
+    fn a_continued_runs_successor_is_read_from_its_result() {
+        let successor = SessionId::from_u128(7);
+        let run = |result: Option<serde_json::Value>| RunRow {
+            result,
+            ..NewRun {
+                id: RunId::from_u128(1),
+                session_id: SessionId::from_u128(1),
+                queue: Queue::Interactive,
+                user_event_ids: Vec::new(),
+                parent_run_id: None,
+                typed: false,
+                created_at_ms: 0,
+            }
+            .queued()
+        };
+        let continued = serde_json::json!({
+            "continued_to_session_id": successor.to_string(),
+            "continuation_id": "00000000-0000-0000-0000-000000000008",
+        });
+        assert_eq!(
+            run(Some(continued)).continued_to_session_id(),
+            Some(successor)
+        );
+        for result in [
+            None,
+            Some(serde_json::json!({"answer": "hi"})),
+            Some(serde_json::json!({"continued_to_session_id": "not an id"})),
+            Some(serde_json::json!("not an object")),
+        ] {
+            assert_eq!(
+                run(result.clone()).continued_to_session_id(),
+                None,
+                "{result:?}"
+            );
+        }
     }
 
     #[test]
