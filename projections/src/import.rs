@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use seed_durable::{EntryBody, EntryId, StoreState};
+use seed_events::body::kind;
 use seed_events::{EventBody, EventId, EventRole, SessionEvent, message_attachments};
 use seed_providers::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage,
@@ -140,13 +141,14 @@ pub fn plan_import(
     let needs_rebuild = rebuild
         || store.entries.is_empty()
         || imported.iter().any(|event| match event.kind.as_str() {
-            "tool_call" => true,
-            "tool_result" => !placeholders.contains_key(result_call_id(event).unwrap_or("")),
+            kind::TOOL_CALL => true,
+            kind::TOOL_RESULT => tool_result(event)
+                .is_none_or(|result| !placeholders.contains_key(result.tool_call_id.as_str())),
             _ => false,
         });
     let mode = if needs_rebuild {
         ImportMode::Rebuild
-    } else if imported.iter().any(|event| event.kind == "tool_result") {
+    } else if imported.iter().any(|event| event.kind == kind::TOOL_RESULT) {
         ImportMode::Edit
     } else {
         ImportMode::Append
@@ -182,7 +184,7 @@ pub fn plan_import(
             .iter()
             .filter(|event| Some(event.id) != input_id)
             .filter_map(|event| {
-                if event.kind == "tool_result" {
+                if event.kind == kind::TOOL_RESULT {
                     let result = tool_result(event)?;
                     let target = *placeholders.get(result.tool_call_id.as_str())?;
                     return Some(EntryBody::Edit {
@@ -209,10 +211,10 @@ pub fn plan_import(
 
 /// A message a person wrote: put to the model once, by the run queued for it.
 fn is_person_message(event: &SessionEvent) -> bool {
-    (event.kind == "message"
+    (event.kind == kind::MESSAGE
         && event.role == Some(EventRole::User)
         && matches!(event.actor.as_deref(), Some("user" | "trigger") | None))
-        || event.kind == "action"
+        || event.kind == kind::ACTION
 }
 
 /// Whether the store's current turn, of `request_id`, answered a call with a placeholder (a
@@ -319,10 +321,6 @@ fn event_text(event: &SessionEvent) -> String {
     }
 }
 
-fn result_call_id(event: &SessionEvent) -> Option<&str> {
-    event.content.get("tool_call_id")?.as_str()
-}
-
 fn tool_result(event: &SessionEvent) -> Option<ToolResultMessage> {
     match event.body() {
         EventBody::ToolResult(result) => Some(ToolResultMessage {
@@ -369,15 +367,15 @@ fn assistant(text: String, calls: Vec<ToolCall>) -> AssistantMessage {
 /// One pending event as the message it appends.
 fn replay_message(event: &SessionEvent, attached: &AttachedFiles) -> Option<Message> {
     match (event.kind.as_str(), event.role) {
-        ("message", Some(EventRole::Assistant)) => {
+        (kind::MESSAGE, Some(EventRole::Assistant)) => {
             let text = event_text(event);
             (!text.is_empty()).then(|| Message::Assistant(assistant(text, Vec::new())))
         }
-        ("tool_result", _) => tool_result(event).map(Message::ToolResult),
-        ("tool_call", _) => {
+        (kind::TOOL_RESULT, _) => tool_result(event).map(Message::ToolResult),
+        (kind::TOOL_CALL, _) => {
             tool_call(event).map(|call| Message::Assistant(assistant(String::new(), vec![call])))
         }
-        ("notice", _) => Some(Message::User(UserMessage::new(notice_text(event)))),
+        (kind::NOTICE, _) => Some(Message::User(UserMessage::new(notice_text(event)))),
         _ => Some(Message::User(user_message(event, attached))),
     }
 }
@@ -402,11 +400,11 @@ fn replay_messages<'a>(
     let mut open_entry: Option<i64> = None;
     for event in events {
         match (event.kind.as_str(), event.role) {
-            ("message", Some(EventRole::Assistant)) => {
+            (kind::MESSAGE, Some(EventRole::Assistant)) => {
                 messages.push(Message::Assistant(assistant(event_text(event), Vec::new())));
                 open_entry = event.pi_entry_id;
             }
-            ("tool_call", _) => {
+            (kind::TOOL_CALL, _) => {
                 let Some(call) = tool_call(event) else {
                     continue;
                 };

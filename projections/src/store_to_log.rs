@@ -9,17 +9,19 @@
 //! repeats nothing.
 
 use seed_durable::{Entry, EntryBody, EntryId};
-use seed_events::{EventRole, NewEvent, RunId, SessionEvent};
+use seed_events::{
+    EventBody, EventRole, MessageBody, NewEvent, RunId, SessionEvent, ToolCallBody, ToolResultBody,
+};
 use seed_providers::AssistantBlock;
-use serde_json::json;
+use serde_json::{Map, json};
 
 /// The log events of one entry: empty for entries the log does not show.
 pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) -> Vec<NewEvent> {
-    let event = |kind: &str, role: EventRole, actor: &str, content, meta| NewEvent {
-        kind: kind.to_owned(),
+    let event = |body: EventBody, role: EventRole, actor: &str, meta| NewEvent {
+        kind: body.kind().to_owned(),
         role: Some(role),
         actor: Some(actor.to_owned()),
-        content,
+        content: body.content(),
         meta,
         run_id,
         pi_entry_id: Some(entry.id as i64),
@@ -35,10 +37,14 @@ pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) ->
                     _ => None,
                 })
                 .collect();
-            let mut content = json!({ "text": message.text() });
-            if !thinking.is_empty() {
-                content["thinking"] = json!(thinking);
-            }
+            // A response that only calls tools says nothing: its calls stand for it (a
+            // continuation's predecessor gains just the call and its result).
+            let says_something =
+                message.text_len() > 0 || !thinking.is_empty() || message.error_message.is_some();
+            let content = MessageBody {
+                thinking: (!thinking.is_empty()).then_some(thinking),
+                ..MessageBody::text(message.text())
+            };
             let meta = json!({
                 "usage": message.usage,
                 "stop_reason": message.stop_reason,
@@ -46,26 +52,26 @@ pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) ->
                 "error_message": message.error_message,
             });
             let calls = message.tool_calls();
-            // A response that only calls tools says nothing: its calls stand for it (a
-            // continuation's predecessor gains just the call and its result).
-            let says_something =
-                message.text_len() > 0 || !thinking.is_empty() || message.error_message.is_some();
             let mut events = Vec::with_capacity(1 + calls.len());
             if says_something || calls.is_empty() {
                 events.push(event(
-                    "message",
+                    EventBody::Message(content),
                     EventRole::Assistant,
                     "agent",
-                    content,
                     meta,
                 ));
             }
             for call in calls {
+                let call = ToolCallBody {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    rest: Map::new(),
+                };
                 events.push(event(
-                    "tool_call",
+                    EventBody::ToolCall(call),
                     EventRole::Assistant,
                     "agent",
-                    json!({ "id": call.id, "name": call.name, "arguments": call.arguments }),
                     json!({}),
                 ));
             }
@@ -75,18 +81,21 @@ pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) ->
             message,
             placeholder: false,
             ..
-        } => vec![event(
-            "tool_result",
-            EventRole::Tool,
-            "runtime",
-            json!({
-                "tool_call_id": message.tool_call_id,
-                "tool_name": message.tool_name,
-                "content": message.content,
-                "is_error": message.is_error,
-            }),
-            json!({}),
-        )],
+        } => {
+            let result = ToolResultBody {
+                tool_call_id: message.tool_call_id.clone(),
+                tool_name: message.tool_name.clone(),
+                content: message.content.clone(),
+                is_error: message.is_error,
+                rest: Map::new(),
+            };
+            vec![event(
+                EventBody::ToolResult(result),
+                EventRole::Tool,
+                "runtime",
+                json!({}),
+            )]
+        }
         _ => Vec::new(),
     }
 }
@@ -257,6 +266,69 @@ mod tests {
         assert_eq!(events[0].content, json!({"text": "let me look"}));
         assert_eq!(events[1].content["name"], "read");
         assert_eq!(events[2].content["id"], "c2");
+    }
+
+    /// The content each kind is stored with, field for field.
+    #[test]
+    fn each_event_is_stored_with_its_kinds_content() {
+        let mut message = tool_response(
+            "let me look",
+            vec![ToolCall {
+                id: "c1".to_owned(),
+                name: "read".to_owned(),
+                arguments: json!({"path": "~/memory/a.md"}),
+            }],
+        );
+        message.content.insert(
+            0,
+            AssistantBlock::Thinking {
+                thinking: "first, read".to_owned(),
+                signature: None,
+            },
+        );
+        let answer = Entry {
+            id: 4,
+            body: EntryBody::Assistant {
+                request_id: "r".to_owned(),
+                message,
+            },
+        };
+        let result = Entry {
+            id: 5,
+            body: EntryBody::ToolResult {
+                request_id: "r".to_owned(),
+                message: ToolResultMessage {
+                    tool_call_id: "c1".to_owned(),
+                    tool_name: "read".to_owned(),
+                    content: "a".to_owned(),
+                    is_error: true,
+                },
+                ends_turn: false,
+                placeholder: false,
+            },
+        };
+        let stored: Vec<(String, serde_json::Value)> = [answer, result]
+            .iter()
+            .flat_map(|entry| entry_events(entry, None, 0))
+            .map(|event| (event.kind, event.content))
+            .collect();
+        assert_eq!(
+            stored,
+            [
+                (
+                    "message".to_owned(),
+                    json!({"text": "let me look", "thinking": "first, read"})
+                ),
+                (
+                    "tool_call".to_owned(),
+                    json!({"id": "c1", "name": "read", "arguments": {"path": "~/memory/a.md"}})
+                ),
+                (
+                    "tool_result".to_owned(),
+                    json!({"tool_call_id": "c1", "tool_name": "read", "content": "a", "is_error": true})
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -49,6 +49,7 @@
 //! A message or notice with no text (missing, or only whitespace) and a tool call without a name
 //! have no line. Any other kind is shown like a message when its content has a `text`.
 
+use seed_events::body::kind;
 use seed_events::{EventRole, SessionEvent};
 use serde_json::Value;
 
@@ -181,9 +182,9 @@ fn decode_reference(after_amp: &str) -> Option<(char, usize)> {
 /// has nothing to show. See the module docs for the format.
 pub fn transcript_event_line(event: &SessionEvent) -> Option<String> {
     let (who, text) = match event.kind.as_str() {
-        "tool_call" => return tool_call_line(event),
-        "tool_result" => return tool_result_line(event),
-        "notice" => ("system", content_text(&event.content)?),
+        kind::TOOL_CALL => return tool_call_line(event),
+        kind::TOOL_RESULT => return tool_result_line(event),
+        kind::NOTICE => ("system", content_text(&event.content)?),
         _ => (message_speaker(event), content_text(&event.content)?),
     };
     if text.trim().is_empty() {
