@@ -1,7 +1,7 @@
 //! `seed sim` as a user runs it: a small simulation exits 0 and prints its summary; a bad flag
 //! exits 2 with a message that names it and says why.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

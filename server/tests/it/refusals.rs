@@ -3,9 +3,7 @@
 //! and each bad input (413, 400 naming the field, 404, 429). Every refusal is checked to write
 //! nothing, by counting the rows of every table before and after.
 
-mod common;
-
-use common::{Server, new_session, row_counts};
+use crate::common::{Server, new_session, row_counts};
 use seed_server::api::{ListSessionsResponse, MessageSessionResponse};
 use seed_server::client::next_update;
 use seed_server::keys::AccountKey;

@@ -1,9 +1,9 @@
 //! What a person sees when a turn fails, and how `seed chat` and `seed show` read, against a
 //! real `seed serve` with the scripted model.
 
-mod common;
+use crate::common;
 
-use common::Server;
+use crate::common::Server;
 use seed_server::api::{EventsResponse, ListSessionsResponse};
 
 #[actix_web::test]

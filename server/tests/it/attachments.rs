@@ -3,10 +3,10 @@
 //! session; refused uploads and messages (413 over either limit, 400 naming the field, 404 for
 //! another account) that write nothing; `seed chat`'s `/attach`.
 
-mod common;
+use crate::common;
 
+use crate::common::{Server, new_session, row_counts};
 use base64::Engine as _;
-use common::{Server, new_session, row_counts};
 use seed_server::api::{
     AttachmentInfo, EventsResponse, ListAttachmentsResponse, MessageSessionResponse,
 };

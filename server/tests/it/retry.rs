@@ -3,11 +3,11 @@
 //! retry of what is no person's message, of no message, of another account's, or of a message
 //! whose run is still open is refused and writes nothing.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Server, new_session, row_counts};
+use crate::common::{Server, new_session, row_counts};
 use seed_server::api::{MessageSessionResponse, SessionRunsResponse};
 use seed_server::client::Client;
 use serde_json::json;

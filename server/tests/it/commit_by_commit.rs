@@ -3,9 +3,7 @@
 //! made visible) while the turn still runs; and a subscriber never sees text that a crash takes
 //! back — every delta it received before a SIGKILL is in the store after it.
 
-mod common;
-
-use common::{Server, new_session};
+use crate::common::{Server, new_session};
 use seed_server::api::{EventsResponse, MessageSessionResponse, RunInfo, SessionInfo};
 use seed_server::client::{Client, next_update};
 use seed_server::ws::Update;

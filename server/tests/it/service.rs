@@ -2,9 +2,9 @@
 //! subscription WebSocket: answers and their deltas, continuations, a drain and restart, the
 //! OpenAPI document, the command line. Refused requests are in `refusals.rs`.
 
-mod common;
+use crate::common;
 
-use common::{Server, new_session, row_counts};
+use crate::common::{Server, new_session, row_counts};
 use seed_server::api::{
     EventsResponse, GetSessionResponse, ListSessionsResponse, MessageSessionResponse, RunInfo,
     SessionInfo,

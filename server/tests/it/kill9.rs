@@ -12,15 +12,13 @@
 //! printed on stderr); `KILL9_KILLS=N` changes the number of kills; `SEED_SOAK=1` makes it
 //! 1,000.
 
-mod common;
-
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Command, Stdio};
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{SEED, Server};
+use crate::common::{SEED, Server};
 use seed_server::api::{
     EventInfo, EventsResponse, ListSessionsResponse, MessageSessionResponse, RunInfo, SessionInfo,
 };

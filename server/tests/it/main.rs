@@ -1,0 +1,11 @@
+//! seed-server's integration tests: one binary (`it`), not one per file; a module per suite.
+
+mod attachments;
+mod commit_by_commit;
+mod common;
+mod failures_shown;
+mod kill9;
+mod refusals;
+mod retry;
+mod service;
+mod sim_cli;
