@@ -3,7 +3,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, get, web};
 use seed_durable::record::LiveState;
-use seed_events::{RunStatus, SessionEvent};
+use seed_events::{EventBody, RunStatus, SessionEvent};
 use seed_projections::transcript::transcript_event_line;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -32,6 +32,13 @@ pub struct EventInfo {
     pub meta: serde_json::Value,
     pub run_id: Option<Uuid>,
     pub created_at_ms: i64,
+}
+
+impl EventInfo {
+    /// What the event says, typed.
+    pub fn body(&self) -> EventBody {
+        EventBody::parse(&self.event_type, &self.content)
+    }
 }
 
 impl From<SessionEvent> for EventInfo {

@@ -6,7 +6,9 @@ use std::time::Instant;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use seed_actors::RunWatch;
 use seed_actors::bus::{Notification, SeqRange};
-use seed_events::{AttachmentRef, EventRole, NewEvent, Queue, RunId, SessionEvent};
+use seed_events::{
+    AttachmentRef, EventBody, EventRole, MessageBody, NewEvent, Queue, RunId, SessionEvent,
+};
 use seed_store::{NonceOutcome, RetryOutcome, RunRow, SendOutcome, SignedMessage, SignedRetry};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -107,12 +109,13 @@ pub(super) async fn send_message(
     input::check_chars("text", &input.text, 1, limits::MESSAGE_CHARS_MAX)?;
     let session_id = session_path(&path);
     let now_ms = state.now_ms();
-    let mut content = serde_json::json!({ "text": input.text });
-    if !input.attachments.is_empty() {
+    let attachments = if input.attachments.is_empty() {
+        None
+    } else {
         let named = named_attachments(&state, &caller, session_id, &input.attachments).await?;
-        content["attachments"] =
-            serde_json::to_value(named).map_err(|error| ApiError::Internal(error.into()))?;
-    }
+        Some(serde_json::to_value(named).map_err(|error| ApiError::Internal(error.into()))?)
+    };
+    let content = persons_message(input.text, attachments);
     let event = NewEvent::message(EventRole::User, "user", content, now_ms);
     // A waiting caller's watch is registered before the run is queued, so its end is had
     // without reading the run; dropped on a refusal, it leaves nothing behind.
@@ -332,6 +335,15 @@ pub(super) async fn wait_for_run(
     }
 }
 
+/// The content of a person's message: its text, and the files it names when it names any.
+fn persons_message(text: String, attachments: Option<serde_json::Value>) -> serde_json::Value {
+    EventBody::Message(MessageBody {
+        attachments,
+        ..MessageBody::text(text)
+    })
+    .content()
+}
+
 fn message_response(event: SessionEvent, run: RunRow) -> MessageSessionResponse {
     // A run that ended by continuing names its successor in its result.
     let continued_to_session_id = run.continued_to_session_id().map(|id| id.0);
@@ -441,4 +453,24 @@ pub(super) async fn get_run(
         run
     };
     Ok(HttpResponse::Ok().json(RunInfo::from(run)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_persons_message_is_stored_as_its_text_and_the_files_it_names() {
+        assert_eq!(
+            persons_message("hi".to_owned(), None),
+            json!({"text": "hi"})
+        );
+        let named =
+            json!([{"id": "a1", "name": "n.txt", "media_type": "text/plain", "size_bytes": 2}]);
+        assert_eq!(
+            persons_message("hi".to_owned(), Some(named.clone())),
+            json!({"text": "hi", "attachments": named})
+        );
+    }
 }

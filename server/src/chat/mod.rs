@@ -88,7 +88,10 @@ fn context_meter(events: &[EventInfo], window: Option<u64>) -> Option<String> {
     let usage = events
         .iter()
         .rev()
-        .find(|event| event.event_type == "message" && event.role.as_deref() == Some("assistant"))?
+        .find(|event| {
+            event.event_type == seed_events::body::kind::MESSAGE
+                && event.role.as_deref() == Some("assistant")
+        })?
         .meta
         .get("usage")?;
     let tokens: u64 = ["input", "cache_read", "cache_write"]
@@ -323,7 +326,7 @@ async fn print_log(
 /// Why a failed run failed, as its result says (`None` when it cannot be read).
 async fn run_reason(client: &Client, run_id: uuid::Uuid) -> Option<String> {
     let run: RunInfo = client.get(&format!("/v1/runs/{run_id}")).await.ok()?;
-    run.result?.get("error")?.as_str().map(str::to_owned)
+    seed_events::RunResult::parse(&run.result?).error
 }
 
 fn print_now(text: &str) -> anyhow::Result<()> {

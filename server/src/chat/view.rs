@@ -9,6 +9,9 @@
 //! are matched to responses by counting (a delta at offset 0 starts the next response with
 //! text), so a response the log has printed is never printed again.
 
+use seed_events::EventBody;
+use seed_events::body::kind;
+
 use crate::api::EventInfo;
 
 /// What a reply cut off by the output token limit is followed by, in `seed chat`.
@@ -17,13 +20,13 @@ pub const CUT_OFF_NOTE: &str =
 
 /// Whether `event` is an answer the model's output token limit cut off.
 pub fn is_cut_off(event: &EventInfo) -> bool {
-    event.event_type == "message"
+    event.event_type == kind::MESSAGE
         && event.meta.get("stop_reason").and_then(|r| r.as_str()) == Some("length")
 }
 
 /// Why the run that `event` ends failed, when `event` is the notice a failed run leaves.
 pub fn failure_reason(event: &EventInfo) -> Option<&str> {
-    if event.event_type != "notice" || event.meta.get("run_failed").is_none() {
+    if event.event_type != kind::NOTICE || event.meta.get("run_failed").is_none() {
         return None;
     }
     Some(
@@ -42,7 +45,7 @@ fn text_of(event: &EventInfo) -> Option<&str> {
 /// An assistant message with nothing to read (a response that only called tools, or only
 /// thought): its calls stand for it.
 fn says_nothing(event: &EventInfo) -> bool {
-    event.event_type == "message"
+    event.event_type == kind::MESSAGE
         && event.role.as_deref() == Some("assistant")
         && text_of(event).is_none_or(|text| text.trim().is_empty())
         && event
@@ -60,16 +63,11 @@ pub fn event_line(event: &EventInfo) -> Option<String> {
     if says_nothing(event) {
         return None;
     }
-    let line = match event.event_type.as_str() {
-        "tool_call" => format!(
-            "[{seq}] tool call: {}({})",
-            event.content["name"].as_str().unwrap_or("?"),
-            event.content["arguments"]
-        ),
-        "tool_result" => format!(
-            "[{seq}] tool result: {}",
-            event.content["content"].as_str().unwrap_or("")
-        ),
+    let line = match event.body() {
+        EventBody::ToolCall(call) => {
+            format!("[{seq}] tool call: {}({})", call.name, call.arguments)
+        }
+        EventBody::ToolResult(result) => format!("[{seq}] tool result: {}", result.content),
         _ => format!(
             "[{seq}] {}: {}",
             event
@@ -95,7 +93,8 @@ pub fn transcript(events: &[EventInfo]) -> Vec<String> {
         let Some(line) = event_line(event) else {
             continue;
         };
-        let turn_starts = event.event_type == "message" && event.role.as_deref() == Some("user");
+        let turn_starts =
+            event.event_type == kind::MESSAGE && event.role.as_deref() == Some("user");
         if turn_starts && !lines.is_empty() {
             lines.push(String::new());
         }
@@ -174,7 +173,7 @@ impl RunView {
             return format!("{}  (the turn failed: {reason})\n", self.line_break());
         }
         match event.event_type.as_str() {
-            "message" if event.role.as_deref() == Some("assistant") => {
+            kind::MESSAGE if event.role.as_deref() == Some("assistant") => {
                 if event.meta.get("continuation").is_some() {
                     return String::new();
                 }
@@ -204,7 +203,7 @@ impl RunView {
                 out
             }
             // What a person says is on their screen already (a handoff's message too).
-            "message" => String::new(),
+            kind::MESSAGE => String::new(),
             _ => match event_line(event) {
                 Some(line) => {
                     // Without the seq, indented under the answer.
