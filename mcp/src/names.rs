@@ -6,10 +6,8 @@
 //! with `_` and [`VERB_NAME_HASH_CHARS`] hex digits of a hash of the names as the server gave
 //! them (SHA-256 of `SERVER`, a zero byte, `TOOL`), so two long names that differ only past the
 //! cut stay distinct, and a name is the same on every start. Two tools that still fit to one
-//! verb name (`a.b` and `a_b`, or a hash collision) are an error the caller reports: no tool
-//! silently shadows another.
-
-use std::collections::BTreeMap;
+//! verb name (`a.b` and `a_b`, or a hash collision) are a [`NameClash`] the caller reports: no
+//! tool silently shadows another.
 
 use sha2::{Digest, Sha256};
 
@@ -70,28 +68,6 @@ pub fn verb_name(server: &str, tool: &str) -> String {
     name
 }
 
-/// Verb names for `(server, tool)` pairs, or the first clash between two of them. The map is
-/// keyed by verb name; its values are the `(server, tool)` the name stands for.
-pub fn assign<'a>(
-    tools: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> Result<BTreeMap<String, (String, String)>, NameClash> {
-    let mut by_verb_name: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for (server, tool) in tools {
-        let name = verb_name(server, tool);
-        if let Some((first_server, first_tool)) = by_verb_name.get(&name) {
-            return Err(NameClash {
-                verb_name: name,
-                first_server: first_server.clone(),
-                first_tool: first_tool.clone(),
-                second_server: server.to_owned(),
-                second_tool: tool.to_owned(),
-            });
-        }
-        by_verb_name.insert(name, (server.to_owned(), tool.to_owned()));
-    }
-    Ok(by_verb_name)
-}
-
 /// Whether `name` is a verb name the providers take.
 pub fn is_valid(name: &str) -> bool {
     !name.is_empty() && name.len() <= VERB_NAME_CHARS_MAX && name.chars().all(allowed)
@@ -145,41 +121,39 @@ mod tests {
     }
 
     #[test]
-    fn clashes_from_a_table() {
-        // (tools, expected error or None)
-        type Row<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
-        let rows: &[Row] = &[
-            (
-                &[("files", "read"), ("files", "write"), ("web", "read")],
-                None,
-            ),
-            (
-                &[("files", "read.file"), ("files", "read_file")],
-                Some(
-                    "tools \"read.file\" of server \"files\" and \"read_file\" of server \"files\" \
-                     both become the verb name files__read_file: rename one, or disable one in \
-                     the server's seed.tools",
-                ),
-            ),
-            (
-                &[("a", "b__c"), ("a__b", "c")],
-                Some(
-                    "tools \"b__c\" of server \"a\" and \"c\" of server \"a__b\" both become the \
-                     verb name a__b__c: rename one, or disable one in the server's seed.tools",
-                ),
-            ),
+    fn names_that_clash_from_a_table() {
+        // (one tool, another, whether their verb names are the same)
+        type Tool<'a> = (&'a str, &'a str);
+        let rows: &[(Tool, Tool, bool)] = &[
+            (("files", "read"), ("files", "write"), false),
+            (("files", "read"), ("web", "read"), false),
+            (("files", "read.file"), ("files", "read_file"), true),
+            (("a", "b__c"), ("a__b", "c"), true),
+            (("a.b", "c"), ("a_b", "c"), true),
         ];
-        for (tools, expected) in rows {
-            let result = assign(tools.iter().copied());
-            match expected {
-                None => {
-                    let names = result.expect("no clash");
-                    assert_eq!(names.len(), tools.len());
-                }
-                Some(expected) => {
-                    assert_eq!(result.expect_err("a clash").to_string(), *expected);
-                }
-            }
+        for ((server, tool), (other_server, other_tool), same) in rows {
+            assert_eq!(
+                verb_name(server, tool) == verb_name(other_server, other_tool),
+                *same,
+                "{server}/{tool} and {other_server}/{other_tool}"
+            );
         }
+    }
+
+    #[test]
+    fn a_clash_names_both_tools() {
+        let clash = NameClash {
+            verb_name: "files__read_file".into(),
+            first_server: "files".into(),
+            first_tool: "read.file".into(),
+            second_server: "files".into(),
+            second_tool: "read_file".into(),
+        };
+        assert_eq!(
+            clash.to_string(),
+            "tools \"read.file\" of server \"files\" and \"read_file\" of server \"files\" both \
+             become the verb name files__read_file: rename one, or disable one in the server's \
+             seed.tools"
+        );
     }
 }

@@ -1,0 +1,745 @@
+//! The shell: a connection to each configured MCP server, kept up, and calls through it.
+//!
+//! Each enabled server has a supervisor task (spawned on the runtime [`McpServers::start`] runs
+//! on, so it outlives the caller's task) that connects (a stdio child or streamable HTTP),
+//! initializes, lists the tools (all pages) and then waits: for the connection to end, or for
+//! `notifications/tools/list_changed`, which lists the tools again. A connection that ends (the
+//! child exited, its stdout closed) fails the calls in flight (rmcp drops their responders:
+//! each gets an error result naming the server) and is made again after a backoff
+//! ([`RESTART_BACKOFF_FIRST`] doubling to [`RESTART_BACKOFF_MAX`]; it starts over once a
+//! connection has lived that long). A call made while its server restarts waits for it, within
+//! the call's timeout, so a restart between calls fails none.
+//!
+//! A call past its timeout, or dropped, or stopped ([`McpServers::call_until`]) sends
+//! `notifications/cancelled` for its request: rmcp's `call_tool` does when its future is
+//! dropped before the answer.
+//!
+//! Invariant: a server's tools stay on offer while it restarts (the last list it gave); they
+//! change only when a new list differs, and each change bumps the generation in
+//! [`McpServers::changes`].
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Once, PoisonError, RwLock};
+use std::time::Duration;
+
+use futures::future::join_all;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, QuitReason, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{McpConfig, ServerConfig, Transport};
+use crate::limits::{
+    RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX, START_TIMEOUT, STDERR_LINE_CHARS_MAX,
+    STDERR_LINES_KEPT,
+};
+use crate::names::NameClash;
+use crate::result::{CallOutput, render};
+use crate::tools::{ListedTool, McpTool, catalogue};
+
+/// The running connections to the configured servers. Cheap to clone; the connections end
+/// when the last clone is dropped (or at [`McpServers::shutdown`]).
+#[derive(Clone)]
+pub struct McpServers {
+    shared: Arc<Shared>,
+    stop: Arc<Stop>,
+}
+
+impl std::fmt::Debug for McpServers {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("McpServers")
+            .field("servers", &self.describe())
+            .finish()
+    }
+}
+
+/// A server as `seed tools` and the logs show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The name in the configuration.
+    pub name: String,
+    /// The server's own name and version (its `serverInfo`), once it connected.
+    pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    /// The tools it listed last, disabled ones included.
+    pub n_tools: usize,
+    pub state: ServerState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerState {
+    Starting,
+    Connected,
+    /// The connection ended or a restart failed; the next attempt comes after the backoff.
+    Restarting {
+        attempt: u32,
+        error: String,
+    },
+    Stopped,
+}
+
+/// Why [`McpServers::start`] refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Servers that could not start at all.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Servers(Vec<ServerStartError>),
+    #[error(transparent)]
+    NameClash(#[from] NameClash),
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("mcp server {server:?} did not start: {error}")]
+pub struct ServerStartError {
+    pub server: String,
+    pub error: ConnectError,
+}
+
+/// Why a connection could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot run {command:?}: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    /// The handshake failed; for a stdio server, with the last lines of its stderr.
+    #[error("initialize failed: {message}{stderr}")]
+    Initialize { message: String, stderr: String },
+    #[error("tools/list failed: {0}")]
+    ListTools(String),
+    #[error("no answer within {} s", .0.as_secs())]
+    Timeout(Duration),
+    #[error("its supervisor task ended")]
+    Gone,
+}
+
+/// What the supervisors and the callers share.
+struct Shared {
+    servers: Vec<Arc<Server>>,
+    /// Every connected server's tools by verb name: what [`McpServers::tools`] and calls read.
+    tools: RwLock<BTreeMap<String, McpTool>>,
+    /// The generation of `tools`: bumped on each change, so the adapter rebuilds its verbs.
+    changes: watch::Sender<u64>,
+    /// Set once `start` returned: clashes found after that are logged (before, they refuse the
+    /// start).
+    started: AtomicBool,
+}
+
+/// One configured server.
+struct Server {
+    config: ServerConfig,
+    /// The live connection: `None` while the server starts or restarts. Calls wait on it.
+    peer: watch::Sender<Option<Peer<RoleClient>>>,
+    status: Mutex<Status>,
+    /// The last lines of a stdio server's stderr, for the error when it does not start.
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+struct Status {
+    implementation: Option<Implementation>,
+    /// The tools the server listed last, kept while it restarts.
+    tools: Vec<ListedTool>,
+    state: ServerState,
+}
+
+/// Stops the supervisors when the last [`McpServers`] is dropped.
+struct Stop {
+    token: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl McpServers {
+    /// Connects every enabled server, concurrently, each within [`START_TIMEOUT`]; a server
+    /// that cannot start, or two tools that fit to one verb name, refuse the start. Runs on
+    /// the current tokio runtime.
+    pub async fn start(config: McpConfig) -> Result<McpServers, StartError> {
+        let servers: Vec<Arc<Server>> = config
+            .enabled()
+            .map(|server| {
+                Arc::new(Server {
+                    config: server.clone(),
+                    peer: watch::Sender::new(None),
+                    status: Mutex::new(Status {
+                        implementation: None,
+                        tools: Vec::new(),
+                        state: ServerState::Starting,
+                    }),
+                    stderr_tail: Arc::default(),
+                })
+            })
+            .collect();
+        if servers
+            .iter()
+            .any(|server| matches!(server.config.transport, Transport::Http(_)))
+        {
+            install_crypto_provider();
+        }
+        let shared = Arc::new(Shared {
+            servers,
+            tools: RwLock::default(),
+            changes: watch::Sender::new(0),
+            started: AtomicBool::new(false),
+        });
+        let token = CancellationToken::new();
+        let mut firsts = Vec::new();
+        let mut tasks = Vec::new();
+        for server in &shared.servers {
+            let (first_sender, first) = oneshot::channel();
+            tasks.push(tokio::spawn(supervise(
+                shared.clone(),
+                server.clone(),
+                token.child_token(),
+                first_sender,
+            )));
+            firsts.push(async move {
+                let result = first.await.unwrap_or(Err(ConnectError::Gone));
+                (server.config.name.clone(), result)
+            });
+        }
+        let stop = Arc::new(Stop {
+            token,
+            tasks: Mutex::new(tasks),
+        });
+        let failures: Vec<ServerStartError> = join_all(firsts)
+            .await
+            .into_iter()
+            .filter_map(|(server, result)| {
+                result.err().map(|error| ServerStartError { server, error })
+            })
+            .collect();
+        if !failures.is_empty() {
+            return Err(StartError::Servers(failures));
+        }
+        if let Some(clash) = shared.republish().into_iter().next() {
+            return Err(StartError::NameClash(clash));
+        }
+        shared.started.store(true, Ordering::SeqCst);
+        Ok(McpServers { shared, stop })
+    }
+
+    /// Every tool on offer, by verb name.
+    pub fn tools(&self) -> Vec<McpTool> {
+        self.shared
+            .tools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The tools' generation: it changes each time [`McpServers::tools`] does.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.shared.changes.subscribe()
+    }
+
+    /// Each server's name, version, tool count and state.
+    pub fn describe(&self) -> Vec<ServerInfo> {
+        self.shared
+            .servers
+            .iter()
+            .map(|server| {
+                let status = lock(&server.status);
+                ServerInfo {
+                    name: server.config.name.clone(),
+                    server_name: status.implementation.as_ref().map(|info| info.name.clone()),
+                    server_version: status
+                        .implementation
+                        .as_ref()
+                        .map(|info| info.version.clone()),
+                    n_tools: status.tools.len(),
+                    state: status.state.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Calls the tool named `verb_name` with `arguments` (a JSON object, or null for none).
+    /// Every failure is an error result naming the server: none is an `Err`. Dropping the
+    /// future cancels the call on the server; past the tool's timeout it is cancelled and
+    /// answered "did not answer within N s".
+    pub fn call(
+        &self,
+        verb_name: &str,
+        arguments: serde_json::Value,
+    ) -> impl Future<Output = CallOutput> + Send + 'static {
+        let tool = self
+            .shared
+            .tools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(verb_name)
+            .cloned();
+        let server = tool.as_ref().and_then(|tool| {
+            self.shared
+                .servers
+                .iter()
+                .find(|server| server.config.name == tool.server)
+                .cloned()
+        });
+        let verb_name = verb_name.to_owned();
+        async move {
+            let (Some(tool), Some(server)) = (tool, server) else {
+                return CallOutput::error(format!("no MCP tool is named {verb_name:?}"));
+            };
+            call(&tool, &server, arguments).await
+        }
+    }
+
+    /// [`McpServers::call`], stopped when `stop` completes first (a stopped turn): the call is
+    /// cancelled on the server and answered with an error.
+    pub fn call_until(
+        &self,
+        verb_name: &str,
+        arguments: serde_json::Value,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = CallOutput> + Send + 'static {
+        let call = self.call(verb_name, arguments);
+        async move {
+            tokio::select! {
+                biased;
+                output = call => output,
+                () = stop => CallOutput::error(
+                    "the call was stopped before it answered; the server was asked to cancel it",
+                ),
+            }
+        }
+    }
+
+    /// Stops every connection and waits for the supervisors to end (a stdio child is closed
+    /// and waited for, then killed if it does not exit).
+    pub async fn shutdown(&self) {
+        self.stop.token.cancel();
+        let tasks = std::mem::take(&mut *lock(&self.stop.tasks));
+        join_all(tasks).await;
+    }
+}
+
+async fn call(tool: &McpTool, server: &Server, arguments: serde_json::Value) -> CallOutput {
+    let name = &server.config.name;
+    let arguments = match arguments {
+        serde_json::Value::Object(arguments) => Some(arguments),
+        serde_json::Value::Null => None,
+        other => {
+            return CallOutput::error(format!(
+                "the arguments of {} must be a JSON object, not {other}",
+                tool.verb_name
+            ));
+        }
+    };
+    let deadline = Instant::now() + tool.timeout;
+    let mut connection = server.peer.subscribe();
+    // A connection whose transport closed is on its way out: wait for the next one.
+    let live = |peer: &Option<Peer<RoleClient>>| {
+        peer.as_ref()
+            .is_some_and(|peer| !peer.is_transport_closed())
+    };
+    let peer = match tokio::time::timeout_at(deadline, connection.wait_for(live)).await {
+        Ok(Ok(peer)) => peer.clone().expect("wait_for returned a live connection"),
+        Ok(Err(_)) | Err(_) => {
+            let state = match &lock(&server.status).state {
+                ServerState::Restarting { error, .. } => format!("restarting after: {error}"),
+                other => format!("{other:?}").to_lowercase(),
+            };
+            return CallOutput::error(format!(
+                "mcp server {name:?} is not running ({state}); {} was not called within {}",
+                tool.tool,
+                seconds(tool.timeout)
+            ));
+        }
+    };
+    let mut params = CallToolRequestParams::new(tool.tool.clone());
+    if let Some(arguments) = arguments {
+        params = params.with_arguments(arguments);
+    }
+    // Dropping `call_tool`'s future before its answer sends notifications/cancelled.
+    match tokio::time::timeout_at(deadline, peer.call_tool(params)).await {
+        Err(_) => CallOutput::error(format!(
+            "mcp server {name:?}: {} did not answer within {}; the call was cancelled",
+            tool.tool,
+            seconds(tool.timeout)
+        )),
+        Ok(Ok(result)) => render(&result),
+        Ok(Err(ServiceError::McpError(error))) => CallOutput::error(format!(
+            "mcp server {name:?}: {} failed: {} (code {})",
+            tool.tool, error.message, error.code.0
+        )),
+        Ok(Err(ServiceError::TransportClosed)) => CallOutput::error(format!(
+            "mcp server {name:?} closed the connection during the call to {} (it exited or \
+             its output broke off); it is being restarted",
+            tool.tool
+        )),
+        Ok(Err(error)) => CallOutput::error(format!(
+            "mcp server {name:?}: the call to {} failed: {}",
+            tool.tool,
+            chain(&error)
+        )),
+    }
+}
+
+/// `2 s`, `0.5 s`.
+fn seconds(duration: Duration) -> String {
+    format!("{} s", duration.as_secs_f64())
+}
+
+/// An error and its sources, joined by ": ".
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text += &format!(": {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+impl Shared {
+    /// Rebuilds the tools from every server's last list; bumps the generation when they
+    /// changed. Returns the clashes (their later tools are left out).
+    fn republish(&self) -> Vec<NameClash> {
+        let statuses: Vec<_> = self
+            .servers
+            .iter()
+            .map(|server| (server, lock(&server.status).tools.clone()))
+            .collect();
+        let catalogue = catalogue(
+            statuses
+                .iter()
+                .map(|(server, tools)| (&server.config, tools.as_slice())),
+        );
+        let mut tools = self.tools.write().unwrap_or_else(PoisonError::into_inner);
+        if *tools != catalogue.tools {
+            *tools = catalogue.tools;
+            self.changes.send_modify(|generation| *generation += 1);
+        }
+        if self.started.load(Ordering::SeqCst) {
+            for clash in &catalogue.clashes {
+                tracing::error!(%clash, "mcp tool left out");
+            }
+        }
+        catalogue.clashes
+    }
+}
+
+impl Server {
+    fn set_state(&self, state: ServerState) {
+        lock(&self.status).state = state;
+    }
+
+    fn stderr_text(&self) -> String {
+        let tail = lock(&self.stderr_tail);
+        if tail.is_empty() {
+            return String::new();
+        }
+        format!(
+            "; its stderr ended with: {}",
+            tail.iter().cloned().collect::<Vec<_>>().join(" | ")
+        )
+    }
+}
+
+/// Keeps one server connected until `token` is cancelled. The first attempt's outcome goes to
+/// `first`; when it fails, the supervisor ends (the start is refused).
+async fn supervise(
+    shared: Arc<Shared>,
+    server: Arc<Server>,
+    token: CancellationToken,
+    first: oneshot::Sender<Result<(), ConnectError>>,
+) {
+    let name = server.config.name.clone();
+    let mut first = Some(first);
+    let mut backoff = RESTART_BACKOFF_FIRST;
+    let mut attempt = 0;
+    loop {
+        let connected = tokio::select! {
+            () = token.cancelled() => break,
+            result = tokio::time::timeout(START_TIMEOUT, connect(&server, token.child_token())) =>
+                result.unwrap_or(Err(ConnectError::Timeout(START_TIMEOUT))),
+        };
+        let error = match connected {
+            Ok(connection) => {
+                publish(&shared, &server, &connection);
+                if let Some(first) = first.take() {
+                    let _ = first.send(Ok(()));
+                }
+                attempt = 0;
+                let connected_at = Instant::now();
+                let reason = serve(&shared, &server, connection).await;
+                if token.is_cancelled() {
+                    break;
+                }
+                if connected_at.elapsed() >= RESTART_BACKOFF_MAX {
+                    backoff = RESTART_BACKOFF_FIRST;
+                }
+                tracing::warn!(server = %name, %reason, "mcp server connection ended; restarting");
+                reason
+            }
+            Err(error) => {
+                if let Some(first) = first.take() {
+                    let _ = first.send(Err(error));
+                    break;
+                }
+                tracing::warn!(server = %name, %error, attempt, "mcp server did not restart");
+                error.to_string()
+            }
+        };
+        attempt += 1;
+        server.set_state(ServerState::Restarting { attempt, error });
+        tokio::select! {
+            () = token.cancelled() => break,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(RESTART_BACKOFF_MAX);
+    }
+    server.peer.send_replace(None);
+    server.set_state(ServerState::Stopped);
+}
+
+/// A connection made: initialized, its tools listed.
+struct Connection {
+    running: RunningService<RoleClient, Handler>,
+    list_changed: mpsc::UnboundedReceiver<()>,
+    implementation: Option<Implementation>,
+    tools: Vec<ListedTool>,
+}
+
+async fn connect(server: &Server, token: CancellationToken) -> Result<Connection, ConnectError> {
+    let (list_changed_sender, list_changed) = mpsc::unbounded_channel();
+    let handler = Handler {
+        list_changed: list_changed_sender,
+    };
+    let running = match &server.config.transport {
+        Transport::Stdio(stdio) => {
+            let mut command = tokio::process::Command::new(&stdio.command);
+            command
+                .args(&stdio.args)
+                .envs(&stdio.env)
+                .kill_on_drop(true);
+            if let Some(cwd) = &stdio.cwd {
+                command.current_dir(cwd);
+            }
+            let (transport, stderr) = TokioChildProcess::builder(command)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|source| ConnectError::Spawn {
+                    command: stdio.command.clone(),
+                    source,
+                })?;
+            lock(&server.stderr_tail).clear();
+            let stderr_task = stderr.map(|stderr| {
+                tokio::spawn(keep_stderr(
+                    server.config.name.clone(),
+                    stderr,
+                    server.stderr_tail.clone(),
+                ))
+            });
+            match handler.serve_with_ct(transport, token).await {
+                Ok(running) => running,
+                Err(error) => {
+                    // The child's stderr ends when it exits: wait for its last lines, briefly.
+                    if let Some(task) = stderr_task {
+                        let _ = tokio::time::timeout(Duration::from_secs(1), task).await;
+                    }
+                    return Err(ConnectError::Initialize {
+                        message: chain(&error),
+                        stderr: server.stderr_text(),
+                    });
+                }
+            }
+        }
+        Transport::Http(http) => {
+            let mut headers = HashMap::new();
+            for (header, value) in &http.headers {
+                // Checked by the configuration; a header that still does not convert is left
+                // out rather than failing the server.
+                match (
+                    reqwest::header::HeaderName::from_bytes(header.as_bytes()),
+                    reqwest::header::HeaderValue::from_str(value),
+                ) {
+                    (Ok(header), Ok(value)) => {
+                        headers.insert(header, value);
+                    }
+                    _ => tracing::warn!(server = %server.config.name, %header, "header left out"),
+                }
+            }
+            let transport = StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
+                    .custom_headers(headers),
+            );
+            handler
+                .serve_with_ct(transport, token)
+                .await
+                .map_err(|error| ConnectError::Initialize {
+                    message: chain(&error),
+                    stderr: String::new(),
+                })?
+        }
+    };
+    let implementation = running
+        .peer()
+        .peer_info()
+        .and_then(|info| info.server_info.clone());
+    let tools = running
+        .peer()
+        .list_all_tools()
+        .await
+        .map_err(|error| ConnectError::ListTools(chain(&error)))?;
+    Ok(Connection {
+        running,
+        list_changed,
+        implementation,
+        tools: tools.iter().map(ListedTool::from).collect(),
+    })
+}
+
+/// Offers a new connection's tools and the connection itself to calls.
+fn publish(shared: &Shared, server: &Server, connection: &Connection) {
+    let name = &server.config.name;
+    let implementation = connection.implementation.clone();
+    let listed: Vec<&str> = connection
+        .tools
+        .iter()
+        .map(|tool| tool.name.as_str())
+        .collect();
+    for configured in server.config.tools.keys() {
+        if !listed.contains(&configured.as_str()) {
+            tracing::warn!(server = %name, tool = %configured, "seed.tools names a tool the server does not list");
+        }
+    }
+    tracing::info!(
+        server = %name,
+        server_name = implementation.as_ref().map_or("", |info| info.name.as_str()),
+        server_version = implementation.as_ref().map_or("", |info| info.version.as_str()),
+        n_tools = listed.len(),
+        "mcp server connected"
+    );
+    {
+        let mut status = lock(&server.status);
+        status.implementation = implementation;
+        status.tools = connection.tools.clone();
+        status.state = ServerState::Connected;
+    }
+    shared.republish();
+    server
+        .peer
+        .send_replace(Some(connection.running.peer().clone()));
+}
+
+/// Serves a published connection until it ends; returns why it ended.
+async fn serve(shared: &Shared, server: &Server, connection: Connection) -> String {
+    let Connection {
+        running,
+        mut list_changed,
+        ..
+    } = connection;
+    let name = &server.config.name;
+    let peer = running.peer().clone();
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
+    let reason = loop {
+        tokio::select! {
+            quit = &mut waiting => break match quit {
+                Ok(QuitReason::Closed) => "the connection closed".to_owned(),
+                Ok(QuitReason::Cancelled) => "the connection was cancelled".to_owned(),
+                Ok(QuitReason::JoinError(error)) | Err(error) =>
+                    format!("the connection's task failed: {error}"),
+                Ok(other) => format!("the connection ended: {other:?}"),
+            },
+            Some(()) = list_changed.recv() => {
+                // Several notifications in a row need one listing.
+                while list_changed.try_recv().is_ok() {}
+                match peer.list_all_tools().await {
+                    Ok(tools) => {
+                        let n_tools = tools.len();
+                        lock(&server.status).tools = tools.iter().map(ListedTool::from).collect();
+                        shared.republish();
+                        tracing::info!(server = %name, n_tools, "mcp server's tools changed");
+                    }
+                    Err(error) => tracing::warn!(
+                        server = %name, error = %chain(&error), "mcp server's tools could not be listed again"
+                    ),
+                }
+            }
+        }
+    };
+    server.peer.send_replace(None);
+    reason
+}
+
+/// Logs a stdio server's stderr (debug) and keeps its last lines.
+async fn keep_stderr(
+    server: String,
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(server = %server, line = %line, "mcp server stderr");
+        let line: String = line.chars().take(STDERR_LINE_CHARS_MAX).collect();
+        let mut tail = lock(&tail);
+        if tail.len() == STDERR_LINES_KEPT {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+}
+
+/// The client side of a connection: Seed's name, and a note when the tools change.
+struct Handler {
+    list_changed: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for Handler {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let _ = self.list_changed.send(());
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("seed", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// Installs ring as the process's TLS crypto provider, once (unless one is installed already):
+/// the workspace's reqwest has TLS without a provider of its own.
+fn install_crypto_provider() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Losing a race with another installer leaves theirs, which serves as well.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
+}
