@@ -1,0 +1,138 @@
+"""An MCP server for seed-mcp's tests, on the official Python SDK (`mcp`, pinned in
+scripts/mcp-servers.sh): the cases the reference servers lack.
+
+Tools (annotations as each is classed):
+- count(delay_ms): waits, appends a line to the file in $SEED_MCP_COUNT_FILE, answers
+  "counted N" (N lines now). Not safe to repeat: not read-only, not idempotent.
+- read_count(): the file's line count. Read-only.
+- fail(message): an isError result carrying the message. Read-only.
+- hang(): never answers; a cancellation (notifications/cancelled) is counted. Idempotent.
+- cancellations(at_least): the cancelled calls counted so far, once there are at least
+  `at_least` of them (it waits on an event for them, up to 10 s). Read-only.
+- exit_now(): the process exits in the middle of the call, without answering.
+- garbage(): writes a line that is not JSON to stdout, then answers "after garbage".
+- add_tool(): adds a tool `added` and sends notifications/tools/list_changed.
+
+Run with no arguments for stdio; `--http` serves streamable HTTP on 127.0.0.1 at a free port
+and prints `listening on PORT` once the socket listens.
+"""
+
+import os
+import socket
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+server = MCPServer(name="seed-test-server", version="1.0.0")
+
+NOT_SAFE = ToolAnnotations(readOnlyHint=False, idempotentHint=False, destructiveHint=False)
+READ_ONLY = ToolAnnotations(readOnlyHint=True)
+IDEMPOTENT = ToolAnnotations(readOnlyHint=False, idempotentHint=True)
+
+cancelled_calls = 0
+cancelled_changed = anyio.Event()
+
+
+def count_file() -> str:
+    return os.environ["SEED_MCP_COUNT_FILE"]
+
+
+def lines() -> int:
+    try:
+        with open(count_file()) as file:
+            return sum(1 for _ in file)
+    except FileNotFoundError:
+        return 0
+
+
+@server.tool(annotations=NOT_SAFE)
+async def count(delay_ms: int = 0) -> str:
+    """Wait delay_ms milliseconds, then add one to the counter file."""
+    await anyio.sleep(delay_ms / 1000)
+    with open(count_file(), "a") as file:
+        file.write("counted\n")
+    return f"counted {lines()}"
+
+
+@server.tool(annotations=READ_ONLY)
+def read_count() -> str:
+    """The counter file's count."""
+    return str(lines())
+
+
+@server.tool(annotations=READ_ONLY)
+def fail(message: str) -> str:
+    """Fail with the message (an isError result)."""
+    raise ToolError(message)
+
+
+@server.tool(annotations=IDEMPOTENT)
+async def hang() -> str:
+    """Never answer."""
+    global cancelled_calls, cancelled_changed
+    try:
+        await anyio.sleep_forever()
+    finally:
+        # Reached when the client cancels the call (notifications/cancelled).
+        cancelled_calls += 1
+        cancelled_changed.set()
+        cancelled_changed = anyio.Event()
+    return "unreachable"
+
+
+@server.tool(annotations=READ_ONLY)
+async def cancellations(at_least: int = 0) -> str:
+    """The calls cancelled so far, once there are at least `at_least` (waits up to 10 s)."""
+    with anyio.move_on_after(10):
+        while cancelled_calls < at_least:
+            await cancelled_changed.wait()
+    return str(cancelled_calls)
+
+
+@server.tool(annotations=NOT_SAFE)
+def exit_now() -> str:
+    """Exit the server in the middle of the call."""
+    sys.stdout.flush()
+    os._exit(3)
+
+
+@server.tool(annotations=READ_ONLY)
+def garbage() -> str:
+    """Write a line that is not JSON-RPC to stdout, then answer."""
+    os.write(1, b"this is not JSON\n")
+    return "after garbage"
+
+
+@server.tool(annotations=NOT_SAFE)
+async def add_tool(ctx: Context) -> str:
+    """Add the tool `added` and tell the client its tools changed."""
+
+    def added() -> str:
+        """A tool added at run time."""
+        return "added"
+
+    server.add_tool(added, name="added", annotations=READ_ONLY)
+    await ctx.session.send_tool_list_changed()
+    return "added a tool"
+
+
+def serve_http() -> None:
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    print(f"listening on {sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+    anyio.run(uvicorn.Server(config).serve, [sock])
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--http"]:
+        serve_http()
+    else:
+        server.run()
