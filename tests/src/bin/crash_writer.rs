@@ -1,4 +1,5 @@
-//! The writer `tests/crash.rs` kills with SIGKILL: per session, durable batches then their events.
+//! The writer `tests/it/crash.rs` kills with SIGKILL: per session, durable batches then their
+//! events.
 //!
 //! Usage: `crash_writer DB_PATH N_SESSIONS LINES_PER_BATCH EVENTS_PER_BATCH`.
 //!

@@ -6,7 +6,7 @@
 //! side; with `SEED_SOAK=1`, twenty times as many, here and for the in-memory store);
 //! `SIM_SEED=S` replays one seed; `SIM_ITERS=N` runs N seeds from a random start, for a soak.
 
-#[path = "../../actors/examples/word_count.rs"]
+#[path = "../../../actors/examples/word_count.rs"]
 #[allow(dead_code)]
 mod word_count;
 

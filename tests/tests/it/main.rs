@@ -1,0 +1,10 @@
+//! seed-tests' suites (integration, crash, simulation, tidy): one test binary (`it`), not one per
+//! file; a module per suite.
+
+mod anthropic_cache;
+mod crash;
+mod provider_faults;
+mod providers_turn;
+mod providers_wire;
+mod sim;
+mod tidy;
