@@ -6,8 +6,8 @@
 
 use seed_events::continuation::CONTINUED_FROM_META;
 use seed_events::{
-    ContinuationId, ContinueSessionInput, ContinuedFrom, EventRole, NewEvent, PlanTransfer, Queue,
-    RunId, SessionEvent, SessionId, Source,
+    ContinuationId, ContinueSessionInput, ContinuedFrom, EventRole, MessageBody, NewEvent,
+    PlanTransfer, Queue, RunId, SessionEvent, SessionId, Source,
 };
 use seed_projections::continuation::{
     CONTINUATION_PROJECTION_BUDGET_BYTES, EXCERPT_EVENTS_MAX,
@@ -178,10 +178,10 @@ async fn attempt(
     session.plan = (plan == PlanTransfer::Carry)
         .then(|| predecessor.plan.clone())
         .flatten();
-    let mut projection_event = NewEvent::message(
+    let mut projection_event = NewEvent::new(
+        MessageBody::text(projection.text),
         EventRole::User,
         "system",
-        json!({ "text": projection.text }),
         now,
     );
     projection_event.meta = json!({

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use seed_durable::record::{LIVE_DOCUMENT, LiveDocument, LiveState};
 use seed_durable::{Append, Batch, DurableFs, EntryBody, FileName};
-use seed_events::{NewEvent, RunId, SessionEvent, SessionId};
+use seed_events::body::kind;
+use seed_events::{EventBody, NewEvent, RunId, SessionEvent, SessionId};
 use seed_projections::store_to_log::entry_events;
 use seed_store::{Projection, SessionFiles};
 use serde::Deserialize;
@@ -144,7 +145,7 @@ impl LoggedFiles {
         });
         let seqs = placed
             .iter()
-            .filter(|event| event.kind == "tool_call")
+            .filter(|event| event.kind == kind::TOOL_CALL)
             .map(|event| event.seq);
         for (call, seq) in calls.zip(seqs) {
             self.publisher.publish(Notification::ToolCall {
@@ -170,11 +171,14 @@ fn is_response(entry: &seed_durable::Entry) -> bool {
 pub(crate) fn delivered_calls(events: &[NewEvent]) -> Vec<String> {
     events
         .iter()
-        .filter(|event| {
-            event.kind == "tool_result"
-                && event.content["tool_name"].as_str() == Some(crate::verbs::delegate::DELEGATE)
+        .filter_map(|event| match event.body() {
+            EventBody::ToolResult(result)
+                if result.tool_name == crate::verbs::delegate::DELEGATE =>
+            {
+                Some(result.tool_call_id)
+            }
+            _ => None,
         })
-        .filter_map(|event| event.content["tool_call_id"].as_str().map(str::to_owned))
         .collect()
 }
 
@@ -216,5 +220,48 @@ impl DurableFs for LoggedFiles {
             .await?;
         self.tell(batch, &placed, run_id);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seed_events::EventRole;
+    use serde_json::json;
+
+    #[test]
+    fn a_delegate_calls_result_is_delivered_by_the_child() {
+        let event = |kind: &str, content| NewEvent {
+            kind: kind.to_owned(),
+            role: Some(EventRole::Tool),
+            actor: Some("runtime".to_owned()),
+            content,
+            meta: json!({}),
+            run_id: None,
+            pi_entry_id: Some(1),
+            created_at_ms: 0,
+        };
+        let result = |call_id: &str, tool_name: &str| {
+            event(
+                "tool_result",
+                json!({
+                    "tool_call_id": call_id,
+                    "tool_name": tool_name,
+                    "content": "restarted",
+                    "is_error": true,
+                }),
+            )
+        };
+        let events = [
+            result("c1", "delegate"),
+            result("c2", "read"),
+            event(
+                "tool_call",
+                json!({ "id": "c3", "name": "delegate", "arguments": {} }),
+            ),
+            result("c4", "delegate"),
+            event("notice", json!({ "text": "delegate" })),
+        ];
+        assert_eq!(delivered_calls(&events), ["c1", "c4"]);
     }
 }

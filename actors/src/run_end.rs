@@ -3,24 +3,24 @@
 //! hear of it. A turn the database refused a write of ends with an error and a notice saying so;
 //! while the disk refuses even the end, it is written again after a pause, by the run's task.
 
-use seed_events::{EventRole, NewEvent, RunStatus};
+use seed_events::{EventRole, NewEvent, NoticeBody, RunResult, RunStatus};
 use seed_store::{PlanCheck, RunClosing, RunEndOutcome, RunRow};
 
 use crate::bus::{Notification, SeqRange};
 use crate::env::RunEnv;
 
-/// How a run ended, for the runs table.
+/// How a run ended, for the runs table (its `result` column is `result.to_value()`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunEnd {
     pub status: RunStatus,
-    pub result: serde_json::Value,
+    pub result: RunResult,
 }
 
 impl RunEnd {
     pub(crate) fn failed(reason: impl std::fmt::Display) -> RunEnd {
         RunEnd {
             status: RunStatus::Failed,
-            result: serde_json::json!({ "error": reason.to_string() }),
+            result: RunResult::failed(reason.to_string()),
         }
     }
 }
@@ -59,26 +59,17 @@ pub(crate) fn failed_run_notice(
     now_ms: i64,
 ) -> NewEvent {
     NewEvent {
-        kind: "notice".to_owned(),
-        role: Some(EventRole::System),
-        actor: Some("runtime".to_owned()),
-        content: serde_json::json!({ "text": text }),
         meta: serde_json::json!({ "run_failed": run_id, "reason": reason }),
         run_id: Some(run_id),
-        pi_entry_id: None,
-        created_at_ms: now_ms,
+        ..NewEvent::new(NoticeBody::text(text), EventRole::System, "runtime", now_ms)
     }
 }
 
 impl RunEnd {
     /// Why the run failed, as its result says; `None` for a run that did not fail.
     pub fn failure_reason(&self) -> Option<&str> {
-        (self.status == RunStatus::Failed).then(|| {
-            self.result
-                .get("error")
-                .and_then(|error| error.as_str())
-                .unwrap_or("an unknown error")
-        })
+        (self.status == RunStatus::Failed)
+            .then(|| self.result.error.as_deref().unwrap_or("an unknown error"))
     }
 
     /// The notice this end leaves in the log: for a failed run, why it failed.
@@ -133,7 +124,7 @@ pub(crate) async fn record_end(
             .finish_run_releasing(RunClosing {
                 run_id: run.id,
                 status: end.status,
-                result: Some(end.result.clone()),
+                result: Some(end.result.to_value()),
                 now_ms: now,
                 delivery,
                 lease: Some((run.session_id, env.boot_id.clone())),
@@ -193,7 +184,7 @@ pub(crate) async fn record_end(
                 // What the row holds now: the run as claimed, ended.
                 env.publisher.run_ended(RunRow {
                     status: end.status,
-                    result: Some(end.result.clone()),
+                    result: Some(end.result.to_value()),
                     updated_at_ms: now,
                     ..run.clone()
                 });
@@ -242,19 +233,7 @@ async fn delivery_to_parent(
         tracing::warn!(run_id = %child.id, "a child run names no parent call");
         return None;
     };
-    let content = match (&end.status, &end.result) {
-        (RunStatus::Succeeded, result) => result
-            .get("returned")
-            .map(|value| value.to_string())
-            .or_else(|| {
-                result
-                    .get("answer")
-                    .and_then(|a| a.as_str())
-                    .map(str::to_owned)
-            })
-            .unwrap_or_else(|| result.to_string()),
-        (status, result) => format!("the child run ended {status}: {result}"),
-    };
+    let content = delivered_content(end);
     let child = seed_store::DeliveringChild {
         session_id: child.session_id,
         run_id: child.id,
@@ -268,4 +247,108 @@ async fn delivery_to_parent(
         end.status != RunStatus::Succeeded,
         now,
     ))
+}
+
+/// The result a child's end gives its parent's delegate call: what a typed child returned (as
+/// JSON), else its answer, else its whole result; for a child that did not succeed, how it
+/// ended.
+fn delivered_content(end: &RunEnd) -> String {
+    let result = &end.result;
+    match end.status {
+        RunStatus::Succeeded => result
+            .returned
+            .as_ref()
+            .map(|value| value.to_string())
+            .or_else(|| result.answer.clone())
+            .unwrap_or_else(|| result.to_value().to_string()),
+        status => format!("the child run ended {status}: {}", result.to_value()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_failed_end_says_why_in_its_result() {
+        let end = RunEnd::failed("rate limited");
+        assert_eq!(end.result.to_value(), json!({ "error": "rate limited" }));
+        assert_eq!(end.failure_reason(), Some("rate limited"));
+        let answered = RunEnd {
+            status: RunStatus::Succeeded,
+            result: RunResult::answered("four"),
+        };
+        assert_eq!(answered.failure_reason(), None);
+        let no_reason = RunEnd {
+            status: RunStatus::Failed,
+            result: RunResult::default(),
+        };
+        assert_eq!(no_reason.failure_reason(), Some("an unknown error"));
+    }
+
+    #[test]
+    fn a_failed_runs_notice_names_the_run_and_the_reason() {
+        let run_id = seed_events::RunId::from_u128(7);
+        let notice = RunEnd::failed("rate limited")
+            .notice(run_id, 1_000)
+            .expect("a failed end writes a notice");
+        assert_eq!(
+            notice,
+            NewEvent {
+                kind: "notice".to_owned(),
+                role: Some(EventRole::System),
+                actor: Some("runtime".to_owned()),
+                content: json!({ "text": "The turn failed: rate limited" }),
+                meta: json!({ "run_failed": run_id, "reason": "rate limited" }),
+                run_id: Some(run_id),
+                pi_entry_id: None,
+                created_at_ms: 1_000,
+            }
+        );
+    }
+
+    /// What a parent's delegate call reads of its child's end, from the child's result as the
+    /// runs table holds it.
+    #[test]
+    fn what_a_child_delivers_to_its_parent() {
+        let cases = [
+            (RunStatus::Succeeded, json!({ "answer": "four" }), "four"),
+            (
+                RunStatus::Succeeded,
+                json!({ "returned": { "n": 1 } }),
+                r#"{"n":1}"#,
+            ),
+            // A typed child that returned null delivers null, not its whole result.
+            (RunStatus::Succeeded, json!({ "returned": null }), "null"),
+            (
+                RunStatus::Succeeded,
+                json!({ "returned": "text" }),
+                r#""text""#,
+            ),
+            (
+                RunStatus::Succeeded,
+                json!({ "ended": "delegate" }),
+                r#"{"ended":"delegate"}"#,
+            ),
+            (
+                RunStatus::Failed,
+                json!({ "error": "rate limited" }),
+                r#"the child run ended failed: {"error":"rate limited"}"#,
+            ),
+            (
+                RunStatus::Canceled,
+                json!({ "stopped": true }),
+                r#"the child run ended canceled: {"stopped":true}"#,
+            ),
+        ];
+        for (status, result, expected) in cases {
+            let end = RunEnd {
+                status,
+                result: RunResult::parse(&result),
+            };
+            assert_eq!(end.result.to_value(), result, "{result}");
+            assert_eq!(delivered_content(&end), expected, "{result}");
+        }
+    }
 }

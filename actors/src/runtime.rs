@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use dashmap::DashMap;
-use seed_events::{AccountId, EventId, EventRole, NewEvent, Queue, RunId, SessionId};
+use seed_events::{AccountId, EventId, EventRole, MessageBody, NewEvent, Queue, RunId, SessionId};
 use seed_providers::Provider;
 use seed_store::{RetryOutcome, RunRow, Store};
 
@@ -199,12 +199,7 @@ impl Runtime {
         run_id: RunId,
     ) -> Result<EventId, Error> {
         let now = (self.env.clock)();
-        let event = NewEvent::message(
-            EventRole::User,
-            "user",
-            serde_json::json!({ "text": text }),
-            now,
-        );
+        let event = NewEvent::new(MessageBody::text(text), EventRole::User, "user", now);
         let store = self.env.store.clone();
         let event = self
             .queue_run_with(move |claim_for| async move {

@@ -23,7 +23,7 @@ mod project;
 use end::{Continued, EndPlan, EndStep, TurnBroke, TurnEnd, TurnSaw};
 
 use seed_durable::{StopSignal, TurnOutcome, TurnRequest};
-use seed_events::{EventRole, NewEvent, RunStatus};
+use seed_events::{EventRole, MessageBody, NewEvent, RunStatus};
 use seed_projections::import::{SYNC_DOCUMENT, answered_already, delegated_in_turn};
 use seed_store::{PlanCheck, RunRow};
 
@@ -258,7 +258,7 @@ async fn turn(
                     &store
                         .read_events(session_id, 1, i64::MAX, usize::MAX)
                         .await?,
-                    run,
+                    run.id,
                 )
             } else {
                 None
@@ -282,10 +282,10 @@ async fn turn(
     match std::mem::replace(&mut turn_end.then, EndStep::Nothing) {
         EndStep::Nothing => {}
         EndStep::WriteStoppedText(partial_text) => {
-            let mut event = NewEvent::message(
+            let mut event = NewEvent::new(
+                MessageBody::text(partial_text),
                 EventRole::Assistant,
                 "agent",
-                serde_json::json!({ "text": partial_text }),
                 (env.clock)(),
             );
             event.run_id = Some(run.id);

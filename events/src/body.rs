@@ -6,10 +6,10 @@
 //! and is written back as it came, so reading and writing an event changes none of its bytes'
 //! meaning (a test round-trips every kind the simulation produces).
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{ContinuationId, SessionEvent, SessionId};
+use crate::{ContinuationId, EventRole, NewEvent, SessionEvent, SessionId};
 
 /// The kinds of log event, as the `kind` column names them.
 pub mod kind {
@@ -192,7 +192,65 @@ impl NoticeBody {
     }
 }
 
+impl From<MessageBody> for EventBody {
+    fn from(body: MessageBody) -> EventBody {
+        EventBody::Message(body)
+    }
+}
+
+impl From<ToolCallBody> for EventBody {
+    fn from(body: ToolCallBody) -> EventBody {
+        EventBody::ToolCall(body)
+    }
+}
+
+impl From<ToolResultBody> for EventBody {
+    fn from(body: ToolResultBody) -> EventBody {
+        EventBody::ToolResult(body)
+    }
+}
+
+impl From<NoticeBody> for EventBody {
+    fn from(body: NoticeBody) -> EventBody {
+        EventBody::Notice(body)
+    }
+}
+
+impl From<ActionBody> for EventBody {
+    fn from(body: ActionBody) -> EventBody {
+        EventBody::Action(body)
+    }
+}
+
 impl SessionEvent {
+    /// What the event says, typed.
+    pub fn body(&self) -> EventBody {
+        EventBody::parse(&self.kind, &self.content)
+    }
+}
+
+impl NewEvent {
+    /// An event saying `body` (its `kind` and `content`), by `role` and `actor`, with empty meta,
+    /// no run and no store entry (pending import).
+    pub fn new(
+        body: impl Into<EventBody>,
+        role: EventRole,
+        actor: &str,
+        created_at_ms: i64,
+    ) -> NewEvent {
+        let body = body.into();
+        NewEvent {
+            kind: body.kind().to_owned(),
+            role: Some(role),
+            actor: Some(actor.to_owned()),
+            content: body.content(),
+            meta: Value::Object(Map::new()),
+            run_id: None,
+            pi_entry_id: None,
+            created_at_ms,
+        }
+    }
+
     /// What the event says, typed.
     pub fn body(&self) -> EventBody {
         EventBody::parse(&self.kind, &self.content)
@@ -218,7 +276,12 @@ pub struct RunResult {
     pub continued_to_session_id: Option<SessionId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continuation_id: Option<ContinuationId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What a typed child returned, `null` included (`Some(Value::Null)`).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub returned: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
@@ -228,6 +291,12 @@ pub struct RunResult {
     pub error: Option<String>,
     #[serde(flatten)]
     pub rest: Map<String, Value>,
+}
+
+/// A field that is there, whatever it holds: `null` reads as `Some(Value::Null)`, where serde's
+/// `Option` would read it as absent.
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 impl RunResult {
@@ -265,6 +334,22 @@ impl RunResult {
     pub fn stopped() -> RunResult {
         RunResult {
             stopped: true,
+            ..RunResult::default()
+        }
+    }
+
+    /// A typed child's result: what it returned.
+    pub fn returned(returned: Value) -> RunResult {
+        RunResult {
+            returned: Some(returned),
+            ..RunResult::default()
+        }
+    }
+
+    /// A run a verb or the hook ended, and why.
+    pub fn ended(reason: impl Into<String>) -> RunResult {
+        RunResult {
+            ended: Some(reason.into()),
             ..RunResult::default()
         }
     }
@@ -342,6 +427,20 @@ mod tests {
             (RunResult::answered("hi"), json!({"answer": "hi"})),
             (RunResult::failed("boom"), json!({"error": "boom"})),
             (RunResult::stopped(), json!({"stopped": true})),
+            (RunResult::ended("delegate"), json!({"ended": "delegate"})),
+            (
+                RunResult::returned(json!({"n": 1})),
+                json!({"returned": {"n": 1}}),
+            ),
+            // A typed child may return null: it is kept, not read as no return.
+            (RunResult::returned(Value::Null), json!({"returned": null})),
+            (
+                RunResult {
+                    answered_by: Some("r#0".to_owned()),
+                    ..RunResult::answered("hi")
+                },
+                json!({"answer": "hi", "answered_by": "r#0"}),
+            ),
             (
                 RunResult::continued(successor, edge),
                 json!({"continued_to_session_id": successor, "continuation_id": edge}),
@@ -358,6 +457,39 @@ mod tests {
             RunResult::parse(&json!({"continued_to_session_id": successor}))
                 .continued_to_session_id,
             Some(successor)
+        );
+    }
+
+    #[test]
+    fn a_new_event_writes_its_body_as_kind_and_content() {
+        let event = NewEvent::new(
+            NoticeBody::text("The turn failed: boom"),
+            EventRole::System,
+            "runtime",
+            5,
+        );
+        assert_eq!(event.kind, kind::NOTICE);
+        assert_eq!(event.content, json!({"text": "The turn failed: boom"}));
+        assert_eq!(event.meta, json!({}));
+        assert_eq!(
+            (
+                event.role,
+                event.actor.as_deref(),
+                event.run_id,
+                event.pi_entry_id
+            ),
+            (Some(EventRole::System), Some("runtime"), None, None)
+        );
+        assert_eq!(event.created_at_ms, 5);
+        assert_eq!(
+            event.body(),
+            EventBody::Notice(NoticeBody::text("The turn failed: boom"))
+        );
+        // A message as NewEvent::message writes it from its content.
+        let message = NewEvent::new(MessageBody::text("hi"), EventRole::User, "user", 5);
+        assert_eq!(
+            message,
+            NewEvent::message(EventRole::User, "user", json!({"text": "hi"}), 5)
         );
     }
 }

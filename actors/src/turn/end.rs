@@ -6,8 +6,7 @@
 //! continuation's edge, what a typed child returned) and carries the plan out.
 
 use seed_durable::StoreState;
-use seed_events::{EventRole, NewEvent, RunStatus, SessionId};
-use seed_store::RunRow;
+use seed_events::{EventBody, EventRole, NewEvent, NoticeBody, RunResult, RunStatus, SessionId};
 
 use super::TurnError;
 use crate::env::RunEnv;
@@ -28,43 +27,34 @@ pub(super) fn plan_notice(
     if open_steps.is_empty() {
         return None;
     }
+    let text = format!(
+        "The plan has {} unfinished step(s): {}. Continue with them, or update the plan.",
+        open_steps.len(),
+        open_steps.join("; ")
+    );
     Some(NewEvent {
-        kind: "notice".to_owned(),
-        role: Some(EventRole::System),
-        actor: Some("system".to_owned()),
-        content: serde_json::json!({
-            "text": format!(
-                "The plan has {} unfinished step(s): {}. Continue with them, or update the plan.",
-                open_steps.len(),
-                open_steps.join("; ")
-            )
-        }),
         meta: serde_json::json!({ "obligation": "plan" }),
         run_id: Some(run_id),
-        pi_entry_id: None,
-        created_at_ms: now_ms,
+        ..NewEvent::new(NoticeBody::text(text), EventRole::System, "system", now_ms)
     })
 }
 
-/// What a typed child returned: the newest `return_result` result of this run in the log.
+/// What a typed child returned: the newest `return_result` result of run `run_id` in the log
+/// (its JSON, or its text when it is not JSON).
 pub(super) fn returned_result(
     log: &[seed_events::SessionEvent],
-    run: &RunRow,
+    run_id: seed_events::RunId,
 ) -> Option<serde_json::Value> {
-    log.iter().rev().find_map(|event| {
-        let content = &event.content;
-        (event.kind == "tool_result"
-            && event.run_id == Some(run.id)
-            && content.get("tool_name").and_then(|n| n.as_str()) == Some("return_result"))
-        .then(|| {
-            let text = content
-                .get("content")
-                .and_then(|c| c.as_str())
-                .unwrap_or_default();
-            serde_json::from_str(text)
-                .unwrap_or_else(|_| serde_json::Value::String(text.to_owned()))
+    log.iter()
+        .rev()
+        .filter(|event| event.run_id == Some(run_id))
+        .find_map(|event| match event.body() {
+            EventBody::ToolResult(result) if result.tool_name == "return_result" => Some(
+                serde_json::from_str(&result.content)
+                    .unwrap_or(serde_json::Value::String(result.content)),
+            ),
+            _ => None,
         })
-    })
 }
 
 /// The edge this turn's continue_session call made, if the turn ended by continuing: a
@@ -165,11 +155,11 @@ pub(crate) fn turn_end(saw: TurnSaw, plan_pass_left: bool) -> TurnEnd {
             answered_already,
             answered_by,
         } => {
-            let mut result = serde_json::json!({ "answer": text });
-            if let Some(request_id) = answered_by {
+            let result = RunResult {
                 // The request (`run#pass`) whose turn took it in and answered.
-                result["answered_by"] = serde_json::json!(request_id);
-            }
+                answered_by,
+                ..RunResult::answered(text)
+            };
             TurnEnd {
                 // An open plan may owe the run a later pass; its end decides, from the plan as
                 // it stands then. (A run another turn answered for owes none: that turn's run
@@ -188,26 +178,20 @@ pub(crate) fn turn_end(saw: TurnSaw, plan_pass_left: bool) -> TurnEnd {
                 // The successor answers; nothing is owed here any more, so no obligations.
                 ends(
                     RunStatus::Succeeded,
-                    serde_json::json!({
-                        "continued_to_session_id": edge.successor_session_id,
-                        "continuation_id": edge.continuation_id,
-                    }),
+                    RunResult::continued(edge.successor_session_id, edge.continuation_id),
                 )
             } else if let Some(returned) = returned {
-                ends(
-                    RunStatus::Succeeded,
-                    serde_json::json!({ "returned": returned }),
-                )
+                ends(RunStatus::Succeeded, RunResult::returned(returned))
             } else if delegated {
                 // This pass delegated: park on the children, or take the next pass at once
                 // when they have already ended (read from the store's entries, so that a pass
                 // adopted after a crash that came after its child started parks too).
                 TurnEnd {
                     then: EndStep::Park,
-                    ..ends(RunStatus::Parked, serde_json::json!({ "ended": reason }))
+                    ..ends(RunStatus::Parked, RunResult::ended(reason))
                 }
             } else {
-                ends(RunStatus::Succeeded, serde_json::json!({ "ended": reason }))
+                ends(RunStatus::Succeeded, RunResult::ended(reason))
             }
         }
         TurnSaw::Stopped { partial_text } => TurnEnd {
@@ -218,7 +202,7 @@ pub(crate) fn turn_end(saw: TurnSaw, plan_pass_left: bool) -> TurnEnd {
             } else {
                 EndStep::WriteStoppedText(partial_text)
             },
-            ..ends(RunStatus::Canceled, serde_json::json!({ "stopped": true }))
+            ..ends(RunStatus::Canceled, RunResult::stopped())
         },
         // The reason in plain words: people, the log and the next turn's model read it.
         TurnSaw::Failed { reason } => TurnEnd {
@@ -362,6 +346,95 @@ mod tests {
         TurnSaw::Stopped {
             partial_text: partial_text.to_owned(),
         }
+    }
+
+    #[test]
+    fn an_open_plan_leaves_a_notice() {
+        use serde_json::json;
+        let run_id = seed_events::RunId::from_u128(7);
+        let plan = json!([
+            { "step": "read", "done": true },
+            { "step": "write" },
+            { "step": "check", "done": false },
+        ]);
+        assert_eq!(
+            plan_notice(Some(&plan), run_id, 1_000),
+            Some(NewEvent {
+                kind: "notice".to_owned(),
+                role: Some(EventRole::System),
+                actor: Some("system".to_owned()),
+                content: json!({
+                    "text": "The plan has 2 unfinished step(s): write; check. Continue with them, \
+                             or update the plan."
+                }),
+                meta: json!({ "obligation": "plan" }),
+                run_id: Some(run_id),
+                pi_entry_id: None,
+                created_at_ms: 1_000,
+            })
+        );
+        let done = json!([{ "step": "read", "done": true }]);
+        assert_eq!(plan_notice(Some(&done), run_id, 1_000), None);
+        assert_eq!(plan_notice(None, run_id, 1_000), None);
+    }
+
+    #[test]
+    fn what_a_typed_child_returned() {
+        use serde_json::json;
+        let run_id = seed_events::RunId::from_u128(7);
+        let other_run = seed_events::RunId::from_u128(8);
+        let event =
+            |seq: i64, run: seed_events::RunId, kind: &str, content| seed_events::SessionEvent {
+                id: seed_events::EventId(seq),
+                session_id: SessionId::from_u128(1),
+                seq,
+                kind: kind.to_owned(),
+                role: Some(EventRole::Tool),
+                actor: Some("runtime".to_owned()),
+                content,
+                meta: json!({}),
+                run_id: Some(run),
+                pi_entry_id: Some(seq),
+                created_at_ms: 0,
+            };
+        let result = |tool_name: &str, content: &str| {
+            json!({
+                "tool_call_id": "c",
+                "tool_name": tool_name,
+                "content": content,
+                "is_error": false,
+            })
+        };
+        let returned = |log: &[seed_events::SessionEvent]| returned_result(log, run_id);
+        let first = event(
+            1,
+            run_id,
+            "tool_result",
+            result("return_result", r#"{"n":1}"#),
+        );
+        assert_eq!(
+            returned(std::slice::from_ref(&first)),
+            Some(json!({ "n": 1 }))
+        );
+        // The newest of the run's returns; another run's, another verb's and a call do not
+        // count.
+        let log = [
+            first.clone(),
+            event(2, run_id, "tool_result", result("return_result", "null")),
+            event(3, run_id, "tool_result", result("read", "[1]")),
+            event(4, other_run, "tool_result", result("return_result", "2")),
+            event(
+                5,
+                run_id,
+                "tool_call",
+                json!({ "id": "c", "name": "return_result", "arguments": {} }),
+            ),
+        ];
+        assert_eq!(returned(&log), Some(json!(null)));
+        // Text that is not JSON is returned as text.
+        let text = event(1, run_id, "tool_result", result("return_result", "four"));
+        assert_eq!(returned(&[text]), Some(json!("four")));
+        assert_eq!(returned(&log[2..]), None);
     }
 
     #[test]
@@ -538,19 +611,28 @@ mod tests {
             });
             let plan = run_end_plan(turn, expected.session_deleted, run_id, 1_000);
             assert_eq!(plan.end.status, expected.status, "{name}");
-            assert_eq!(plan.end.result, expected.result, "{name}");
+            // The result column, as it is written.
+            assert_eq!(plan.end.result.to_value(), expected.result, "{name}");
             assert_eq!(plan.check_plan, expected.check_plan, "{name}");
             assert_eq!(plan.warn.as_deref(), expected.warn, "{name}");
             let notice = plan.notice.as_ref().map(|notice| {
-                assert_eq!(notice.kind, "notice", "{name}");
                 assert_eq!(notice.run_id, Some(run_id), "{name}");
                 assert_eq!(notice.meta["run_failed"], json!(run_id), "{name}");
-                (
-                    notice.meta["reason"].as_str().unwrap_or_default(),
-                    notice.content["text"].as_str().unwrap_or_default(),
-                )
+                let EventBody::Notice(NoticeBody {
+                    text: Some(text), ..
+                }) = notice.body()
+                else {
+                    panic!("{name}: not a notice: {notice:?}");
+                };
+                (notice.meta["reason"].as_str().unwrap_or_default(), text)
             });
-            assert_eq!(notice, expected.notice, "{name}");
+            assert_eq!(
+                notice
+                    .as_ref()
+                    .map(|(reason, text)| (*reason, text.as_str())),
+                expected.notice,
+                "{name}"
+            );
         }
     }
 }

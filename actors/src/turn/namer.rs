@@ -1,5 +1,6 @@
 //! The fallback namer: an untitled session is named from its first message.
 
+use seed_events::body::kind;
 use seed_events::{EventRole, SessionId};
 
 use crate::env::RunEnv;
@@ -16,15 +17,12 @@ pub(super) async fn name_if_untitled(env: &RunEnv, session_id: SessionId) {
     };
     let Some(first) = log
         .iter()
-        .find(|event| event.kind == "message" && event.role == Some(EventRole::User))
+        .find(|event| event.kind == kind::MESSAGE && event.role == Some(EventRole::User))
     else {
         return;
     };
-    let text = first
-        .content
-        .get("text")
-        .and_then(|t| t.as_str())
-        .unwrap_or_default();
+    let body = first.body();
+    let text = body.text().unwrap_or_default();
     let title: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let title: String = title
         .chars()

@@ -2,7 +2,7 @@
 //! outside any turn, and the action and its result go to the log as one `action` event, which
 //! the model reads with its next turn.
 
-use seed_events::{EventRole, NewEvent};
+use seed_events::{ActionBody, EventRole, NewEvent};
 
 use crate::verb::{Availability, Invoke, VerbContext, VerbOutput};
 use crate::verbs::VerbSet;
@@ -90,20 +90,47 @@ pub fn action_event(
         &output.content,
         output.is_error,
     );
-    NewEvent {
-        kind: "action".to_owned(),
-        role: Some(EventRole::User),
-        actor: Some("user".to_owned()),
-        content: serde_json::json!({
-            "text": text,
-            "verb": verb,
-            "arguments": arguments,
-            "result": output.content,
-            "is_error": output.is_error,
-        }),
-        meta: serde_json::json!({}),
-        run_id: None,
-        pi_entry_id: None,
-        created_at_ms: now_ms,
+    let body = ActionBody {
+        text,
+        verb: verb.to_owned(),
+        arguments: arguments.clone(),
+        result: output.content.clone(),
+        is_error: output.is_error,
+        rest: serde_json::Map::new(),
+    };
+    NewEvent::new(body, EventRole::User, "user", now_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_action_is_one_event_with_its_result() {
+        let arguments = json!({ "description": "drafting" });
+        let output = VerbOutput::ok("set");
+        let event = action_event("status", &arguments, &output, 1_000);
+        let text =
+            seed_projections::transcript::user_action_text("status", &arguments, "set", false);
+        assert_eq!(
+            event,
+            NewEvent {
+                kind: "action".to_owned(),
+                role: Some(EventRole::User),
+                actor: Some("user".to_owned()),
+                content: json!({
+                    "text": text,
+                    "verb": "status",
+                    "arguments": { "description": "drafting" },
+                    "result": "set",
+                    "is_error": false,
+                }),
+                meta: json!({}),
+                run_id: None,
+                pi_entry_id: None,
+                created_at_ms: 1_000,
+            }
+        );
     }
 }

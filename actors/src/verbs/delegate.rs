@@ -8,7 +8,7 @@
 use std::sync::LazyLock;
 
 use futures::future::BoxFuture;
-use seed_events::{EventRole, NewEvent, Queue, RunId, SessionId};
+use seed_events::{EventRole, MessageBody, NewEvent, Queue, RunId, SessionId};
 use seed_store::{NewRun, NewSession, TitleSource};
 use serde::Deserialize;
 
@@ -170,10 +170,10 @@ async fn start_child(context: &VerbContext, args: &DelegateArgs) -> Result<Sessi
         .take(seed_events::limits::SESSION_TITLE_FROM_TEXT_CHARS)
         .collect();
     child.title_source = TitleSource::Agent;
-    let mut task = NewEvent::message(
+    let mut task = NewEvent::new(
+        MessageBody::text(args.task.as_str()),
         EventRole::User,
         "trigger",
-        serde_json::json!({ "text": args.task }),
         context.now_ms,
     );
     task.meta = serde_json::json!({
