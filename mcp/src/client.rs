@@ -250,6 +250,16 @@ impl McpServers {
             .collect()
     }
 
+    /// The tool named `verb_name`, if it is on offer.
+    pub fn tool(&self, verb_name: &str) -> Option<McpTool> {
+        self.shared
+            .tools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(verb_name)
+            .cloned()
+    }
+
     /// The tools' generation: it changes each time [`McpServers::tools`] does.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.shared.changes.subscribe()
@@ -285,13 +295,7 @@ impl McpServers {
         verb_name: &str,
         arguments: serde_json::Value,
     ) -> impl Future<Output = CallOutput> + Send + 'static {
-        let tool = self
-            .shared
-            .tools
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(verb_name)
-            .cloned();
+        let tool = self.tool(verb_name);
         let server = tool.as_ref().and_then(|tool| {
             self.shared
                 .servers

@@ -79,3 +79,16 @@ async fn every_failed_server_is_named() {
          \"/nonexistent/two\": No such file or directory (os error 2)"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_answers_garbage_is_refused() {
+    let error = refusal(config(
+        "garbled",
+        json!({"command": python(), "args": ["-c", "print('this is not JSON-RPC')"]}),
+    ))
+    .await;
+    assert!(
+        error.starts_with("mcp server \"garbled\" did not start: initialize failed: "),
+        "{error}"
+    );
+}
