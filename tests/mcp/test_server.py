@@ -6,9 +6,11 @@ Tools (annotations as each is classed):
   "counted N" (N lines now). Not safe to repeat: not read-only, not idempotent.
 - read_count(): the file's line count. Read-only.
 - fail(message): an isError result carrying the message. Read-only.
-- hang(): never answers; a cancellation (notifications/cancelled) is counted. Idempotent.
-- cancellations(at_least): the cancelled calls counted so far, once there are at least
-  `at_least` of them (it waits on an event for them, up to 10 s). Read-only.
+- hang(): never answers; its start and its cancellation (notifications/cancelled) are
+  counted. Idempotent.
+- hangs(at_least): the hang calls started so far, once there are at least `at_least` (it
+  waits on an event for them, up to 10 s). Read-only.
+- cancellations(at_least): the same for the hang calls cancelled.
 - exit_now(): the process exits in the middle of the call, without answering.
 - garbage(): writes a line that is not JSON to stdout, then answers "after garbage".
 - add_tool(): adds a tool `added` and sends notifications/tools/list_changed.
@@ -32,8 +34,23 @@ NOT_SAFE = ToolAnnotations(readOnlyHint=False, idempotentHint=False, destructive
 READ_ONLY = ToolAnnotations(readOnlyHint=True)
 IDEMPOTENT = ToolAnnotations(readOnlyHint=False, idempotentHint=True)
 
+started_hangs = 0
 cancelled_calls = 0
-cancelled_changed = anyio.Event()
+counts_changed = anyio.Event()
+
+
+def counted() -> None:
+    """Wakes the tools that wait for a count."""
+    global counts_changed
+    counts_changed.set()
+    counts_changed = anyio.Event()
+
+
+async def wait_for(count, at_least: int) -> str:
+    with anyio.move_on_after(10):
+        while count() < at_least:
+            await counts_changed.wait()
+    return str(count())
 
 
 def count_file() -> str:
@@ -72,24 +89,28 @@ def fail(message: str) -> str:
 @server.tool(annotations=IDEMPOTENT)
 async def hang() -> str:
     """Never answer."""
-    global cancelled_calls, cancelled_changed
+    global started_hangs, cancelled_calls
+    started_hangs += 1
+    counted()
     try:
         await anyio.sleep_forever()
     finally:
         # Reached when the client cancels the call (notifications/cancelled).
         cancelled_calls += 1
-        cancelled_changed.set()
-        cancelled_changed = anyio.Event()
+        counted()
     return "unreachable"
 
 
 @server.tool(annotations=READ_ONLY)
+async def hangs(at_least: int = 0) -> str:
+    """The hang calls started so far, once there are at least `at_least` (waits up to 10 s)."""
+    return await wait_for(lambda: started_hangs, at_least)
+
+
+@server.tool(annotations=READ_ONLY)
 async def cancellations(at_least: int = 0) -> str:
-    """The calls cancelled so far, once there are at least `at_least` (waits up to 10 s)."""
-    with anyio.move_on_after(10):
-        while cancelled_calls < at_least:
-            await cancelled_changed.wait()
-    return str(cancelled_calls)
+    """The hang calls cancelled so far, once there are at least `at_least` (waits up to 10 s)."""
+    return await wait_for(lambda: cancelled_calls, at_least)
 
 
 @server.tool(annotations=NOT_SAFE)
