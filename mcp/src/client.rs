@@ -10,6 +10,10 @@
 //! connection has lived that long). A call made while its server restarts waits for it, within
 //! the call's timeout, so a restart between calls fails none.
 //!
+//! A line on a stdio server's stdout that is not JSON is skipped (rmcp logs it): a server that
+//! garbles an answer is answered at the call's timeout; one that garbles the handshake and
+//! exits is refused at start.
+//!
 //! A call past its timeout, or dropped, or stopped ([`McpServers::call_until`]) sends
 //! `notifications/cancelled` for its request: rmcp's `call_tool` does when its future is
 //! dropped before the answer.
