@@ -1,9 +1,9 @@
 //! The `plan` verb, called directly over a real SQLite file: the checklist replaced, cleared,
 //! and refused when invalid (with nothing changed).
 
-mod common;
+use crate::common;
 
-use common::{Fixture, session};
+use crate::common::{Fixture, session};
 use seed_actors::verbs::plan::Plan;
 use seed_actors::{Verb, VerbContext, VerbOutput};
 use seed_store::Store;

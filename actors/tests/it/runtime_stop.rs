@@ -8,9 +8,7 @@
 //!   its end finds the session gone) and leaves nothing of the session: no row, no log, no runs,
 //!   no store files, no lease.
 
-mod common;
-
-use common::{
+use crate::common::{
     Fixture, assert_log_agrees_with_store, conversation, first_text_delta, log, run_finished,
     session, store_state, summary, within,
 };

@@ -1,12 +1,12 @@
 //! Delegation: the parent parks, the child runs and returns, the parent resumes and its model
 //! reads the real result where the placeholder was.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use common::{
+use crate::common::{
     Fixture, assert_log_agrees_with_store, delegate_result, delegating_parent_step, log, session,
 };
 use seed_actors::verbs::delegate::{Delegate, ReturnResult};

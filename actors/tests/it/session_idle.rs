@@ -1,11 +1,9 @@
 //! A session's actor stays in memory while its session is in use, and stops a while
 //! (`session_idle`) after its last run, however many runs it took.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Fixture, session, within_for};
+use crate::common::{Fixture, session, within_for};
 use seed_actors::RuntimeSettings;
 use seed_events::RunStatus;
 use seed_providers::{ScriptedProvider, ScriptedStep, text_response};

@@ -1,9 +1,9 @@
 //! The `read` verb, called directly over a real SQLite file: thread reads (ranges, limits, the
 //! account boundary) and memory reads.
 
-mod common;
+use crate::common;
 
-use common::{Fixture, account, session};
+use crate::common::{Fixture, account, session};
 use seed_actors::verbs::read::Read;
 use seed_actors::{Verb, VerbContext, VerbOutput};
 use seed_events::{AccountId, EventRole, NewEvent, SessionId};

@@ -1,9 +1,7 @@
 //! Obligations: an open plan with unfinished steps gives the run a later pass, a bounded number
 //! of times, with a notice the model reads.
 
-mod common;
-
-use common::{Fixture, log, session};
+use crate::common::{Fixture, log, session};
 use seed_events::RunStatus;
 use seed_providers::{Message, ScriptedProvider, ScriptedStep, text_response};
 

@@ -3,11 +3,9 @@
 //! its slot comes back for the next message; when the session is busy, the slot taken for the
 //! run comes back at once.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Fixture, echo_then_answer, session, within_for};
+use crate::common::{Fixture, echo_then_answer, session, within_for};
 use seed_actors::RuntimeSettings;
 use seed_events::RunStatus;
 use seed_providers::{Message, Request, ScriptedProvider, ScriptedStep, text_response};

@@ -4,16 +4,16 @@
 //! message, and every session's seqs are 1..=N without a gap, its log agreeing with its store.
 //!
 //! 1,000 sessions × 5 turns (5,000 runs, 10,000 model requests, 25,000 log events). Measured
-//! with `cargo nextest run -p seed-actors --test runtime_scale` in a debug build on a 2-core
+//! with `cargo nextest run -p seed-actors runtime_scale::` in a debug build on a 2-core
 //! machine: about 30 s (the turns ~27 s, the checks ~2 s), inside the ~60 s budget, so it runs
 //! by default. `SEED_SCALE_SESSIONS=N` runs N sessions instead (e.g. 200 for a quick look,
 //! ~3 s).
 
-mod common;
-
 use std::time::Instant;
 
-use common::{Fixture, assert_log_agrees_with_store, echo_then_answer, log, session, within_for};
+use crate::common::{
+    Fixture, assert_log_agrees_with_store, echo_then_answer, log, session, within_for,
+};
 use seed_actors::Runtime;
 use seed_events::{EventRole, RunStatus};
 

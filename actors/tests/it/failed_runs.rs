@@ -1,9 +1,9 @@
 //! A failed turn says why: in its run's result, in a notice in the log that the transcript,
 //! `read thread:` and the next turn's model all read.
 
-mod common;
+use crate::common;
 
-use common::{Fixture, assert_log_agrees_with_store, log, session};
+use crate::common::{Fixture, assert_log_agrees_with_store, log, session};
 use seed_events::RunStatus;
 use seed_providers::{
     Message, ProviderError, ProviderErrorKind, ScriptedProvider, ScriptedStep, text_response,

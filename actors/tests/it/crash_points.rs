@@ -1,13 +1,11 @@
 //! Every named crash point is reached where it says: a hook that never crashes records the
 //! points a turn with an unsafe verb call, a continuation and a boot pass through.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use common::continuing::{CONTINUE, good_arguments, model};
-use common::{open_store_with_sessions, session, test_clock, within};
+use crate::common::continuing::{CONTINUE, good_arguments, model};
+use crate::common::{open_store_with_sessions, session, test_clock, within};
 use seed_actors::crash::points;
 use seed_actors::{CrashPoints, Runtime, RuntimeSettings};
 use seed_events::RunStatus;

@@ -3,13 +3,11 @@
 //! child, children of this turn still running, the cap, no user message. A refused call creates
 //! nothing; the model reads why and goes on.
 
-mod common;
-
-use common::continuing::{
+use crate::common::continuing::{
     CONTINUE, Setup, good_arguments, n_sessions, new_message, parked_call_site, say, setup,
     successor_run,
 };
-use common::{account, session};
+use crate::common::{account, session};
 use seed_actors::verbs::continue_session::ContinueSession;
 use seed_actors::{Verb, VerbOutput};
 use seed_events::{AccountId, EventRole, NewEvent, Queue, RunId, RunStatus, SessionId};

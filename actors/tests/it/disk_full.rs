@@ -5,12 +5,12 @@
 //! is room. A run's end the disk refuses is written again after a pause. Both with injected
 //! faults and with a real SQLITE_FULL (`max_page_count`).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use common::{
+use crate::common::{
     Echo, account, assert_log_agrees_with_store, echo_then_answer, log, session, test_clock,
 };
 use seed_actors::{Runtime, RuntimeSettings};

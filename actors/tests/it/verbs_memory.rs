@@ -1,9 +1,9 @@
 //! The `memory` verb, called directly over a real SQLite file: write, append, delete, path
 //! errors from the store, and invalid calls refused with nothing written.
 
-mod common;
+use crate::common;
 
-use common::{Fixture, account, session};
+use crate::common::{Fixture, account, session};
 use seed_actors::verbs::memory::Memory;
 use seed_actors::{Verb, VerbContext, VerbOutput};
 use seed_events::AccountId;

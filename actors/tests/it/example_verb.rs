@@ -1,12 +1,10 @@
 //! The example verb (`actors/examples/word_count.rs`, a new verb in one file) is called by the
 //! scripted model and its result reaches the log.
 
-#[path = "../examples/word_count.rs"]
+#[path = "../../examples/word_count.rs"]
 mod word_count;
 
-mod common;
-
-use common::{Fixture, log, session};
+use crate::common::{Fixture, log, session};
 use seed_events::RunStatus;
 
 #[actix::test]

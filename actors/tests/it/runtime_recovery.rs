@@ -15,12 +15,10 @@
 //!   times, the next one fails it, and the session goes on. A delegated child's parent hears of
 //!   that failure as of any other end of the child, and takes its later pass.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{
+use crate::common::{
     Fixture, assert_log_agrees_with_store, conversation, delegating_parent_step, in_process, log,
     open_store_with_sessions, session, start_runtime, start_runtime_with, summary, within,
 };

@@ -1,12 +1,12 @@
 //! A session actor whose run panics is not the end of the process: the run is tried again a
 //! bounded number of times and then failed cleanly, and other sessions go on.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{Fixture, session};
+use crate::common::{Fixture, session};
 use futures::future::BoxFuture;
 use seed_actors::{Runtime, RuntimeSettings, Verb, VerbContext, VerbOutput};
 use seed_events::RunStatus;

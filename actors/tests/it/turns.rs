@@ -1,8 +1,8 @@
 //! The runtime end to end over a real SQLite file and the scripted model.
 
-mod common;
+use crate::common;
 
-use common::{Fixture, assert_log_agrees_with_store, echo_then_answer, log, session};
+use crate::common::{Fixture, assert_log_agrees_with_store, echo_then_answer, log, session};
 use seed_events::RunStatus;
 
 #[actix::test]

@@ -11,12 +11,12 @@
 //! named point (nothing more is written) and drops the system; the restart is a new system on
 //! the same file with the boot sweep.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{
+use crate::common::{
     account, assert_log_agrees_with_store, in_process, log, open_store_with_sessions, session,
     within,
 };

@@ -12,12 +12,14 @@
 //! named point (nothing more is written) and drops the system; the restart is a new system on
 //! the same file with the boot sweep.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
-use common::within;
-use common::{assert_log_agrees_with_store, in_process, log, open_store_with_sessions, session};
+use crate::common::within;
+use crate::common::{
+    assert_log_agrees_with_store, in_process, log, open_store_with_sessions, session,
+};
 use seed_actors::crash::points;
 use seed_actors::verbs::delegate::{Delegate, ReturnResult};
 use seed_actors::{CrashPoints, Runtime};

@@ -18,14 +18,16 @@
 //! successor's run, with the predecessor's run lost: the boot sweep queues the successor's run,
 //! and the successor is a normal session whose copied message can be retried.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::continuing::{CONTINUE, good_arguments, input_of, is_projection, model};
-use common::within;
-use common::{assert_log_agrees_with_store, in_process, log, open_store_with_sessions, session};
+use crate::common::continuing::{CONTINUE, good_arguments, input_of, is_projection, model};
+use crate::common::within;
+use crate::common::{
+    assert_log_agrees_with_store, in_process, log, open_store_with_sessions, session,
+};
 use futures::channel::oneshot;
 use seed_actors::crash::points;
 use seed_actors::{CrashPoints, Runtime};

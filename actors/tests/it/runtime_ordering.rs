@@ -5,12 +5,10 @@
 //! opens once B is in the log, so "B arrived while A's answer streamed" holds on every run, not
 //! by luck of timing; the rest streams with a small delay between deltas.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{
+use crate::common::{
     Fixture, assert_log_agrees_with_store, conversation, first_text_delta, input_of, log, session,
     store_state, summary, within,
 };

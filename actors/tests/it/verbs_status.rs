@@ -1,9 +1,9 @@
 //! The `status` verb, called directly over a real SQLite file: title and description set as
 //! the agent's, the title kept when none is given, invalid calls refused with nothing changed.
 
-mod common;
+use crate::common;
 
-use common::{Fixture, session};
+use crate::common::{Fixture, session};
 use seed_actors::verbs::status::Status;
 use seed_actors::{Verb, VerbContext, VerbOutput};
 use seed_events::limits::{SESSION_DESCRIPTION_CHARS_MAX, SESSION_TITLE_CHARS_MAX};

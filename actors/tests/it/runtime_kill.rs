@@ -8,7 +8,7 @@
 //! SIGKILL cannot tear) so the parent can check what happened across processes. The seed of the
 //! kill timings is printed; `SEED_KILL_SEED` replays it.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::OpenOptions;
@@ -250,7 +250,7 @@ fn spawn_child(db: &Path, journal: &Path, drain: bool) -> std::process::Child {
     command
         .args([
             "--exact",
-            "kill_child_entry",
+            "runtime_kill::kill_child_entry",
             "--nocapture",
             "--test-threads",
             "1",

@@ -3,15 +3,15 @@
 //! notifications, replay, the plan transfer, attachments, and the per-turn `<context_usage>`
 //! guidance. The refusals are in `continuation_refusals.rs`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
-use common::continuing::{
+use crate::common::continuing::{
     CALL_ID, CONTINUE, good_arguments, input_of, is_projection, n_sessions, new_message,
     parked_call_site, say, setup, successor_run,
 };
-use common::{account, log, session, test_clock, within};
+use crate::common::{account, log, session, test_clock, within};
 use futures::StreamExt;
 use seed_actors::bus::SeqRange;
 use seed_actors::verbs::continue_session::ContinueSession;

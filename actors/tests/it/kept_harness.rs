@@ -2,9 +2,9 @@
 //! still act for that run, and the tools offered stay the same. A waiter hears of each run's
 //! end with the run as recorded.
 
-mod common;
+use crate::common;
 
-use common::{Fixture, log, session};
+use crate::common::{Fixture, log, session};
 use futures::future::BoxFuture;
 use seed_actors::{Verb, VerbContext, VerbOutput};
 use seed_events::RunStatus;

@@ -1,0 +1,29 @@
+//! seed-actors' integration tests: one binary (`it`), not one per file; a module per suite.
+
+mod common;
+mod continuation;
+mod continuation_crash;
+mod continuation_refusals;
+mod crash_points;
+mod delegation;
+mod delegation_crash;
+mod disk_full;
+mod example_verb;
+mod failed_runs;
+mod kept_harness;
+mod memory_crash;
+mod obligations;
+mod runtime_kill;
+mod runtime_ordering;
+mod runtime_panics;
+mod runtime_recovery;
+mod runtime_scale;
+mod runtime_slots;
+mod runtime_stop;
+mod session_idle;
+mod turns;
+mod verbs_memory;
+mod verbs_plan;
+mod verbs_read;
+mod verbs_shipped;
+mod verbs_status;
