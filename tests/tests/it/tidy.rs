@@ -1,7 +1,7 @@
 //! Tidy checks that run inside `cargo test`: dependencies point down the layers that
 //! ARCHITECTURE.md draws, only store/ touches SQLite, only the actor, simulation and server
-//! crates use actix, every Rust file says what it is for, and actors' modules import each
-//! other one way (no cycle).
+//! crates use actix, every Rust file says what it is for, each crate's integration tests are one
+//! binary (`tests/it/`), and actors' modules import each other one way (no cycle).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -150,6 +150,41 @@ fn every_rust_file_says_what_it_is_for() {
         })
         .collect();
     assert!(missing.is_empty(), "files without a //! line: {missing:?}");
+}
+
+/// Each crate's integration tests link into one binary, `tests/it/main.rs`, a module per suite:
+/// cargo makes every other `tests/*.rs`, `tests/*/main.rs` and `[[test]]` a binary of its own,
+/// each linking every dependency again (58 of them took 1.4 GB).
+#[test]
+fn each_crate_has_one_integration_test_binary() {
+    let mut extra = Vec::new();
+    for member in members() {
+        let tests = workspace_root().join(&member).join("tests");
+        for entry in std::fs::read_dir(&tests).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let is_target = if path.is_dir() {
+                path.join("main.rs").is_file() && entry.file_name() != "it"
+            } else {
+                path.extension().is_some_and(|ext| ext == "rs")
+            };
+            if is_target {
+                extra.push(path.display().to_string());
+            }
+        }
+        let manifest = read_toml(&workspace_root().join(&member).join("Cargo.toml"));
+        for target in manifest
+            .get("test")
+            .and_then(|t| t.as_array())
+            .into_iter()
+            .flatten()
+        {
+            extra.push(format!("{member}/Cargo.toml [[test]] {target}"));
+        }
+    }
+    assert!(
+        extra.is_empty(),
+        "test binaries besides tests/it/main.rs (make each a module of it): {extra:?}"
+    );
 }
 
 /// The modules of actors/src a file belongs to, for the cycle check: the first segment of its
