@@ -5,8 +5,7 @@
 
 use rusqlite::{Connection, params};
 use seed_events::{
-    EventBody, EventRole, NewEvent, NoticeBody, RunId, RunStatus, SessionEvent, SessionId,
-    ToolResultBody,
+    EventRole, NewEvent, NoticeBody, RunId, RunStatus, SessionEvent, SessionId, ToolResultBody,
 };
 
 use crate::NewSession;
@@ -69,36 +68,26 @@ impl ChildDelivery {
             "child_run_id": child.run_id,
             "tool_call_id": tool_call_id,
         });
-        let notice = EventBody::Notice(NoticeBody::text(format!(
+        let notice = NoticeBody::text(format!(
             "The delegated task of call {tool_call_id} finished after that call was answered \
              as interrupted. Its result: {content}"
-        )));
-        let result = EventBody::ToolResult(ToolResultBody {
+        ));
+        let result = ToolResultBody {
             tool_call_id: tool_call_id.clone(),
             tool_name: "delegate".to_owned(),
             content,
             is_error,
             rest: serde_json::Map::new(),
-        });
+        };
         let result = NewEvent {
-            kind: result.kind().to_owned(),
-            role: Some(EventRole::Tool),
-            actor: Some("runtime".to_owned()),
-            content: result.content(),
             meta: meta.clone(),
             run_id: Some(child.parent_run_id),
-            pi_entry_id: None,
-            created_at_ms: now_ms,
+            ..NewEvent::new(result, EventRole::Tool, "runtime", now_ms)
         };
         let notice = NewEvent {
-            kind: notice.kind().to_owned(),
-            role: Some(EventRole::System),
-            actor: Some("runtime".to_owned()),
-            content: notice.content(),
             meta,
             run_id: Some(child.parent_run_id),
-            pi_entry_id: None,
-            created_at_ms: now_ms,
+            ..NewEvent::new(notice, EventRole::System, "runtime", now_ms)
         };
         ChildDelivery {
             parent_session_id,

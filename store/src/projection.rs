@@ -59,8 +59,7 @@ impl PreparedProjection {
             .iter()
             .enumerate()
             .filter_map(|(idx, event)| {
-                let EventBody::ToolResult(result) = EventBody::parse(&event.kind, &event.content)
-                else {
+                let EventBody::ToolResult(result) = event.body() else {
                     return None;
                 };
                 projection
