@@ -18,14 +18,10 @@ use serde_json::{Map, json};
 /// The log events of one entry: empty for entries the log does not show.
 pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) -> Vec<NewEvent> {
     let event = |body: EventBody, role: EventRole, actor: &str, meta| NewEvent {
-        kind: body.kind().to_owned(),
-        role: Some(role),
-        actor: Some(actor.to_owned()),
-        content: body.content(),
         meta,
         run_id,
         pi_entry_id: Some(entry.id as i64),
-        created_at_ms,
+        ..NewEvent::new(body, role, actor, created_at_ms)
     };
     match &entry.body {
         EntryBody::Assistant { message, .. } => {
