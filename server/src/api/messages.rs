@@ -6,9 +6,7 @@ use std::time::Instant;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use seed_actors::RunWatch;
 use seed_actors::bus::{Notification, SeqRange};
-use seed_events::{
-    AttachmentRef, EventBody, EventRole, MessageBody, NewEvent, Queue, RunId, SessionEvent,
-};
+use seed_events::{AttachmentRef, EventRole, MessageBody, NewEvent, Queue, RunId, SessionEvent};
 use seed_store::{NonceOutcome, RetryOutcome, RunRow, SendOutcome, SignedMessage, SignedRetry};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -115,8 +113,8 @@ pub(super) async fn send_message(
         let named = named_attachments(&state, &caller, session_id, &input.attachments).await?;
         Some(serde_json::to_value(named).map_err(|error| ApiError::Internal(error.into()))?)
     };
-    let content = persons_message(input.text, attachments);
-    let event = NewEvent::message(EventRole::User, "user", content, now_ms);
+    let message = persons_message(input.text, attachments);
+    let event = NewEvent::new(message, EventRole::User, "user", now_ms);
     // A waiting caller's watch is registered before the run is queued, so its end is had
     // without reading the run; dropped on a refusal, it leaves nothing behind.
     let run_id = RunId::new_v7();
@@ -335,13 +333,12 @@ pub(super) async fn wait_for_run(
     }
 }
 
-/// The content of a person's message: its text, and the files it names when it names any.
-fn persons_message(text: String, attachments: Option<serde_json::Value>) -> serde_json::Value {
-    EventBody::Message(MessageBody {
+/// A person's message: its text, and the files it names when it names any.
+fn persons_message(text: String, attachments: Option<serde_json::Value>) -> MessageBody {
+    MessageBody {
         attachments,
         ..MessageBody::text(text)
-    })
-    .content()
+    }
 }
 
 fn message_response(event: SessionEvent, run: RunRow) -> MessageSessionResponse {
@@ -460,17 +457,32 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The event a person's message is stored as: its text, and the files it names when it
+    /// names any, by the user, with empty meta.
     #[test]
     fn a_persons_message_is_stored_as_its_text_and_the_files_it_names() {
+        let stored = |attachments| {
+            NewEvent::new(
+                persons_message("hi".to_owned(), attachments),
+                EventRole::User,
+                "user",
+                5,
+            )
+        };
         assert_eq!(
-            persons_message("hi".to_owned(), None),
-            json!({"text": "hi"})
+            stored(None),
+            NewEvent::message(EventRole::User, "user", json!({"text": "hi"}), 5)
         );
         let named =
             json!([{"id": "a1", "name": "n.txt", "media_type": "text/plain", "size_bytes": 2}]);
         assert_eq!(
-            persons_message("hi".to_owned(), Some(named.clone())),
-            json!({"text": "hi", "attachments": named})
+            stored(Some(named.clone())),
+            NewEvent::message(
+                EventRole::User,
+                "user",
+                json!({"text": "hi", "attachments": named}),
+                5
+            )
         );
     }
 }
