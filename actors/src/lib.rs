@@ -45,4 +45,4 @@ pub use bus::Notification;
 pub use crash::CrashPoints;
 pub use env::RuntimeSettings;
 pub use runtime::{BootReport, RunWatch, Runtime, SessionInfo};
-pub use verb::{Availability, Verb, VerbContext, VerbOutput, parse_arguments};
+pub use verb::{Availability, TurnEffect, Verb, VerbContext, VerbOutput, parse_arguments};

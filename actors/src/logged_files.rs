@@ -49,6 +49,9 @@ pub struct LoggedFiles {
     publisher: Publisher,
     clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     run: RunCell,
+    /// The verbs whose call's result a delegated child's end writes to the log
+    /// ([`crate::verb::TurnEffect::Delegates`]).
+    delegating: Vec<&'static str>,
     /// The text of the response in flight that deltas have carried so far.
     sent: Mutex<Sent>,
 }
@@ -62,17 +65,20 @@ impl std::fmt::Debug for LoggedFiles {
 }
 
 impl LoggedFiles {
+    /// `delegating`: the names of the verbs that delegate (see [`delivered_calls`]).
     pub fn new(
         files: SessionFiles,
         publisher: Publisher,
         clock: Arc<dyn Fn() -> i64 + Send + Sync>,
         run: RunCell,
+        delegating: Vec<&'static str>,
     ) -> LoggedFiles {
         LoggedFiles {
             files,
             publisher,
             clock,
             run,
+            delegating,
             sent: Mutex::default(),
         }
     }
@@ -165,16 +171,14 @@ fn is_response(entry: &seed_durable::Entry) -> bool {
     matches!(entry.body, EntryBody::Assistant { .. })
 }
 
-/// The calls among `events` whose result a delegated child's end writes to the log itself: the
-/// store's own result for such a call (a recovered call's, a restart's) then goes to the log
-/// as a notice when the log answers the call already.
-pub(crate) fn delivered_calls(events: &[NewEvent]) -> Vec<String> {
+/// The calls among `events` whose result a delegated child's end writes to the log itself (calls
+/// of the verbs named in `delegating`): the store's own result for such a call (a recovered
+/// call's, a restart's) then goes to the log as a notice when the log answers the call already.
+pub(crate) fn delivered_calls(events: &[NewEvent], delegating: &[&str]) -> Vec<String> {
     events
         .iter()
         .filter_map(|event| match event.body() {
-            EventBody::ToolResult(result)
-                if result.tool_name == crate::verbs::delegate::DELEGATE =>
-            {
+            EventBody::ToolResult(result) if delegating.contains(&result.tool_name.as_str()) => {
                 Some(result.tool_call_id)
             }
             _ => None,
@@ -211,7 +215,7 @@ impl DurableFs for LoggedFiles {
             .collect();
         let projection = (!events.is_empty()).then(|| Projection {
             session_id,
-            delivered_calls: delivered_calls(&events),
+            delivered_calls: delivered_calls(&events, &self.delegating),
             events,
         });
         let placed = self
@@ -262,6 +266,7 @@ mod tests {
             result("c4", "delegate"),
             event("notice", json!({ "text": "delegate" })),
         ];
-        assert_eq!(delivered_calls(&events), ["c1", "c4"]);
+        assert_eq!(delivered_calls(&events, &["delegate"]), ["c1", "c4"]);
+        assert!(delivered_calls(&events, &[]).is_empty());
     }
 }

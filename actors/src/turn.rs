@@ -30,8 +30,7 @@ use seed_store::{PlanCheck, RunRow};
 use crate::bus::{Notification, SeqRange};
 use crate::env::RunEnv;
 use crate::run_end::{EndRefused, RunEnd, record_end};
-use crate::verb::VerbContext;
-use crate::verbs::continue_session::CONTINUE_SESSION;
+use crate::verb::{TurnEffect, VerbContext};
 
 pub use crate::env::LIVE_INTERVAL_DEFAULT;
 pub use open::SessionHarness;
@@ -158,7 +157,7 @@ async fn turn(
         successions: env.successions.upgrade(),
     };
     // Continuing is possible in a top-level session's run, never in a delegated child.
-    let can_continue = env.verbs.names().contains(&CONTINUE_SESSION)
+    let can_continue = !env.verbs.names_with(TurnEffect::Continues).is_empty()
         && session.parent_session_id.is_none()
         && run.parent_run_id.is_none()
         && !run.typed;
@@ -259,6 +258,7 @@ async fn turn(
                         .read_events(session_id, 1, i64::MAX, usize::MAX)
                         .await?,
                     run.id,
+                    &env.verbs.names_with(TurnEffect::Returns),
                 )
             } else {
                 None

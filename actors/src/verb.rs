@@ -1,8 +1,8 @@
 //! The verb extension API: a verb is one trait implementation, registered once, run as an actor.
 //!
 //! A verb declares its name, the JSON schema of its arguments, the contract the model reads,
-//! whether a call cut off by a crash may run again, whether it ends the turn, and where it is
-//! available. [`VerbActor`] runs it; [`VerbTool`] is how the durable harness sees it.
+//! whether a call cut off by a crash may run again, whether it ends the turn and what it does to
+//! the turn's run ([`TurnEffect`]), and where it is available. [`VerbActor`] runs it; [`VerbTool`] is how the durable harness sees it.
 
 use std::sync::Arc;
 
@@ -23,6 +23,25 @@ pub enum Availability {
     NotInChildren,
     /// Only in a typed child's run (one that ends with `return_result`).
     TypedChildrenOnly,
+}
+
+/// What a verb's call does to the run of its turn, beyond its result: the turn's code asks the
+/// verb (through the registry) instead of knowing verbs by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TurnEffect {
+    /// Nothing beyond its result.
+    #[default]
+    None,
+    /// The call continues the session into a successor, which answers: the run ends with the
+    /// edge the call made (`continue_session`). A runtime offers continuing (its prompt and
+    /// context usage) only when a verb of its set does this.
+    Continues,
+    /// The call hands a task to a child run, whose end writes the call's result to the log
+    /// itself (`delegate`).
+    Delegates,
+    /// The call ends a typed child's run with what it returns, the run's result
+    /// (`return_result`).
+    Returns,
 }
 
 /// The run a verb is called in: enough to reach the session's own state and nothing else's.
@@ -78,6 +97,11 @@ pub trait Verb: Send + Sync + 'static {
     /// Whether the turn ends after the batch of calls this verb is in.
     fn ends_turn(&self) -> bool {
         false
+    }
+
+    /// What a call does to the run of its turn (see [`TurnEffect`]); none by default.
+    fn turn_effect(&self) -> TurnEffect {
+        TurnEffect::None
     }
 
     fn availability(&self) -> Availability {

@@ -11,7 +11,7 @@ use seed_events::{EventBody, EventRole, NewEvent, NoticeBody, RunResult, RunStat
 use super::TurnError;
 use crate::env::RunEnv;
 use crate::run_end::{REFUSED_WRITE, RunEnd, refused_write_notice};
-use crate::verbs::continue_session::CONTINUE_SESSION;
+use crate::verb::TurnEffect;
 
 /// The notice an open plan with unfinished steps gives a run's end, which then takes a later
 /// pass (at most `plan_passes_max`, counted by the caller) instead of ending; `None` when the
@@ -39,33 +39,39 @@ pub(super) fn plan_notice(
     })
 }
 
-/// What a typed child returned: the newest `return_result` result of run `run_id` in the log
-/// (its JSON, or its text when it is not JSON).
+/// What a typed child returned: the newest result of run `run_id` in the log of a verb that
+/// returns ([`TurnEffect::Returns`], named in `returning`: `return_result`), as JSON, or its
+/// text when it is not JSON.
 pub(super) fn returned_result(
     log: &[seed_events::SessionEvent],
     run_id: seed_events::RunId,
+    returning: &[&str],
 ) -> Option<serde_json::Value> {
     log.iter()
         .rev()
         .filter(|event| event.run_id == Some(run_id))
         .find_map(|event| match event.body() {
-            EventBody::ToolResult(result) if result.tool_name == "return_result" => Some(
-                serde_json::from_str(&result.content)
-                    .unwrap_or(serde_json::Value::String(result.content)),
-            ),
+            EventBody::ToolResult(result) if returning.contains(&result.tool_name.as_str()) => {
+                Some(
+                    serde_json::from_str(&result.content)
+                        .unwrap_or(serde_json::Value::String(result.content)),
+                )
+            }
             _ => None,
         })
 }
 
-/// The edge this turn's continue_session call made, if the turn ended by continuing: a
-/// continue_session result of this turn and the edge of its call (an interrupted result too:
-/// the call may have created its successor before a crash cut it off).
+/// The edge this turn's continue_session call made, if the turn ended by continuing: a result
+/// of this turn of a verb that continues ([`TurnEffect::Continues`]) and the edge of its call
+/// (an interrupted result too: the call may have created its successor before a crash cut it
+/// off).
 pub(super) async fn continued_by(
     env: &RunEnv,
     session_id: SessionId,
     state: &StoreState,
     request_id: &str,
 ) -> Result<Option<seed_store::ContinuationRow>, TurnError> {
+    let continuing = env.verbs.names_with(TurnEffect::Continues);
     // The kind of entry first: it rules out nearly every entry of a long session at once.
     let call_ids: Vec<&str> = state
         .entries
@@ -73,7 +79,7 @@ pub(super) async fn continued_by(
         .rev()
         .filter_map(|entry| match &entry.body {
             seed_durable::EntryBody::ToolResult { message, .. }
-                if message.tool_name == CONTINUE_SESSION
+                if continuing.contains(&message.tool_name.as_str())
                     && entry.body.request_id() == Some(request_id) =>
             {
                 Some(message.tool_call_id.as_str())
@@ -405,7 +411,8 @@ mod tests {
                 "is_error": false,
             })
         };
-        let returned = |log: &[seed_events::SessionEvent]| returned_result(log, run_id);
+        let returned =
+            |log: &[seed_events::SessionEvent]| returned_result(log, run_id, &["return_result"]);
         let first = event(
             1,
             run_id,

@@ -15,7 +15,7 @@ use super::TurnError;
 use crate::crash::{CrashFs, CrashProvider};
 use crate::env::RunEnv;
 use crate::logged_files::{LoggedFiles, RunCell};
-use crate::verb::{RunBinding, VerbContext};
+use crate::verb::{RunBinding, TurnEffect, VerbContext};
 
 /// The runtime's clock for the harness's live-text throttle: tokio's, so that a simulation on
 /// paused time throttles by virtual time, exactly as it did the last time the seed ran.
@@ -142,6 +142,7 @@ pub(super) async fn open_harness(
                     env.publisher.clone(),
                     Arc::clone(&env.clock),
                     run_cell.clone(),
+                    env.verbs.names_with(TurnEffect::Delegates),
                 ),
                 env.settings.crash_points.clone(),
             );

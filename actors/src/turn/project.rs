@@ -12,6 +12,7 @@ use super::TurnError;
 use crate::bus::{Notification, SeqRange};
 use crate::env::RunEnv;
 use crate::logged_files::delivered_calls;
+use crate::verb::TurnEffect;
 
 /// Clears the marks above the store's last entry and projects what the log lacks, given the
 /// highest entry the log named when the turn's view was read. Returns whether marks were
@@ -62,7 +63,7 @@ async fn project_what_the_log_lacks(
     }
     let projection = Projection {
         session_id: run.session_id,
-        delivered_calls: delivered_calls(&events),
+        delivered_calls: delivered_calls(&events, &env.verbs.names_with(TurnEffect::Delegates)),
         events,
     };
     let written = env.store.append_projection(projection).await?;

@@ -6,7 +6,7 @@
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::verb::{Availability, Continue, Verb, VerbContext, VerbOutput};
+use crate::verb::{Availability, Continue, TurnEffect, Verb, VerbContext, VerbOutput};
 
 /// The verb's name, as the model calls it.
 pub const CONTINUE_SESSION: &str = "continue_session";
@@ -149,6 +149,11 @@ impl Verb for ContinueSession {
 
     fn ends_turn(&self) -> bool {
         true
+    }
+
+    /// The successor answers: the run ends with the edge this call made.
+    fn turn_effect(&self) -> TurnEffect {
+        TurnEffect::Continues
     }
 
     fn availability(&self) -> Availability {

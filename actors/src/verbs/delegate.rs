@@ -12,8 +12,8 @@ use seed_events::{EventRole, MessageBody, NewEvent, Queue, RunId, SessionId};
 use seed_store::{NewRun, NewSession, TitleSource};
 use serde::Deserialize;
 
-use crate::verb::{Availability, Verb, VerbContext, VerbOutput};
-use crate::verbs::read::parse_checked;
+use crate::schema::parse_checked;
+use crate::verb::{Availability, TurnEffect, Verb, VerbContext, VerbOutput};
 
 /// Children one run may start.
 pub const DELEGATION_BUDGET_PER_RUN: u32 = 4;
@@ -102,6 +102,11 @@ impl Verb for Delegate {
 
     fn ends_turn(&self) -> bool {
         true
+    }
+
+    /// The child's end writes this call's result to the log.
+    fn turn_effect(&self) -> TurnEffect {
+        TurnEffect::Delegates
     }
 
     fn availability(&self) -> Availability {
@@ -258,6 +263,11 @@ impl Verb for ReturnResult {
 
     fn ends_turn(&self) -> bool {
         true
+    }
+
+    /// What it returns is the run's result.
+    fn turn_effect(&self) -> TurnEffect {
+        TurnEffect::Returns
     }
 
     fn availability(&self) -> Availability {

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use seed_store::{CallEffect, MemoryChange};
 
+use crate::schema::parse_checked;
 use crate::verb::{Verb, VerbContext, VerbOutput};
-use crate::verbs::read::parse_checked;
 
 /// Changes a memory file. Not safe to repeat: an append run twice appends twice.
 #[derive(Debug, Clone, Copy, Default)]

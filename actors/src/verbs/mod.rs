@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use crate::verb::{Availability, RunBinding, Verb, VerbActor, VerbTool};
+use crate::verb::{Availability, RunBinding, TurnEffect, Verb, VerbActor, VerbTool};
 
 /// The registered verbs, each with its running actor.
 #[derive(Clone, Default)]
@@ -42,6 +42,15 @@ impl VerbSet {
 
     pub fn names(&self) -> Vec<&'static str> {
         self.verbs.iter().map(|(verb, _)| verb.name()).collect()
+    }
+
+    /// The names of the verbs whose calls have `effect` on the run of their turn.
+    pub fn names_with(&self, effect: TurnEffect) -> Vec<&'static str> {
+        self.verbs
+            .iter()
+            .filter(|(verb, _)| verb.turn_effect() == effect)
+            .map(|(verb, _)| verb.name())
+            .collect()
     }
 
     /// The verbs a run may call, as tools bound to the run `binding` names.
@@ -81,4 +90,55 @@ pub fn shipped() -> Vec<std::sync::Arc<dyn crate::verb::Verb>> {
         Arc::new(delegate::ReturnResult),
         Arc::new(continue_session::ContinueSession),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_verbs_declare_what_they_do_to_the_turn() {
+        let effects: Vec<_> = shipped()
+            .iter()
+            .map(|verb| (verb.name(), verb.turn_effect()))
+            .collect();
+        assert_eq!(
+            effects,
+            [
+                ("read", TurnEffect::None),
+                ("plan", TurnEffect::None),
+                ("status", TurnEffect::None),
+                ("memory", TurnEffect::None),
+                ("delegate", TurnEffect::Delegates),
+                ("return_result", TurnEffect::Returns),
+                ("continue_session", TurnEffect::Continues),
+            ]
+        );
+        let names_with = actix::System::new().block_on(async {
+            let verbs = VerbSet::start(shipped());
+            [
+                TurnEffect::None,
+                TurnEffect::Continues,
+                TurnEffect::Delegates,
+                TurnEffect::Returns,
+            ]
+            .map(|effect| verbs.names_with(effect))
+        });
+        assert_eq!(
+            names_with,
+            [
+                vec!["read", "plan", "status", "memory"],
+                vec!["continue_session"],
+                vec!["delegate"],
+                vec!["return_result"],
+            ]
+        );
+        let none = actix::System::new().block_on(async {
+            VerbSet::start(vec![Arc::new(read::Read)]).names_with(TurnEffect::Continues)
+        });
+        assert!(
+            none.is_empty(),
+            "a set without continue_session offers no continuing"
+        );
+    }
 }

@@ -7,8 +7,8 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::schema::parse_checked;
 use crate::verb::{Verb, VerbContext, VerbOutput};
-use crate::verbs::read::parse_checked;
 
 /// The most steps a plan may have.
 pub const PLAN_STEPS_MAX: usize = 50;

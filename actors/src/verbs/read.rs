@@ -10,8 +10,8 @@ use seed_projections::transcript::{escape_attribute, transcript_lines};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-// The argument check moved to `crate::schema`; its old paths stay for the verbs and the tests.
-pub(crate) use crate::schema::parse_checked;
+use crate::schema::parse_checked;
+// The argument check moved to `crate::schema`; its old public paths stay for the tests.
 pub use crate::schema::{ArgumentProblem, check_arguments};
 use crate::verb::{Verb, VerbContext, VerbOutput};
 

@@ -9,8 +9,8 @@ use seed_store::TitleSource;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::schema::parse_checked;
 use crate::verb::{Verb, VerbContext, VerbOutput};
-use crate::verbs::read::parse_checked;
 
 /// What the model reads of the verb, its limits stated from their constants.
 static DESCRIPTION: LazyLock<String> = LazyLock::new(|| {
