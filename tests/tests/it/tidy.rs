@@ -56,6 +56,14 @@ fn allowed_seed_dependencies(member: &str) -> Option<&'static [&'static str]> {
             "seed-projections",
             "seed-store",
         ],
+        "mcp" => &[
+            "seed-events",
+            "seed-durable",
+            "seed-providers",
+            "seed-projections",
+            "seed-store",
+            "seed-actors",
+        ],
         "sim" => &[
             "seed-events",
             "seed-durable",
@@ -72,6 +80,7 @@ fn allowed_seed_dependencies(member: &str) -> Option<&'static [&'static str]> {
             "seed-projections",
             "seed-store",
             "seed-actors",
+            "seed-mcp",
         ],
         "tests" => &[
             "seed-events",
@@ -81,6 +90,7 @@ fn allowed_seed_dependencies(member: &str) -> Option<&'static [&'static str]> {
             "seed-store",
             "seed-actors",
             "seed-sim",
+            "seed-mcp",
             "seed-server",
         ],
         _ => return None,
