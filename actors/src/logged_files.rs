@@ -51,7 +51,7 @@ pub struct LoggedFiles {
     run: RunCell,
     /// The verbs whose call's result a delegated child's end writes to the log
     /// ([`crate::verb::TurnEffect::Delegates`]).
-    delegating: Vec<&'static str>,
+    delegating: Vec<String>,
     /// The text of the response in flight that deltas have carried so far.
     sent: Mutex<Sent>,
 }
@@ -71,7 +71,7 @@ impl LoggedFiles {
         publisher: Publisher,
         clock: Arc<dyn Fn() -> i64 + Send + Sync>,
         run: RunCell,
-        delegating: Vec<&'static str>,
+        delegating: Vec<String>,
     ) -> LoggedFiles {
         LoggedFiles {
             files,
@@ -174,11 +174,11 @@ fn is_response(entry: &seed_durable::Entry) -> bool {
 /// The calls among `events` whose result a delegated child's end writes to the log itself (calls
 /// of the verbs named in `delegating`): the store's own result for such a call (a recovered
 /// call's, a restart's) then goes to the log as a notice when the log answers the call already.
-pub(crate) fn delivered_calls(events: &[NewEvent], delegating: &[&str]) -> Vec<String> {
+pub(crate) fn delivered_calls(events: &[NewEvent], delegating: &[String]) -> Vec<String> {
     events
         .iter()
         .filter_map(|event| match event.body() {
-            EventBody::ToolResult(result) if delegating.contains(&result.tool_name.as_str()) => {
+            EventBody::ToolResult(result) if delegating.contains(&result.tool_name) => {
                 Some(result.tool_call_id)
             }
             _ => None,
@@ -266,7 +266,10 @@ mod tests {
             result("c4", "delegate"),
             event("notice", json!({ "text": "delegate" })),
         ];
-        assert_eq!(delivered_calls(&events, &["delegate"]), ["c1", "c4"]);
+        assert_eq!(
+            delivered_calls(&events, &["delegate".to_owned()]),
+            ["c1", "c4"]
+        );
         assert!(delivered_calls(&events, &[]).is_empty());
     }
 }

@@ -154,6 +154,12 @@ impl Runtime {
         ))
     }
 
+    /// The verbs on offer; groups of them (an MCP server's tools) come and go through
+    /// [`VerbSet::set_group`](crate::verbs::VerbSet::set_group).
+    pub fn verbs(&self) -> &crate::verbs::VerbSet {
+        &self.env.verbs
+    }
+
     pub fn store(&self) -> &Store {
         &self.env.store
     }
@@ -314,6 +320,7 @@ impl Runtime {
             run_id,
             tool_call_id: tool_call_id.to_owned(),
             now_ms: (self.env.clock)(),
+            stop: seed_durable::StopSignal::new(),
             successions: self.env.successions.upgrade(),
         })
     }
@@ -528,12 +535,12 @@ async fn boot_sweep_with(
 // Verbs a person runs by hand (see `crate::verbs::by_hand`).
 impl Runtime {
     /// The verbs a person may run by hand.
-    pub fn verbs_by_hand(&self) -> Vec<&'static str> {
+    pub fn verbs_by_hand(&self) -> Vec<String> {
         self.env.verbs.by_hand_names()
     }
 
     /// What `verb` does, when a person may run it by hand.
-    pub fn verb_description_by_hand(&self, verb: &str) -> Option<&'static str> {
+    pub fn verb_description_by_hand(&self, verb: &str) -> Option<String> {
         self.env.verbs.description_by_hand(verb)
     }
 

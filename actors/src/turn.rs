@@ -154,6 +154,7 @@ async fn turn(
         run_id: run.id,
         tool_call_id: String::new(),
         now_ms: (env.clock)(),
+        stop: stop.clone(),
         successions: env.successions.upgrade(),
     };
     // Continuing is possible in a top-level session's run, never in a delegated child.

@@ -55,6 +55,9 @@ pub struct VerbContext {
     pub tool_call_id: String,
     /// Milliseconds since the epoch when the call started (the shell's clock).
     pub now_ms: i64,
+    /// The turn's stop signal: a verb that may wait long (an MCP server's tool) gives up when
+    /// a person stops the turn. Outside a turn, one that is never stopped.
+    pub stop: seed_durable::StopSignal,
     /// Where verbs that create sessions (continue_session) ask for a successor: the runtime's
     /// succession actor; `None` when a verb is called outside a running runtime.
     pub successions: Option<Recipient<Continue>>,
@@ -83,10 +86,11 @@ pub type VerbOutput = ToolOutput;
 
 /// One verb. Implement it in one file and register it with the runtime.
 pub trait Verb: Send + Sync + 'static {
-    fn name(&self) -> &'static str;
+    /// Its name, as the model calls it: `^[a-zA-Z0-9_-]{1,64}$` (what the providers take).
+    fn name(&self) -> &str;
 
     /// The contract the model reads: what the verb does, when to use it, what it returns.
-    fn description(&self) -> &'static str;
+    fn description(&self) -> &str;
 
     /// The JSON schema of the arguments.
     fn parameters(&self) -> serde_json::Value;
@@ -106,6 +110,12 @@ pub trait Verb: Send + Sync + 'static {
 
     fn availability(&self) -> Availability {
         Availability::Everywhere
+    }
+
+    /// Where the verb comes from, for people's lists: `None` for a verb compiled in, else its
+    /// source (the MCP server whose tool it calls).
+    fn source(&self) -> Option<&str> {
+        None
     }
 
     /// Runs the call. Invalid arguments are answered with an error naming the field, and
@@ -191,7 +201,7 @@ impl Handler<Invoke> for VerbActor {
     fn handle(&mut self, invoke: Invoke, _: &mut Context<Self>) -> Self::Result {
         // A verb with a bug fails its call, not its actor: the model reads an error result and
         // the verb keeps serving other calls.
-        let name = self.verb.name();
+        let name = self.verb.name().to_owned();
         let failed = move || VerbOutput::error(format!("the {name} verb failed on this call"));
         let verb = Arc::clone(&self.verb);
         let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {

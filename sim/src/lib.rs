@@ -115,7 +115,7 @@ pub struct SimReport {
     pub faults_injected: usize,
     /// How often the model's calls of each of the user's verbs ran (runs again after a crash
     /// included).
-    pub verb_calls: BTreeMap<&'static str, usize>,
+    pub verb_calls: BTreeMap<String, usize>,
     pub invariants_checked: usize,
     pub violations: Vec<String>,
     /// The step after which the first violation was seen (the end of the run counts as
@@ -200,7 +200,7 @@ struct LastRequest {
 struct Shared {
     launches: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
     /// Calls of the user's verbs, by name.
-    verb_calls: Arc<Mutex<BTreeMap<&'static str, usize>>>,
+    verb_calls: Arc<Mutex<BTreeMap<String, usize>>>,
     trace: Mutex<DefaultHasher>,
     /// The running process's store, for the observer's check.
     store: Mutex<Option<Store>>,
@@ -992,7 +992,7 @@ pub fn summary(reports: &[SimReport]) -> String {
     let mut verb_calls: BTreeMap<&str, usize> = BTreeMap::new();
     for report in reports {
         for (verb, n) in &report.verb_calls {
-            *verb_calls.entry(verb).or_default() += n;
+            *verb_calls.entry(verb.as_str()).or_default() += n;
         }
     }
     let verbs = if verb_calls.is_empty() {

@@ -89,15 +89,28 @@ impl std::fmt::Debug for SimVerb {
 pub(crate) struct Counted {
     pub(crate) inner: Arc<dyn Verb>,
     pub(crate) runs: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
-    pub(crate) calls: Arc<Mutex<std::collections::BTreeMap<&'static str, usize>>>,
+    pub(crate) calls: Arc<Mutex<std::collections::BTreeMap<String, usize>>>,
 }
 
 impl Verb for Counted {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         self.inner.name()
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         self.inner.description()
+    }
+    fn turn_effect(&self) -> seed_actors::TurnEffect {
+        self.inner.turn_effect()
+    }
+    fn source(&self) -> Option<&str> {
+        self.inner.source()
+    }
+    fn reconcile(
+        &self,
+        context: VerbContext,
+        arguments: Value,
+    ) -> BoxFuture<'static, Option<VerbOutput>> {
+        self.inner.reconcile(context, arguments)
     }
     fn parameters(&self) -> Value {
         self.inner.parameters()
@@ -113,7 +126,7 @@ impl Verb for Counted {
     }
     fn call(&self, context: VerbContext, arguments: Value) -> BoxFuture<'static, VerbOutput> {
         if let Ok(mut calls) = self.calls.lock() {
-            *calls.entry(self.inner.name()).or_default() += 1;
+            *calls.entry(self.inner.name().to_owned()).or_default() += 1;
         }
         if !self.inner.safe_to_repeat()
             && let Ok(mut runs) = self.runs.lock()

@@ -45,18 +45,16 @@ pub(super) fn plan_notice(
 pub(super) fn returned_result(
     log: &[seed_events::SessionEvent],
     run_id: seed_events::RunId,
-    returning: &[&str],
+    returning: &[String],
 ) -> Option<serde_json::Value> {
     log.iter()
         .rev()
         .filter(|event| event.run_id == Some(run_id))
         .find_map(|event| match event.body() {
-            EventBody::ToolResult(result) if returning.contains(&result.tool_name.as_str()) => {
-                Some(
-                    serde_json::from_str(&result.content)
-                        .unwrap_or(serde_json::Value::String(result.content)),
-                )
-            }
+            EventBody::ToolResult(result) if returning.contains(&result.tool_name) => Some(
+                serde_json::from_str(&result.content)
+                    .unwrap_or(serde_json::Value::String(result.content)),
+            ),
             _ => None,
         })
 }
@@ -79,7 +77,7 @@ pub(super) async fn continued_by(
         .rev()
         .filter_map(|entry| match &entry.body {
             seed_durable::EntryBody::ToolResult { message, .. }
-                if continuing.contains(&message.tool_name.as_str())
+                if continuing.contains(&message.tool_name)
                     && entry.body.request_id() == Some(request_id) =>
             {
                 Some(message.tool_call_id.as_str())
@@ -411,8 +409,9 @@ mod tests {
                 "is_error": false,
             })
         };
-        let returned =
-            |log: &[seed_events::SessionEvent]| returned_result(log, run_id, &["return_result"]);
+        let returned = |log: &[seed_events::SessionEvent]| {
+            returned_result(log, run_id, &["return_result".to_owned()])
+        };
         let first = event(
             1,
             run_id,

@@ -53,7 +53,7 @@ pub struct SessionHarness {
     /// The run its commits belong to, set by each run.
     pub(super) run: RunCell,
     /// Whom the tools were chosen for: (a delegated child's session, a typed run).
-    pub(super) tools_for: (bool, bool),
+    pub(super) tools_for: (bool, bool, u64),
 }
 
 impl std::fmt::Debug for SessionHarness {
@@ -83,7 +83,13 @@ pub(super) async fn open_harness(
     context: VerbContext,
     can_continue: bool,
 ) -> Result<SessionHarness, TurnError> {
-    let tools_for = (session.parent_session_id.is_some(), run.typed);
+    // A delegated child's session, a typed run, and the verb set's generation (an MCP server's
+    // tools change while the runtime runs).
+    let tools_for = (
+        session.parent_session_id.is_some(),
+        run.typed,
+        env.verbs.generation(),
+    );
     let tools = |binding: &RunBinding| {
         env.verbs.tools(
             binding,

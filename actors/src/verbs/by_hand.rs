@@ -10,36 +10,40 @@ use crate::verbs::VerbSet;
 impl VerbSet {
     /// The verbs a person may run by hand: those offered in every run that do not end a turn
     /// (a delegation or a continuation belongs to a turn).
-    pub fn by_hand_names(&self) -> Vec<&'static str> {
-        self.verbs
+    pub fn by_hand_names(&self) -> Vec<String> {
+        self.entries()
             .iter()
             .filter(|(verb, _)| {
                 verb.availability() == Availability::Everywhere && !verb.ends_turn()
             })
-            .map(|(verb, _)| verb.name())
+            .map(|(verb, _)| verb.name().to_owned())
             .collect()
+    }
+
+    fn by_hand(&self, name: &str) -> bool {
+        self.by_hand_names().iter().any(|by_hand| by_hand == name)
     }
 
     /// The argument schema of the verb `name`, when a person may run it by hand.
     pub fn parameters_by_hand(&self, name: &str) -> Option<serde_json::Value> {
-        if !self.by_hand_names().contains(&name) {
+        if !self.by_hand(name) {
             return None;
         }
-        self.verbs
+        self.entries()
             .iter()
             .find(|(verb, _)| verb.name() == name)
             .map(|(verb, _)| verb.parameters())
     }
 
     /// What the verb `name` does, in its own words, when a person may run it by hand.
-    pub fn description_by_hand(&self, name: &str) -> Option<&'static str> {
-        if !self.by_hand_names().contains(&name) {
+    pub fn description_by_hand(&self, name: &str) -> Option<String> {
+        if !self.by_hand(name) {
             return None;
         }
-        self.verbs
+        self.entries()
             .iter()
             .find(|(verb, _)| verb.name() == name)
-            .map(|(verb, _)| verb.description())
+            .map(|(verb, _)| verb.description().to_owned())
     }
 
     /// Checks `arguments` against the schema of the verb `name`, as a person's action must fit
@@ -63,10 +67,11 @@ impl VerbSet {
         context: VerbContext,
         arguments: serde_json::Value,
     ) -> Option<VerbOutput> {
-        if !self.by_hand_names().contains(&name) {
+        if !self.by_hand(name) {
             return None;
         }
-        let (verb, actor) = self.verbs.iter().find(|(verb, _)| verb.name() == name)?;
+        let entries = self.entries();
+        let (verb, actor) = entries.iter().find(|(verb, _)| verb.name() == name)?;
         let output = actor
             .send(Invoke { context, arguments })
             .await

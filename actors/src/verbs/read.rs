@@ -11,8 +11,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::schema::parse_checked;
-// The argument check moved to `crate::schema`; its old public paths stay for the tests.
-pub use crate::schema::{ArgumentProblem, check_arguments};
 use crate::verb::{Verb, VerbContext, VerbOutput};
 
 /// How many events a thread read shows when no `limit` is given.

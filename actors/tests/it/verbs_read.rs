@@ -173,7 +173,7 @@ async fn from_seq_to_seq_and_limit_pick_the_events() -> anyhow::Result<()> {
 /// that: its `null` counts as an absent field).
 #[test]
 fn a_persons_arguments_are_checked_as_json_schema_reads_them() {
-    use seed_actors::verbs::read::check_arguments;
+    use seed_actors::schema::check_arguments;
     let schema = Read.parameters();
     let field = |arguments: Value| check_arguments(&schema, &arguments).map_err(|e| e.field);
     assert_eq!(field(json!({"target": "thread:x", "limit": 2.0})), Ok(()));

@@ -106,7 +106,7 @@ pub(super) async fn list_actions(
         .filter_map(|verb| {
             Some(ByHandVerbInfo {
                 name: verb.name().to_owned(),
-                description: runtime.verb_description_by_hand(verb.name())?.to_owned(),
+                description: runtime.verb_description_by_hand(verb.name())?,
                 parameters: runtime.verb_parameters_by_hand(verb.name())?,
             })
         })
@@ -138,7 +138,12 @@ pub(super) async fn run_action(
     let caller = state.caller(&request, &body).await?;
     let input: ActionRequest = parse_json(&body)?;
     let verb = input.verb.name();
-    if !state.runtime.verbs_by_hand().contains(&verb) {
+    if !state
+        .runtime
+        .verbs_by_hand()
+        .iter()
+        .any(|name| name == verb)
+    {
         return Err(ApiError::bad(
             "verb",
             format!("this service runs no verb {verb:?} by hand"),

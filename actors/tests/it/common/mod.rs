@@ -380,6 +380,7 @@ pub fn verb_context(store: &Store, session_id: SessionId) -> seed_actors::VerbCo
         run_id: seed_events::RunId::from_u128(0x7u128),
         tool_call_id: "call-1".to_owned(),
         now_ms: VERB_NOW_MS,
+        stop: Default::default(),
         successions: None,
     }
 }
