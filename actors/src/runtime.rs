@@ -91,6 +91,20 @@ impl Runtime {
         boot_id: String,
         clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     ) -> Result<(Runtime, BootReport), Error> {
+        let verbs = VerbSet::start(verbs);
+        Runtime::start_with(store, provider, verbs, settings, boot_id, clock).await
+    }
+
+    /// [`Runtime::start`] with a verb set already started, which may hold groups of verbs
+    /// (an MCP server's tools, [`VerbSet::set_group`]) that runs the boot sweep takes up find.
+    pub async fn start_with(
+        store: Store,
+        provider: Arc<dyn Provider>,
+        verbs: VerbSet,
+        settings: RuntimeSettings,
+        boot_id: String,
+        clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+    ) -> Result<(Runtime, BootReport), Error> {
         let (report, given_up) = boot_sweep_with(
             &store,
             &boot_id,
@@ -107,7 +121,7 @@ impl Runtime {
             let env = Arc::new(RunEnv {
                 store,
                 provider,
-                verbs: VerbSet::start(verbs),
+                verbs,
                 boot_id,
                 clock,
                 publisher: Publisher::start(),
@@ -156,7 +170,7 @@ impl Runtime {
 
     /// The verbs on offer; groups of them (an MCP server's tools) come and go through
     /// [`VerbSet::set_group`](crate::verbs::VerbSet::set_group).
-    pub fn verbs(&self) -> &crate::verbs::VerbSet {
+    pub fn verbs(&self) -> &VerbSet {
         &self.env.verbs
     }
 

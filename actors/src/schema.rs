@@ -49,6 +49,15 @@ pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), Argument
     check(schema, &mut arguments.clone(), "", Nulls::Typed)
 }
 
+/// Checks a model's call's `arguments` against a verb's schema (the subset [`parse_checked`]
+/// describes), as [`parse_checked`] does before it parses them: a `null` for a property that
+/// is not required counts as absent, and a whole number written as a float (`5.0`) where an
+/// integer is wanted is rewritten as one. For a verb that hands its arguments on as JSON (an
+/// MCP server's tool) rather than parsing them.
+pub fn check_call_arguments(schema: &Value, arguments: &mut Value) -> Result<(), ArgumentProblem> {
+    check(schema, arguments, "", Nulls::Absent)
+}
+
 /// How a `null` for a property that is not required counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Nulls {

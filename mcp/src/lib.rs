@@ -48,6 +48,7 @@ pub mod limits;
 pub mod names;
 pub mod result;
 pub mod tools;
+pub mod verb;
 
 pub use client::{ConnectError, McpServers, ServerInfo, ServerStartError, ServerState, StartError};
 pub use config::{ConfigError, McpConfig, ServerConfig, ToolConfig, Transport};

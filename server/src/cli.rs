@@ -96,6 +96,14 @@ pub enum Command {
             value_parser = clap::value_parser!(u64).range(1..=10_000)
         )]
         live_interval_ms: u64,
+        /// Tools from MCP servers: a JSON file in the format other agent hosts read,
+        /// `{"mcpServers": {NAME: {"command", "args", "env", "cwd"} | {"url", "headers"}}}`,
+        /// each server with an optional `"seed"` section (`enabled`, `timeout_ms`, and `tools`
+        /// by name with `enabled`, `safe_to_repeat`, `timeout_ms`). Every tool becomes a verb
+        /// `SERVER__TOOL`; one marked read-only or idempotent is safe to repeat, any other is
+        /// never run twice across a crash. A server that cannot start stops the start.
+        #[arg(long = "mcp", env = "SEED_MCP_CONFIG", value_name = "FILE")]
+        mcp: Option<PathBuf>,
         /// Delay between the scripted model's text deltas, in milliseconds (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         scripted_delay_ms: u64,
@@ -119,6 +127,9 @@ pub enum Command {
     },
     /// Prints a session's transcript, with its continuation links.
     Show { session: String },
+    /// Lists the tools sessions are offered, built in and from MCP servers, each with its
+    /// class: whether a call cut off by a crash runs again.
+    Tools,
     /// Mints a bearer token for a browser (a signed `POST /v1/tokens`): paste it into the web
     /// UI's sign-in form. Prints the token alone, so scripts can take it.
     Token,
@@ -160,6 +171,7 @@ pub fn main() -> anyhow::Result<()> {
             background_runs_max,
             run_restarts_max,
             live_interval_ms,
+            mcp,
             scripted_delay_ms,
             crash_at,
         } => {
@@ -183,6 +195,7 @@ pub fn main() -> anyhow::Result<()> {
                 ),
                 run_restarts_max: *run_restarts_max,
                 live_interval: Duration::from_millis(*live_interval_ms),
+                mcp_config: mcp.clone(),
                 crash_at: crash_at.as_deref().and_then(|point| {
                     seed_actors::crash::points::ALL
                         .into_iter()
@@ -200,6 +213,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Sessions { limit } => with_client(&cli, |client| sessions(client, *limit)),
         Command::Show { session } => with_client(&cli, |client| show(client, session.clone())),
         Command::Token => with_client(&cli, token),
+        Command::Tools => with_client(&cli, tools),
         Command::Sim(args) => crate::sim::run(args),
     }
 }
@@ -318,6 +332,61 @@ async fn token(client: Client) -> anyhow::Result<()> {
         "a bearer token for this account, good for an hour: paste it into the web UI's sign-in form"
     );
     Ok(())
+}
+
+async fn tools(client: Client) -> anyhow::Result<()> {
+    let list: crate::api::ToolsResponse = client.get("/v1/tools").await?;
+    print!("{}", tools_text(&list));
+    Ok(())
+}
+
+/// `seed tools`' text: the built-in verbs, then each MCP server with its state and its tools,
+/// a tool a line with its class and the first line of its contract.
+pub(crate) fn tools_text(list: &crate::api::ToolsResponse) -> String {
+    use crate::api::ToolClass;
+    let line = |tool: &crate::api::ToolInfo| {
+        let class = match tool.class {
+            ToolClass::SafeToRepeat => "safe to repeat",
+            ToolClass::NotSafeToRepeat => "not safe to repeat",
+        };
+        let contract: String = tool
+            .description
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(72)
+            .collect();
+        format!("  {:<32} {class:<19} {contract}\n", tool.name)
+    };
+    let mut text = String::from("built in:\n");
+    for tool in list.tools.iter().filter(|tool| tool.mcp_server.is_none()) {
+        text.push_str(&line(tool));
+    }
+    for server in &list.mcp_servers {
+        let named = match (&server.server_name, &server.server_version) {
+            (Some(name), Some(version)) => format!("{name} {version}, "),
+            (Some(name), None) => format!("{name}, "),
+            _ => String::new(),
+        };
+        let error = server
+            .error
+            .as_ref()
+            .map(|error| format!(": {error}"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "mcp server {} ({named}{}{error}, {} tools):\n",
+            server.name, server.state, server.tools
+        ));
+        for tool in list
+            .tools
+            .iter()
+            .filter(|tool| tool.mcp_server.as_deref() == Some(server.name.as_str()))
+        {
+            text.push_str(&line(tool));
+        }
+    }
+    text
 }
 
 async fn sessions(client: Client, limit: u64) -> anyhow::Result<()> {
@@ -527,5 +596,70 @@ pub(crate) mod tests {
             Some((1024, 4))
         );
         assert_serve_refuses(&["--interactive-runs-max", "0"], "--interactive-runs-max");
+    }
+
+    #[test]
+    fn seed_tools_lists_each_tool_with_its_class_under_where_it_comes_from() {
+        use crate::api::{McpServerInfo, OfferedIn, ToolClass, ToolInfo, ToolsResponse};
+        let tool = |name: &str, class, server: Option<&str>, description: &str| ToolInfo {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            parameters: serde_json::json!({"type": "object"}),
+            class,
+            ends_turn: false,
+            offered_in: OfferedIn::Every,
+            mcp_server: server.map(str::to_owned),
+        };
+        let list = ToolsResponse {
+            tools: vec![
+                tool("read", ToolClass::SafeToRepeat, None, "Reads.\nMore."),
+                tool(
+                    "files__write_file",
+                    ToolClass::NotSafeToRepeat,
+                    Some("files"),
+                    "Writes a file.",
+                ),
+                tool(
+                    "files__read_text_file",
+                    ToolClass::SafeToRepeat,
+                    Some("files"),
+                    "",
+                ),
+            ],
+            mcp_servers: vec![
+                McpServerInfo {
+                    name: "files".to_owned(),
+                    server_name: Some("secure-filesystem-server".to_owned()),
+                    server_version: Some("0.2.0".to_owned()),
+                    tools: 2,
+                    state: "connected".to_owned(),
+                    error: None,
+                },
+                McpServerInfo {
+                    name: "gone".to_owned(),
+                    server_name: None,
+                    server_version: None,
+                    tools: 0,
+                    state: "restarting".to_owned(),
+                    error: Some("the server exited".to_owned()),
+                },
+            ],
+        };
+        let pad = |name: &str, class: &str, contract: &str| {
+            format!("  {name:<32} {class:<19} {contract}\n")
+        };
+        assert_eq!(
+            tools_text(&list),
+            [
+                "built in:\n".to_owned(),
+                pad("read", "safe to repeat", "Reads."),
+                "mcp server files (secure-filesystem-server 0.2.0, connected, 2 tools):\n"
+                    .to_owned(),
+                pad("files__write_file", "not safe to repeat", "Writes a file."),
+                pad("files__read_text_file", "safe to repeat", ""),
+                "mcp server gone (restarting: the server exited, 0 tools):\n".to_owned(),
+            ]
+            .concat()
+        );
     }
 }

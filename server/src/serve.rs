@@ -44,6 +44,8 @@ pub struct ServeOptions {
     pub run_restarts_max: i64,
     /// How long the text of a response in flight waits, at most, for its commit.
     pub live_interval: Duration,
+    /// The MCP servers' configuration file (`--mcp`), whose tools become verbs.
+    pub mcp_config: Option<PathBuf>,
     /// A named crash point where the process aborts, the first time a turn reaches it
     /// (crash tests of the service); `None` in service.
     pub crash_at: Option<&'static str>,
@@ -126,9 +128,48 @@ pub fn is_serving(data_dir: &Path) -> bool {
     matches!(lock.try_lock(), Err(std::fs::TryLockError::WouldBlock))
 }
 
+/// Reads and checks the MCP configuration: a bad file stops the start, naming the field.
+fn read_mcp_config(path: &Path) -> anyhow::Result<seed_mcp::McpConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the MCP configuration {}", path.display()))?;
+    seed_mcp::McpConfig::parse(&text)
+        .with_context(|| format!("the MCP configuration {} is refused", path.display()))
+}
+
+/// Starts the configured MCP servers and offers their tools beside the shipped verbs, before
+/// the runtime starts, so that a run the boot sweep takes up finds them.
+async fn start_verbs(
+    mcp_config: Option<seed_mcp::McpConfig>,
+) -> anyhow::Result<(seed_actors::verbs::VerbSet, Option<seed_mcp::McpServers>)> {
+    let verbs = seed_actors::verbs::VerbSet::start(seed_actors::verbs::shipped());
+    let Some(config) = mcp_config else {
+        return Ok((verbs, None));
+    };
+    let servers = seed_mcp::McpServers::start(config)
+        .await
+        .context("the MCP servers did not start")?;
+    seed_mcp::verb::offer(&verbs, &servers).context("an MCP tool cannot be offered")?;
+    for server in servers.describe() {
+        println!(
+            "mcp: {} ({} {}): {} tools",
+            server.name,
+            server.server_name.as_deref().unwrap_or("unnamed"),
+            server.server_version.as_deref().unwrap_or(""),
+            server.n_tools
+        );
+    }
+    Ok((verbs, Some(servers)))
+}
+
 async fn run(options: ServeOptions) -> anyhow::Result<()> {
     // Held until the process exits.
     let _lock = lock_data_dir(&options.data_dir)?;
+    // A bad MCP configuration stops the start before anything else is opened.
+    let mcp_config = options
+        .mcp_config
+        .as_deref()
+        .map(read_mcp_config)
+        .transpose()?;
     let store = open_store(&options.data_dir)?;
     let (key, key_created) = local_key(&options.data_dir)?;
     ensure_account(&store, &key).await?;
@@ -181,10 +222,11 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
             }
         };
     let provider = Arc::new(crate::model::Metered { inner });
-    let (runtime, report) = Runtime::start(
+    let (verbs, mcp) = start_verbs(mcp_config).await?;
+    let (runtime, report) = Runtime::start_with(
         store.clone(),
         provider,
-        seed_actors::verbs::shipped(),
+        verbs,
         settings.clone(),
         boot_id.clone(),
         Arc::clone(&clock),
@@ -210,6 +252,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         clock: Arc::clone(&clock),
         metrics: crate::metrics::install(),
         draining,
+        mcp: mcp.clone(),
     });
     let openapi = api::openapi();
     let routes = web::Data::new(api::routes_of(&openapi));
@@ -313,6 +356,9 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     let n_released = store.release_leases_and_stop_writes(&boot_id).await?;
     let _ = std::fs::remove_file(&server_file);
     tracing::info!(n_leases_released = n_released, "drained");
+    if let Some(mcp) = &mcp {
+        mcp.shutdown().await;
+    }
     drop(state);
     // Turns cut off stay `running` in the database; the next boot's sweep takes them up.
     std::process::exit(0)

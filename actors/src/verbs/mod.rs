@@ -320,7 +320,7 @@ mod tests {
 
             verbs
                 .set_group("mcp:files", named(&["files__read", "files__write"]))
-                .unwrap();
+                .expect("a free name is offered");
             assert_eq!(
                 seen_by_a_run.names(),
                 ["read", "files__read", "files__write"],
@@ -334,7 +334,9 @@ mod tests {
             // Refusals change nothing.
             let before = (verbs.names(), verbs.generation());
             assert_eq!(
-                verbs.set_group("mcp:other", named(&["read"])).unwrap_err(),
+                verbs
+                    .set_group("mcp:other", named(&["read"]))
+                    .expect_err("a taken name is refused"),
                 VerbNameTaken {
                     name: "read".to_owned(),
                     by: None
@@ -343,7 +345,7 @@ mod tests {
             assert_eq!(
                 verbs
                     .set_group("mcp:other", named(&["files__read"]))
-                    .unwrap_err()
+                    .expect_err("a taken name is refused")
                     .to_string(),
                 "a verb named \"files__read\" is offered already (by mcp:files)"
             );
@@ -357,9 +359,11 @@ mod tests {
             // A group's new list replaces its old one; an empty one removes it.
             verbs
                 .set_group("mcp:files", named(&["files__list"]))
-                .unwrap();
+                .expect("a free name is offered");
             assert_eq!(verbs.names(), ["read", "files__list"]);
-            verbs.set_group("mcp:files", Vec::new()).unwrap();
+            verbs
+                .set_group("mcp:files", Vec::new())
+                .expect("a free name is offered");
             assert_eq!(verbs.names(), ["read"]);
             assert_eq!(verbs.generation(), 3);
         });

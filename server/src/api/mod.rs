@@ -29,6 +29,7 @@ mod openapi;
 mod operations;
 mod sessions;
 mod tokens;
+mod tools;
 
 pub use actions::{ActionRequest, ActionResponse, ActionsResponse, ByHandVerb, ByHandVerbInfo};
 pub use attachments::{
@@ -51,6 +52,7 @@ pub use sessions::{
     StopResponse,
 };
 pub use tokens::{LoginQuery, TokenResponse};
+pub use tools::{McpServerInfo, OfferedIn, ToolClass, ToolInfo, ToolsResponse};
 
 /// The largest attachment by default: 10 MiB.
 pub const ATTACHMENT_BYTES_MAX_DEFAULT: usize = 10 * 1024 * 1024;
@@ -100,6 +102,8 @@ pub struct AppState {
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// Turns true when the service starts draining: waits and streams end.
     pub draining: tokio::sync::watch::Receiver<bool>,
+    /// The MCP servers whose tools are verbs, when `--mcp` names some.
+    pub mcp: Option<seed_mcp::McpServers>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -248,6 +252,7 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sessions::set_model)
         .service(actions::run_action)
         .service(actions::list_actions)
+        .service(tools::list_tools)
         .service(tokens::mint_token)
         .service(crate::ws::subscribe)
         .service(tokens::login)

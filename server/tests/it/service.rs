@@ -247,6 +247,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /v1/sessions/{session_id}/runs",
         "GET /v1/sessions/{session_id}/transcript",
         "GET /v1/subscribe",
+        "GET /v1/tools",
         "POST /v1/sessions",
         "POST /v1/sessions/{session_id}/actions",
         "POST /v1/sessions/{session_id}/attachments",
