@@ -21,6 +21,11 @@
 //!   estimates it);
 //! - `[cut off]` — the answer stops at the output token limit (`stop_reason: length`), its
 //!   text ending mid-sentence.
+//!
+//! Lines `call: VERB {json}` make the turn call each verb in order, then answer with what the
+//! tools said ([`calls`]).
+
+pub mod calls;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -328,7 +333,12 @@ pub fn scripted(
                 ),
             };
         }
+        let calls = calls::call_lines(&input);
         let mut message = match input.strip_prefix("title:") {
+            _ if !calls.is_empty() => match calls::call_at(&calls, step, call_id) {
+                Some(call) => tool_response("", vec![call]),
+                None => text_response(&calls::answer(request, position)),
+            },
             _ if directives.steps.is_some_and(|steps| step < steps) => {
                 let steps = directives.steps.unwrap_or(1);
                 tool_response(

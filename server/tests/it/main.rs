@@ -5,6 +5,7 @@ mod commit_by_commit;
 mod common;
 mod failures_shown;
 mod kill9;
+mod mcp;
 mod refusals;
 mod retry;
 mod service;

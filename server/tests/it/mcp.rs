@@ -1,0 +1,390 @@
+//! Tools from MCP servers through a real `seed serve --mcp`: the reference servers
+//! (`@modelcontextprotocol/server-everything` and `server-filesystem` from npm) and the Python
+//! SDK's test server (tests/mcp/test_server.py), installed by scripts/mcp-servers.sh when
+//! missing. The scripted model calls them with `call:` lines.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Once;
+
+use serde_json::{Value, json};
+
+use crate::common::{SEED, Server, new_session};
+use seed_server::api::{EventsResponse, MessageSessionResponse, RunInfo, ToolsResponse};
+use seed_server::client::Client;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("server/ has a parent")
+        .to_path_buf()
+}
+
+fn installed() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"))
+        .join("mcp-servers")
+}
+
+/// Runs scripts/mcp-servers.sh when a server is missing, once per process, under the lock the
+/// other MCP tests take.
+fn install() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let bin = installed().join("node/node_modules/.bin");
+        if bin.join("mcp-server-everything").exists()
+            && bin.join("mcp-server-filesystem").exists()
+            && python().exists()
+        {
+            return;
+        }
+        let target = installed().parent().expect("the target dir").to_path_buf();
+        std::fs::create_dir_all(&target).expect("the target dir");
+        let status = Command::new("flock")
+            .arg(target.join("mcp-servers.lock"))
+            .arg(workspace().join("scripts/mcp-servers.sh"))
+            .env("CARGO_TARGET_DIR", &target)
+            .status()
+            .expect("flock runs scripts/mcp-servers.sh");
+        assert!(status.success(), "scripts/mcp-servers.sh failed: {status}");
+    });
+}
+
+fn python() -> PathBuf {
+    installed().join("venv/bin/python")
+}
+
+/// Writes `servers` as an `mcpServers` file in `dir`.
+fn config_file(dir: &Path, servers: Value) -> PathBuf {
+    let path = dir.join("mcp.json");
+    std::fs::write(&path, json!({"mcpServers": servers}).to_string()).expect("the config");
+    path
+}
+
+fn python_server(count_file: &Path) -> Value {
+    json!({
+        "command": python(),
+        "args": [workspace().join("tests/mcp/test_server.py")],
+        "env": {"SEED_MCP_COUNT_FILE": count_file},
+    })
+}
+
+async fn send(client: &Client, session: uuid::Uuid, text: &str) -> MessageSessionResponse {
+    client
+        .post(
+            &format!("/v1/sessions/{session}/messages"),
+            &json!({"text": text, "wait": true}),
+        )
+        .await
+        .expect("sent")
+}
+
+async fn events(client: &Client, session: uuid::Uuid) -> Vec<seed_server::api::EventInfo> {
+    let events: EventsResponse = client
+        .get(&format!("/v1/sessions/{session}/events"))
+        .await
+        .expect("events");
+    events.events
+}
+
+fn answer_of(run: &MessageSessionResponse) -> String {
+    run.result
+        .as_ref()
+        .and_then(|result| result["answer"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[actix_web::test]
+async fn a_session_calls_an_echo_tool_and_a_read_tool() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(&files).expect("files dir");
+    std::fs::write(files.join("notes.txt"), "the notes say hello").expect("a file");
+    let config = config_file(
+        dir.path(),
+        json!({
+            "everything": {"command": installed().join("node/node_modules/.bin/mcp-server-everything")},
+            "files": {
+                "command": installed().join("node/node_modules/.bin/mcp-server-filesystem"),
+                "args": [&files],
+            },
+        }),
+    );
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--mcp", config.to_str().expect("utf-8")]);
+    let client = server.client();
+
+    // Every tool is listed with its class and its server.
+    let tools: ToolsResponse = client.get("/v1/tools").await.expect("tools");
+    let echo = tools
+        .tools
+        .iter()
+        .find(|tool| tool.name == "everything__echo")
+        .expect("everything's echo is a verb");
+    assert_eq!(echo.mcp_server.as_deref(), Some("everything"));
+    let read = tools
+        .tools
+        .iter()
+        .find(|tool| tool.name == "files__read_text_file")
+        .expect("the filesystem server's read is a verb");
+    assert_eq!(read.class, seed_server::api::ToolClass::SafeToRepeat);
+    assert!(
+        tools
+            .tools
+            .iter()
+            .any(|tool| tool.name == "read" && tool.mcp_server.is_none())
+    );
+    let names: Vec<&str> = tools.mcp_servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["everything", "files"]);
+    assert!(
+        tools
+            .mcp_servers
+            .iter()
+            .all(|s| s.state == "connected" && s.tools > 0)
+    );
+
+    let session = new_session(&client).await;
+    let path = files.join("notes.txt");
+    let run = send(
+        &client,
+        session.id,
+        &format!(
+            "call: everything__echo {}\ncall: files__read_text_file {}",
+            json!({"message": "hello from seed"}),
+            json!({"path": path}),
+        ),
+    )
+    .await;
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    // The answer quotes the results as the model's last request held them.
+    let answer = answer_of(&run);
+    assert!(
+        answer.contains("everything__echo: Echo: hello from seed"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("files__read_text_file: the notes say hello"),
+        "{answer}"
+    );
+    // Both results are in the log, as the tools gave them.
+    let results: Vec<(String, String)> = events(&client, session.id)
+        .await
+        .into_iter()
+        .filter(|event| event.kind == "tool_result")
+        .map(|event| {
+            (
+                event.content["tool_name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                event.content["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (
+                "everything__echo".to_owned(),
+                "Echo: hello from seed".to_owned()
+            ),
+            (
+                "files__read_text_file".to_owned(),
+                "the notes say hello".to_owned()
+            ),
+        ]
+    );
+
+    // Arguments that do not fit the schema: an error result naming the field, nothing called.
+    let run = send(
+        &client,
+        session.id,
+        "call: everything__echo {\"message\": 7}",
+    )
+    .await;
+    let answer = answer_of(&run);
+    assert!(
+        answer.contains("error: invalid arguments for everything__echo: message:"),
+        "{answer}"
+    );
+
+    // seed tools prints the same list.
+    let printed = crate::common::seed_cli(&data, &["tools"], "");
+    assert!(printed.contains("mcp server files ("), "{printed}");
+    assert!(printed.contains("everything__echo"), "{printed}");
+}
+
+/// The Python server's tools, as the service is asked to run them and crash at `point`.
+fn python_service(dir: &Path, count_file: &Path, crash_at: Option<&str>) -> Server {
+    let config = config_file(dir, json!({"py": python_server(count_file)}));
+    let mut args = vec![
+        "--mcp".to_owned(),
+        config.to_str().expect("utf-8").to_owned(),
+    ];
+    if let Some(point) = crash_at {
+        args.extend(["--crash-at".to_owned(), point.to_owned()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Server::start(&dir.join("data"), &args)
+}
+
+/// The lines the test server's count tool wrote: each is one run of it.
+fn counted(count_file: &Path) -> usize {
+    std::fs::read_to_string(count_file)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+/// Sends `text` to a service that aborts at the crash point mid-call, restarts it without
+/// the point, and returns the run once it ended, with the session's tool results.
+async fn crash_mid_call(dir: &Path, count_file: &Path, text: &str) -> (RunInfo, Vec<String>) {
+    let mut server = python_service(dir, count_file, Some("tool.mid_run"));
+    let client = server.client();
+    let session = new_session(&client).await;
+    let sent = client
+        .request(
+            "POST",
+            &format!("/v1/sessions/{}/messages", session.id),
+            Some(&json!({"text": text, "wait": true})),
+        )
+        .await;
+    // The process aborted once the tool ran, before its result was handed back.
+    assert!(sent.is_err() || sent.is_ok_and(|answer| answer.status >= 500));
+    let status = server.child.wait().expect("the service exited");
+    assert!(!status.success(), "it aborted at the crash point: {status}");
+    drop(server);
+
+    let server = python_service(dir, count_file, None);
+    let client = server.client();
+    let runs: seed_server::api::SessionRunsResponse = client
+        .get(&format!("/v1/sessions/{}/runs", session.id))
+        .await
+        .expect("runs");
+    let run_id = runs.runs.first().expect("the message's run").id;
+    let run: RunInfo = client
+        .get(&format!("/v1/runs/{run_id}?wait=true"))
+        .await
+        .expect("the run ends");
+    let results = events(&client, session.id)
+        .await
+        .into_iter()
+        .filter(|event| event.kind == "tool_result")
+        .map(|event| {
+            event.content["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    (run, results)
+}
+
+#[actix_web::test]
+async fn a_tool_not_safe_to_repeat_cut_off_by_a_crash_is_never_run_again() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    let (run, results) = crash_mid_call(dir.path(), &count_file, "call: py__count {}").await;
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    assert_eq!(
+        counted(&count_file),
+        1,
+        "the count ran once, before the crash, and never again"
+    );
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].contains("interrupted"), "{results:?}");
+}
+
+#[actix_web::test]
+async fn a_read_only_tool_cut_off_by_a_crash_runs_again() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    std::fs::write(&count_file, "counted\ncounted\n").expect("two lines");
+    let (run, results) = crash_mid_call(dir.path(), &count_file, "call: py__read_count {}").await;
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    assert_eq!(
+        results,
+        ["2"],
+        "the read ran again after the restart and answered"
+    );
+}
+
+#[actix_web::test]
+async fn failing_hanging_and_dying_servers_give_error_results_and_the_service_goes_on() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    let mut server_config = python_server(&count_file);
+    server_config["seed"] = json!({"tools": {"hang": {"timeout_ms": 500}}});
+    let config = config_file(dir.path(), json!({"py": server_config}));
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--mcp", config.to_str().expect("utf-8")],
+    );
+    let client = server.client();
+    let session = new_session(&client).await;
+    let cases = [
+        (
+            "call: py__fail {\"message\": \"no such thing\"}",
+            "py__fail: error: ",
+        ),
+        ("call: py__hang {}", "py__hang: error: "),
+        ("call: py__exit_now {}", "py__exit_now: error: "),
+        // A line that is not JSON on its stdout is passed over; the answer after it comes.
+        ("call: py__garbage {}", "py__garbage: after garbage"),
+        ("call: py__count {}", "py__count: counted 1"),
+    ];
+    for (text, expected) in cases {
+        let run = send(&client, session.id, text).await;
+        assert_eq!(run.status, "succeeded", "{text}: {run:?}");
+        let answer = answer_of(&run);
+        assert!(answer.contains(expected), "{text}: {answer}");
+    }
+}
+
+#[test]
+fn bad_configuration_stops_the_start_naming_what_is_wrong() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        (
+            "{\"mcpServers\": {\"a\": {\"command\": 7}}}",
+            "mcpServers.a.command",
+        ),
+        ("{\"mcpServers\": ", "line 1"),
+        (
+            "{\"mcpServers\": {\"a\": {\"command\": \"x\"}, \"a\": {\"command\": \"y\"}}}",
+            "duplicate",
+        ),
+        (
+            "{\"mcpServers\": {\"ghost\": {\"command\": \"/nonexistent/mcp-ghost\"}}}",
+            "ghost",
+        ),
+    ];
+    for (text, named) in cases {
+        let config = dir.path().join("mcp.json");
+        std::fs::write(&config, text).expect("config");
+        let output = Command::new(SEED)
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--listen", "127.0.0.1:0", "--mcp"])
+            .arg(&config)
+            .env("SEED_PROVIDER", "scripted")
+            .output()
+            .expect("seed serve runs");
+        assert!(!output.status.success(), "{text}: it refused to start");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(named), "{text}: {stderr}");
+        assert!(
+            !String::from_utf8_lossy(&output.stdout).contains("listening"),
+            "{text}: it never listened"
+        );
+    }
+}
