@@ -33,6 +33,17 @@ export function signOut() {
   localStorage.removeItem(EXPIRES_KEY);
 }
 
+let toolList = null;
+
+/** `GET /v1/tools`, read once a page: the tools on offer do not change with the session. */
+export function tools() {
+  toolList ??= get("/v1/tools").catch((error) => {
+    toolList = null;
+    throw error;
+  });
+  return toolList;
+}
+
 export async function request(method, path, body) {
   const bearer = token();
   if (!bearer) throw new SignedOut("not signed in");

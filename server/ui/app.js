@@ -20,6 +20,7 @@ import {
   mergeDelta,
   noticeLine,
   relativeTime,
+  toolServers,
 } from "./logic.js";
 import {
   actionRow,
@@ -401,8 +402,13 @@ class SessionView {
 
   load() {
     return this.serial(async () => {
-      const [info, events] = await Promise.all([api.get(`/v1/sessions/${this.sessionId}`), api.events(this.sessionId, 1)]);
+      const [info, events, tools] = await Promise.all([
+        api.get(`/v1/sessions/${this.sessionId}`),
+        api.events(this.sessionId, 1),
+        api.tools().catch(() => null),
+      ]);
       if (this.closed) return;
+      this.toolServers = toolServers(tools);
       this.info = info;
       this.knownSuccessor = info.session.continued_to ? info.session.continued_to.session_id : null;
       this.append(events);
@@ -590,7 +596,7 @@ class SessionView {
         return h("div", { class: "notice-line" }, noticeLine(event));
       case "tool_call": {
         const result = this.results.get(event.content.id);
-        const row = event.content.name === "continue_session" ? transitionRow(event, result, open, this.sessionId) : toolRow(event, result);
+        const row = event.content.name === "continue_session" ? transitionRow(event, result, open, this.sessionId) : toolRow(event, result, this.toolServers?.get(event.content.name));
         this.calls.set(event.content.id, row);
         return row;
       }

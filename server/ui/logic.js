@@ -420,6 +420,26 @@ export function modelChange(modelText, level) {
 }
 
 /** `text` on one line (newlines as ⏎), at most `charsMax` chars. */
+/**
+ * How a tool call's row names its tool: the MCP server it comes from (from `GET /v1/tools`'
+ * `mcp_server`, `null` for a verb built in) and the tool's own name, the verb name without the
+ * server's `SERVER__` prefix when it has one.
+ */
+export function toolLabel(name, mcpServer) {
+  if (!mcpServer) return { server: null, tool: name };
+  const prefix = `${mcpServer}__`;
+  return { server: mcpServer, tool: name.startsWith(prefix) ? name.slice(prefix.length) : name };
+}
+
+/** The MCP server of each tool `GET /v1/tools` lists, by verb name. */
+export function toolServers(list) {
+  const servers = new Map();
+  for (const tool of list?.tools ?? []) {
+    if (tool.mcp_server) servers.set(tool.name, tool.mcp_server);
+  }
+  return servers;
+}
+
 export function oneLine(text, charsMax) {
   const line = String(text ?? "").trim().replace(/\r?\n/g, " ⏎ ");
   const chars = Array.from(line);

@@ -17,6 +17,7 @@ import {
   meterTitle,
   revealedChars,
   successorFromResult,
+  toolLabel,
 } from "./logic.js";
 import * as api from "./api.js";
 
@@ -188,17 +189,22 @@ export function transitionRow(call, result, navigate, sessionId) {
   return row;
 }
 
-/** A tool call with its result, collapsed by default. */
-export function toolRow(call, result) {
+/**
+ * A tool call with its result, collapsed by default; a tool of an MCP server (`mcpServer`)
+ * shows the server's name beside its own.
+ */
+export function toolRow(call, result, mcpServer = null) {
   const name = call.content.name || "tool";
   const args = call.content.arguments;
-  let summaryText = `${name} ${shortJson(args)}`;
+  const label = toolLabel(name, mcpServer);
+  let summaryText = `${label.tool} ${shortJson(args)}`;
   if (name === "status" && args) {
     const title = args.title ? `“${args.title}” — ` : "";
     summaryText = `status: ${title}${args.description ?? ""}`;
   }
   const details = h("details", { class: "tool", dataset: { callId: call.content.id, seq: call.seq } });
-  const summary = h("summary", {}, h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"), h("span", { class: "tool-summary" }, summaryText));
+  const server = label.server ? h("span", { class: "tool-server", title: `A tool of the MCP server ${label.server}` }, label.server) : null;
+  const summary = h("summary", {}, h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"), server, h("span", { class: "tool-summary" }, summaryText));
   const body = h("div", { class: "tool-body" }, h("div", { class: "tool-label" }, "Arguments"), pre(JSON.stringify(args, null, 2)));
   const resultSlot = h("div", { class: "tool-result" });
   details.append(summary, body, resultSlot);

@@ -35,6 +35,8 @@ import {
   revealedChars,
   sectionTexts,
   successorFromResult,
+  toolLabel,
+  toolServers,
 } from "../../ui/logic.js";
 
 test("markdown escapes every tag and attribute, and keeps only safe links", () => {
@@ -437,4 +439,23 @@ test("the model picker always sends the model (empty: the default) and the level
   assert.deepEqual(modelChange("  gpt-x  ", ""), { model: "gpt-x", reasoning_level: null });
   assert.deepEqual(modelChange(undefined, "extreme"), { model: null, reasoning_level: null });
   assert.deepEqual(["low", "medium"].map((level) => modelChange("m", level).reasoning_level), ["low", "medium"]);
+});
+
+test("an MCP server's tool is named with its server, a built-in verb alone", () => {
+  const servers = toolServers({
+    tools: [
+      { name: "read", mcp_server: null },
+      { name: "files__read_text_file", mcp_server: "files" },
+      { name: "a_b__x", mcp_server: "a.b" },
+    ],
+  });
+  assert.deepEqual([...servers], [
+    ["files__read_text_file", "files"],
+    ["a_b__x", "a.b"],
+  ]);
+  assert.deepEqual(toolServers(null), new Map());
+  assert.deepEqual(toolLabel("read", servers.get("read")), { server: null, tool: "read" });
+  assert.deepEqual(toolLabel("files__read_text_file", "files"), { server: "files", tool: "read_text_file" });
+  // A server name fitted to a verb prefix: the verb name stays whole.
+  assert.deepEqual(toolLabel("a_b__x", "a.b"), { server: "a.b", tool: "a_b__x" });
 });
