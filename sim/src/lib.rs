@@ -549,7 +549,7 @@ fn epoch(plan: &Plan<'_>, outer: &Arc<Shared>, report: &mut SimReport) -> anyhow
                 let faults_on = Arc::clone(&faults_on);
                 seed_store::FaultInjector(Arc::new(move || {
                     if !faults_on.load(Ordering::SeqCst) {
-                        return false;
+                        return None;
                     }
                     let fail = lock(&rng).f64() < disk_full_rate;
                     if fail {
@@ -558,7 +558,7 @@ fn epoch(plan: &Plan<'_>, outer: &Arc<Shared>, report: &mut SimReport) -> anyhow
                         }
                         *lock(&shared.n_faults) += 1;
                     }
-                    fail
+                    fail.then_some(seed_store::Fault::DiskFull)
                 }))
             });
             let store = Store::open(Config {

@@ -87,14 +87,22 @@ pub struct Config {
     /// the order of its tasks alone decides what happens; a service keeps this off, since it
     /// blocks the caller's executor on SQLite.
     pub inline: bool,
-    /// Injects faults (simulation): asked before each commit, and when it says so, the commit
-    /// fails as on a full disk, and the transaction is rolled back.
+    /// Injects faults (simulation, tests): asked before each commit, and when it names a
+    /// fault, the commit fails with it and the transaction is rolled back.
     pub faults: Option<FaultInjector>,
 }
 
-/// Decides, commit by commit, whether the disk is full now. See [`Config::faults`].
+/// Decides, commit by commit, whether the commit fails now, and how. See [`Config::faults`].
 #[derive(Clone)]
-pub struct FaultInjector(pub std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+pub struct FaultInjector(pub std::sync::Arc<dyn Fn() -> Option<Fault> + Send + Sync>);
+
+/// How an injected fault fails a commit: as SQLite fails it on a full disk (`SQLITE_FULL`), or
+/// on an I/O error (`SQLITE_IOERR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    DiskFull,
+    Io,
+}
 
 impl std::fmt::Debug for FaultInjector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

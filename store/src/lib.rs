@@ -48,7 +48,7 @@ mod writer;
 pub use attachments::{AttachmentRow, NewAttachment, UploadOutcome};
 pub use children::{ChildDelivery, DELEGATED_BY, DeliveringChild, ParkOutcome, delegated_by};
 pub use closing::{PlanCheck, PlanNotice, RunClosing, RunEndOutcome};
-pub use config::{BatchMode, Config, FaultInjector, Synchronous};
+pub use config::{BatchMode, Config, Fault, FaultInjector, Synchronous};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use effects::CallEffect;
 pub use error::{Error, Refusal, Result};

@@ -671,12 +671,20 @@ impl WriterCore {
     }
 
     fn commit(&self) -> Result<()> {
-        if let Some(faults) = &self.faults
-            && (faults.0)()
-        {
+        if let Some(fault) = self.faults.as_ref().and_then(|faults| (faults.0)()) {
+            let (code, text) = match fault {
+                crate::config::Fault::DiskFull => (
+                    rusqlite::ffi::SQLITE_FULL,
+                    "an injected fault: the disk is full",
+                ),
+                crate::config::Fault::Io => (
+                    rusqlite::ffi::SQLITE_IOERR,
+                    "an injected fault: disk I/O error",
+                ),
+            };
             return Err(Error::Sqlite(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
-                Some("an injected fault: the disk is full".to_owned()),
+                rusqlite::ffi::Error::new(code),
+                Some(text.to_owned()),
             )));
         }
         let started = Instant::now();

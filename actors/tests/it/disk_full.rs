@@ -15,7 +15,7 @@ use crate::common::{
 };
 use seed_actors::{Runtime, RuntimeSettings};
 use seed_events::RunStatus;
-use seed_store::{Config, FaultInjector, NewSession, Store};
+use seed_store::{Config, Fault, FaultInjector, NewSession, Store};
 
 /// Fails the `skip`-th and following commits, `n_failures` of them, once armed.
 fn injector(
@@ -28,14 +28,14 @@ fn injector(
     let (seen_by, failed_by) = (Arc::clone(&seen), Arc::clone(&failed));
     let injector = FaultInjector(Arc::new(move || {
         if !armed.load(Ordering::SeqCst) {
-            return false;
+            return None;
         }
         let idx = seen_by.fetch_add(1, Ordering::SeqCst);
         let fail = idx >= skip && idx < skip + n_failures;
         if fail {
             failed_by.fetch_add(1, Ordering::SeqCst);
         }
-        fail
+        fail.then_some(Fault::DiskFull)
     }));
     (injector, failed)
 }

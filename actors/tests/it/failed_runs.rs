@@ -182,3 +182,68 @@ async fn a_call_whose_arguments_did_not_parse_is_answered_with_why_and_not_run()
     assert_log_agrees_with_store(&fixture.store, session(0)).await?;
     Ok(())
 }
+
+/// A turn the store refuses with an error that is not a full disk (here an I/O error, injected
+/// at the turn's first commit) fails with the store's own words: the run's result and the log's
+/// notice both carry the chain down to SQLite's message, not one word.
+#[actix::test]
+async fn a_turn_the_store_refuses_fails_with_the_stores_own_words() -> anyhow::Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let dir = tempfile::tempdir()?;
+    let armed = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(AtomicUsize::new(0));
+    let (armed_by, seen_by) = (Arc::clone(&armed), Arc::clone(&seen));
+    // Once armed, the second commit fails: the first is the message with its run, the second
+    // the turn's input.
+    let faults = seed_store::FaultInjector(Arc::new(move || {
+        if !armed_by.load(Ordering::SeqCst) {
+            return None;
+        }
+        (seen_by.fetch_add(1, Ordering::SeqCst) == 1).then_some(seed_store::Fault::Io)
+    }));
+    let store = seed_store::Store::open(seed_store::Config {
+        faults: Some(faults),
+        ..seed_store::Config::new(dir.path().join("seed.db"))
+    })?;
+    store.create_account(common::account(), vec![1], 0).await?;
+    store
+        .create_session(seed_store::NewSession::new(
+            session(0),
+            common::account(),
+            0,
+        ))
+        .await?;
+    let (runtime, _) = common::start_runtime_with(
+        store.clone(),
+        Arc::new(ScriptedProvider::new(vec![ScriptedStep::Respond(
+            text_response("never"),
+        )])),
+        Vec::new(),
+        seed_actors::RuntimeSettings::default(),
+        "boot-1",
+    )
+    .await?;
+    armed.store(true, Ordering::SeqCst);
+    let (_, run_id) = runtime.send_message(session(0), "hello").await?;
+    let failed = runtime.wait_for_run(run_id).await?;
+    assert!(seen.load(Ordering::SeqCst) >= 2, "the fault fired");
+    assert_eq!(failed.status, RunStatus::Failed, "{failed:?}");
+    let reason = failed.result.as_ref().expect("a result")["error"]
+        .as_str()
+        .expect("a reason")
+        .to_owned();
+    assert!(
+        reason.contains("sqlite: an injected fault: disk I/O error"),
+        "the reason keeps the store's words: {reason}"
+    );
+    let events = log(&store, session(0)).await?;
+    let notice = events.last().expect("events");
+    assert_eq!(notice.kind, "notice", "{events:?}");
+    assert_eq!(
+        notice.content["text"].as_str(),
+        Some(format!("The turn failed: {reason}").as_str())
+    );
+    Ok(())
+}
