@@ -302,7 +302,7 @@ fn describe(args: &SimArgs, outcomes: &[SeedOutcome], elapsed: Duration) -> (Str
 fn replay_lines(args: &SimArgs, seed: u64) -> String {
     format!(
         "  replay: {}\n  or in the test suite (its own crash rate): SIM_SEED={seed} cargo test -p \
-         seed-tests --test sim\n  (SEED_SIM_VERBOSE=1 shows where each simulated process \
+         seed-tests --test it sim::\n  (SEED_SIM_VERBOSE=1 shows where each simulated process \
          crashed)\n",
         args.replay_command(seed)
     )
@@ -392,7 +392,7 @@ mod tests {
         assert_eq!(n_failed, 2);
         assert!(text.contains("seed 4 broke 1 invariant(s):\n  - s1: seq 3 at position 2\n"));
         assert!(text.contains("replay: seed sim --seed 4 --crash-rate 0.2\n"));
-        assert!(text.contains("SIM_SEED=4 cargo test -p seed-tests --test sim"));
+        assert!(text.contains("SIM_SEED=4 cargo test -p seed-tests --test it sim::"));
         assert!(text.contains("seed 5: the simulation failed: disk full"));
         assert!(text.contains("seeds 2, steps 60,"), "{text}");
         assert!(text.contains("1.50 seeds/s, 30 steps/s"), "{text}");

@@ -103,11 +103,12 @@ async fn check_database(
         // At most one result per call; every call answered once its session is quiet.
         n_checked += 1;
         let mut results: BTreeMap<String, usize> = BTreeMap::new();
-        let mut calls: BTreeSet<String> = BTreeSet::new();
+        // Each call's id, with its verb and seq for the report.
+        let mut calls: BTreeMap<String, (String, i64)> = BTreeMap::new();
         for event in &log {
             match event.body() {
                 EventBody::ToolCall(call) => {
-                    calls.insert(call.id);
+                    calls.insert(call.id, (call.name, event.seq));
                 }
                 EventBody::ToolResult(result) => {
                     *results.entry(result.tool_call_id).or_default() += 1;
@@ -147,9 +148,11 @@ async fn check_database(
             .rfind(|run| run.session_id == id)
             .is_some_and(|run| run.status == seed_events::RunStatus::Succeeded);
         if quiet && last_run_succeeded {
-            for call in &calls {
+            for (call, (verb, seq)) in &calls {
                 if !results.contains_key(call) {
-                    violations.push(format!("{id}: call {call} has no result"));
+                    violations.push(format!(
+                        "{id}: call {call} ({verb}, seq {seq}) has no result"
+                    ));
                 }
             }
         }

@@ -741,6 +741,9 @@ async fn start(
     verbs.push(Arc::new(Launch {
         runs: Arc::clone(&shared.launches),
     }));
+    for classed in model::McpClassed::both(&shared.launches) {
+        verbs.push(Arc::new(classed));
+    }
     verbs.extend(shared.verbs.iter().map(|run_verb| {
         Arc::new(Counted {
             inner: Arc::clone(&run_verb.verb),

@@ -1,6 +1,8 @@
-//! The simulated world's model and its one verb of its own: the model's answer is a function of
+//! The simulated world's model and its verbs of its own: the model's answer is a function of
 //! the seed and of what the request holds (so a recovered turn asks and is answered the same
-//! way), and `launch` is a verb that must never run twice for one call.
+//! way); `launch` is a verb that must never run twice for one call, and `mcp_lookup` and
+//! `mcp_order` are classed as an MCP server's tools are, from their annotations (read-only: safe
+//! to repeat; no hints: not), the order never run twice for one call either.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -167,6 +169,65 @@ impl Verb for Launch {
     }
 }
 
+/// A verb classed as an MCP server's tool is: safe to repeat only as its annotations say
+/// (`seed_mcp::ToolHints::safe_to_repeat`, the rule the MCP adapter applies). Every execution
+/// of one that is not safe is recorded, for the invariant that none ran twice for one call.
+pub(crate) struct McpClassed {
+    pub(crate) name: &'static str,
+    pub(crate) hints: seed_mcp::ToolHints,
+    pub(crate) runs: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
+}
+
+impl McpClassed {
+    /// The simulation's two: a read-only lookup and an order with no hints.
+    pub(crate) fn both(runs: &Arc<Mutex<HashMap<(SessionId, String), usize>>>) -> [McpClassed; 2] {
+        [
+            McpClassed {
+                name: "mcp_lookup",
+                hints: seed_mcp::ToolHints {
+                    read_only: Some(true),
+                    ..Default::default()
+                },
+                runs: Arc::clone(runs),
+            },
+            McpClassed {
+                name: "mcp_order",
+                hints: seed_mcp::ToolHints::default(),
+                runs: Arc::clone(runs),
+            },
+        ]
+    }
+}
+
+impl Verb for McpClassed {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "A tool classed by its MCP annotations."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]})
+    }
+    fn safe_to_repeat(&self) -> bool {
+        self.hints.safe_to_repeat()
+    }
+    fn source(&self) -> Option<&str> {
+        Some("sim")
+    }
+    fn call(&self, context: VerbContext, _: Value) -> BoxFuture<'static, VerbOutput> {
+        if !self.safe_to_repeat()
+            && let Ok(mut runs) = self.runs.lock()
+        {
+            *runs
+                .entry((context.session_id, context.tool_call_id.clone()))
+                .or_default() += 1;
+        }
+        let name = self.name;
+        Box::pin(async move { VerbOutput::ok(format!("{name} done")) })
+    }
+}
+
 pub(crate) fn account() -> AccountId {
     AccountId::from_u128(0x51_7000)
 }
@@ -262,7 +323,13 @@ fn answer(seed: u64, extra: &[RunVerb], request: &Request) -> ScriptedStep {
                             "memory",
                             json!({"action": "append", "path": "~/memory/sim.md", "content": "x"}),
                         ),
-                        4 => call(idx, "launch", json!({"what": "probe"})),
+                        // The verbs that must not run twice, and a read-only one, share a
+                        // slot: launch, or a verb classed as an MCP tool is.
+                        4 => match (h >> (40 + idx * 2)) % 3 {
+                            0 => call(idx, "launch", json!({"what": "probe"})),
+                            1 => call(idx, "mcp_lookup", json!({"item": "stock"})),
+                            _ => call(idx, "mcp_order", json!({"item": "widget"})),
+                        },
                         5 => call(idx, "read", json!({"target": "~/memory/sim.md"})),
                         user => {
                             let verb = &extra[(user - 6) as usize];

@@ -71,6 +71,7 @@ fn allowed_seed_dependencies(member: &str) -> Option<&'static [&'static str]> {
             "seed-projections",
             "seed-store",
             "seed-actors",
+            "seed-mcp",
         ],
         "server" => &[
             "seed-sim",
