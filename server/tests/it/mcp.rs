@@ -388,3 +388,145 @@ fn bad_configuration_stops_the_start_naming_what_is_wrong() {
         );
     }
 }
+
+/// The Python test server over streamable HTTP on a free port; killed by its handle when
+/// dropped.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve_http(count_file: &Path) -> HttpServer {
+    use std::io::BufRead as _;
+    let mut child = Command::new(python())
+        .arg(workspace().join("tests/mcp/test_server.py"))
+        .arg("--http")
+        .env("SEED_MCP_COUNT_FILE", count_file)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the test server starts");
+    let stdout = child.stdout.take().expect("its stdout");
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("its first line");
+    let port = line
+        .trim()
+        .strip_prefix("listening on ")
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("`listening on PORT`, not {line:?}"));
+    HttpServer { child, port }
+}
+
+#[actix_web::test]
+async fn a_server_over_streamable_http_serves_a_session() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    let http = serve_http(&count_file);
+    let config = config_file(
+        dir.path(),
+        json!({"web": {
+            "url": format!("http://127.0.0.1:{}/mcp", http.port),
+            "headers": {"X-Seed-Test": "1"},
+        }}),
+    );
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--mcp", config.to_str().expect("utf-8")],
+    );
+    let client = server.client();
+    let session = new_session(&client).await;
+    let run = send(
+        &client,
+        session.id,
+        "call: web__count {}\ncall: web__read_count {}",
+    )
+    .await;
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    let answer = answer_of(&run);
+    assert!(
+        answer.contains("web__count: counted 1 | web__read_count: 1"),
+        "{answer}"
+    );
+    assert_eq!(counted(&count_file), 1);
+}
+
+#[actix_web::test]
+async fn a_stopped_turn_cancels_its_mcp_call_on_the_server() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    let config = config_file(dir.path(), json!({"py": python_server(&count_file)}));
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--mcp", config.to_str().expect("utf-8")],
+    );
+    let client = server.client();
+    let session = new_session(&client).await;
+    let mut updates = client.subscribe().await.expect("subscribed");
+    // The hang tool never answers (its timeout is the default minute).
+    let sent: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": "call: py__hang {}"}),
+        )
+        .await
+        .expect("sent");
+    // Its call is committed, and then sent to the server.
+    loop {
+        let update = seed_server::client::next_update(&mut updates)
+            .await
+            .expect("the subscription stays open");
+        if let seed_server::ws::Update::ToolCall { name, .. } = update
+            && name == "py__hang"
+        {
+            break;
+        }
+    }
+    let run_id = sent.run_id;
+    client
+        .request(
+            "POST",
+            &format!("/v1/sessions/{}/stop", session.id),
+            Some(&json!({})),
+        )
+        .await
+        .expect("stopped");
+    let run: RunInfo = client
+        .get(&format!("/v1/runs/{run_id}?wait=true"))
+        .await
+        .expect("the run ends");
+    assert_ne!(run.status, "running", "{run:?}");
+    let results: Vec<String> = events(&client, session.id)
+        .await
+        .into_iter()
+        .filter(|event| event.kind == "tool_result")
+        .map(|event| {
+            event.content["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        results.iter().any(|result| result.contains("stopped")),
+        "the call is answered as stopped: {results:?}"
+    );
+    // The server was told: its count of cancelled calls (it waits for one) says so.
+    let run = send(
+        &client,
+        session.id,
+        "call: py__cancellations {\"at_least\": 1}",
+    )
+    .await;
+    let answer = answer_of(&run);
+    assert!(answer.contains("py__cancellations: 1"), "{answer}");
+}
