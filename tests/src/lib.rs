@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod continuation_bench;
+pub mod mcp_bench;
 pub mod projections_bench;
 pub mod providers_bench;
 pub mod runtime_bench;

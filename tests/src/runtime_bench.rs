@@ -181,17 +181,17 @@ fn account() -> AccountId {
     AccountId::from_u128(1)
 }
 
-fn session(idx: usize) -> SessionId {
+pub(crate) fn session(idx: usize) -> SessionId {
     SessionId::from_u128(idx as u128 + 1)
 }
 
 /// Milliseconds, one more at every reading, as the actor tests' clock.
-fn clock() -> Arc<dyn Fn() -> i64 + Send + Sync> {
+pub(crate) fn clock() -> Arc<dyn Fn() -> i64 + Send + Sync> {
     let now = Arc::new(AtomicI64::new(1_800_000_000_000));
     Arc::new(move || now.fetch_add(1, Ordering::Relaxed))
 }
 
-fn settings(n_sessions: usize) -> RuntimeSettings {
+pub(crate) fn settings(n_sessions: usize) -> RuntimeSettings {
     RuntimeSettings {
         interactive_runs_max: n_sessions.max(1024),
         ..RuntimeSettings::default()
@@ -218,7 +218,7 @@ async fn start_runtime(
 
 /// Opens a fresh store at `config.path` (the caller removed any old one) with the account and
 /// `n_sessions` sessions; with `message`, each session's log gets one user message.
-async fn store_with_sessions(
+pub(crate) async fn store_with_sessions(
     config: &Config,
     n_sessions: usize,
     message: bool,

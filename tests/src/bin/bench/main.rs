@@ -65,6 +65,12 @@
 //! 10000` times the boot sweep over 10,000 runs a dead boot left `running` with their leases
 //! held, in ms, against a budget of 2,000 ms that the figure is read against, not divided by.
 //!
+//! The `mcp` suite (`mcp.rs`, `seed_tests::mcp_bench`) calls server-everything's `echo` over
+//! stdio through the whole runtime (installed by scripts/mcp-servers.sh when missing): `mcp call
+//! p50`/`p99` (ms, one session), `mcp calls 64 sessions` (calls/s) and `runtime 64 sessions mcp
+//! tool` (steps/s) against `runtime 64 sessions scripted tool`, the same turns with a verb of the
+//! process, measured in the same run.
+//!
 //! The `continuation` suite (`seed_tests::continuation_bench`) times compiling a successor's
 //! projection over transcripts of 1k, 100k and 1M events with the same cited ranges (µs; the
 //! floor is the 1k case, so the ratio is growth with the transcript) and a whole continuation
@@ -95,13 +101,14 @@ use anyhow::{Context, bail};
 use seed_store::{BatchMode, Config, Synchronous, floor};
 use seed_tests::bench::write_report;
 
+mod mcp;
 mod projections;
 mod providers;
 mod runtime;
 mod service;
 mod store;
 
-const SUITES: [&str; 7] = [
+const SUITES: [&str; 8] = [
     "store",
     "harness",
     "projections",
@@ -109,6 +116,7 @@ const SUITES: [&str; 7] = [
     "continuation",
     "providers",
     "service",
+    "mcp",
 ];
 
 /// The allocator the `seed` binary runs with (server/src/main.rs), so the figures are the
@@ -130,6 +138,7 @@ fn main() -> anyhow::Result<()> {
         "continuation" => seed_tests::continuation_bench::suite(&scratch_dir()?, &filter)?,
         "providers" => providers::suite(&filter)?,
         "service" => service::suite(&filter)?,
+        "mcp" => mcp::suite(&filter)?,
         _ => bail!("usage: bench SUITE, where SUITE is one of {SUITES:?}"),
     };
     let path = write_report(&suite, &rows)?;
