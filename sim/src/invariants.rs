@@ -143,9 +143,25 @@ async fn check_database(
                 violations.push(format!("{id}: call {call} has {n} results: {seen:#?}"));
             }
         }
-        let last_run_succeeded = all_runs
-            .iter()
-            .rfind(|run| run.session_id == id)
+        // The session's store, folded: its newest turn here, its entries below.
+        let files = store.session_files(id);
+        let state = StoreState::fold(
+            &files.read(FileName::Entries).await?,
+            &files.read(FileName::Documents).await?,
+            &files.read(FileName::Tasks).await?,
+        )?;
+        // The last run is the one that took the session's newest turn, not the newest run: a
+        // parked run's later pass (a child's result) can come after a newer run's turn. Any
+        // turn first gives up on one left unsettled, answering its calls, so only the newest
+        // turn may leave calls without a result, when its run did not succeed (a refused
+        // commit). A session without a turn falls back on its newest run.
+        let newest_turn_run = state
+            .turn()
+            .and_then(|turn| seed_actors::turn::run_of_request(&turn.request_id));
+        let session_runs = || all_runs.iter().filter(|run| run.session_id == id);
+        let last_run_succeeded = session_runs()
+            .find(|run| Some(run.id) == newest_turn_run)
+            .or_else(|| session_runs().next_back())
             .is_some_and(|run| run.status == seed_events::RunStatus::Succeeded);
         if quiet && last_run_succeeded {
             for (call, (verb, seq)) in &calls {
@@ -188,12 +204,6 @@ async fn check_database(
         // events in the same transaction.
         {
             n_checked += 1;
-            let files = store.session_files(id);
-            let state = StoreState::fold(
-                &files.read(FileName::Entries).await?,
-                &files.read(FileName::Documents).await?,
-                &files.read(FileName::Tasks).await?,
-            )?;
             let problems = log_store_disagreements(&state.entries, &log);
             if !problems.is_empty() {
                 // Its runs, to tell why nothing projected what the store holds.
