@@ -530,3 +530,44 @@ async fn a_stopped_turn_cancels_its_mcp_call_on_the_server() {
     let answer = answer_of(&run);
     assert!(answer.contains("py__cancellations: 1"), "{answer}");
 }
+
+#[actix_web::test]
+async fn a_tool_a_server_adds_while_running_is_offered_to_the_next_turn() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    let config = config_file(dir.path(), json!({"py": python_server(&count_file)}));
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--mcp", config.to_str().expect("utf-8")],
+    );
+    let client = server.client();
+    let session = new_session(&client).await;
+    let offered = |tools: &ToolsResponse| tools.tools.iter().any(|tool| tool.name == "py__added");
+    let tools: ToolsResponse = client.get("/v1/tools").await.expect("tools");
+    assert!(!offered(&tools), "not offered before the server adds it");
+    // The server adds a tool and says its list changed (notifications/tools/list_changed).
+    let run = send(&client, session.id, "call: py__add_tool {}").await;
+    assert!(
+        answer_of(&run).contains("py__add_tool: added a tool"),
+        "{run:?}"
+    );
+    // The list is read again and the verbs follow, on their own time: wait for it, within
+    // a bound.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let tools: ToolsResponse = client.get("/v1/tools").await.expect("tools");
+        if offered(&tools) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "py__added was not offered within 20 s"
+        );
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The same session's next turn (its harness kept from the last) is offered it and calls it.
+    let run = send(&client, session.id, "call: py__added {}").await;
+    let answer = answer_of(&run);
+    assert!(answer.contains("py__added: added"), "{answer}");
+}
