@@ -36,7 +36,9 @@
 //!   leave a tool unprotected). `enabled` (default true); `timeout_ms`, the calls' timeout for
 //!   every tool of the server (default [`CALL_TIMEOUT_DEFAULT_MS`]); `tools`, by the tool's
 //!   name as the server gives it: `enabled` (default true), `safe_to_repeat` (overrides the
-//!   tool's annotations either way), `timeout_ms` (overrides the server's).
+//!   tool's annotations either way), `timeout_ms` (overrides the server's), `reconcile` (the
+//!   name of another tool of the server that says whether a call of this one, cut off by a
+//!   crash, took effect: see [`crate::verb`]).
 //! - A key twice in one object is an error (JSON parsers keep the last one silently). A server's
 //!   name must not be empty, and two names must not fit to the same verb prefix (see
 //!   [`crate::names`]).
@@ -119,6 +121,8 @@ pub struct ToolConfig {
     /// Overrides the class the tool's annotations give, either way.
     pub safe_to_repeat: Option<bool>,
     pub timeout: Option<Duration>,
+    /// Another tool of the server that reconciles a cut-off call of this one.
+    pub reconcile: Option<String>,
 }
 
 impl Default for ToolConfig {
@@ -127,6 +131,7 @@ impl Default for ToolConfig {
             enabled: true,
             safe_to_repeat: None,
             timeout: None,
+            reconcile: None,
         }
     }
 }
@@ -200,7 +205,7 @@ const RESERVED_HEADERS: &[&str] = &[
 ];
 
 const SEED_FIELDS: &str = "enabled, timeout_ms, tools";
-const TOOL_FIELDS: &str = "enabled, safe_to_repeat, timeout_ms";
+const TOOL_FIELDS: &str = "enabled, safe_to_repeat, timeout_ms, reconcile";
 
 impl McpConfig {
     /// Parses the configuration file's text.
@@ -380,6 +385,13 @@ fn seed_section(server: &mut ServerConfig, node: &Node, path: &str) -> Result<()
                             "enabled" => config.enabled = boolean(value, &at)?,
                             "safe_to_repeat" => config.safe_to_repeat = Some(boolean(value, &at)?),
                             "timeout_ms" => config.timeout = Some(millis(value, &at)?),
+                            "reconcile" => {
+                                let name = string(value, &at)?;
+                                if name.is_empty() {
+                                    return Err(field_error(&at, Problem::Empty));
+                                }
+                                config.reconcile = Some(name.to_owned());
+                            }
                             _ => return Err(field_error(&at, Problem::UnknownField(TOOL_FIELDS))),
                         }
                     }

@@ -33,6 +33,9 @@ pub struct McpTool {
     /// How long a call may run before it is cancelled and answered with an error.
     pub timeout: Duration,
     pub annotations: ToolHints,
+    /// The verb name of the tool of the same server that reconciles a cut-off call of this one
+    /// (`seed.tools.NAME.reconcile`), if the configuration names one.
+    pub reconcile: Option<String>,
 }
 
 /// A tool's annotations as the server gave them (`None`: not said). Hints, not guarantees:
@@ -124,6 +127,10 @@ pub fn catalogue<'a>(
                     .unwrap_or_else(|| tool.hints.safe_to_repeat()),
                 timeout: server.tool_timeout(&tool.name),
                 annotations: tool.hints,
+                reconcile: config
+                    .reconcile
+                    .as_ref()
+                    .map(|other| names::verb_name(&server.name, other)),
             };
             catalogue.tools.insert(verb_name, mcp_tool);
         }

@@ -6,8 +6,12 @@
 //! A call's arguments are checked against the schema before anything is sent (an error result
 //! names the field, and the server is not called); a stopped turn cancels the call in flight.
 //! A tool that is not safe to repeat gets the durable harness's treatment of every such verb:
-//! its intent is committed before the call, and a call cut off by a crash is answered
-//! "interrupted", never sent again.
+//! its intent is committed before the call, and a call cut off by a crash is never sent again:
+//! it is answered "interrupted", unless the configuration names a tool of the same server that
+//! reconciles it (`seed.tools.NAME.reconcile`). That tool is called with
+//! `{"call_id": …, "arguments": …}` (Seed's call id and the cut-off call's arguments) and answers
+//! with the call's result when the call took effect, or with an error result when it did not
+//! (or cannot tell): then the call is answered "interrupted".
 
 use futures::future::BoxFuture;
 use seed_actors::schema::check_call_arguments;
@@ -105,6 +109,25 @@ impl Verb for McpVerb {
         Some(&self.tool.server)
     }
 
+    fn reconcile(
+        &self,
+        context: VerbContext,
+        arguments: Value,
+    ) -> BoxFuture<'static, Option<VerbOutput>> {
+        let Some(reconciler) = self.tool.reconcile.clone() else {
+            return Box::pin(async { None });
+        };
+        let asked = serde_json::json!({
+            "call_id": context.tool_call_id,
+            "arguments": arguments,
+        });
+        let call = self.servers.call(&reconciler, asked);
+        Box::pin(async move {
+            let output = call.await;
+            (!output.is_error && !output.text.is_empty()).then(|| VerbOutput::ok(output.text))
+        })
+    }
+
     fn call(&self, context: VerbContext, arguments: Value) -> BoxFuture<'static, VerbOutput> {
         let arguments = match arguments_to_send(&self.tool, arguments) {
             Ok(arguments) => arguments,
@@ -180,6 +203,7 @@ mod tests {
             safe_to_repeat: false,
             timeout: Duration::from_secs(1),
             annotations: ToolHints::default(),
+            reconcile: None,
         }
     }
 

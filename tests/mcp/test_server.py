@@ -5,6 +5,10 @@ Tools (annotations as each is classed):
 - count(delay_ms): waits, appends a line to the file in $SEED_MCP_COUNT_FILE, answers
   "counted N" (N lines now). Not safe to repeat: not read-only, not idempotent.
 - read_count(): the file's line count. Read-only.
+- count_keyed(key): appends the key as a line to the counter file, answers "counted KEY". Not
+  safe to repeat.
+- find_count(call_id, arguments): the reconciler of count_keyed: "counted KEY" when the file
+  holds arguments.key, else an isError result. Read-only.
 - fail(message): an isError result carrying the message. Read-only.
 - hang(): never answers; its start and its cancellation (notifications/cancelled) are
   counted. Idempotent.
@@ -78,6 +82,28 @@ async def count(delay_ms: int = 0) -> str:
 def read_count() -> str:
     """The counter file's count."""
     return str(lines())
+
+
+@server.tool(annotations=NOT_SAFE)
+def count_keyed(key: str) -> str:
+    """Add the key as a line to the counter file."""
+    with open(count_file(), "a") as file:
+        file.write(f"{key}\n")
+    return f"counted {key}"
+
+
+@server.tool(annotations=READ_ONLY)
+def find_count(call_id: str, arguments: dict) -> str:
+    """Whether a count_keyed call took effect: its key is in the counter file."""
+    key = arguments.get("key")
+    try:
+        with open(count_file()) as file:
+            keys = [line.strip() for line in file]
+    except FileNotFoundError:
+        keys = []
+    if key in keys:
+        return f"counted {key}"
+    raise ToolError(f"no count for {key} (call {call_id})")
 
 
 @server.tool(annotations=READ_ONLY)

@@ -29,7 +29,7 @@ fn describe(config: &McpConfig) -> String {
         line += &format!(" timeout={}ms", server.timeout.as_millis());
         for (tool, config) in &server.tools {
             line += &format!(
-                " tool {tool}({}{}{})",
+                " tool {tool}({}{}{}{})",
                 if config.enabled { "on" } else { "off" },
                 config
                     .safe_to_repeat
@@ -38,6 +38,11 @@ fn describe(config: &McpConfig) -> String {
                 config
                     .timeout
                     .map(|timeout| format!(" timeout={}ms", timeout.as_millis()))
+                    .unwrap_or_default(),
+                config
+                    .reconcile
+                    .as_ref()
+                    .map(|other| format!(" reconcile={other}"))
                     .unwrap_or_default(),
             );
         }
@@ -209,7 +214,20 @@ fn configurations_from_a_table() {
         ),
         (
             r#"{"mcpServers": {"f": {"command": "x", "seed": {"tools": {"w": {"safe": true}}}}}}"#,
-            "error: mcpServers.f.seed.tools.w.safe: unknown field, expected one of: enabled, safe_to_repeat, timeout_ms",
+            "error: mcpServers.f.seed.tools.w.safe: unknown field, expected one of: enabled, safe_to_repeat, timeout_ms, reconcile",
+        ),
+        // A tool that reconciles another's cut-off calls.
+        (
+            r#"{"mcpServers": {"f": {"command": "x", "seed": {"tools": {"w": {"reconcile": "found"}}}}}}"#,
+            r#"f: stdio "x" args=[] on timeout=60000ms tool w(on reconcile=found)"#,
+        ),
+        (
+            r#"{"mcpServers": {"f": {"command": "x", "seed": {"tools": {"w": {"reconcile": ""}}}}}}"#,
+            "error: mcpServers.f.seed.tools.w.reconcile: must not be empty",
+        ),
+        (
+            r#"{"mcpServers": {"f": {"command": "x", "seed": {"tools": {"w": {"reconcile": 3}}}}}}"#,
+            "error: mcpServers.f.seed.tools.w.reconcile: expected a string",
         ),
         (
             r#"{"mcpServers": {"f": {"command": "x", "seed": {"tools": {"w": {"safe_to_repeat": "yes"}}}}}}"#,

@@ -24,9 +24,11 @@ async fn classes_follow_the_annotations_and_the_configuration() {
         ("py__add_tool", false),
         ("py__cancellations", true),
         ("py__count", false),
+        ("py__count_keyed", false),
         // Not safe by its annotations, safe by the configuration.
         ("py__exit_now", true),
         ("py__fail", true),
+        ("py__find_count", true),
         ("py__hang", true),
         ("py__hangs", true),
         ("py__read_count", true),
@@ -40,7 +42,7 @@ async fn classes_follow_the_annotations_and_the_configuration() {
     assert_eq!(info.server_name.as_deref(), Some("seed-test-server"));
     assert_eq!(info.server_version.as_deref(), Some("1.0.0"));
     // garbage is listed but disabled.
-    assert_eq!(info.n_tools, 9);
+    assert_eq!(info.n_tools, 11);
     servers.shutdown().await;
 }
 

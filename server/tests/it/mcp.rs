@@ -571,3 +571,63 @@ async fn a_tool_a_server_adds_while_running_is_offered_to_the_next_turn() {
     let answer = answer_of(&run);
     assert!(answer.contains("py__added: added"), "{answer}");
 }
+
+#[actix_web::test]
+async fn a_cut_off_call_the_configuration_reconciles_is_answered_with_its_effect() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    let mut py = python_server(&count_file);
+    py["seed"] = json!({"tools": {"count_keyed": {"reconcile": "find_count"}}});
+    let config = config_file(dir.path(), json!({"py": py}));
+    let config = config.to_str().expect("utf-8");
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--mcp", config, "--crash-at", "tool.mid_run"]);
+    let client = server.client();
+    let session = new_session(&client).await;
+    let sent = client
+        .request(
+            "POST",
+            &format!("/v1/sessions/{}/messages", session.id),
+            Some(&json!({"text": "call: py__count_keyed {\"key\": \"k1\"}", "wait": true})),
+        )
+        .await;
+    assert!(sent.is_err() || sent.is_ok_and(|answer| answer.status >= 500));
+    let mut server = server;
+    assert!(!server.child.wait().expect("exited").success());
+    drop(server);
+
+    let server = Server::start(&data, &["--mcp", config]);
+    let client = server.client();
+    let runs: seed_server::api::SessionRunsResponse = client
+        .get(&format!("/v1/sessions/{}/runs", session.id))
+        .await
+        .expect("runs");
+    let run_id = runs.runs.first().expect("the message's run").id;
+    let run: RunInfo = client
+        .get(&format!("/v1/runs/{run_id}?wait=true"))
+        .await
+        .expect("the run ends");
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    let results: Vec<String> = events(&client, session.id)
+        .await
+        .into_iter()
+        .filter(|event| event.kind == "tool_result")
+        .map(|event| {
+            event.content["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        results,
+        ["counted k1"],
+        "answered with its effect, not interrupted"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&count_file).expect("the count"),
+        "k1\n",
+        "run once, before the crash"
+    );
+}
