@@ -88,6 +88,21 @@ async fn events(client: &Client, session: uuid::Uuid) -> Vec<seed_server::api::E
     events.events
 }
 
+/// The texts of the session's tool results, in the log's order.
+async fn tool_results(client: &Client, session: uuid::Uuid) -> Vec<String> {
+    events(client, session)
+        .await
+        .into_iter()
+        .filter(|event| event.kind == "tool_result")
+        .map(|event| {
+            event.content["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
 fn answer_of(run: &MessageSessionResponse) -> String {
     run.result
         .as_ref()
@@ -221,8 +236,10 @@ async fn a_session_calls_an_echo_tool_and_a_read_tool() {
 }
 
 /// The Python server's tools, as the service is asked to run them and crash at `point`.
-fn python_service(dir: &Path, count_file: &Path, crash_at: Option<&str>) -> Server {
-    let config = config_file(dir, json!({"py": python_server(count_file)}));
+fn python_service(dir: &Path, count_file: &Path, seed: &Value, crash_at: Option<&str>) -> Server {
+    let mut py = python_server(count_file);
+    py["seed"] = seed.clone();
+    let config = config_file(dir, json!({"py": py}));
     let mut args = vec![
         "--mcp".to_owned(),
         config.to_str().expect("utf-8").to_owned(),
@@ -241,10 +258,16 @@ fn counted(count_file: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// Sends `text` to a service that aborts at the crash point mid-call, restarts it without
-/// the point, and returns the run once it ended, with the session's tool results.
-async fn crash_mid_call(dir: &Path, count_file: &Path, text: &str) -> (RunInfo, Vec<String>) {
-    let mut server = python_service(dir, count_file, Some("tool.mid_run"));
+/// Sends `text` to a service (the Python server with its `seed` section) that aborts at the
+/// crash point mid-call, restarts it without the point, and returns the run once it ended,
+/// with the session's tool results.
+async fn crash_mid_call(
+    dir: &Path,
+    count_file: &Path,
+    seed: Value,
+    text: &str,
+) -> (RunInfo, Vec<String>) {
+    let mut server = python_service(dir, count_file, &seed, Some("tool.mid_run"));
     let client = server.client();
     let session = new_session(&client).await;
     let sent = client
@@ -260,7 +283,7 @@ async fn crash_mid_call(dir: &Path, count_file: &Path, text: &str) -> (RunInfo, 
     assert!(!status.success(), "it aborted at the crash point: {status}");
     drop(server);
 
-    let server = python_service(dir, count_file, None);
+    let server = python_service(dir, count_file, &seed, None);
     let client = server.client();
     let runs: seed_server::api::SessionRunsResponse = client
         .get(&format!("/v1/sessions/{}/runs", session.id))
@@ -271,17 +294,7 @@ async fn crash_mid_call(dir: &Path, count_file: &Path, text: &str) -> (RunInfo, 
         .get(&format!("/v1/runs/{run_id}?wait=true"))
         .await
         .expect("the run ends");
-    let results = events(&client, session.id)
-        .await
-        .into_iter()
-        .filter(|event| event.kind == "tool_result")
-        .map(|event| {
-            event.content["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect();
+    let results = tool_results(&client, session.id).await;
     (run, results)
 }
 
@@ -290,7 +303,8 @@ async fn a_tool_not_safe_to_repeat_cut_off_by_a_crash_is_never_run_again() {
     install();
     let dir = tempfile::tempdir().expect("tempdir");
     let count_file = dir.path().join("count");
-    let (run, results) = crash_mid_call(dir.path(), &count_file, "call: py__count {}").await;
+    let (run, results) =
+        crash_mid_call(dir.path(), &count_file, json!({}), "call: py__count {}").await;
     assert_eq!(run.status, "succeeded", "{run:?}");
     assert_eq!(
         counted(&count_file),
@@ -307,7 +321,13 @@ async fn a_read_only_tool_cut_off_by_a_crash_runs_again() {
     let dir = tempfile::tempdir().expect("tempdir");
     let count_file = dir.path().join("count");
     std::fs::write(&count_file, "counted\ncounted\n").expect("two lines");
-    let (run, results) = crash_mid_call(dir.path(), &count_file, "call: py__read_count {}").await;
+    let (run, results) = crash_mid_call(
+        dir.path(),
+        &count_file,
+        json!({}),
+        "call: py__read_count {}",
+    )
+    .await;
     assert_eq!(run.status, "succeeded", "{run:?}");
     assert_eq!(
         results,
@@ -505,17 +525,7 @@ async fn a_stopped_turn_cancels_its_mcp_call_on_the_server() {
         .await
         .expect("the run ends");
     assert_ne!(run.status, "running", "{run:?}");
-    let results: Vec<String> = events(&client, session.id)
-        .await
-        .into_iter()
-        .filter(|event| event.kind == "tool_result")
-        .map(|event| {
-            event.content["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect();
+    let results: Vec<String> = tool_results(&client, session.id).await;
     assert!(
         results.iter().any(|result| result.contains("stopped")),
         "the call is answered as stopped: {results:?}"
@@ -577,49 +587,14 @@ async fn a_cut_off_call_the_configuration_reconciles_is_answered_with_its_effect
     install();
     let dir = tempfile::tempdir().expect("tempdir");
     let count_file = dir.path().join("count");
-    let mut py = python_server(&count_file);
-    py["seed"] = json!({"tools": {"count_keyed": {"reconcile": "find_count"}}});
-    let config = config_file(dir.path(), json!({"py": py}));
-    let config = config.to_str().expect("utf-8");
-    let data = dir.path().join("data");
-    let server = Server::start(&data, &["--mcp", config, "--crash-at", "tool.mid_run"]);
-    let client = server.client();
-    let session = new_session(&client).await;
-    let sent = client
-        .request(
-            "POST",
-            &format!("/v1/sessions/{}/messages", session.id),
-            Some(&json!({"text": "call: py__count_keyed {\"key\": \"k1\"}", "wait": true})),
-        )
-        .await;
-    assert!(sent.is_err() || sent.is_ok_and(|answer| answer.status >= 500));
-    let mut server = server;
-    assert!(!server.child.wait().expect("exited").success());
-    drop(server);
-
-    let server = Server::start(&data, &["--mcp", config]);
-    let client = server.client();
-    let runs: seed_server::api::SessionRunsResponse = client
-        .get(&format!("/v1/sessions/{}/runs", session.id))
-        .await
-        .expect("runs");
-    let run_id = runs.runs.first().expect("the message's run").id;
-    let run: RunInfo = client
-        .get(&format!("/v1/runs/{run_id}?wait=true"))
-        .await
-        .expect("the run ends");
+    let (run, results) = crash_mid_call(
+        dir.path(),
+        &count_file,
+        json!({"tools": {"count_keyed": {"reconcile": "find_count"}}}),
+        "call: py__count_keyed {\"key\": \"k1\"}",
+    )
+    .await;
     assert_eq!(run.status, "succeeded", "{run:?}");
-    let results: Vec<String> = events(&client, session.id)
-        .await
-        .into_iter()
-        .filter(|event| event.kind == "tool_result")
-        .map(|event| {
-            event.content["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect();
     assert_eq!(
         results,
         ["counted k1"],
