@@ -195,13 +195,14 @@ async fn a_turn_the_store_refuses_fails_with_the_stores_own_words() -> anyhow::R
     let armed = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(AtomicUsize::new(0));
     let (armed_by, seen_by) = (Arc::clone(&armed), Arc::clone(&seen));
-    // Once armed, the second commit fails: the first is the message with its run, the second
-    // the turn's input.
+    let arming = Arc::clone(&armed);
+    // Armed when the turn's input is about to be committed: that commit, the next, fails once.
     let faults = seed_store::FaultInjector(Arc::new(move || {
-        if !armed_by.load(Ordering::SeqCst) {
+        if !armed_by.swap(false, Ordering::SeqCst) {
             return None;
         }
-        (seen_by.fetch_add(1, Ordering::SeqCst) == 1).then_some(seed_store::Fault::Io)
+        seen_by.fetch_add(1, Ordering::SeqCst);
+        Some(seed_store::Fault::Io)
     }));
     let store = seed_store::Store::open(seed_store::Config {
         faults: Some(faults),
@@ -221,14 +222,21 @@ async fn a_turn_the_store_refuses_fails_with_the_stores_own_words() -> anyhow::R
             text_response("never"),
         )])),
         Vec::new(),
-        seed_actors::RuntimeSettings::default(),
+        seed_actors::RuntimeSettings {
+            crash_points: seed_actors::CrashPoints::new(move |point| {
+                if point == seed_actors::crash::points::INPUT_BEFORE_COMMIT {
+                    arming.store(true, Ordering::SeqCst);
+                }
+                false
+            }),
+            ..seed_actors::RuntimeSettings::default()
+        },
         "boot-1",
     )
     .await?;
-    armed.store(true, Ordering::SeqCst);
     let (_, run_id) = runtime.send_message(session(0), "hello").await?;
     let failed = runtime.wait_for_run(run_id).await?;
-    assert!(seen.load(Ordering::SeqCst) >= 2, "the fault fired");
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "the fault fired once");
     assert_eq!(failed.status, RunStatus::Failed, "{failed:?}");
     let reason = failed.result.as_ref().expect("a result")["error"]
         .as_str()
