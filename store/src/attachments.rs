@@ -99,6 +99,32 @@ pub(crate) fn remove_orphan_folders(
     Ok(n_removed)
 }
 
+/// Creates a folder and its missing parents, each its owner's alone (0700): attachments are
+/// the accounts' files.
+fn create_private_dir(folder: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(folder)
+}
+
+/// Writes an attachment's file, readable by its owner only (0600), its folder made if missing.
+fn write_private(full: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(folder) = full.parent() {
+        create_private_dir(folder)?;
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(full)?
+        .write_all(bytes)
+}
+
 /// Writes the file (before the row: a crash in between leaves a file no row names, never a row
 /// without its file) and inserts the row.
 pub(crate) fn add_attachment(
@@ -109,10 +135,7 @@ pub(crate) fn add_attachment(
     let path = relative_path(attachment.session_id, &attachment.id)?;
     crate::sessions::key_for_write(connection, attachment.session_id)?;
     let full = data_dir.join(&path);
-    if let Some(folder) = full.parent() {
-        std::fs::create_dir_all(folder)?;
-    }
-    std::fs::write(&full, &attachment.bytes)?;
+    write_private(&full, &attachment.bytes)?;
     let row = AttachmentRow {
         session_id: attachment.session_id,
         id: attachment.id.clone(),
@@ -204,7 +227,7 @@ pub(crate) fn link_attachment(
     let path = relative_path(to, id)?;
     let full = data_dir.join(&path);
     if let Some(folder) = full.parent() {
-        std::fs::create_dir_all(folder)?;
+        create_private_dir(folder)?;
     }
     match std::fs::hard_link(data_dir.join(&source.path), &full) {
         Ok(()) => {}
@@ -324,10 +347,7 @@ impl Store {
                 {
                     return Ok(Some(refused));
                 }
-                if let Some(folder) = full.parent() {
-                    std::fs::create_dir_all(folder)?;
-                }
-                std::fs::write(&full, &attachment.bytes)?;
+                write_private(&full, &attachment.bytes)?;
                 Ok(None)
             })
             .await?

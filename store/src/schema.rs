@@ -163,6 +163,9 @@ const STATEMENT_CACHE_CAPACITY: usize = 128;
 /// Opens the writer's connection: creates the file if needed, switches it to WAL, applies the
 /// pragmas and brings the schema up to date.
 pub(crate) fn open_writer(config: &Config) -> Result<Connection> {
+    if !crate::memory_disk::is_memory(config) {
+        create_private(&config.path)?;
+    }
     let mut connection = Connection::open(&config.path)?;
     connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
     apply_pragmas(&connection, config)?;
@@ -170,6 +173,23 @@ pub(crate) fn open_writer(config: &Config) -> Result<Connection> {
         .to_latest(&mut connection)
         .map_err(Error::Migration)?;
     Ok(connection)
+}
+
+/// Creates a missing database file readable by its owner only (0600) before SQLite opens it:
+/// the file holds every account's sessions, and SQLite gives the WAL and shared-memory files
+/// it makes beside it the database file's mode. An existing file is left as it is.
+fn create_private(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// Opens a read-only connection to a database the writer has already set up.
@@ -295,6 +315,22 @@ mod tests {
             })
             .unwrap_or_default();
         plan.join("; ")
+    }
+
+    #[test]
+    fn a_new_database_and_its_wal_and_shared_memory_are_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let path = dir.path().join("seed.db");
+        let _connection = open_writer(&Config::new(&path)).expect("a new database");
+        for suffix in ["", "-wal", "-shm"] {
+            let file = dir.path().join(format!("seed.db{suffix}"));
+            let mode = std::fs::metadata(&file)
+                .expect("the file exists while the database is open")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+        }
     }
 
     #[test]
