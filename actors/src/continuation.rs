@@ -400,6 +400,7 @@ fn continued_output(successor_id: SessionId, title: &str) -> VerbOutput {
         is_error: false,
         ends_turn: true,
         placeholder: false,
+        images: Vec::new(),
     }
 }
 

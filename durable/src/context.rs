@@ -327,6 +327,7 @@ fn missing_result(entry_id: EntryId, call: &ToolCall) -> ContextMessage {
             tool_name: call.name.clone(),
             content: MISSING_RESULT.to_owned(),
             is_error: true,
+            images: Vec::new(),
         })),
     }
 }
@@ -489,6 +490,7 @@ mod tests {
             tool_name: "read".to_owned(),
             content: text.to_owned(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 

@@ -484,13 +484,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                         None => None,
                     };
                     let (result, kind) = match reconciled {
-                        Some(output) => (
-                            result_of(&call, output.content, output.is_error),
-                            ResultKind::Ran {
-                                ends_turn: output.ends_turn,
-                                placeholder: output.placeholder,
-                            },
-                        ),
+                        Some(output) => result_of(&call, output),
                         None => (
                             interrupted_result(&call.id, &call.name),
                             ResultKind::Interrupted,
@@ -517,11 +511,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                         Some(tool) => tool.call(&call).await,
                         None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
                     };
-                    let result = result_of(&call, output.content, output.is_error);
-                    let kind = ResultKind::Ran {
-                        ends_turn: output.ends_turn,
-                        placeholder: output.placeholder,
-                    };
+                    let (result, kind) = result_of(&call, output);
                     self.commit_result(&doc, &call.id, &call.name, result, kind)
                         .await?;
                 }
@@ -661,7 +651,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             model: self.config.model.clone(),
             reasoning: self.config.reasoning,
             system_prompt: self.config.system_prompt.clone(),
-            messages: request_messages(context, doc.input_entry_id, blocks),
+            messages: without_images_unless(
+                self.provider.takes_images(&self.config.model),
+                request_messages(context, doc.input_entry_id, blocks),
+            ),
             tools: Arc::clone(&self.tool_specs),
             session_id: self.config.session_id.clone(),
         }
@@ -743,13 +736,39 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
 }
 
 /// The result message of `call`.
-fn result_of(call: &ToolCall, content: String, is_error: bool) -> ToolResultMessage {
-    ToolResultMessage {
+/// `messages` with the images of tool results left out when the model takes none (their text
+/// names each one). A message with images is copied; the others stay shared.
+fn without_images_unless(takes_images: bool, mut messages: Vec<Arc<Message>>) -> Vec<Arc<Message>> {
+    if takes_images {
+        return messages;
+    }
+    for message in &mut messages {
+        if let Message::ToolResult(result) = message.as_ref()
+            && !result.images.is_empty()
+        {
+            *message = Arc::new(Message::ToolResult(ToolResultMessage {
+                images: Vec::new(),
+                ..result.clone()
+            }));
+        }
+    }
+    messages
+}
+
+/// A call's output as the result to commit, and how it ran.
+fn result_of(call: &ToolCall, output: ToolOutput) -> (ToolResultMessage, ResultKind) {
+    let kind = ResultKind::Ran {
+        ends_turn: output.ends_turn,
+        placeholder: output.placeholder,
+    };
+    let result = ToolResultMessage {
         tool_call_id: call.id.clone(),
         tool_name: call.name.clone(),
-        content,
-        is_error,
-    }
+        content: output.content,
+        is_error: output.is_error,
+        images: output.images,
+    };
+    (result, kind)
 }
 
 #[cfg(test)]
@@ -768,5 +787,35 @@ mod tests {
             Error::StoreRefused(cause()).to_string(),
             "the store refused a commit; the harness is closed: io: permission denied"
         );
+    }
+
+    /// A model that takes no images is sent a tool's text alone; one that does gets the images,
+    /// and messages without images are shared, not copied.
+    #[test]
+    fn a_results_images_go_to_a_model_that_takes_images() {
+        let pictured = Arc::new(Message::ToolResult(ToolResultMessage {
+            tool_call_id: "c1".to_owned(),
+            tool_name: "shot".to_owned(),
+            content: "[image/png, 8 bytes: attachment:c1-1]".to_owned(),
+            is_error: false,
+            images: vec![seed_providers::ResultImage {
+                media_type: "image/png".to_owned(),
+                data: "iVBORw0KGgo=".to_owned(),
+                attachment_id: Some("c1-1".to_owned()),
+            }],
+        }));
+        let said = Arc::new(Message::User(seed_providers::UserMessage::new("look")));
+        let messages = || vec![Arc::clone(&said), Arc::clone(&pictured)];
+
+        let shown = without_images_unless(true, messages());
+        assert!(Arc::ptr_eq(&shown[1], &pictured));
+
+        let told = without_images_unless(false, messages());
+        assert!(Arc::ptr_eq(&told[0], &said));
+        let Message::ToolResult(result) = told[1].as_ref() else {
+            panic!("a tool result: {:?}", told[1]);
+        };
+        assert!(result.images.is_empty());
+        assert_eq!(result.content, "[image/png, 8 bytes: attachment:c1-1]");
     }
 }

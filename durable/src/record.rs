@@ -221,6 +221,7 @@ pub fn interrupted_result(call_id: &str, tool_name: &str) -> ToolResultMessage {
              effect before relying on it."
         ),
         is_error: true,
+        images: Vec::new(),
     }
 }
 
@@ -231,6 +232,7 @@ pub fn restart_result(call_id: &str, tool_name: &str) -> ToolResultMessage {
         tool_name: tool_name.to_owned(),
         content: "interrupted by a service restart".to_owned(),
         is_error: true,
+        images: Vec::new(),
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use seed_providers::{ToolCall, ToolSpec};
+use seed_providers::{ResultImage, ToolCall, ToolSpec};
 
 /// What a tool call returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub struct ToolOutput {
     /// The content stands in for a result still to come (a delegated child still running):
     /// the log keeps the call unanswered until the real result replaces it.
     pub placeholder: bool,
+    /// Images after the text (an MCP tool's screenshot), kept with the result; the text names
+    /// each one.
+    pub images: Vec<ResultImage>,
 }
 
 impl ToolOutput {
@@ -27,6 +30,7 @@ impl ToolOutput {
             is_error: false,
             ends_turn: false,
             placeholder: false,
+            images: Vec::new(),
         }
     }
 
@@ -36,6 +40,7 @@ impl ToolOutput {
             is_error: true,
             ends_turn: false,
             placeholder: false,
+            images: Vec::new(),
         }
     }
 }

@@ -231,6 +231,7 @@ mod tests {
                         tool_name: "t".to_owned(),
                         content: "ok".to_owned(),
                         is_error: false,
+                        images: Vec::new(),
                     },
                     ends_turn,
                     placeholder: false,

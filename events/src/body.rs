@@ -69,7 +69,7 @@ pub struct ToolCallBody {
     pub rest: Map<String, Value>,
 }
 
-/// A tool result: `{"tool_call_id", "tool_name", "content", "is_error"}`.
+/// A tool result: `{"tool_call_id", "tool_name", "content", "is_error", "attachments"?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResultBody {
     pub tool_call_id: String,
@@ -79,6 +79,10 @@ pub struct ToolResultBody {
     pub content: String,
     #[serde(default)]
     pub is_error: bool,
+    /// The images the tool returned, kept as the session's attachments (`[{"id",
+    /// "media_type", "size_bytes"}]`; read them with [`crate::message_attachments`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Value>,
     #[serde(flatten)]
     pub rest: Map<String, Value>,
 }

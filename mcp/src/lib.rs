@@ -1,15 +1,16 @@
 //! Tools from MCP servers: the configuration people already have, a client on the official
 //! Rust SDK (`rmcp`), and tool results as the text a model reads.
 //!
-//! This crate knows nothing of the runtime: the adapter in the layer above turns each
-//! [`McpTool`] into a verb. It depends on no Seed crate.
+//! The client and its pure parts know nothing of the runtime; [`verb`] is the adapter that
+//! turns each [`McpTool`] into one of the runtime's verbs (and keeps a result's images as the
+//! session's attachments).
 //!
 //! # Layout
 //!
 //! - [`config`] (pure): `{"mcpServers": {...}}` with Seed's own `seed` section per server.
 //! - [`names`] (pure): a tool's verb name, `SERVER__TOOL`, fitted to the providers' rules.
 //! - [`tools`] (pure): the servers' listed tools as [`McpTool`]s: verb name, class, timeout.
-//! - [`result`] (pure): a `CallToolResult` as [`CallOutput`] (text, is_error), capped.
+//! - [`result`] (pure): a `CallToolResult` as [`CallOutput`] (text, is_error, images), capped.
 //! - [`client`] (the shell): [`McpServers`], the connections, kept up, and calls.
 //! - [`limits`]: every limit, once.
 //!
@@ -26,7 +27,7 @@
 //! }
 //! let output = servers
 //!     .call("files__read_text_file", serde_json::json!({"path": "/srv/a.txt"}))
-//!     .await; // CallOutput { text, is_error }: every failure is an error result
+//!     .await; // CallOutput { text, is_error, images }: every failure is an error result
 //! let mut changes = servers.changes(); // a generation: rebuild the verbs when it moves
 //! changes.changed().await?;
 //! # Ok(())
@@ -53,5 +54,5 @@ pub mod verb;
 pub use client::{ConnectError, McpServers, ServerInfo, ServerStartError, ServerState, StartError};
 pub use config::{ConfigError, McpConfig, ServerConfig, ToolConfig, Transport};
 pub use names::NameClash;
-pub use result::CallOutput;
+pub use result::{CallImage, CallOutput};
 pub use tools::{McpTool, ToolHints};

@@ -7,6 +7,13 @@ use std::time::Duration;
 /// boundary, and a note saying how much was cut takes the last bytes of the budget.
 pub const RESULT_TEXT_BYTES_MAX: usize = 64 * 1024;
 
+/// The largest image of a result the model is shown (decoded): the largest an attachment sent
+/// as an image may be; a larger one is named in the text, not shown.
+pub const RESULT_IMAGE_BYTES_MAX: u64 = seed_projections::attachments::ATTACHMENT_IMAGE_BYTES_MAX;
+
+/// The most images of one result the model is shown; the rest are named in the text.
+pub const RESULT_IMAGES_MAX: usize = 4;
+
 /// How long a call may run when the configuration names no timeout (`seed.timeout_ms`).
 pub const CALL_TIMEOUT_DEFAULT_MS: u64 = 60_000;
 

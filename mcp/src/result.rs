@@ -1,9 +1,15 @@
-//! A tool's result as the model reads it: MCP's `CallToolResult` as one text. Pure.
+//! A tool's result as the model reads it: MCP's `CallToolResult` as one text and the images
+//! to send with it. Pure.
 //!
 //! - Each content block becomes a piece of text, in order, joined by a blank line:
 //!   - text: as is;
-//!   - an image or audio: a note of its type and size, `[image/png, 1234 bytes: not shown]`
-//!     (attachments are for later);
+//!   - an image a model can be shown (PNG, JPEG, GIF or WebP, its base64 sound, within
+//!     [`RESULT_IMAGE_BYTES_MAX`] and the result's [`RESULT_IMAGES_MAX`]):
+//!     `[image/png, 1234 bytes: attached]`, and the image goes in [`CallOutput::images`] (the
+//!     verb keeps each as an attachment of the session and sends it where the model and its
+//!     wire take images in tool results);
+//!   - any other image, or audio: a note of its type and size, `[audio/wav, 1234 bytes: not
+//!     shown]`, or why it is not (`too large`, `not valid base64`, `over N images`);
 //!   - a resource link: `[resource link: NAME <URI>]`, with its type and description when
 //!     given;
 //!   - an embedded resource: `[resource URI]` and its text on the next line, or a note of its
@@ -17,15 +23,37 @@
 //! - A text over [`RESULT_TEXT_BYTES_MAX`] is cut at a char boundary and ends with a note
 //!   saying how many bytes were cut; the whole, note included, stays within the cap.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use seed_projections::attachments::IMAGE_MEDIA_TYPES;
 
-use crate::limits::RESULT_TEXT_BYTES_MAX;
+use crate::limits::{RESULT_IMAGE_BYTES_MAX, RESULT_IMAGES_MAX, RESULT_TEXT_BYTES_MAX};
 
-/// What a call returns to the model: its text and whether it is an error.
+/// What a call returns to the model: its text, its images, and whether it is an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallOutput {
     pub text: String,
     pub is_error: bool,
+    /// The images to show the model, in the order the text names them.
+    pub images: Vec<CallImage>,
+}
+
+/// An image a tool returned, decoded.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CallImage {
+    /// One of the media types a model is shown.
+    pub media_type: String,
+    pub bytes: Vec<u8>,
+}
+
+impl std::fmt::Debug for CallImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallImage")
+            .field("media_type", &self.media_type)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
 }
 
 impl CallOutput {
@@ -33,6 +61,7 @@ impl CallOutput {
         CallOutput {
             text: text.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -40,6 +69,7 @@ impl CallOutput {
         CallOutput {
             text: text.into(),
             is_error: true,
+            images: Vec::new(),
         }
     }
 }
@@ -52,7 +82,12 @@ const CUT_NOTE_BYTES_MAX: usize = 100;
 
 /// The result as the model reads it (see the module docs).
 pub fn render(result: &CallToolResult) -> CallOutput {
-    let mut pieces: Vec<String> = result.content.iter().map(render_block).collect();
+    let mut images = Vec::new();
+    let mut pieces: Vec<String> = result
+        .content
+        .iter()
+        .map(|block| render_block(block, &mut images))
+        .collect();
     let has_text = result
         .content
         .iter()
@@ -68,13 +103,14 @@ pub fn render(result: &CallToolResult) -> CallOutput {
     CallOutput {
         text: cap(text, RESULT_TEXT_BYTES_MAX),
         is_error: result.is_error == Some(true),
+        images,
     }
 }
 
-fn render_block(block: &ContentBlock) -> String {
+fn render_block(block: &ContentBlock, images: &mut Vec<CallImage>) -> String {
     match block {
         ContentBlock::Text(text) => text.text.clone(),
-        ContentBlock::Image(image) => not_shown(&image.mime_type, &image.data),
+        ContentBlock::Image(image) => image_block(&image.mime_type, &image.data, images),
         ContentBlock::Audio(audio) => not_shown(&audio.mime_type, &audio.data),
         ContentBlock::ResourceLink(link) => {
             let mut text = format!("[resource link: {} <{}>", link.name, link.uri);
@@ -110,6 +146,35 @@ fn render_block(block: &ContentBlock) -> String {
         // A block of a kind newer than this client: its JSON, rather than nothing.
         other => serde_json::to_string(other).unwrap_or_default(),
     }
+}
+
+/// An image block: kept in `images` when a model can be shown it, and named in the text either
+/// way.
+fn image_block(mime_type: &str, base64: &str, images: &mut Vec<CallImage>) -> String {
+    let media_type = mime_type.trim().to_ascii_lowercase();
+    if !IMAGE_MEDIA_TYPES.contains(&media_type.as_str()) {
+        return not_shown(mime_type, base64);
+    }
+    let size = base64_decoded_bytes(base64);
+    let why_not = if size as u64 > RESULT_IMAGE_BYTES_MAX {
+        format!("too large, over {RESULT_IMAGE_BYTES_MAX} bytes")
+    } else if images.len() >= RESULT_IMAGES_MAX {
+        format!("over {RESULT_IMAGES_MAX} images")
+    } else {
+        let digits: String = base64
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        match STANDARD.decode(digits) {
+            Ok(bytes) => {
+                let n_bytes = bytes.len();
+                images.push(CallImage { media_type, bytes });
+                return format!("[{mime_type}, {n_bytes} bytes: attached]");
+            }
+            Err(_) => "not valid base64".to_owned(),
+        }
+    };
+    format!("[{mime_type}, {size} bytes: not shown, {why_not}]")
 }
 
 fn not_shown(mime_type: &str, base64: &str) -> String {
@@ -212,13 +277,29 @@ mod tests {
             (
                 json!({"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}],
                        "structuredContent": {"width": 1}}),
-                "[image/png, 3 bytes: not shown]\n\n{\"width\":1}",
+                "[image/png, 3 bytes: attached]\n\n{\"width\":1}",
                 false,
             ),
-            // Images and audio: noted, not shown (8 base64 digits, one padding: 5 bytes).
+            // Images a model is shown are attached (8 base64 digits, one padding: 5 bytes);
+            // others, and audio, are noted.
             (
                 json!({"content": [{"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}]}),
-                "[image/png, 5 bytes: not shown]",
+                "[image/png, 5 bytes: attached]",
+                false,
+            ),
+            (
+                json!({"content": [{"type": "image", "data": "aGVs\nbG8=", "mimeType": "Image/JPEG"}]}),
+                "[Image/JPEG, 5 bytes: attached]",
+                false,
+            ),
+            (
+                json!({"content": [{"type": "image", "data": "aGVsbG8=", "mimeType": "image/svg+xml"}]}),
+                "[image/svg+xml, 5 bytes: not shown]",
+                false,
+            ),
+            (
+                json!({"content": [{"type": "image", "data": "a*Vs", "mimeType": "image/png"}]}),
+                "[image/png, 3 bytes: not shown, not valid base64]",
                 false,
             ),
             (
@@ -259,17 +340,54 @@ mod tests {
         let mut failures = Vec::new();
         for (json, text, is_error) in rows {
             let output = render(&result(json.clone()));
-            let expected = CallOutput {
-                text: text.to_owned(),
-                is_error,
-            };
-            if output != expected {
+            let n_attached = text.matches(": attached]").count();
+            let expected = (text, is_error, n_attached);
+            if (output.text.as_str(), output.is_error, output.images.len()) != expected {
                 failures.push(format!(
                     "{json}\n  expected: {expected:?}\n    actual: {output:?}"
                 ));
             }
         }
         assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+    }
+
+    /// An image's bytes are decoded; past the size cap or the count cap, an image is named,
+    /// not attached.
+    #[test]
+    fn images_are_attached_within_their_caps() {
+        let png = |data: &str| json!({"type": "image", "data": data, "mimeType": "image/png"});
+        let output = render(&result(json!({"content": [png("aGVsbG8=")]})));
+        assert_eq!(
+            output.images,
+            [CallImage {
+                media_type: "image/png".to_owned(),
+                bytes: b"hello".to_vec(),
+            }]
+        );
+
+        let five: Vec<serde_json::Value> = (0..RESULT_IMAGES_MAX + 1)
+            .map(|_| png("aGVsbG8="))
+            .collect();
+        let output = render(&result(json!({ "content": five })));
+        assert_eq!(output.images.len(), RESULT_IMAGES_MAX);
+        assert!(
+            output.text.ends_with(&format!(
+                "[image/png, 5 bytes: not shown, over {RESULT_IMAGES_MAX} images]"
+            )),
+            "{}",
+            output.text
+        );
+
+        let big = STANDARD.encode(vec![0u8; RESULT_IMAGE_BYTES_MAX as usize + 3]);
+        let output = render(&result(json!({"content": [png(&big)]})));
+        assert!(output.images.is_empty());
+        assert_eq!(
+            output.text,
+            format!(
+                "[image/png, {} bytes: not shown, too large, over {RESULT_IMAGE_BYTES_MAX} bytes]",
+                RESULT_IMAGE_BYTES_MAX + 3
+            )
+        );
     }
 
     #[test]

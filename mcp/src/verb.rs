@@ -20,7 +20,13 @@ use seed_actors::{Verb, VerbContext, VerbOutput};
 use serde_json::Value;
 use std::sync::Arc;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use seed_providers::ResultImage;
+use seed_store::NewAttachment;
+
 use crate::client::McpServers;
+use crate::result::CallImage;
 use crate::tools::McpTool;
 
 /// The name of the verb group the MCP tools are offered as.
@@ -137,14 +143,81 @@ impl Verb for McpVerb {
         let call = self
             .servers
             .call_until(&self.tool.verb_name, arguments, stopped);
+        let verb_name = self.tool.verb_name.clone();
         Box::pin(async move {
             let output = call.await;
-            if output.is_error {
-                VerbOutput::error(output.text)
-            } else {
-                VerbOutput::ok(output.text)
+            let images = keep_images(&context, &verb_name, output.images).await;
+            VerbOutput {
+                images,
+                ..if output.is_error {
+                    VerbOutput::error(output.text)
+                } else {
+                    VerbOutput::ok(output.text)
+                }
             }
         })
+    }
+}
+
+/// A result's images as the model is sent them, each kept first as an attachment of the
+/// session (`CALL_ID-K`, named `VERB-K.EXT`), which the log's result names so that people can
+/// open it. An image the store cannot keep (a full disk) is still sent, unnamed in the log.
+async fn keep_images(
+    context: &VerbContext,
+    verb_name: &str,
+    images: Vec<CallImage>,
+) -> Vec<ResultImage> {
+    let mut kept = Vec::with_capacity(images.len());
+    for (idx, image) in images.into_iter().enumerate() {
+        let data = STANDARD.encode(&image.bytes);
+        let attachment = NewAttachment {
+            session_id: context.session_id,
+            id: attachment_id(&context.tool_call_id, idx + 1),
+            name: format!(
+                "{verb_name}-{}.{}",
+                idx + 1,
+                image.media_type.trim_start_matches("image/")
+            ),
+            media_type: image.media_type.clone(),
+            bytes: image.bytes,
+            created_at_ms: context.now_ms,
+        };
+        let attachment_id = match context
+            .store
+            .get_attachment(context.session_id, &attachment.id)
+            .await
+        {
+            // A call run again after a crash: its first run kept the image already.
+            Ok(Some(row)) => Some(row.id),
+            Ok(None) | Err(_) => match context.store.add_attachment(attachment).await {
+                Ok(row) => Some(row.id),
+                Err(error) => {
+                    tracing::warn!(%error, verb = verb_name, "a tool's image could not be kept as an attachment");
+                    None
+                }
+            },
+        };
+        kept.push(ResultImage {
+            media_type: image.media_type,
+            data,
+            attachment_id,
+        });
+    }
+    kept
+}
+
+/// The attachment id of a call's `k`th image: the call's id with what an attachment id may not
+/// hold replaced (the providers' ids are letters, digits, `_` and `-` already).
+fn attachment_id(tool_call_id: &str, k: usize) -> String {
+    let call: String = tool_call_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+        .take(100)
+        .collect();
+    if call.is_empty() {
+        format!("image-{k}")
+    } else {
+        format!("{call}-{k}")
     }
 }
 

@@ -109,6 +109,16 @@ impl NotShown {
     }
 }
 
+/// The bytes standard base64 `data` decodes to, counted without decoding (whitespace and
+/// padding passed over).
+pub fn base64_decoded_bytes(data: &str) -> u64 {
+    let digits = data
+        .bytes()
+        .filter(|byte| !byte.is_ascii_whitespace() && *byte != b'=')
+        .count() as u64;
+    digits * 3 / 4
+}
+
 /// What the shell reads of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reading {
@@ -572,6 +582,15 @@ mod tests {
             attachment_read_text(&image, 0, &[1, 2, 3]),
             Err("attachment:a3 (dot.png, image/png, 3 bytes): not text; it can be read only as the message that carries it shows it".to_owned())
         );
+    }
+
+    #[test]
+    fn base64_is_counted_in_the_bytes_it_decodes_to() {
+        for bytes in [&b""[..], b"a", b"ab", b"abc", b"abcd", &[0xff; 1000]] {
+            let data = STANDARD.encode(bytes);
+            assert_eq!(base64_decoded_bytes(&data), bytes.len() as u64, "{data}");
+        }
+        assert_eq!(base64_decoded_bytes("iVBO\nRw0K\r\nGgo="), 8);
     }
 
     #[test]

@@ -23,16 +23,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use base64::Engine as _;
 use seed_durable::{EntryBody, EntryId, StoreState};
 use seed_events::body::kind;
 use seed_events::{EventBody, EventId, EventRole, SessionEvent, message_attachments};
 use seed_providers::{
-    AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage,
-    UserMessage,
+    AssistantBlock, AssistantMessage, Message, ResultImage, StopReason, ToolCall,
+    ToolResultMessage, Usage, UserMessage,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::attachments::{AttachedFile, attachment_parts};
+use crate::attachments::{AttachedContent, AttachedFile, attachment_parts};
 
 /// The document that holds the import mark.
 pub const SYNC_DOCUMENT: &str = "seed.sync";
@@ -142,7 +143,7 @@ pub fn plan_import(
         || store.entries.is_empty()
         || imported.iter().any(|event| match event.kind.as_str() {
             kind::TOOL_CALL => true,
-            kind::TOOL_RESULT => tool_result(event)
+            kind::TOOL_RESULT => tool_result(event, run.attached)
                 .is_none_or(|result| !placeholders.contains_key(result.tool_call_id.as_str())),
             _ => false,
         });
@@ -185,7 +186,7 @@ pub fn plan_import(
             .filter(|event| Some(event.id) != input_id)
             .filter_map(|event| {
                 if event.kind == kind::TOOL_RESULT {
-                    let result = tool_result(event)?;
+                    let result = tool_result(event, run.attached)?;
                     let target = *placeholders.get(result.tool_call_id.as_str())?;
                     return Some(EntryBody::Edit {
                         target,
@@ -321,16 +322,38 @@ fn event_text(event: &SessionEvent) -> String {
     }
 }
 
-fn tool_result(event: &SessionEvent) -> Option<ToolResultMessage> {
+/// A result as the log holds it, with the images its event names where the shell read them
+/// (a rebuilt context shows a tool's images as the first one did).
+fn tool_result(event: &SessionEvent, attached: &AttachedFiles) -> Option<ToolResultMessage> {
     match event.body() {
         EventBody::ToolResult(result) => Some(ToolResultMessage {
             tool_call_id: result.tool_call_id,
             tool_name: result.tool_name,
             content: result.content,
             is_error: result.is_error,
+            images: result_images(event, attached),
         }),
         _ => None,
     }
+}
+
+/// The images a result's event names, as read: a file not read as an image (gone, or a model
+/// that takes none) is left out, and the result's text still names it.
+fn result_images(event: &SessionEvent, attached: &AttachedFiles) -> Vec<ResultImage> {
+    message_attachments(&event.content)
+        .iter()
+        .filter_map(|named| {
+            let file = attached.get(&named.id)?;
+            let AttachedContent::Image(bytes) = &file.content else {
+                return None;
+            };
+            Some(ResultImage {
+                media_type: file.media_type.clone(),
+                data: base64::engine::general_purpose::STANDARD.encode(bytes),
+                attachment_id: Some(file.id.clone()),
+            })
+        })
+        .collect()
 }
 
 fn tool_call(event: &SessionEvent) -> Option<ToolCall> {
@@ -371,7 +394,7 @@ fn replay_message(event: &SessionEvent, attached: &AttachedFiles) -> Option<Mess
             let text = event_text(event);
             (!text.is_empty()).then(|| Message::Assistant(assistant(text, Vec::new())))
         }
-        (kind::TOOL_RESULT, _) => tool_result(event).map(Message::ToolResult),
+        (kind::TOOL_RESULT, _) => tool_result(event, attached).map(Message::ToolResult),
         (kind::TOOL_CALL, _) => {
             tool_call(event).map(|call| Message::Assistant(assistant(String::new(), vec![call])))
         }

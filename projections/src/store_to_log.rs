@@ -83,6 +83,7 @@ pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) ->
                 tool_name: message.tool_name.clone(),
                 content: message.content.clone(),
                 is_error: message.is_error,
+                attachments: result_attachments(&message.images),
                 rest: Map::new(),
             };
             vec![event(
@@ -94,6 +95,23 @@ pub fn entry_events(entry: &Entry, run_id: Option<RunId>, created_at_ms: i64) ->
         }
         _ => Vec::new(),
     }
+}
+
+/// The attachments that keep a result's images, as its event names them; `None` when it kept
+/// none.
+fn result_attachments(images: &[seed_providers::ResultImage]) -> Option<serde_json::Value> {
+    let named: Vec<serde_json::Value> = images
+        .iter()
+        .filter_map(|image| {
+            let id = image.attachment_id.as_ref()?;
+            Some(json!({
+                "id": id,
+                "media_type": image.media_type,
+                "size_bytes": crate::attachments::base64_decoded_bytes(&image.data),
+            }))
+        })
+        .collect();
+    (!named.is_empty()).then(|| serde_json::Value::Array(named))
 }
 
 /// The events of every entry above `max_pi_entry_id` (the highest the log names), in order:
@@ -298,6 +316,7 @@ mod tests {
                     tool_name: "read".to_owned(),
                     content: "a".to_owned(),
                     is_error: true,
+                    images: Vec::new(),
                 },
                 ends_turn: false,
                 placeholder: false,
@@ -375,6 +394,7 @@ mod tests {
                     tool_name: "delegate".to_owned(),
                     content: "the child is still running".to_owned(),
                     is_error: false,
+                    images: Vec::new(),
                 },
                 ends_turn: true,
                 placeholder,

@@ -71,7 +71,7 @@ pub fn message_tokens(message: &Message) -> u64 {
             (bytes, images)
         }
         Message::Assistant(assistant) => (assistant_bytes(assistant), 0),
-        Message::ToolResult(result) => (result.content.len() as u64, 0),
+        Message::ToolResult(result) => (result.content.len() as u64, result.images.len() as u64),
     };
     bytes.div_ceil(BYTES_PER_TOKEN) + images * IMAGE_TOKENS + MESSAGE_OVERHEAD_TOKENS
 }
@@ -165,8 +165,21 @@ mod tests {
             tool_name: "echo".to_owned(),
             content: "r".repeat(40),
             is_error: false,
+            images: Vec::new(),
         });
         assert_eq!(message_tokens(&result), 10 + MESSAGE_OVERHEAD_TOKENS);
+        let Message::ToolResult(mut pictured_result) = result else {
+            unreachable!("built as a tool result")
+        };
+        pictured_result.images = vec![crate::ResultImage {
+            media_type: "image/png".to_owned(),
+            data: "A".repeat(1_000_000),
+            attachment_id: None,
+        }];
+        assert_eq!(
+            message_tokens(&Message::ToolResult(pictured_result)),
+            10 + IMAGE_TOKENS + MESSAGE_OVERHEAD_TOKENS
+        );
         let mut pictured = UserMessage::new("look");
         pictured.parts = vec![UserPart::Image {
             media_type: "image/png".to_owned(),

@@ -36,8 +36,8 @@ pub use anthropic::{AnthropicDecoder, AnthropicProvider};
 pub use capabilities::{ImageModels, model_context_window, model_takes_images};
 pub use config::{ApiKey, ProviderConfig, ProviderKind, RetryConfig, TimeoutConfig};
 pub use message::{
-    AssistantBlock, AssistantMessage, Message, ReasoningLevel, Request, StopReason, ToolCall,
-    ToolResultMessage, ToolSpec, Usage, UserMessage, UserPart,
+    AssistantBlock, AssistantMessage, Message, ReasoningLevel, Request, ResultImage, StopReason,
+    ToolCall, ToolResultMessage, ToolSpec, Usage, UserMessage, UserPart,
 };
 pub use openai::{OpenAiDecoder, OpenAiProvider};
 pub use provider::{Provider, ProviderError, ProviderErrorKind, StreamEvent};

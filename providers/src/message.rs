@@ -197,6 +197,25 @@ pub struct ToolResultMessage {
     pub content: String,
     /// Whether the tool failed; `content` then says how.
     pub is_error: bool,
+    /// Images the tool returned, after its text, for a wire that takes images in tool results
+    /// (Anthropic's does, Chat Completions' does not) and a model that takes images; `content`
+    /// names each one, so a model that is not shown them still knows they exist.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ResultImage>,
+}
+
+/// An image in a tool's result: `{"media_type": "image/png", "data": "<base64>",
+/// "attachment_id"?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultImage {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The image's bytes in standard base64, exactly as the wires carry them.
+    pub data: String,
+    /// The session's attachment that keeps the image, where one does (named in the log's
+    /// result, so that people can open it); not sent to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachment_id: Option<String>,
 }
 
 /// One message of the conversation, tagged by its `role`.
@@ -452,6 +471,7 @@ mod tests {
                 tool_name: "read".to_owned(),
                 content: "no such file".to_owned(),
                 is_error: true,
+                images: Vec::new(),
             }),
             json!({"role": "tool_result", "tool_call_id": "call_1", "tool_name": "read",
                    "content": "no such file", "is_error": true}),

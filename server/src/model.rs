@@ -603,6 +603,7 @@ mod tests {
                 tool_name: "status".to_owned(),
                 content: "ok".to_owned(),
                 is_error: false,
+                images: Vec::new(),
             }),
             Message::Assistant(text_response("You said: title: Trip")),
             user("<context_usage tokens=\"1\"/>"),
@@ -642,6 +643,7 @@ mod tests {
                 tool_name: "status".to_owned(),
                 content: "ok".to_owned(),
                 is_error: false,
+                images: Vec::new(),
             }));
         }
         let message = answer(&provider, request(messages));

@@ -77,6 +77,7 @@ impl ChildDelivery {
             tool_name: "delegate".to_owned(),
             content,
             is_error,
+            attachments: None,
             rest: serde_json::Map::new(),
         };
         let result = NewEvent {

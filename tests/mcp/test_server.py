@@ -4,9 +4,14 @@ scripts/mcp-servers.sh): the cases the reference servers lack.
 Tools (annotations as each is classed):
 - count(delay_ms): waits, appends a line to the file in $SEED_MCP_COUNT_FILE, answers
   "counted N" (N lines now). Not safe to repeat: not read-only, not idempotent.
-- read_count(): the file's line count. Read-only.
+- read_count(delay_ms): waits, answers the file's line count. Read-only.
 - count_keyed(key): appends the key as a line to the counter file, answers "counted KEY". Not
   safe to repeat.
+
+Each of the three appends its name to COUNT_FILE.started when it starts (before its wait), so
+that a test knows a call is in flight and how many times a tool ran; and the server appends its
+process id to COUNT_FILE.pids when it starts, so that a test can wait for one orphaned by a
+killed client to be gone.
 - find_count(call_id, arguments): the reconciler of count_keyed: "counted KEY" when the file
   holds arguments.key, else an isError result. Read-only.
 - fail(message): an isError result carrying the message. Read-only.
@@ -61,6 +66,11 @@ def count_file() -> str:
     return os.environ["SEED_MCP_COUNT_FILE"]
 
 
+def started(tool: str) -> None:
+    with open(count_file() + ".started", "a") as file:
+        file.write(f"{tool}\n")
+
+
 def lines() -> int:
     try:
         with open(count_file()) as file:
@@ -72,6 +82,7 @@ def lines() -> int:
 @server.tool(annotations=NOT_SAFE)
 async def count(delay_ms: int = 0) -> str:
     """Wait delay_ms milliseconds, then add one to the counter file."""
+    started("count")
     await anyio.sleep(delay_ms / 1000)
     with open(count_file(), "a") as file:
         file.write("counted\n")
@@ -79,14 +90,17 @@ async def count(delay_ms: int = 0) -> str:
 
 
 @server.tool(annotations=READ_ONLY)
-def read_count() -> str:
-    """The counter file's count."""
+async def read_count(delay_ms: int = 0) -> str:
+    """Wait delay_ms milliseconds, then answer the counter file's count."""
+    started("read_count")
+    await anyio.sleep(delay_ms / 1000)
     return str(lines())
 
 
 @server.tool(annotations=NOT_SAFE)
 def count_keyed(key: str) -> str:
     """Add the key as a line to the counter file."""
+    started("count_keyed")
     with open(count_file(), "a") as file:
         file.write(f"{key}\n")
     return f"counted {key}"
@@ -179,6 +193,9 @@ def serve_http() -> None:
 
 
 if __name__ == "__main__":
+    if "SEED_MCP_COUNT_FILE" in os.environ:
+        with open(count_file() + ".pids", "a") as file:
+            file.write(f"{os.getpid()}\n")
     if sys.argv[1:] == ["--http"]:
         serve_http()
     else:

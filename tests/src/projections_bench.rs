@@ -185,6 +185,7 @@ fn result(request_id: &str, call_id: &str) -> EntryBody {
             tool_name: "read".to_owned(),
             content: NOTES.to_owned(),
             is_error: false,
+            images: Vec::new(),
         },
         ends_turn: false,
         placeholder: false,

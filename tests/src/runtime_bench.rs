@@ -655,6 +655,7 @@ mod tests {
                     tool_name: call.name.clone(),
                     content: TOOL_RESULT.to_owned(),
                     is_error: false,
+                    images: Vec::new(),
                 }));
             }
             let answer = response(respond(&request(messages.clone())));

@@ -214,6 +214,7 @@ mod tests {
                 tool_name: call.name,
                 content: NOTES.to_owned(),
                 is_error: false,
+                images: Vec::new(),
             }));
         }
         assert_eq!(answer(respond(&request(messages))).text(), "done");

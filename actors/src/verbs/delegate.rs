@@ -144,6 +144,7 @@ fn delegated(child_session_id: SessionId) -> VerbOutput {
         is_error: false,
         ends_turn: true,
         placeholder: true,
+        images: Vec::new(),
     }
 }
 
@@ -283,6 +284,7 @@ impl Verb for ReturnResult {
                     is_error: false,
                     ends_turn: true,
                     placeholder: false,
+                    images: Vec::new(),
                 },
                 Err(error) => error,
             }

@@ -466,6 +466,41 @@ fn the_input_carries_the_files_its_message_names_as_the_model_reads_them() {
     );
 }
 
+/// A rebuilt context shows a tool's images as the first one did: read from the attachments its
+/// result names; one the shell did not read as an image (a model that takes none, a file gone)
+/// is left out, and the result's text still names it.
+#[test]
+fn a_rebuild_shows_a_results_images_from_its_attachments() {
+    let mut given = given(
+        "1 user shoot\n--- mark\n2 call c1 shot__take\n3 result c1 shot__take pictured\n4 user again [own]",
+    );
+    given.log[2].content["attachments"] =
+        json!([{"id": "c1-1", "media_type": "image/png", "size_bytes": 3}]);
+    let image = AttachedFile {
+        id: "c1-1".to_owned(),
+        name: "shot__take-1.png".to_owned(),
+        media_type: "image/png".to_owned(),
+        size_bytes: 3,
+        content: AttachedContent::Image(vec![1, 2, 3]),
+    };
+    let files = AttachedFiles::from([("c1-1".to_owned(), image)]);
+    let rebuilt = |images: &str| {
+        format!(
+            "Rebuild\nreset\nreplay user \"shoot\"\nreplay assistant[ToolUse] call c1 shot__take {{}}\n\
+             replay result c1 shot__take \"pictured\"{images}\ninput \"again\"\n\
+             sync mark 4, left out [], input event 4"
+        )
+    };
+    assert_reads(
+        &plan(&store("empty"), &given, &files, false),
+        &rebuilt("\n+ image image/png AQID (c1-1)"),
+    );
+    assert_reads(
+        &plan(&store("empty"), &given, &NO_FILES, false),
+        &rebuilt(""),
+    );
+}
+
 /// A log written as text (see the module doc), with the mark and the run it is imported for.
 #[derive(Default)]
 struct Given {
@@ -617,9 +652,15 @@ fn render_message(message: &Message) -> String {
             tool_name,
             content,
             is_error,
+            images,
         }) => {
             let error = if *is_error { " (error)" } else { "" };
-            format!("result {tool_call_id} {tool_name} {content:?}{error}")
+            let mut text = format!("result {tool_call_id} {tool_name} {content:?}{error}");
+            for image in images {
+                let id = image.attachment_id.as_deref().unwrap_or("?");
+                text += &format!("\n  + image {} {} ({id})", image.media_type, image.data);
+            }
+            text
         }
         Message::Assistant(AssistantMessage {
             content,
@@ -691,6 +732,7 @@ fn store(fixture: &str) -> StoreState {
             tool_name: "delegate".to_owned(),
             content: "the child is still running".to_owned(),
             is_error: false,
+            images: Vec::new(),
         },
         ends_turn: true,
         placeholder: true,

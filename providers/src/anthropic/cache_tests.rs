@@ -70,6 +70,7 @@ fn turn(turn_idx: usize, n_rounds: usize) -> Turn {
             tool_name: "read".to_owned(),
             content: format!("the text of part {round}"),
             is_error: false,
+            images: Vec::new(),
         })));
     }
     steps.push(Arc::new(Message::Assistant(AssistantMessage {

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use super::cache::{CACHE_MARKS_MAX, conversation_marks, ephemeral, takes_mark};
 use crate::message::{
-    AssistantBlock, AssistantMessage, Message, ReasoningLevel, Request, UserMessage, UserPart,
+    AssistantBlock, AssistantMessage, Message, ReasoningLevel, Request, ToolResultMessage,
+    UserMessage, UserPart,
 };
 use crate::openai::request_model;
 
@@ -43,6 +44,25 @@ fn user_blocks(user: &UserMessage) -> Vec<Value> {
     blocks
 }
 
+/// A tool result's content: its text as a string, as it always was, or, with images, its text
+/// block and then a base64 `image` block for each.
+fn tool_result_content(result: &ToolResultMessage) -> Value {
+    if result.images.is_empty() {
+        return Value::String(result.content.clone());
+    }
+    let mut blocks = Vec::with_capacity(result.images.len() + 1);
+    if !result.content.is_empty() {
+        blocks.push(json!({"type": "text", "text": result.content}));
+    }
+    blocks.extend(result.images.iter().map(|image| {
+        json!({
+            "type": "image",
+            "source": {"type": "base64", "media_type": image.media_type, "data": image.data},
+        })
+    }));
+    Value::Array(blocks)
+}
+
 /// A block's place in the body: its message's index in `messages`, and its own in `content`.
 type BlockAt = (usize, usize);
 
@@ -60,7 +80,7 @@ fn wire_messages(messages: &[Arc<Message>]) -> (Vec<Value>, Vec<Option<BlockAt>>
                 vec![json!({
                     "type": "tool_result",
                     "tool_use_id": result.tool_call_id,
-                    "content": result.content,
+                    "content": tool_result_content(result),
                     "is_error": result.is_error,
                 })],
             ),

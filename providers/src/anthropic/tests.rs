@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::*;
 use crate::http::decode_all;
-use crate::message::{Message, ReasoningLevel, ToolResultMessage, ToolSpec, UserMessage, UserPart};
+use crate::message::{
+    Message, ReasoningLevel, ResultImage, ToolResultMessage, ToolSpec, UserMessage, UserPart,
+};
 
 use crate::decoder_table;
 
@@ -300,12 +302,14 @@ pub(super) fn request() -> Request {
                 tool_name: "read".to_owned(),
                 content: "A".to_owned(),
                 is_error: false,
+                images: Vec::new(),
             })),
             Arc::new(Message::ToolResult(ToolResultMessage {
                 tool_call_id: "toolu_b".to_owned(),
                 tool_name: "list".to_owned(),
                 content: "no such dir".to_owned(),
                 is_error: true,
+                images: Vec::new(),
             })),
             Arc::new(Message::User(UserMessage::new(
                 "<current_time>now</current_time>".to_owned(),
@@ -447,6 +451,44 @@ fn a_message_with_an_image_sends_an_image_block() {
     );
 }
 
+/// A tool's images go in its result, after its text; a result without images keeps its
+/// content a string.
+#[test]
+fn a_tool_result_with_an_image_sends_its_text_then_an_image_block() {
+    let result = |images: Vec<ResultImage>| {
+        Arc::new(Message::ToolResult(ToolResultMessage {
+            tool_call_id: "toolu_1".to_owned(),
+            tool_name: "shot__take".to_owned(),
+            content: "[image/png, 8 bytes: attachment:c1-1]".to_owned(),
+            is_error: false,
+            images,
+        }))
+    };
+    let image = ResultImage {
+        media_type: "image/png".to_owned(),
+        data: "iVBORw0KGgo=".to_owned(),
+        attachment_id: Some("c1-1".to_owned()),
+    };
+    let request = Request {
+        messages: vec![result(vec![image]), result(Vec::new())],
+        ..request()
+    };
+    let body = request_body(&request, &BodyOptions::default());
+    let content = &body["messages"][0]["content"];
+    assert_eq!(
+        content[0]["content"],
+        json!([
+            {"type": "text", "text": "[image/png, 8 bytes: attachment:c1-1]"},
+            {"type": "image",
+             "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+        ])
+    );
+    assert_eq!(
+        content[1]["content"],
+        json!("[image/png, 8 bytes: attachment:c1-1]")
+    );
+}
+
 /// A call whose arguments did not parse (a token limit cut it mid-way) is kept as the text that
 /// came; the wire types `input` as an object and refuses every later request of a conversation
 /// that carries a string there, so such a call goes back with `{}`. The call's error result (the
@@ -481,6 +523,7 @@ fn arguments_that_are_not_an_object_go_back_as_an_empty_object() {
             content: "invalid arguments for read: arguments: expected an object, got a string"
                 .to_owned(),
             is_error: true,
+            images: Vec::new(),
         }))
     };
     let request = Request {

@@ -88,6 +88,8 @@ pub fn request_body(request: &Request, options: &BodyOptions) -> Value {
     for message in &request.messages {
         messages.push(match message.as_ref() {
             Message::User(user) => json!({"role": "user", "content": user_content(user)}),
+            // A tool message takes text alone on this wire: a result's images are left out
+            // (its text names each one).
             Message::ToolResult(result) => json!({
                 "role": "tool",
                 "tool_call_id": result.tool_call_id,

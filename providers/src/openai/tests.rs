@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::http::decode_all;
-use crate::message::{ToolResultMessage, ToolSpec, UserMessage};
+use crate::message::{ResultImage, ToolResultMessage, ToolSpec, UserMessage};
 
 use crate::decoder_table;
 
@@ -276,6 +276,7 @@ fn request() -> Request {
                 tool_name: "ls".to_owned(),
                 content: "a b".to_owned(),
                 is_error: false,
+                images: Vec::new(),
             })),
         ],
         tools: Arc::from(vec![ToolSpec {
@@ -371,5 +372,32 @@ fn a_message_with_an_image_sends_parts() {
              "text": "attachment:a1 (dot.png, image/png, 68 bytes): the image follows."},
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
         ]})
+    );
+}
+
+/// Chat Completions takes text alone in a tool message: a result's images are left out, and
+/// its text (which names them) is sent.
+#[test]
+fn a_tool_result_sends_its_text_alone() {
+    let result = Message::ToolResult(ToolResultMessage {
+        tool_call_id: "call_1".to_owned(),
+        tool_name: "shot__take".to_owned(),
+        content: "[image/png, 8 bytes: attachment:c1-1]".to_owned(),
+        is_error: false,
+        images: vec![ResultImage {
+            media_type: "image/png".to_owned(),
+            data: "iVBORw0KGgo=".to_owned(),
+            attachment_id: None,
+        }],
+    });
+    let request = Request {
+        messages: vec![Arc::new(result)],
+        ..request()
+    };
+    let body = request_body(&request, &BodyOptions::default());
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "tool", "tool_call_id": "call_1",
+               "content": "[image/png, 8 bytes: attachment:c1-1]"})
     );
 }

@@ -3,7 +3,8 @@
 //! arguments, then answer with what the tools said as the requests held it. For tests and
 //! demos of any verb, an MCP server's tools among them.
 
-use seed_providers::{Message, Request, ToolCall};
+use base64::Engine as _;
+use seed_providers::{Message, Request, ResultImage, ToolCall};
 
 /// One `call:` line: the verb and its arguments (`{}` when none or not JSON).
 #[derive(Debug, Clone, PartialEq)]
@@ -40,21 +41,40 @@ pub fn call_at(lines: &[CallLine], step: u32, call_id: String) -> Option<ToolCal
 }
 
 /// The answer after the calls: each tool's result since the message at `position`, as the
-/// request holds it (`error: ` before a failed one), so a test reads what reached the model.
+/// request holds it (`error: ` before a failed one, ` [shown: image/png 1234 bytes]` after one
+/// whose images the model was sent), so a test reads what reached the model.
 pub fn answer(request: &Request, position: usize) -> String {
     let results: Vec<String> = request.messages[position.min(request.messages.len())..]
         .iter()
         .filter_map(|message| match message.as_ref() {
             Message::ToolResult(result) => Some(format!(
-                "{}: {}{}",
+                "{}: {}{}{}",
                 result.tool_name,
                 if result.is_error { "error: " } else { "" },
-                result.content
+                result.content,
+                shown_images(&result.images),
             )),
             _ => None,
         })
         .collect();
     format!("The tools said: {}", results.join(" | "))
+}
+
+/// ` [shown: image/png 1234 bytes; …]` for the images a result sent, or nothing.
+fn shown_images(images: &[ResultImage]) -> String {
+    if images.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = images
+        .iter()
+        .map(|image| {
+            let n_bytes = base64::engine::general_purpose::STANDARD
+                .decode(&image.data)
+                .map_or(0, |bytes| bytes.len());
+            format!("{} {n_bytes} bytes", image.media_type)
+        })
+        .collect();
+    format!(" [shown: {}]", shown.join("; "))
 }
 
 #[cfg(test)]

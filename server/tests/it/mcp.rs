@@ -229,6 +229,43 @@ async fn a_session_calls_an_echo_tool_and_a_read_tool() {
         "{answer}"
     );
 
+    // An image is kept as the session's attachment, named in the log's result, and sent to
+    // the model (the scripted model takes images) after the result's text.
+    let run = send(&client, session.id, "call: everything__get-tiny-image {}").await;
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    let answer = answer_of(&run);
+    let shown = answer
+        .split_once("[image/png, ")
+        .and_then(|(_, rest)| rest.split_once(" bytes: attached]"))
+        .map(|(n_bytes, _)| n_bytes.to_owned())
+        .unwrap_or_else(|| panic!("the image is named in the text: {answer}"));
+    assert!(
+        answer.contains("Here's the image you requested:")
+            && answer.ends_with(&format!("[shown: image/png {shown} bytes]")),
+        "{answer}"
+    );
+    let n_bytes: u64 = shown.parse().expect("a size");
+    let attachments: seed_server::api::ListAttachmentsResponse = client
+        .get(&format!("/v1/sessions/{}/attachments", session.id))
+        .await
+        .expect("attachments");
+    let kept = attachments
+        .attachments
+        .iter()
+        .find(|attachment| attachment.media_type == "image/png")
+        .expect("the image is an attachment of the session");
+    assert_eq!(kept.size_bytes as u64, n_bytes);
+    assert_eq!(kept.name, "everything__get-tiny-image-1.png");
+    let result = events(&client, session.id)
+        .await
+        .into_iter()
+        .rfind(|event| event.kind == "tool_result")
+        .expect("the image's result");
+    assert_eq!(
+        result.content["attachments"],
+        json!([{"id": kept.id, "media_type": "image/png", "size_bytes": n_bytes}])
+    );
+
     // seed tools prints the same list.
     let printed = crate::common::seed_cli(&data, &["tools"], "");
     assert!(printed.contains("mcp server files ("), "{printed}");
@@ -298,42 +335,120 @@ async fn crash_mid_call(
     (run, results)
 }
 
+/// The lines of a file the test server appends to (`COUNT_FILE.started`, `COUNT_FILE.pids`).
+fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|text| text.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// `path` with `suffix` added to its file name.
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Waits (up to 30 s) until `done` holds, polling.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped: it runs nothing either).
+fn process_gone(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    })
+}
+
+/// Sends `text` (a call of the Python server's `tool`, which waits before doing anything) to a
+/// service, SIGKILLs the service while the tool runs, waits for the server it orphaned to be
+/// gone, starts the service again, and returns the run once it ended, the session's tool
+/// results, and the tools the server started (`COUNT_FILE.started`), in order.
+async fn kill_mid_call(
+    dir: &Path,
+    count_file: &Path,
+    text: &str,
+) -> (RunInfo, Vec<String>, Vec<String>) {
+    let started = beside(count_file, ".started");
+    let mut server = python_service(dir, count_file, &json!({}), None);
+    let client = server.client();
+    let session = new_session(&client).await;
+    let sent: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": text, "wait": false}),
+        )
+        .await
+        .expect("sent");
+    wait_until("the tool starts", || !lines_of(&started).is_empty());
+    server.child.kill().expect("SIGKILL");
+    server.child.wait().expect("the service is gone");
+    drop(server);
+    // The server the service started is orphaned; it runs nothing once its stdin closed.
+    for pid in lines_of(&beside(count_file, ".pids")) {
+        wait_until("the orphaned MCP server is gone", || process_gone(&pid));
+    }
+
+    let server = python_service(dir, count_file, &json!({}), None);
+    let client = server.client();
+    let run: RunInfo = client
+        .get(&format!("/v1/runs/{}?wait=true", sent.run_id))
+        .await
+        .expect("the run ends");
+    let results = tool_results(&client, session.id).await;
+    (run, results, lines_of(&started))
+}
+
 #[actix_web::test]
-async fn a_tool_not_safe_to_repeat_cut_off_by_a_crash_is_never_run_again() {
+async fn a_tool_not_safe_to_repeat_cut_off_by_sigkill_is_never_run_again() {
     install();
     let dir = tempfile::tempdir().expect("tempdir");
     let count_file = dir.path().join("count");
-    let (run, results) =
-        crash_mid_call(dir.path(), &count_file, json!({}), "call: py__count {}").await;
+    let (run, results, started) = kill_mid_call(
+        dir.path(),
+        &count_file,
+        "call: py__count {\"delay_ms\": 2000}",
+    )
+    .await;
     assert_eq!(run.status, "succeeded", "{run:?}");
     assert_eq!(
-        counted(&count_file),
-        1,
-        "the count ran once, before the crash, and never again"
+        started,
+        ["count"],
+        "the count started once, before the kill, never again"
     );
+    assert!(counted(&count_file) <= 1, "its write happened at most once");
     assert_eq!(results.len(), 1, "{results:?}");
     assert!(results[0].contains("interrupted"), "{results:?}");
 }
 
 #[actix_web::test]
-async fn a_read_only_tool_cut_off_by_a_crash_runs_again() {
+async fn a_read_only_tool_cut_off_by_sigkill_runs_again() {
     install();
     let dir = tempfile::tempdir().expect("tempdir");
     let count_file = dir.path().join("count");
     std::fs::write(&count_file, "counted\ncounted\n").expect("two lines");
-    let (run, results) = crash_mid_call(
+    let (run, results, started) = kill_mid_call(
         dir.path(),
         &count_file,
-        json!({}),
-        "call: py__read_count {}",
+        "call: py__read_count {\"delay_ms\": 1000}",
     )
     .await;
     assert_eq!(run.status, "succeeded", "{run:?}");
     assert_eq!(
-        results,
-        ["2"],
-        "the read ran again after the restart and answered"
+        started,
+        ["read_count", "read_count"],
+        "it ran again after the restart"
     );
+    assert_eq!(results, ["2"], "and answered");
 }
 
 #[actix_web::test]
