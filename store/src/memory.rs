@@ -24,9 +24,30 @@ pub struct MemoryFileRow {
     pub updated_at_ms: i64,
 }
 
+/// Why a character may not be in a memory path, `None` when it may. Paths are shown to people
+/// and to the model, so none holds what would show one path as another: control characters
+/// (and line separators), the bidirectional formatting characters that reorder what follows
+/// them, and zero-width characters that make two paths look the same.
+pub(crate) fn refused_char(c: char) -> Option<&'static str> {
+    match c {
+        '\u{2028}' | '\u{2029}' => Some("has a control character"),
+        c if c.is_control() => Some("has a control character"),
+        '\u{061C}'
+        | '\u{200E}'
+        | '\u{200F}'
+        | '\u{202A}'..='\u{202E}'
+        | '\u{2066}'..='\u{2069}' => Some("has a bidirectional formatting character"),
+        '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}' | '\u{180E}' => {
+            Some("has a zero-width character")
+        }
+        _ => None,
+    }
+}
+
 /// Checks a memory path before anything is written or read under it: it starts with
-/// `~/memory/`, is at most [`MEMORY_PATH_BYTES_MAX`] bytes, and every component after the prefix
-/// is a plain name (not empty, not `.` or `..`), so one file has exactly one path.
+/// `~/memory/`, is at most [`MEMORY_PATH_BYTES_MAX`] bytes, has no character
+/// [`refused_char`] refuses, and every component after the prefix is a plain name (not empty,
+/// not `.` or `..`), so one file has exactly one path.
 pub(crate) fn validate_path(path: &str) -> Result<()> {
     let invalid = |reason: &'static str| {
         Err(Error::InvalidPath {
@@ -36,6 +57,9 @@ pub(crate) fn validate_path(path: &str) -> Result<()> {
     };
     if path.len() > MEMORY_PATH_BYTES_MAX {
         return invalid("longer than 512 bytes");
+    }
+    if let Some(reason) = path.chars().find_map(refused_char) {
+        return invalid(reason);
     }
     let Some(relative) = path.strip_prefix(MEMORY_PATH_PREFIX) else {
         return invalid("does not start with ~/memory/");
@@ -252,5 +276,56 @@ impl Store {
     pub async fn list_memory(&self, account_id: AccountId) -> Result<Vec<MemoryFileRow>> {
         self.read(move |connection| list_memory(connection, account_id))
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_with_invisible_or_reordering_characters_are_refused() {
+        let control = Some("has a control character");
+        let bidi = Some("has a bidirectional formatting character");
+        let zero_width = Some("has a zero-width character");
+        for (path, expected) in [
+            ("~/memory/notes.md", None),
+            ("~/memory/people/ana-maría.md", None),
+            ("~/memory/日本語/メモ.md", None),
+            ("~/memory/emoji 🌱.md", None),
+            ("~/memory/a\u{0}b", control),
+            ("~/memory/a\nb", control),
+            ("~/memory/a\tb", control),
+            ("~/memory/a\u{1b}[31mb", control),
+            ("~/memory/a\u{7f}b", control),
+            ("~/memory/a\u{85}b", control),
+            ("~/memory/a\u{2028}b", control),
+            ("~/memory/a\u{202E}dm.exe", bidi),
+            ("~/memory/a\u{202A}b", bidi),
+            ("~/memory/a\u{2066}b\u{2069}", bidi),
+            ("~/memory/a\u{200E}b", bidi),
+            ("~/memory/a\u{200F}b", bidi),
+            ("~/memory/a\u{061C}b", bidi),
+            ("~/memory/a\u{200B}b", zero_width),
+            ("~/memory/a\u{200C}b", zero_width),
+            ("~/memory/a\u{200D}b", zero_width),
+            ("~/memory/a\u{2060}b", zero_width),
+            ("~/memory/\u{FEFF}a", zero_width),
+        ] {
+            let refused = match validate_path(path) {
+                Ok(()) => None,
+                Err(Error::InvalidPath { reason, .. }) => Some(reason),
+                Err(other) => panic!("{path:?}: {other}"),
+            };
+            assert_eq!(refused, expected, "{path:?}");
+        }
+        // The refusal shows the character escaped, never as itself.
+        let message = validate_path("~/memory/a\u{202E}b")
+            .expect_err("refused")
+            .to_string();
+        assert_eq!(
+            message,
+            "invalid memory path \"~/memory/a\\u{202e}b\": has a bidirectional formatting character"
+        );
     }
 }

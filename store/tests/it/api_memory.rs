@@ -100,6 +100,10 @@ fn invalid_memory_paths_are_refused_and_write_nothing() -> anyhow::Result<()> {
         "~/memoryx/a",
         "~/Memory/a",
         too_long.as_str(),
+        "~/memory/a\nb.md",
+        "~/memory/\u{1b}[2Jnotes.md",
+        "~/memory/report\u{202E}dm.exe",
+        "~/memory/no\u{200B}tes.md",
     ];
     for path in invalid {
         let is_invalid_path = |result: Result<(), Error>| match result {
