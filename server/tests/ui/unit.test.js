@@ -7,9 +7,10 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
+import { Worker } from "node:worker_threads";
 
 import { argumentOfError, briefDescription, formArguments, formFields, initialValue, jsonExample } from "../../ui/forms.js";
-import { renderMarkdown } from "../../ui/markdown.js";
+import { QUOTE_DEPTH_MAX, renderMarkdown } from "../../ui/markdown.js";
 import {
   Follower,
   actionSummary,
@@ -55,6 +56,148 @@ test("markdown renders blocks: headings, lists, code fences, quotes", () => {
     html,
     "<h4>Plan</h4><ul><li>one</li><li><em>two</em></li></ul><ol><li>first</li></ol>" +
       '<pre><code class="language-js">let x = &#39;&lt;a&gt;&#39;;</code></pre><blockquote><p>quoted</p></blockquote>',
+  );
+});
+
+/**
+ * The hang guard of the adversarial renders below. Each input is sized so that a renderer linear
+ * in its input takes milliseconds on it and one that backtracks (quadratic or worse) takes
+ * minutes to hours; past the guard the render is stopped and the test fails.
+ */
+const RENDER_GUARD_MS = 60_000;
+
+/**
+ * `renderMarkdown(source)` in a worker thread, so that a runaway render fails its test at the
+ * guard (the worker is stopped) instead of blocking the suite, and a stack overflow fails it too.
+ */
+function renderGuarded(source) {
+  const module = new URL("../../ui/markdown.js", import.meta.url).href;
+  const code = `
+    const { parentPort, workerData } = require("node:worker_threads");
+    import(workerData.module).then(({ renderMarkdown }) => parentPort.postMessage(renderMarkdown(workerData.source)));
+  `;
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(code, { eval: true, workerData: { module, source } });
+    const guard = setTimeout(() => {
+      worker.terminate();
+      reject(new Error(`the render did not end within ${RENDER_GUARD_MS / 1000} s: the renderer is not linear on this input`));
+    }, RENDER_GUARD_MS);
+    worker.once("message", (html) => {
+      clearTimeout(guard);
+      worker.terminate();
+      resolve(html);
+    });
+    worker.once("error", (error) => {
+      clearTimeout(guard);
+      reject(error);
+    });
+  });
+}
+
+/** The renderer's own tags; anything else in its output must be escaped text. */
+const OWN_TAGS =
+  /<\/?(?:p|br|h[1-6]|ul|ol|li|pre|code|blockquote|hr|strong|em|del|a)>|<code class="language-[\w+-]+">|<a href="[^"<>]*" rel="noopener noreferrer" target="_blank">/g;
+
+function assertEscaped(html) {
+  const rest = html.replace(OWN_TAGS, "");
+  const raw = /[<>"']/.exec(rest);
+  assert.equal(raw, null, `unescaped ${raw?.[0]} in the text: ...${rest.slice(Math.max(0, (raw?.index ?? 0) - 40), (raw?.index ?? 0) + 40)}...`);
+}
+
+const spaces = " ".repeat(30_000);
+const deepQuote = ">".repeat(10_000);
+const quoteLines = Array.from({ length: 2_600 }, (_, i) => `${">".repeat(i + 1)} <i>`).join("\n");
+const ADVERSARIAL = [
+  {
+    name: "a heading with 30,000 spaces inside",
+    source: `# <b>${spaces}</b>`,
+    expected: `<h3>&lt;b&gt;${spaces}&lt;/b&gt;</h3>`,
+  },
+  {
+    name: "10,000 nested quotes on one line",
+    source: `${deepQuote} <script>x</script>`,
+    expected:
+      "<blockquote>".repeat(QUOTE_DEPTH_MAX) +
+      `<p>${"&gt;".repeat(10_000 - QUOTE_DEPTH_MAX)} &lt;script&gt;x&lt;/script&gt;</p>` +
+      "</blockquote>".repeat(QUOTE_DEPTH_MAX),
+  },
+  {
+    name: "quotes one deeper on each of 2,600 lines",
+    source: quoteLines,
+    check: (html) => {
+      assert.equal(html.split("<blockquote>").length - 1, QUOTE_DEPTH_MAX, "nesting stops at the cap");
+      assert.ok(html.endsWith(`&gt; &lt;i&gt;</p>${"</blockquote>".repeat(QUOTE_DEPTH_MAX)}`), html.slice(-200));
+    },
+  },
+  {
+    name: "300,000 opening brackets before a long unclosed address",
+    source: `${"[".repeat(300_000)}x](${"y".repeat(300_000)}`,
+    expected: `<p>${"[".repeat(300_000)}x](${"y".repeat(300_000)}</p>`,
+  },
+  {
+    name: "150,000 unclosed links",
+    source: "[a](b".repeat(150_000),
+    expected: `<p>${"[a](b".repeat(150_000)}</p>`,
+  },
+  {
+    name: "runs of 100,000 of each emphasis marker",
+    source: ["*", "_", "~"].map((marker) => `x${marker.repeat(100_000)}x`).join("\n"),
+    expected: `<p>${["*", "_", "~"].map((marker) => `x${marker.repeat(100_000)}x`).join("<br>")}</p>`,
+  },
+  {
+    name: "100,000 openings of italics that never close",
+    source: "*a ".repeat(100_000),
+    expected: `<p>${"*a ".repeat(100_000)}</p>`,
+  },
+  {
+    name: "50,000 bold words in a row",
+    source: "**a**".repeat(50_000),
+    expected: `<p>${"<strong>a</strong>".repeat(50_000)}</p>`,
+  },
+  {
+    name: "100,001 backticks",
+    source: `${"`".repeat(100_001)}<b>`,
+    expected: `<p>${"`".repeat(100_001)}&lt;b&gt;</p>`,
+  },
+  {
+    name: "every inline marker in runs of 50,000",
+    source: ["*", "_", "~", "`", "[", "]", "(", ")", "<", "\"", "#"].map((c) => c.repeat(50_000)).join("x"),
+    check: (html) => assert.ok(html.startsWith("<p>") && html.endsWith("</p>"), html.slice(0, 100)),
+  },
+];
+
+for (const { name, source, expected, check } of ADVERSARIAL) {
+  test(`markdown renders ${name} in linear time, escaped`, async () => {
+    const html = await renderGuarded(source);
+    assertEscaped(html);
+    if (expected !== undefined) assert.ok(html === expected, `${name}: ${html.slice(0, 200)}...${html.slice(-200)}`);
+    check?.(html);
+  });
+}
+
+test("markdown keeps text out of markup, whatever the markers around it", () => {
+  const attempts = [
+    '**<script>alert(1)</script>**',
+    '[<img src=x onerror=alert(1)>](https://example.org/"onmouseover="alert(1))',
+    "[x](https://example.org/'><script>)",
+    "`</code><script>alert(1)</script>`",
+    "# <svg onload=alert(1)>",
+    "> > <iframe src=javascript:alert(1)>",
+    "```js\"><script>\n<b>\n```",
+    "- _<b>_ ~~<i>~~ [a](javascript:alert(1))",
+    '*[a](https://x/*"*) _[b](https://y/_\'_)',
+    `${">".repeat(QUOTE_DEPTH_MAX + 3)} <b onclick=x>`,
+  ];
+  for (const source of attempts) {
+    const html = renderMarkdown(source);
+    assertEscaped(html);
+    assert.ok(!/<(?:script|img|svg|iframe|b |i>|b>)/i.test(html), `${source} -> ${html}`);
+    assert.ok(!html.includes('href="javascript'), `${source} -> ${html}`);
+  }
+  // A link's address is one attribute; markers in it are not markup.
+  assert.equal(
+    renderMarkdown("[a](https://x/_b_) _c_"),
+    '<p><a href="https://x/_b_" rel="noopener noreferrer" target="_blank">a</a> <em>c</em></p>',
   );
 });
 
