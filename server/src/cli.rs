@@ -336,7 +336,8 @@ async fn token(client: Client) -> anyhow::Result<()> {
 
 async fn tools(client: Client) -> anyhow::Result<()> {
     let list: crate::api::ToolsResponse = client.get("/v1/tools").await?;
-    print!("{}", tools_text(&list));
+    // Descriptions and errors come from MCP servers.
+    print!("{}", crate::chat::view::printable(&tools_text(&list)));
     Ok(())
 }
 
@@ -400,6 +401,8 @@ async fn sessions(client: Client, limit: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A session's title and its continuations as one line, printable on a terminal (titles are
+/// the model's or a person's text).
 pub(crate) fn describe(session: &SessionInfo) -> String {
     let title = if session.title.is_empty() {
         "(untitled)"
@@ -419,7 +422,7 @@ pub(crate) fn describe(session: &SessionInfo) -> String {
             from.session_id, from.title
         ));
     }
-    text
+    crate::chat::view::printable(&text)
 }
 
 pub(crate) async fn all_events(

@@ -18,7 +18,7 @@ use crate::ws::Update;
 
 pub mod view;
 
-use view::RunView;
+use view::{RunView, printable};
 
 /// The line that uploads a file for the next message: `/attach PATH`.
 pub const ATTACH_COMMAND: &str = "/attach ";
@@ -161,11 +161,13 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
                 Ok(attached) => {
                     println!(
                         "attached {} ({} bytes, {}): the next message carries it",
-                        attached.name, attached.size_bytes, attached.media_type
+                        printable(&attached.name),
+                        attached.size_bytes,
+                        printable(&attached.media_type)
                     );
                     attachments.push(attached.id);
                 }
-                Err(error) => println!("  (not attached: {error:#})"),
+                Err(error) => println!("  (not attached: {})", printable(&format!("{error:#}"))),
             }
             continue;
         }
@@ -177,7 +179,7 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
                     continue;
                 }
                 Err(error) => {
-                    println!("  (not retried: {error:#})");
+                    println!("  (not retried: {})", printable(&format!("{error:#}")));
                     continue;
                 }
             }

@@ -8,6 +8,12 @@
 //! another channel than the log's changes and may arrive after the log has the response; they
 //! are matched to responses by counting (a delta at offset 0 starts the next response with
 //! text), so a response the log has printed is never printed again.
+//!
+//! Everything these functions return has been through [`printable`]: text from the model, a
+//! person or a tool reaches the terminal as text, never as control sequences.
+
+use std::iter::Peekable;
+use std::str::Chars;
 
 use seed_events::EventBody;
 use seed_events::body::kind;
@@ -38,6 +44,84 @@ pub fn failure_reason(event: &EventInfo) -> Option<&str> {
     )
 }
 
+/// `text` made safe to print on a terminal: escape sequences removed whole (CSI such as colours
+/// and cursor moves, OSC such as a window title or a hyperlink, DCS and the other control
+/// strings, two-character escapes such as a reset), and every other C0 or C1 control character
+/// and DEL removed, but for newline and tab. Text from the model or a person can then neither
+/// restyle nor retitle the terminal, move its cursor, ring it, nor overwrite what was printed
+/// (as a carriage return or a backspace would). A sequence cut off by the end of `text` is
+/// removed to the end.
+pub fn printable(text: &str) -> String {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\u{1b}' => match chars.peek() {
+                Some('[') => {
+                    chars.next();
+                    skip_control_sequence(&mut chars);
+                }
+                Some(']' | 'P' | 'X' | '^' | '_') => {
+                    chars.next();
+                    skip_control_string(&mut chars);
+                }
+                _ => skip_escape(&mut chars),
+            },
+            // The C1 forms of CSI, and of OSC, DCS, SOS, PM and APC.
+            '\u{9b}' => skip_control_sequence(&mut chars),
+            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_control_string(&mut chars),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Skips the rest of a control sequence after its CSI: parameter and intermediate characters
+/// (U+0020 to U+003F), then one final character (U+0040 to U+007E) if one comes.
+fn skip_control_sequence(chars: &mut Peekable<Chars<'_>>) {
+    while chars
+        .next_if(|c| ('\u{20}'..='\u{3f}').contains(c))
+        .is_some()
+    {}
+    chars.next_if(|c| ('\u{40}'..='\u{7e}').contains(c));
+}
+
+/// Skips the rest of a control string (OSC, DCS, SOS, PM, APC) up to and with its end: BEL,
+/// ST (ESC `\` or U+009C). Another ESC ends it too, and is left for the caller.
+fn skip_control_string(chars: &mut Peekable<Chars<'_>>) {
+    while let Some(c) = chars.next_if(|c| *c != '\u{1b}') {
+        if c == '\u{7}' || c == '\u{9c}' {
+            return;
+        }
+    }
+    if chars.peek() == Some(&'\u{1b}') {
+        let mut after = chars.clone();
+        after.next();
+        if after.peek() == Some(&'\\') {
+            chars.next();
+            chars.next();
+        }
+    }
+}
+
+/// Skips the rest of an escape after its ESC: intermediate characters (U+0020 to U+002F), then
+/// one final character (U+0030 to U+007E). An ESC before anything else is dropped alone.
+fn skip_escape(chars: &mut Peekable<Chars<'_>>) {
+    while chars
+        .next_if(|c| ('\u{20}'..='\u{2f}').contains(c))
+        .is_some()
+    {}
+    chars.next_if(|c| ('\u{30}'..='\u{7e}').contains(c));
+}
+
 fn text_of(event: &EventInfo) -> Option<&str> {
     event.content.get("text").and_then(|text| text.as_str())
 }
@@ -56,6 +140,11 @@ fn says_nothing(event: &EventInfo) -> bool {
 
 /// One log event as a transcript line (`seed show`), or `None` for one with nothing to read.
 pub fn event_line(event: &EventInfo) -> Option<String> {
+    line_text(event).map(|line| printable(&line))
+}
+
+/// What [`event_line`] prints, before [`printable`].
+fn line_text(event: &EventInfo) -> Option<String> {
     let seq = event.seq;
     if let Some(reason) = failure_reason(event) {
         return Some(format!("[{seq}] (the turn failed: {reason})"));
@@ -135,6 +224,12 @@ impl RunView {
 
     /// Live text of the response in flight: `offset_chars` chars of it came before `text`.
     pub fn delta(&mut self, offset_chars: usize, text: &str) -> String {
+        printable(&self.delta_text(offset_chars, text))
+    }
+
+    /// What [`RunView::delta`] prints, before [`printable`]. Offsets count the text as it
+    /// came, control characters included.
+    fn delta_text(&mut self, offset_chars: usize, text: &str) -> String {
         if offset_chars == 0 {
             self.delta_responses += 1;
             if self.delta_responses > self.logged {
@@ -168,6 +263,11 @@ impl RunView {
 
     /// An event of the run's session as the log gives it.
     pub fn event(&mut self, event: &EventInfo) -> String {
+        printable(&self.event_text(event))
+    }
+
+    /// What [`RunView::event`] prints, before [`printable`].
+    fn event_text(&mut self, event: &EventInfo) -> String {
         if let Some(reason) = failure_reason(event) {
             self.failure_shown = true;
             return format!("{}  (the turn failed: {reason})\n", self.line_break());
@@ -204,7 +304,7 @@ impl RunView {
             }
             // What a person says is on their screen already (a handoff's message too).
             kind::MESSAGE => String::new(),
-            _ => match event_line(event) {
+            _ => match line_text(event) {
                 Some(line) => {
                     // Without the seq, indented under the answer.
                     let line = line
@@ -219,6 +319,11 @@ impl RunView {
 
     /// The run ended with `status`; `reason` is its result's error, for a failed run.
     pub fn finished(&mut self, status: &str, reason: Option<&str>) -> String {
+        printable(&self.finished_text(status, reason))
+    }
+
+    /// What [`RunView::finished`] prints, before [`printable`].
+    fn finished_text(&mut self, status: &str, reason: Option<&str>) -> String {
         let mut out = self.line_break().to_owned();
         match status {
             "succeeded" => {}
@@ -390,6 +495,106 @@ mod tests {
             event_line(&cut_off(2, "one, two")).as_deref(),
             Some("[2] agent: one, two [cut off at the output token limit]")
         );
+    }
+
+    #[test]
+    fn printable_text_keeps_no_control_sequence_nor_control_character() {
+        let cases = [
+            ("plain text", "plain text"),
+            ("lines\n\tand tabs", "lines\n\tand tabs"),
+            (
+                "h\u{e9}llo \u{2014} \u{65e5}\u{672c} \u{1f331}",
+                "h\u{e9}llo \u{2014} \u{65e5}\u{672c} \u{1f331}",
+            ),
+            // CSI: colours, cursor moves, clearing, private modes.
+            ("\u{1b}[31mred\u{1b}[0m", "red"),
+            ("\u{1b}[1;38;5;196mbold\u{1b}[m", "bold"),
+            ("\u{1b}[2J\u{1b}[Hhome", "home"),
+            ("\u{1b}[?1049hscreen", "screen"),
+            ("\u{1b}[31", ""),
+            // OSC: a window title ended by BEL or by ST, a hyperlink, one never ended.
+            ("\u{1b}]0;evil\u{7}after", "after"),
+            ("\u{1b}]2;evil\u{1b}\\after", "after"),
+            (
+                "\u{1b}]8;;https://evil\u{1b}\\link\u{1b}]8;;\u{1b}\\",
+                "link",
+            ),
+            ("\u{1b}]0;title never ended", ""),
+            ("\u{1b}]0;cut\u{1b}[1mshort", "short"),
+            // DCS and the other control strings.
+            ("\u{1b}Pq#0;2;0;0;0\u{1b}\\x", "x"),
+            ("\u{1b}_apc\u{1b}\\x", "x"),
+            // Two-character escapes: a reset, a character set, a bare ESC.
+            ("\u{1b}creset", "reset"),
+            ("\u{1b}(0lines", "lines"),
+            ("bare\u{1b}", "bare"),
+            ("a\u{1b}\nb", "a\nb"),
+            // C0 controls but newline and tab; DEL.
+            ("over\rwrite", "overwrite"),
+            ("abc\u{8}\u{8}\u{8}xyz", "abcxyz"),
+            ("bell\u{7}", "bell"),
+            ("\u{0}nul\u{7f}del\u{c}feed\u{b}", "nuldelfeed"),
+            // C1 controls: CSI, OSC with its ST, NEL.
+            ("\u{9b}31mred", "red"),
+            ("\u{9d}0;title\u{9c}rest", "rest"),
+            ("next\u{85}line", "nextline"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(printable(text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn seed_show_and_seed_chat_print_no_terminal_control_sequences() {
+        // A person's message that retitles the window, an answer that recolours and clears
+        // the screen, a tool result that overwrites its line.
+        let user = event(
+            1,
+            "message",
+            "user",
+            json!({"text": "\u{1b}]0;evil\u{7}hi \u{1b}[31mthere\u{1b}[0m"}),
+        );
+        let answer = said(2, "\u{1b}[2J\u{1b}[Hdone\u{9b}1m!");
+        let mut tool = result(3);
+        tool.content = json!({"tool_call_id": "c", "content": "ok\rFAKE\u{8}"});
+        let events = [user, answer, tool];
+        assert_eq!(
+            transcript(&events),
+            [
+                "[1] user: hi there",
+                "[2] agent: done!",
+                "[3] tool result: okFAKE"
+            ]
+        );
+        let mut view = RunView::new();
+        let mut out = view.delta(0, "\u{1b}[2J");
+        out += &view.delta(4, "\u{1b}[Hdone");
+        out += &view.event(&events[1]);
+        out += &view.event(&events[2]);
+        out += &view.event(&failed(
+            4,
+            "\u{1b}]8;;https://x\u{1b}\\no\u{1b}]8;;\u{1b}\\",
+        ));
+        out += &view.finished("failed", None);
+        assert_eq!(
+            out,
+            "done!\n  tool result: okFAKE\n  (the turn failed: no)\n"
+        );
+        // A session's title, in `seed show`'s and `seed chat`'s first line and `seed sessions`.
+        let session = crate::api::SessionInfo {
+            id: uuid::Uuid::nil(),
+            title: "\u{1b}]0;evil\u{7}Trip \u{1b}[5mplan".to_owned(),
+            description: String::new(),
+            title_source: "agent".to_owned(),
+            model: None,
+            reasoning_level: None,
+            parent_session_id: None,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            continued_from: None,
+            continued_to: None,
+        };
+        assert_eq!(crate::cli::describe(&session), "Trip plan");
     }
 
     #[test]
