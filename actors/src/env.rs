@@ -47,6 +47,11 @@ pub struct RuntimeSettings {
     /// Runs of each queue in flight at once.
     pub interactive_runs_max: usize,
     pub background_runs_max: usize,
+    /// Runs of one account in flight at once, on both queues together: its share of the
+    /// slots, so that one account's slow runs cannot hold them all while another's wait. Past
+    /// it, the account's runs wait in the queue; when slots free up, the queue claims next for
+    /// the account with the fewest runs in flight. `usize::MAX`: no share.
+    pub account_runs_max: usize,
     /// Attempts before a run that keeps failing its session actor is failed for good.
     pub run_attempts_max: i64,
     /// Boot sweeps that may find a run cut off mid-turn and queue it again; the next one
@@ -89,6 +94,22 @@ impl RuntimeSettings {
     }
 }
 
+/// An account's share of the runs in flight when none is set: a quarter of the interactive
+/// slots, at least one.
+pub fn account_runs_max_default(interactive_runs_max: usize) -> usize {
+    (interactive_runs_max / 4).max(1)
+}
+
+impl RuntimeSettings {
+    /// Who this process claims runs for ([`RunEnv::boot_id`]), with each account's share.
+    pub(crate) fn claim_for(&self, boot_id: &str) -> seed_store::ClaimFor {
+        seed_store::ClaimFor {
+            owner: boot_id.to_owned(),
+            account_runs_max: self.account_runs_max,
+        }
+    }
+}
+
 impl Default for RuntimeSettings {
     fn default() -> Self {
         RuntimeSettings {
@@ -98,6 +119,7 @@ impl Default for RuntimeSettings {
                 .to_owned(),
             interactive_runs_max: 64,
             background_runs_max: 16,
+            account_runs_max: account_runs_max_default(64),
             run_attempts_max: 3,
             run_restarts_max: 5,
             plan_passes_max: 2,

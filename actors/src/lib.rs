@@ -43,6 +43,6 @@ pub mod verbs;
 
 pub use bus::Notification;
 pub use crash::CrashPoints;
-pub use env::RuntimeSettings;
+pub use env::{RuntimeSettings, account_runs_max_default};
 pub use runtime::{BootReport, RunWatch, Runtime, SessionInfo};
 pub use verb::{Availability, TurnEffect, Verb, VerbContext, VerbOutput, parse_arguments};

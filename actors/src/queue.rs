@@ -1,5 +1,6 @@
 //! The runs queue: interactive and background runs, a concurrency limit for each, at most one
-//! turn in flight per session, first queued first served across sessions.
+//! turn in flight per session, each account's share of the runs in flight, and fair claiming:
+//! the account with the fewest runs in flight first, first queued first served within it.
 
 use std::sync::Arc;
 
@@ -97,9 +98,8 @@ impl Handler<Wake> for RunQueue {
         let taken = slots.clone();
         let claim = async move {
             let now = (env.clock)();
-            env.store
-                .claim_runs_of_queues(slots, &env.boot_id, now)
-                .await
+            let claim = env.settings.claim_for(&env.boot_id);
+            env.store.claim_runs_of_queues(slots, claim, now).await
         };
         ctx.spawn(claim.into_actor(self).map(move |claimed, queue, ctx| {
             queue.claiming = false;

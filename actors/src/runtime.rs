@@ -249,21 +249,21 @@ impl Runtime {
 
     /// Runs `write`, a write that queues an interactive run and returns it (`None`: it queued
     /// nothing), with a slot of the queue taken for the run when one is free. `write` is then
-    /// given this process's boot id, to claim the run in the same transaction when its session
-    /// is free ([`Store::send_user_message`]), and a run so claimed starts without a
-    /// claim of the queue's; the slot goes back when the run was not claimed. This runs to its
-    /// end on a task of its own, so a caller that stops waiting (a dropped request) leaves no
-    /// slot taken and no claimed run unstarted.
+    /// given this process's boot id and each account's share, to claim the run in the same
+    /// transaction when it may start at once ([`Store::send_user_message`]), and a run so
+    /// claimed starts without a claim of the queue's; the slot goes back when the run was not
+    /// claimed. This runs to its end on a task of its own, so a caller that stops waiting (a
+    /// dropped request) leaves no slot taken and no claimed run unstarted.
     pub async fn queue_run_with<T, F, Fut>(&self, write: F) -> Result<T, Error>
     where
-        F: FnOnce(Option<String>) -> Fut,
+        F: FnOnce(Option<seed_store::ClaimFor>) -> Fut,
         Fut: std::future::Future<Output = Result<(T, Option<RunRow>), Error>> + 'static,
         T: 'static,
     {
         let env = Arc::clone(&self.env);
         let queue = self.queue.clone();
         let slot = env.slots.take(Queue::Interactive, 1) == 1;
-        let mut written = Box::pin(write(slot.then(|| env.boot_id.clone())));
+        let mut written = Box::pin(write(slot.then(|| env.settings.claim_for(&env.boot_id))));
         // Polled once here, so the write reaches the store now, in this caller's turn, as a
         // write made in place would; the rest is the task's.
         let first = futures::poll!(written.as_mut());

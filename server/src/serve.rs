@@ -41,6 +41,8 @@ pub struct ServeOptions {
     /// Runs in flight at once: (interactive, background).
     pub runs_max: (usize, usize),
     /// Boot sweeps that may find one run cut off and queue it again.
+    /// Runs of one account in flight at once, on both queues together (its share).
+    pub account_runs_max: usize,
     pub run_restarts_max: i64,
     /// How long the text of a response in flight waits, at most, for its commit.
     pub live_interval: Duration,
@@ -218,6 +220,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
                 (
                     provider_config.build()?,
                     format!("model: {}", provider_config.describe()),
+        account_runs_max: options.account_runs_max,
                 )
             }
         };

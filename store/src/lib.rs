@@ -59,7 +59,7 @@ pub use memory_disk::MemoryDisk;
 pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome, SignedMessage};
 pub use projection::Projection;
 pub use retries::{RetryOutcome, SignedRetry};
-pub use runs::{NewRun, RunRow, Swept};
+pub use runs::{ClaimFor, NewRun, RunRow, Swept};
 pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
 pub use store::Store;
 pub use turn_view::{PendingEvents, TurnView};

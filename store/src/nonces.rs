@@ -187,7 +187,7 @@ impl Store {
                 run_id,
                 queue,
                 now_ms,
-                claim_for.as_deref(),
+                claim_for.as_ref(),
             )?;
             Ok(NonceOutcome::Fresh(SendOutcome::Sent {
                 event: Box::new(event),
@@ -287,8 +287,9 @@ pub struct SignedMessage {
     /// How many runs the account may have waiting; at this many, nothing is written.
     pub queued_runs_max: i64,
     pub now_ms: i64,
-    /// The owner to claim the run for at once (the caller holds a slot of the queue).
-    pub claim_for: Option<String>,
+    /// The owner to claim the run for at once, and the share of runs in flight each account
+    /// may hold (the caller holds a slot of the queue).
+    pub claim_for: Option<crate::ClaimFor>,
 }
 
 /// A person's change of a session's model ([`Store::set_session_model_signed`]).

@@ -93,7 +93,7 @@ struct Retry<'a> {
     event_id: EventId,
     run_id: RunId,
     now_ms: i64,
-    claim_for: Option<&'a str>,
+    claim_for: Option<&'a crate::ClaimFor>,
 }
 
 /// The checks and the run of a retry, in the caller's transaction; `account_id`, when given,
@@ -169,7 +169,7 @@ impl Store {
                     event_id: signed.event_id,
                     run_id: signed.run_id,
                     now_ms: signed.now_ms,
-                    claim_for: signed.claim_for.as_deref(),
+                    claim_for: signed.claim_for.as_ref(),
                 },
             )
         })
@@ -226,8 +226,9 @@ pub struct SignedRetry {
     /// How many runs the account may have waiting; at this many, nothing is written.
     pub queued_runs_max: i64,
     pub now_ms: i64,
-    /// The owner to claim the run for at once (the caller holds a slot of the queue).
-    pub claim_for: Option<String>,
+    /// The owner to claim the run for at once, and the share of runs in flight each account
+    /// may hold (the caller holds a slot of the queue).
+    pub claim_for: Option<crate::ClaimFor>,
 }
 
 impl RetryOutcome {

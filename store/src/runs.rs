@@ -10,8 +10,12 @@ use seed_events::{EventId, NewEvent, Queue, RunId, RunResult, RunStatus, Session
 use crate::error::collect_rows;
 use crate::{Error, Result, Store, log, sessions};
 
+pub use claim::ClaimFor;
 #[cfg(test)]
-pub(crate) use claim::{NEXT_CLAIMABLE, STARTS_AT_ONCE};
+pub(crate) use claim::{
+    ACCOUNT_RUNS_IN_FLIGHT, FIRST_WAITING_ACCOUNT, NEXT_CLAIMABLE_OF_ACCOUNT, NEXT_WAITING_ACCOUNT,
+    SESSION_FREE_FOR_NEW_RUN,
+};
 use claim::{started, starts_at_once, take_lease};
 pub use sweep::Swept;
 
@@ -319,8 +323,8 @@ pub(crate) fn sessions_with_open_runs(connection: &Connection) -> Result<Vec<Ses
 /// to the session's log, queues run `run_id` on `queue` naming that event, and sets the
 /// session's `updated_at`. A deleted session refuses it before anything is written. With
 /// `claim_for` (a slot of the queue is held for it), the run is claimed for that owner at once,
-/// with the session's lease, when it is the session's next and the session is free; it stays
-/// queued otherwise.
+/// with the session's lease, when it may start at once ([`starts_at_once`]); it stays queued
+/// otherwise.
 pub(crate) fn send_user_message(
     connection: &Connection,
     session_id: SessionId,
@@ -328,7 +332,7 @@ pub(crate) fn send_user_message(
     run_id: RunId,
     queue: Queue,
     now_ms: i64,
-    claim_for: Option<&str>,
+    claim_for: Option<&ClaimFor>,
 ) -> Result<(SessionEvent, RunRow)> {
     let stored = event.append(connection, session_id)?;
     let run = NewRun {
@@ -349,11 +353,11 @@ pub(crate) fn queue_run(
     connection: &Connection,
     run: &NewRun,
     now_ms: i64,
-    claim_for: Option<&str>,
+    claim_for: Option<&ClaimFor>,
 ) -> Result<RunRow> {
     let owner = match claim_for {
-        Some(owner) if starts_at_once(connection, run.queue, run.session_id, run.id, owner)? => {
-            Some(owner)
+        Some(claim) if starts_at_once(connection, run.queue, run.session_id, run.id, claim)? => {
+            Some(claim.owner.as_str())
         }
         _ => None,
     };
@@ -426,8 +430,9 @@ impl Store {
     /// `updated_at` to `now_ms`. Returns both rows as stored. A deleted session refuses the
     /// whole write; nothing of it is committed. With `claim_for` (the caller holds a slot of
     /// the queue for the run), the run is claimed for that owner in the same transaction
-    /// (running, with the session's lease) when it is the session's next run and may start;
-    /// otherwise it is queued.
+    /// (running, with the session's lease) when it may start at once: its session is free,
+    /// its account is within its share of runs in flight, and no queued run could start
+    /// instead; otherwise it is queued.
     pub async fn send_user_message(
         &self,
         session_id: SessionId,
@@ -435,7 +440,7 @@ impl Store {
         run_id: RunId,
         queue: Queue,
         now_ms: i64,
-        claim_for: Option<String>,
+        claim_for: Option<ClaimFor>,
     ) -> Result<(SessionEvent, RunRow)> {
         let event = log::PreparedEvent::of(event);
         self.write(Some(session_id), move |connection| {
@@ -446,7 +451,7 @@ impl Store {
                 run_id,
                 queue,
                 now_ms,
-                claim_for.as_deref(),
+                claim_for.as_ref(),
             )
         })
         .await
@@ -516,7 +521,7 @@ mod tests {
                 RunId::from_u128(run_id),
                 Queue::Interactive,
                 now_ms,
-                Some("boot-a"),
+                Some(&ClaimFor::unshared("boot-a")),
             )
             .expect("sent");
             (run, connection.total_changes() - before)
@@ -589,8 +594,11 @@ mod tests {
             FINISH_RUN,
             crate::children::HAS_OPEN_CHILDREN,
             crate::children::RESUME_IF_CHILDREN_DONE,
-            NEXT_CLAIMABLE,
-            STARTS_AT_ONCE,
+            FIRST_WAITING_ACCOUNT,
+            NEXT_WAITING_ACCOUNT,
+            ACCOUNT_RUNS_IN_FLIGHT,
+            NEXT_CLAIMABLE_OF_ACCOUNT,
+            SESSION_FREE_FOR_NEW_RUN,
         ] {
             assert!(!builds_a_temporary_btree(&connection, sql), "{sql}");
         }

@@ -31,6 +31,9 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
             "../migrations/0007-no-index-of-entry-marks.sql"
         )),
         M::up(include_str!("../migrations/0008-call-effects.sql")),
+        M::up(include_str!(
+            "../migrations/0009-runs-running-by-account.sql"
+        )),
     ])
 });
 
@@ -274,7 +277,7 @@ mod tests {
     use super::*;
 
     /// The version a database has once every migration ran.
-    const LATEST_VERSION: i64 = 8;
+    const LATEST_VERSION: i64 = 9;
 
     #[test]
     fn migrations_are_valid() {
@@ -387,6 +390,7 @@ mod tests {
             &format!(
                 "{one_session}
                  DROP INDEX runs_queued_by_account;
+                 DROP INDEX runs_running_by_account;
                  ALTER TABLE runs DROP COLUMN account_id;
                  INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
                      VALUES ('run-a', 'ses-a', 'interactive', 'queued', 0, 0);
@@ -563,20 +567,38 @@ mod tests {
         lines.join("\n")
     }
 
-    /// The claims' queries find a session's open runs in `runs_open_by_session`, and the
-    /// queue's in `runs_by_queue`.
+    /// The claims' queries find a session's open runs in `runs_open_by_session`, the accounts
+    /// that wait and their queued runs in `runs_queued_by_account`, and an account's runs in
+    /// flight in `runs_running_by_account`.
     fn assert_runs_are_claimed_by_index(connection: &Connection) {
         for sql in [
-            crate::runs::NEXT_CLAIMABLE,
-            crate::runs::STARTS_AT_ONCE,
+            crate::runs::NEXT_CLAIMABLE_OF_ACCOUNT,
+            crate::runs::SESSION_FREE_FOR_NEW_RUN,
             crate::runs::QUEUED_EVENT_IDS,
         ] {
             let plan = query_plan(connection, sql);
             assert!(plan.contains("runs_open_by_session"), "{sql}\n{plan}");
         }
-        for sql in [crate::runs::NEXT_CLAIMABLE, crate::runs::STARTS_AT_ONCE] {
+        for (sql, index) in [
+            (
+                crate::runs::NEXT_CLAIMABLE_OF_ACCOUNT,
+                "runs_queued_by_account (account_id=?)",
+            ),
+            (
+                crate::runs::FIRST_WAITING_ACCOUNT,
+                "COVERING INDEX runs_queued_by_account",
+            ),
+            (
+                crate::runs::NEXT_WAITING_ACCOUNT,
+                "COVERING INDEX runs_queued_by_account (account_id>?)",
+            ),
+            (
+                crate::runs::ACCOUNT_RUNS_IN_FLIGHT,
+                "COVERING INDEX runs_running_by_account (account_id=?)",
+            ),
+        ] {
             let plan = query_plan(connection, sql);
-            assert!(plan.contains("runs_by_queue (queue=?)"), "{sql}\n{plan}");
+            assert!(plan.contains(index), "{sql}\n{plan}");
         }
     }
 
@@ -590,10 +612,11 @@ mod tests {
         let new_indexes = runs_indexes(&connection);
 
         // A database of version 4: indexes of every run by session and status, and by queue
-        // and status.
+        // and status, and none of the running runs by account.
         connection
             .execute_batch(
                 "DROP INDEX runs_open_by_session; DROP INDEX runs_by_session;
+                 DROP INDEX runs_running_by_account;
                  CREATE INDEX runs_by_session ON runs (session_id, status);
                  DROP INDEX runs_by_queue; CREATE INDEX runs_by_queue ON runs (queue, status);
                  PRAGMA user_version = 4;",

@@ -191,9 +191,12 @@ pub(crate) fn clock() -> Arc<dyn Fn() -> i64 + Send + Sync> {
     Arc::new(move || now.fetch_add(1, Ordering::Relaxed))
 }
 
+/// Every session's turn in flight at once; one account, with no share of the slots: what is
+/// measured is the runtime's rate, not how slots are shared between accounts.
 pub(crate) fn settings(n_sessions: usize) -> RuntimeSettings {
     RuntimeSettings {
         interactive_runs_max: n_sessions.max(1024),
+        account_runs_max: usize::MAX,
         ..RuntimeSettings::default()
     }
 }

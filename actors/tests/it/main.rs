@@ -14,6 +14,7 @@ mod kept_harness;
 mod memory_crash;
 mod obligations;
 mod runtime_kill;
+mod runtime_fair_slots;
 mod runtime_ordering;
 mod runtime_panics;
 mod runtime_recovery;

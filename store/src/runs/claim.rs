@@ -1,23 +1,51 @@
-//! Claiming runs for the queue: the oldest queued run whose session is free is marked running
-//! for its owner (one more attempt), with its session's store lease when the runtime leases;
-//! a person's new run may be claimed in the transaction that queues it, when it would be the
-//! queue's next claim anyway ([`starts_at_once`]).
+//! Claiming runs for the queue, fairly between accounts: the next run claimed is the oldest
+//! queued run whose session is free of the account with the fewest runs in flight, and an
+//! account with its share of runs in flight ([`ClaimFor::account_runs_max`]) has none claimed
+//! until one ends. A claimed run is marked running for its owner (one more attempt), with its
+//! session's store lease when the runtime leases; a person's new run may be claimed in the
+//! transaction that queues it, when nothing else queued could start ([`starts_at_once`]).
+//!
+//! The accounts with queued runs are found by skipping through `runs_queued_by_account` (one
+//! seek per account, not a walk over every queued run), and an account's runs in flight are
+//! counted in `runs_running_by_account`, an index of just the running runs, and only up to its
+//! share: a claim costs a few seeks per waiting account, whatever the length of the queue.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use seed_events::{Queue, RunId, RunStatus, SessionId};
 
-use super::{RunRow, run_columns, run_from_row};
+use super::{RUN_COLUMNS_COUNT, RunRow, run_columns, run_from_row};
 use crate::{Error, Result, Store};
 
-/// Claims the oldest queued run on `queue` whose session has no run in flight, marking it
-/// running under `owner`. `None` when nothing can start.
+/// Who a run is claimed for, and the share of the runs in flight each account may hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimFor {
+    /// The boot id of the process that runs it.
+    pub owner: String,
+    /// Runs of one account in flight (running) at once, on both queues together: past it, an
+    /// account's queued runs wait, so one account's slow runs cannot hold every slot while
+    /// another's wait. `usize::MAX`: no share.
+    pub account_runs_max: usize,
+}
+
+impl ClaimFor {
+    /// Claims for `owner` with no share per account.
+    pub fn unshared(owner: impl Into<String>) -> ClaimFor {
+        ClaimFor {
+            owner: owner.into(),
+            account_runs_max: usize::MAX,
+        }
+    }
+}
+
+/// Claims the next queued run on `queue` ([`next_claimable`], no share per account), marking
+/// it running under `owner`. `None` when nothing can start.
 pub(crate) fn claim_next_run(
     connection: &Connection,
     queue: Queue,
     owner: &str,
     now_ms: i64,
 ) -> Result<Option<RunRow>> {
-    match next_claimable(connection, queue, None)? {
+    match next_claimable(connection, queue, None, usize::MAX)? {
         Some(run) => start_claimed(connection, run, owner, now_ms).map(Some),
         None => Ok(None),
     }
@@ -38,39 +66,115 @@ macro_rules! session_free {
     };
 }
 
-/// The queued runs on queue `?1` that may start (for owner `?2`, see [`session_free!`]), as
-/// a literal for `concat!`: what [`NEXT_CLAIMABLE`] takes the oldest of, and what a new run
-/// must not overtake ([`STARTS_AT_ONCE`]).
-macro_rules! claimable {
-    () => {
-        concat!(
-            "runs AS queued WHERE queue = ?1 AND status = 'queued' AND ",
-            session_free!()
-        )
-    };
-}
+/// The first account, in byte order, with a queued run (on either queue); NULL first, for a
+/// run that names no account.
+pub(crate) const FIRST_WAITING_ACCOUNT: &str = "SELECT account_id
+     FROM runs INDEXED BY runs_queued_by_account WHERE status = 'queued' ORDER BY account_id LIMIT 1";
 
-/// The query of [`next_claimable`]: the oldest queued run on queue `?1` that may start.
-pub(crate) const NEXT_CLAIMABLE: &str = concat!(
+/// The next account after `?1`, in byte order, with a queued run (on either queue).
+pub(crate) const NEXT_WAITING_ACCOUNT: &str = "SELECT account_id
+     FROM runs INDEXED BY runs_queued_by_account WHERE status = 'queued' AND account_id > ?1 ORDER BY account_id LIMIT 1";
+
+/// The runs of account `?1` in flight, counted up to `?2`.
+pub(crate) const ACCOUNT_RUNS_IN_FLIGHT: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM runs
+     WHERE account_id IS ?1 AND status = 'running' LIMIT ?2)";
+
+/// The oldest queued run on queue `?1` of account `?3` that may start (for owner `?2`, see
+/// [`session_free!`]), with its row id.
+pub(crate) const NEXT_CLAIMABLE_OF_ACCOUNT: &str = concat!(
     "SELECT ",
     run_columns!(),
-    " FROM ",
-    claimable!(),
-    " ORDER BY rowid LIMIT 1"
+    ", queued.rowid FROM runs AS queued INDEXED BY runs_queued_by_account
+     WHERE queued.account_id IS ?3 AND queued.status = 'queued' AND queued.queue = ?1 AND ",
+    session_free!(),
+    " ORDER BY queued.rowid LIMIT 1"
 );
 
-/// The oldest queued run on `queue` whose session has no run in flight; with `lease_owner`,
-/// also none whose session's lease another holds (anyone but that owner for that very run).
+/// Whether the session `?3` of the new run `?4` is free for owner `?2`, by the same
+/// [`session_free!`] as a queued run's, over a row that stands for the run not yet inserted.
+pub(crate) const SESSION_FREE_FOR_NEW_RUN: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM (SELECT ?3 AS session_id, ?4 AS id) AS queued WHERE ",
+    session_free!(),
+    ")"
+);
+
+/// The accounts with a queued run (on either queue), each once, in byte order; `None` stands
+/// for runs that name no account.
+fn waiting_accounts(connection: &Connection) -> Result<Vec<Option<String>>> {
+    let first: Option<Option<String>> = connection
+        .prepare_cached(FIRST_WAITING_ACCOUNT)?
+        .query_row([], |row| row.get(0))
+        .optional()?;
+    let Some(first) = first else {
+        return Ok(Vec::new());
+    };
+    let mut next = connection.prepare_cached(NEXT_WAITING_ACCOUNT)?;
+    // Any account id is above the empty text, which none is.
+    let mut after = first.clone().unwrap_or_default();
+    let mut accounts = vec![first];
+    while let Some(account_id) = next
+        .query_row(params![after], |row| row.get::<_, String>(0))
+        .optional()?
+    {
+        after.clone_from(&account_id);
+        accounts.push(Some(account_id));
+    }
+    Ok(accounts)
+}
+
+/// The runs of `account_id` in flight, counted up to `up_to`.
+fn account_runs_in_flight(
+    connection: &Connection,
+    account_id: Option<&str>,
+    up_to: usize,
+) -> Result<usize> {
+    let up_to = i64::try_from(up_to).unwrap_or(i64::MAX);
+    let n_runs: i64 = connection
+        .prepare_cached(ACCOUNT_RUNS_IN_FLIGHT)?
+        .query_row(params![account_id, up_to], |row| row.get(0))?;
+    Ok(usize::try_from(n_runs).unwrap_or(usize::MAX))
+}
+
+/// The run the queue claims next on `queue`: of the accounts with fewer than
+/// `account_runs_max` runs in flight, the one with the fewest (the one whose run has waited
+/// longest on a tie), its oldest queued run whose session is free; with `lease_owner`, also
+/// not one whose session's lease another holds (anyone but that owner for that very run).
+/// Within an account, and so within a session, runs start in the order they were queued.
 fn next_claimable(
     connection: &Connection,
     queue: Queue,
     lease_owner: Option<&str>,
+    account_runs_max: usize,
 ) -> Result<Option<RunRow>> {
-    connection
-        .prepare_cached(NEXT_CLAIMABLE)?
-        .query_row(params![queue.as_str(), lease_owner], run_from_row)
-        .optional()?
-        .transpose()
+    let accounts = waiting_accounts(connection)?;
+    // One account alone with no share needs no count: it is first whatever its count.
+    let counted = accounts.len() > 1 || account_runs_max != usize::MAX;
+    let mut next_run = connection.prepare_cached(NEXT_CLAIMABLE_OF_ACCOUNT)?;
+    let mut best: Option<(usize, i64, RunRow)> = None;
+    for account_id in &accounts {
+        let n_in_flight = match counted {
+            true => account_runs_in_flight(connection, account_id.as_deref(), account_runs_max)?,
+            false => 0,
+        };
+        if n_in_flight >= account_runs_max {
+            continue;
+        }
+        let found = next_run
+            .query_row(params![queue.as_str(), lease_owner, account_id], |row| {
+                Ok((run_from_row(row)?, row.get::<_, i64>(RUN_COLUMNS_COUNT)?))
+            })
+            .optional()?;
+        let Some((run, rowid)) = found else {
+            continue;
+        };
+        let before_best = best
+            .as_ref()
+            .is_none_or(|(best_n, best_rowid, _)| (n_in_flight, rowid) < (*best_n, *best_rowid));
+        if before_best {
+            best = Some((n_in_flight, rowid, run?));
+        }
+    }
+    Ok(best.map(|(_, _, run)| run))
 }
 
 /// Marks the queued `run` running for `owner` (one more attempt) and returns it as it now is.
@@ -105,16 +209,18 @@ pub(super) fn started(run: &mut RunRow, owner: &str, now_ms: i64) {
     run.updated_at_ms = now_ms;
 }
 
-/// Claims the next run as [`claim_next_run`] does, and takes its session's store lease for it in
-/// the same transaction. A run whose session's lease someone else holds (another process, or
-/// another run) is passed over: it stays queued until the lease is free.
+/// Claims the next run as [`next_claimable`] picks it for `claim` (its owner, its share per
+/// account), and takes its session's store lease for it in the same transaction. A run whose
+/// session's lease someone else holds (another process, or another run) is passed over: it
+/// stays queued until the lease is free.
 pub(crate) fn claim_next_run_leased(
     connection: &Connection,
     queue: Queue,
-    owner: &str,
+    claim: &ClaimFor,
     now_ms: i64,
 ) -> Result<Option<RunRow>> {
-    let Some(run) = next_claimable(connection, queue, Some(owner))? else {
+    let owner = claim.owner.as_str();
+    let Some(run) = next_claimable(connection, queue, Some(owner), claim.account_runs_max)? else {
         return Ok(None);
     };
     start_leased(connection, run, owner, now_ms).map(Some)
@@ -149,53 +255,62 @@ pub(super) fn take_lease(
     Ok(())
 }
 
-/// The query of [`starts_at_once`]: no queued run on queue `?1` may start (so the queue's next
-/// claim would take the new run), and the session `?3` of the new run `?4` is free for owner
-/// `?2`, by the same [`session_free!`] as a queued run's, over a row that stands for the run
-/// not yet inserted.
-pub(crate) const STARTS_AT_ONCE: &str = concat!(
-    "SELECT NOT EXISTS (SELECT 1 FROM ",
-    claimable!(),
-    ") AND EXISTS (SELECT 1 FROM (SELECT ?3 AS session_id, ?4 AS id) AS queued WHERE ",
-    session_free!(),
-    ")"
-);
-
-/// Whether the new run `run_id` of `session_id` on `queue` may start for `owner` at once, in
-/// the transaction that queues it: it would be the run the queue's next claim takes
-/// ([`NEXT_CLAIMABLE`]), so it overtakes no older run that could start, of its own session or
-/// another (fair between sessions), and its session is free. Asked before the run is
-/// inserted: it is the newest of all, and no other run's turn to start depends on it.
+/// Whether the new run `run_id` of `session_id` on `queue` may start for `claim` at once, in
+/// the transaction that queues it: its session is free, its account has fewer runs in flight
+/// than its share, and no queued run could start instead ([`next_claimable`] finds none), so
+/// it overtakes no older run that could start, of its own session or another's, of its own
+/// account or another's. Asked before the run is inserted: it is the newest of all, and no
+/// other run's turn to start depends on it. A run that may not start at once is queued, and
+/// the queue's next claim picks fairly among all that wait.
 pub(super) fn starts_at_once(
     connection: &Connection,
     queue: Queue,
     session_id: SessionId,
     run_id: RunId,
-    owner: &str,
+    claim: &ClaimFor,
 ) -> Result<bool> {
-    Ok(connection.prepare_cached(STARTS_AT_ONCE)?.query_row(
-        params![
-            queue.as_str(),
-            owner,
-            session_id.to_string(),
-            run_id.to_string()
-        ],
-        |row| row.get(0),
-    )?)
+    let owner = claim.owner.as_str();
+    let session_free: bool = connection
+        .prepare_cached(SESSION_FREE_FOR_NEW_RUN)?
+        .query_row(
+            params![
+                queue.as_str(),
+                owner,
+                session_id.to_string(),
+                run_id.to_string()
+            ],
+            |row| row.get(0),
+        )?;
+    if !session_free {
+        return Ok(false);
+    }
+    if claim.account_runs_max != usize::MAX {
+        let account_id: Option<String> = connection
+            .prepare_cached("SELECT account_id FROM sessions WHERE id = ?1")?
+            .query_row(params![session_id.to_string()], |row| row.get(0))
+            .optional()?;
+        let n_in_flight =
+            account_runs_in_flight(connection, account_id.as_deref(), claim.account_runs_max)?;
+        if n_in_flight >= claim.account_runs_max {
+            return Ok(false);
+        }
+    }
+    Ok(next_claimable(connection, queue, Some(owner), claim.account_runs_max)?.is_none())
 }
 
 /// Claims up to `max` runs on `queue` in one transaction, each with its session's lease, as
-/// [`claim_next_run_leased`] would one by one.
+/// [`claim_next_run_leased`] would one by one: each claim counts the runs the ones before it
+/// started, so a batch goes round the waiting accounts.
 pub(crate) fn claim_runs_leased(
     connection: &Connection,
     queue: Queue,
-    owner: &str,
+    claim: &ClaimFor,
     max: usize,
     now_ms: i64,
 ) -> Result<Vec<RunRow>> {
     let mut claimed = Vec::new();
     while claimed.len() < max {
-        match claim_next_run_leased(connection, queue, owner, now_ms)? {
+        match claim_next_run_leased(connection, queue, claim, now_ms)? {
             Some(run) => claimed.push(run),
             None => break,
         }
@@ -204,7 +319,8 @@ pub(crate) fn claim_runs_leased(
 }
 
 impl Store {
-    /// Claims the oldest queued run on `queue` whose session has no run in flight.
+    /// Claims the next queued run on `queue` whose session has no run in flight, with no
+    /// share per account (the oldest of the account with the fewest runs in flight).
     pub async fn claim_next_run(
         &self,
         queue: Queue,
@@ -219,19 +335,20 @@ impl Store {
     }
 
     /// Claims runs of several queues in one transaction: up to `max` runs of each `(queue,
-    /// max)`, in that order (oldest first, one per session), each with its session's store lease
-    /// taken for it (a run whose session's lease is held by someone else stays queued).
+    /// max)`, in that order, for `claim`'s owner, each with its session's store lease taken for
+    /// it (a run whose session's lease is held by someone else stays queued). Fair between
+    /// accounts: each claim takes the oldest run whose session is free of the account with the
+    /// fewest runs in flight, and none of an account with `claim.account_runs_max` in flight.
     pub async fn claim_runs_of_queues(
         &self,
         queues: Vec<(Queue, usize)>,
-        owner: &str,
+        claim: ClaimFor,
         now_ms: i64,
     ) -> Result<Vec<RunRow>> {
-        let owner = owner.to_owned();
         self.write(None, move |connection| {
             let mut claimed = Vec::new();
             for &(queue, max) in &queues {
-                claimed.extend(claim_runs_leased(connection, queue, &owner, max, now_ms)?);
+                claimed.extend(claim_runs_leased(connection, queue, &claim, max, now_ms)?);
             }
             Ok(claimed)
         })

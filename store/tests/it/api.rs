@@ -6,7 +6,7 @@ use crate::common::{Fixture, account};
 use futures::executor::block_on;
 use seed_events::{EventId, EventRole, NewEvent, Queue, RunId, RunStatus};
 use seed_store::{
-    LeaseOutcome, NewRun, NewSession, PlanCheck, RunClosing, RunEndOutcome, TitleSource,
+    ClaimFor, LeaseOutcome, NewRun, NewSession, PlanCheck, RunClosing, RunEndOutcome, TitleSource,
 };
 
 fn message(text: &str, pi_entry_id: Option<i64>) -> NewEvent {
@@ -504,8 +504,11 @@ fn a_runs_end_gives_it_a_later_pass_while_its_plan_has_unfinished_steps() -> any
     for (idx, session) in sessions.iter().enumerate() {
         block_on(store.enqueue_run(run(idx as u128 + 1, *session, Queue::Interactive)))?;
     }
-    let claimed =
-        block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 3)], "boot-a", 10))?;
+    let claimed = block_on(store.claim_runs_of_queues(
+        vec![(Queue::Interactive, 3)],
+        ClaimFor::unshared("boot-a"),
+        10,
+    ))?;
     assert_eq!(claimed.len(), 3);
     let open_plan = serde_json::json!([
         {"step": "read", "done": true},
@@ -629,7 +632,11 @@ fn a_runs_end_writes_its_notice_with_it() -> anyhow::Result<()> {
     let sessions = fixture.create_sessions(1)?;
     let store = &fixture.store;
     block_on(store.enqueue_run(run(1, sessions[0], Queue::Interactive)))?;
-    block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 1)], "boot-a", 10))?;
+    block_on(store.claim_runs_of_queues(
+        vec![(Queue::Interactive, 1)],
+        ClaimFor::unshared("boot-a"),
+        10,
+    ))?;
     block_on(store.append_events(sessions[0], vec![message("before", None)]))?;
     let close = || RunClosing {
         run_id: RunId::from_u128(1),

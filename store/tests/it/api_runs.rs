@@ -6,7 +6,7 @@ use crate::common;
 use crate::common::{Fixture, user_message};
 use futures::executor::block_on;
 use seed_events::{EventId, Queue, RunId, RunStatus, SessionId};
-use seed_store::{BatchMode, NewRun, Refusal, RunClosing, RunRow, Store};
+use seed_store::{BatchMode, ClaimFor, NewRun, Refusal, RunClosing, RunRow, Store};
 
 const MODES: [BatchMode; 2] = [BatchMode::Optimistic, BatchMode::Savepoint];
 
@@ -387,7 +387,7 @@ fn a_claim_of_both_queues_takes_each_runs_lease_and_passes_over_a_session_leased
 
     let claimed = block_on(store.claim_runs_of_queues(
         vec![(Queue::Interactive, 8), (Queue::Background, 8)],
-        "boot-a",
+        ClaimFor::unshared("boot-a"),
         10,
     ))?;
     assert_eq!(
@@ -407,8 +407,11 @@ fn a_claim_of_both_queues_takes_each_runs_lease_and_passes_over_a_session_leased
 
     // Once that lease is let go, the run is claimed with it.
     assert!(block_on(store.release_lease(sessions[1], "boot-other"))?);
-    let claimed =
-        block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 8)], "boot-a", 20))?;
+    let claimed = block_on(store.claim_runs_of_queues(
+        vec![(Queue::Interactive, 8)],
+        ClaimFor::unshared("boot-a"),
+        20,
+    ))?;
     assert_eq!(
         statuses(&claimed),
         [(RunId::from_u128(2), RunStatus::Running)]
@@ -469,7 +472,7 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_queues_next_and_the_sess
             RunId::from_u128(idx),
             Queue::Interactive,
             100 + idx as i64,
-            Some("boot-a".to_owned()),
+            Some(ClaimFor::unshared("boot-a")),
         ))
     };
 
@@ -532,7 +535,11 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_queues_next_and_the_sess
     // (The queue's claims, as the runtime makes them: a run whose session's lease another
     // holds stays queued.)
     let claim = |now_ms| {
-        block_on(store.claim_runs_of_queues(vec![(Queue::Interactive, 1)], "boot-a", now_ms))
+        block_on(store.claim_runs_of_queues(
+            vec![(Queue::Interactive, 1)],
+            ClaimFor::unshared("boot-a"),
+            now_ms,
+        ))
     };
     let claimed = claim(210)?;
     assert_eq!(statuses(&claimed), [(plain.id, RunStatus::Running)]);
@@ -552,5 +559,79 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_queues_next_and_the_sess
     }))?;
     let (_, free) = send(sessions[3], 7)?;
     assert_eq!(free.status, RunStatus::Running);
+    Ok(())
+}
+
+/// Claims share the runs in flight between accounts: each claim goes to the account with the
+/// fewest runs in flight (the older run on a tie), so an account whose runs were queued later
+/// is not served after all of another's; an account with its share in flight has none
+/// claimed, by the queue or with its message, until one of its runs ends.
+#[test]
+fn claims_go_to_the_account_with_the_fewest_runs_in_flight_up_to_its_share() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let store = &fixture.store;
+    // Account A (the fixture's) with five sessions, each a queued run; then account B's one.
+    let a_sessions = fixture.create_sessions(5)?;
+    for (idx, session_id) in (1..).zip(&a_sessions) {
+        block_on(store.enqueue_run(run(idx, *session_id, &[])))?;
+    }
+    let account_b = seed_events::AccountId::from_u128(0xb);
+    block_on(store.create_account(account_b, vec![4, 5, 6], 0))?;
+    let b_session = SessionId::from_u128(0xb0);
+    block_on(store.create_session(seed_store::NewSession::new(b_session, account_b, 0)))?;
+    block_on(store.enqueue_run(run(10, b_session, &[])))?;
+    let shared = ClaimFor {
+        owner: "boot-a".to_owned(),
+        account_runs_max: 2,
+    };
+    let claim = |max: usize, now_ms: i64| {
+        block_on(store.claim_runs_of_queues(
+            vec![(Queue::Interactive, max)],
+            shared.clone(),
+            now_ms,
+        ))
+        .map(|claimed| claimed.iter().map(|run| run.id).collect::<Vec<_>>())
+    };
+    let ids = |idxs: &[u128]| {
+        idxs.iter()
+            .map(|idx| RunId::from_u128(*idx))
+            .collect::<Vec<_>>()
+    };
+
+    // A's first run (a tie at none in flight, and older), B's (fewer in flight), A's second;
+    // then A holds its share, and nothing else waits.
+    assert_eq!(claim(8, 10)?, ids(&[1, 10, 2]));
+    assert_eq!(claim(8, 11)?, ids(&[]));
+    // A person's message of A's waits too, though a slot is held for it.
+    let (_, waiting) = block_on(store.send_user_message(
+        a_sessions[4],
+        user_message("one more"),
+        RunId::from_u128(20),
+        Queue::Interactive,
+        12,
+        Some(shared.clone()),
+    ))?;
+    assert_eq!(waiting.status, RunStatus::Queued);
+
+    // One of A's runs ends: its next run, in the order they were queued, takes the share.
+    assert!(block_on(store.finish_run(
+        RunId::from_u128(1),
+        RunStatus::Succeeded,
+        None,
+        13
+    ))?);
+    assert_eq!(claim(8, 14)?, ids(&[3]));
+    // Without a share, A's other runs (the message's after those queued before it) start.
+    assert_eq!(
+        block_on(store.claim_runs_of_queues(
+            vec![(Queue::Interactive, 8)],
+            ClaimFor::unshared("boot-a"),
+            15,
+        ))?
+        .iter()
+        .map(|run| run.id)
+        .collect::<Vec<_>>(),
+        ids(&[4, 5])
+    );
     Ok(())
 }
