@@ -75,6 +75,12 @@ pub enum Command {
         /// Turns of background work (delegated children, later passes) in flight at once.
         #[arg(long, env = "SEED_BACKGROUND_RUNS_MAX", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
         background_runs_max: u32,
+        /// Turns of one account in flight at once, on both queues together: its share of the
+        /// slots, so that one account's slow turns cannot hold them all while another's wait
+        /// (its others wait in the queue). When slots free up, the account with the fewest
+        /// turns in flight goes first. Default: a quarter of --interactive-runs-max, at least 1.
+        #[arg(long, env = "SEED_ACCOUNT_RUNS_MAX", value_parser = clap::value_parser!(u32).range(1..))]
+        account_runs_max: Option<u32>,
         /// Restarts that may cut off one turn: a run that the next boot finds cut off once
         /// more is failed rather than started again, so a turn that brings the service down
         /// each time it runs stops doing so.
@@ -106,12 +112,6 @@ pub enum Command {
         mcp: Option<PathBuf>,
         /// Delay between the scripted model's text deltas, in milliseconds (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
-        /// Turns of one account in flight at once, on both queues together: its share of the
-        /// slots, so that one account's slow turns cannot hold them all while another's wait
-        /// (its others wait in the queue). When slots free up, the account with the fewest
-        /// turns in flight goes first. Default: a quarter of --interactive-runs-max, at least 1.
-        #[arg(long, env = "SEED_ACCOUNT_RUNS_MAX", value_parser = clap::value_parser!(u32).range(1..))]
-        account_runs_max: Option<u32>,
         scripted_delay_ms: u64,
         /// Aborts the process the first time a turn reaches this named crash point, as a
         /// crash would (for crash tests of the service).
@@ -175,6 +175,7 @@ pub fn main() -> anyhow::Result<()> {
             http_workers,
             interactive_runs_max,
             background_runs_max,
+            account_runs_max,
             run_restarts_max,
             live_interval_ms,
             mcp,
@@ -198,6 +199,10 @@ pub fn main() -> anyhow::Result<()> {
                 runs_max: (
                     *interactive_runs_max as usize,
                     *background_runs_max as usize,
+                ),
+                account_runs_max: account_runs_max.map_or_else(
+                    || seed_actors::account_runs_max_default(*interactive_runs_max as usize),
+                    |runs_max| runs_max as usize,
                 ),
                 run_restarts_max: *run_restarts_max,
                 live_interval: Duration::from_millis(*live_interval_ms),
@@ -261,7 +266,6 @@ fn service_url(cli: &Cli) -> anyhow::Result<String> {
         anyhow::bail!(
             "no service is running on {} (start `seed serve`, or pass --url)",
             cli.data_dir.display()
-            account_runs_max,
         );
     }
     let text = std::fs::read_to_string(&path).with_context(|| {
@@ -298,10 +302,6 @@ fn key(cli: &Cli, new: Option<&std::path::Path>) -> anyhow::Result<()> {
             let (key, created) = serve::local_key(&cli.data_dir)?;
             if created {
                 println!("created the local key in {}", cli.data_dir.display());
-                account_runs_max: account_runs_max.map_or_else(
-                    || seed_actors::account_runs_max_default(*interactive_runs_max as usize),
-                    |runs_max| runs_max as usize,
-                ),
             }
             key
         }
@@ -613,6 +613,21 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn serve_takes_each_accounts_share_of_the_runs_in_flight_and_refuses_none() {
+        let share = |args: &[&str]| match parse_serve(args).ok() {
+            Some(Command::Serve {
+                account_runs_max, ..
+            }) => Some(account_runs_max),
+            _ => None,
+        };
+        assert_eq!(share(&[]), Some(None), "a quarter of the interactive slots");
+        assert_eq!(share(&["--account-runs-max", "8"]), Some(Some(8)));
+        assert_serve_refuses(&["--account-runs-max", "0"], "--account-runs-max");
+        assert_eq!(seed_actors::account_runs_max_default(64), 16);
+        assert_eq!(seed_actors::account_runs_max_default(3), 1, "at least one");
+    }
+
+    #[test]
     fn seed_tools_lists_each_tool_with_its_class_under_where_it_comes_from() {
         use crate::api::{McpServerInfo, OfferedIn, ToolClass, ToolInfo, ToolsResponse};
         let tool = |name: &str, class, server: Option<&str>, description: &str| ToolInfo {
@@ -677,18 +692,3 @@ pub(crate) mod tests {
         );
     }
 }
-    #[test]
-    fn serve_takes_each_accounts_share_of_the_runs_in_flight_and_refuses_none() {
-        let share = |args: &[&str]| match parse_serve(args).ok() {
-            Some(Command::Serve {
-                account_runs_max, ..
-            }) => Some(account_runs_max),
-            _ => None,
-        };
-        assert_eq!(share(&[]), Some(None), "a quarter of the interactive slots");
-        assert_eq!(share(&["--account-runs-max", "8"]), Some(Some(8)));
-        assert_serve_refuses(&["--account-runs-max", "0"], "--account-runs-max");
-        assert_eq!(seed_actors::account_runs_max_default(64), 16);
-        assert_eq!(seed_actors::account_runs_max_default(3), 1, "at least one");
-    }
-

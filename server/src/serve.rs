@@ -40,9 +40,9 @@ pub struct ServeOptions {
     pub http_workers: usize,
     /// Runs in flight at once: (interactive, background).
     pub runs_max: (usize, usize),
-    /// Boot sweeps that may find one run cut off and queue it again.
     /// Runs of one account in flight at once, on both queues together (its share).
     pub account_runs_max: usize,
+    /// Boot sweeps that may find one run cut off and queue it again.
     pub run_restarts_max: i64,
     /// How long the text of a response in flight waits, at most, for its commit.
     pub live_interval: Duration,
@@ -186,6 +186,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     let mut settings = RuntimeSettings {
         interactive_runs_max: options.runs_max.0,
         background_runs_max: options.runs_max.1,
+        account_runs_max: options.account_runs_max,
         run_restarts_max: options.run_restarts_max,
         live_interval: options.live_interval,
         crash_points: match options.crash_at {
@@ -220,7 +221,6 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
                 (
                     provider_config.build()?,
                     format!("model: {}", provider_config.describe()),
-        account_runs_max: options.account_runs_max,
                 )
             }
         };
