@@ -66,13 +66,28 @@ impl KeyCache {
     }
 }
 
+/// How long the login link `seed serve` prints is good for, by default: 10 minutes.
+pub const LOGIN_CODE_TTL_SECS_DEFAULT: u64 = 600;
+
+/// Why a login code was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LoginRefused {
+    #[error("the login link was used or is unknown")]
+    Unknown,
+    #[error(
+        "the login link has expired: restart seed serve for a new one, or paste a token from \
+         `seed token` into the sign-in form"
+    )]
+    Expired,
+}
+
 /// Bearer tokens and one-time login codes, in memory: a restart signs browsers out.
 #[derive(Debug, Default)]
 pub struct Tokens {
     /// token -> (account, expires_at_ms)
     tokens: Mutex<HashMap<String, (AccountId, i64)>>,
-    /// code -> account; each is taken once
-    login_codes: Mutex<HashMap<String, AccountId>>,
+    /// code -> (account, expires_at_ms); each is taken once
+    login_codes: Mutex<HashMap<String, (AccountId, i64)>>,
 }
 
 impl Tokens {
@@ -92,15 +107,27 @@ impl Tokens {
             .map(|(account_id, _)| *account_id)
     }
 
-    pub fn new_login_code(&self, account_id: AccountId) -> Result<String, ApiError> {
+    /// A one-time login code for the account, good until `expires_at_ms`.
+    pub fn new_login_code(
+        &self,
+        account_id: AccountId,
+        expires_at_ms: i64,
+    ) -> Result<String, ApiError> {
         let code = random_token()?;
-        lock(&self.login_codes).insert(code.clone(), account_id);
+        lock(&self.login_codes).insert(code.clone(), (account_id, expires_at_ms));
         Ok(code)
     }
 
-    /// Takes a login code: `Some` once, `None` ever after.
-    pub fn take_login_code(&self, code: &str) -> Option<AccountId> {
-        lock(&self.login_codes).remove(code)
+    /// Takes a login code: its account once, before it expires; refused ever after.
+    pub fn take_login_code(&self, code: &str, now_ms: i64) -> Result<AccountId, LoginRefused> {
+        let mut codes = lock(&self.login_codes);
+        // Expired codes go; the one asked for stays long enough to say it expired.
+        codes.retain(|key, (_, expires_at_ms)| *expires_at_ms > now_ms || key == code);
+        match codes.remove(code) {
+            Some((account_id, expires_at_ms)) if expires_at_ms > now_ms => Ok(account_id),
+            Some(_) => Err(LoginRefused::Expired),
+            None => Err(LoginRefused::Unknown),
+        }
     }
 }
 
@@ -214,8 +241,38 @@ mod tests {
         assert_eq!(tokens.check(&token, 1_001), Some(account));
         assert_eq!(tokens.check(&token, expires_at_ms), None);
         assert_eq!(tokens.check("forged", 1_001), None);
-        let code = tokens.new_login_code(account).expect("code");
-        assert_eq!(tokens.take_login_code(&code), Some(account));
-        assert_eq!(tokens.take_login_code(&code), None);
+        let code = tokens.new_login_code(account, 2_000).expect("code");
+        assert_eq!(tokens.take_login_code(&code, 1_999), Ok(account));
+        assert_eq!(
+            tokens.take_login_code(&code, 1_999),
+            Err(LoginRefused::Unknown)
+        );
+    }
+
+    #[test]
+    fn a_login_code_expires() {
+        let tokens = Tokens::default();
+        let account = AccountId::from_u128(7);
+        let code = tokens.new_login_code(account, 2_000).expect("code");
+        let other = tokens.new_login_code(account, 5_000).expect("code");
+        assert_eq!(
+            tokens.take_login_code(&code, 2_000),
+            Err(LoginRefused::Expired)
+        );
+        assert_eq!(
+            tokens.take_login_code(&code, 2_000),
+            Err(LoginRefused::Unknown),
+            "an expired code is forgotten once refused"
+        );
+        assert_eq!(
+            tokens.take_login_code("forged", 2_000),
+            Err(LoginRefused::Unknown)
+        );
+        assert_eq!(tokens.take_login_code(&other, 4_999), Ok(account));
+        assert!(
+            LoginRefused::Expired.to_string().contains("expired"),
+            "{}",
+            LoginRefused::Expired
+        );
     }
 }

@@ -110,6 +110,23 @@ pub enum Command {
         /// never run twice across a crash. A server that cannot start stops the start.
         #[arg(long = "mcp", env = "SEED_MCP_CONFIG", value_name = "FILE")]
         mcp: Option<PathBuf>,
+        /// The URL clients reach the service at when it is not the listen address, as a
+        /// reverse proxy that terminates TLS serves it (https://seed.example.com). A request
+        /// must name this service as its Host: the listen address (on loopback, localhost or
+        /// any loopback address too) or this URL's host; another is refused with 421, so a web
+        /// page whose name resolves to this address cannot talk to it.
+        #[arg(long, env = "SEED_PUBLIC_URL", value_name = "URL")]
+        public_url: Option<crate::guard::PublicUrl>,
+        /// How long the one-time login link printed at start works, in seconds; after that it
+        /// is refused (restart for a new one, or use `seed token`). The link is printed to the
+        /// terminal (stdout) alone, never to the log.
+        #[arg(
+            long,
+            env = "SEED_LOGIN_CODE_TTL_SECS",
+            default_value_t = crate::auth::LOGIN_CODE_TTL_SECS_DEFAULT,
+            value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600)
+        )]
+        login_code_ttl_secs: u64,
         /// Delay between the scripted model's text deltas, in milliseconds (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         scripted_delay_ms: u64,
@@ -179,6 +196,8 @@ pub fn main() -> anyhow::Result<()> {
             run_restarts_max,
             live_interval_ms,
             mcp,
+            public_url,
+            login_code_ttl_secs,
             scripted_delay_ms,
             crash_at,
         } => {
@@ -212,6 +231,8 @@ pub fn main() -> anyhow::Result<()> {
                         .into_iter()
                         .find(|known| *known == point)
                 }),
+                public_url: public_url.clone(),
+                login_code_ttl: Duration::from_secs(*login_code_ttl_secs),
             })
         }
         Command::Key { new } => key(&cli, new.as_deref()),

@@ -38,6 +38,10 @@ pub enum ApiError {
     Conflict(String),
     #[error("the service is shutting down")]
     Unavailable,
+    /// The request's Host names another service than this one (421), saying which it answers
+    /// for.
+    #[error("{0}")]
+    Misdirected(String),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -86,6 +90,7 @@ impl ResponseError for ApiError {
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -7,7 +7,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::engine::general_purpose::{STANDARD as BASE64, URL_SAFE_NO_PAD};
 use ed25519_dalek::SigningKey;
 use seed_events::AccountId;
 use serde::{Deserialize, Serialize};
@@ -106,10 +106,12 @@ impl AccountKey {
     }
 
     /// Writes a new key file, readable by its owner only; an existing file is not replaced.
-    /// The file appears whole or not at all: it is written and synced under a temporary name
+    /// The file appears whole or not at all: it is written and synced under a staging name
     /// beside it, then linked into place (a link, unlike a rename, fails when the name is
     /// taken), so a process killed midway never leaves a torn key that the next start of
-    /// `seed serve` would refuse.
+    /// `seed serve` would refuse. The staging name is random and created new
+    /// (`O_EXCL | O_NOFOLLOW`): a file or symlink planted beside the key is never written
+    /// through.
     pub fn save(&self, path: &Path) -> Result<(), Error> {
         let io = |source| Error::Io {
             path: path.display().to_string(),
@@ -131,18 +133,25 @@ impl AccountKey {
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let staging = path.with_file_name(format!(".{file_name}.{}.tmp", std::process::id()));
+        let mut suffix = [0u8; 16];
+        getrandom::fill(&mut suffix).map_err(|_| Error::Random)?;
+        let staging = path.with_file_name(format!(
+            ".{file_name}.{}.tmp",
+            URL_SAFE_NO_PAD.encode(suffix)
+        ));
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .mode(0o600)
+            .open(&staging)
+            .map_err(io)?;
         let written = (|| {
-            let mut out = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&staging)?;
             out.write_all(text.as_bytes())?;
             out.sync_all()?;
             std::fs::hard_link(&staging, path)
         })();
+        // Only a file this call created is removed.
         let _ = std::fs::remove_file(&staging);
         written.map_err(io)?;
         // The new name is durable once its directory is.
@@ -223,5 +232,35 @@ mod tests {
         assert!(parse_public_key("AAAA").is_err());
         assert_eq!(account_id_for(&key.public_key()), key.account_id);
         assert_eq!(key.account_id.0.get_version_num(), 8);
+    }
+
+    #[test]
+    fn a_symlink_planted_at_a_staging_name_is_not_written_through() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(LOCAL_KEY_FILE);
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "untouched").expect("writes the target");
+        // The staging name a predictable scheme would pick: this process's id.
+        let planted = dir
+            .path()
+            .join(format!(".{LOCAL_KEY_FILE}.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&target, &planted).expect("plants a symlink");
+        let key = AccountKey::generate().expect("key");
+        key.save(&path).expect("saves");
+        assert_eq!(
+            std::fs::read_to_string(&target).expect("reads the target"),
+            "untouched"
+        );
+        assert!(
+            !std::fs::symlink_metadata(&path)
+                .expect("the key")
+                .file_type()
+                .is_symlink(),
+            "the key is a file of its own"
+        );
+        assert_eq!(
+            AccountKey::load(&path).expect("loads").account_id,
+            key.account_id
+        );
     }
 }

@@ -5,9 +5,12 @@
 //!   `Content-Digest`, the parameter checks, ed25519 `verify_strict`.
 //! - `input` (pure): JSON bodies parsed with the failing field named, field limits, paging.
 //! - `keys`: account keys on disk (mode 0600); an account id is derived from its public key.
+//! - `data_dir`: the data dir's permissions — created private, refused when others may write.
 //! - `auth`: who is asking — a signed request or a bearer token; one-time login codes.
 //! - `api`: the REST routes under `/v1` and the OpenAPI document; `ws`: `/v1/subscribe`.
 //! - `error`: the API's errors as statuses and JSON bodies.
+//! - `guard` (decisions pure): the Host check, the headers every response carries, and the
+//!   warning for plain HTTP off loopback.
 //! - `metrics`, `model`: `/metrics`; the scripted model and the provider meter.
 //! - `ui`: the web UI's files (`server/ui/`), embedded and served at `/` with a strict CSP.
 //! - `serve`: `seed serve` — data dir, store, runtime, HTTP, drain on SIGTERM.
@@ -22,7 +25,9 @@ pub mod auth;
 pub mod chat;
 pub mod cli;
 pub mod client;
+pub mod data_dir;
 pub mod error;
+pub mod guard;
 pub mod input;
 pub mod keys;
 pub mod limits;

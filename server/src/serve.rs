@@ -6,6 +6,7 @@
 //! again by the next boot's sweep.
 
 use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,6 +52,11 @@ pub struct ServeOptions {
     /// A named crash point where the process aborts, the first time a turn reaches it
     /// (crash tests of the service); `None` in service.
     pub crash_at: Option<&'static str>,
+    /// The URL clients reach the service at through a proxy (`--public-url`): requests may
+    /// name its host, besides the listen address.
+    pub public_url: Option<crate::guard::PublicUrl>,
+    /// How long the login link printed at start is good for.
+    pub login_code_ttl: Duration,
 }
 
 /// Milliseconds since the epoch.
@@ -73,8 +79,7 @@ pub fn local_key(data_dir: &Path) -> anyhow::Result<(AccountKey, bool)> {
 
 /// Opens the data dir's database.
 pub fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create the data dir {}", data_dir.display()))?;
+    crate::data_dir::create(data_dir)?;
     // No spinning for the store's replies: under many concurrent requests, a task that polls
     // for its reply keeps polling everything it awaits alongside (the request's timeout, its
     // drain watch) and takes the worker from the others. `bench -- service`: 32 clients
@@ -99,18 +104,30 @@ pub async fn ensure_account(store: &Store, key: &AccountKey) -> anyhow::Result<b
 
 /// Runs the service until SIGTERM or SIGINT; returns after draining.
 pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
+    crate::data_dir::restrict_umask();
     actix_web::rt::System::new().block_on(run(options))
 }
 
 /// Holds the data dir for this process: a second `seed serve` on it would sweep the first's
-/// leases and runs as a dead boot's.
+/// leases and runs as a dead boot's. The data dir is checked (and made private) first: one that
+/// another user owns or may write to is refused.
 fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create the data dir {}", data_dir.display()))?;
+    crate::data_dir::prepare(
+        data_dir,
+        &[
+            DATABASE_FILE,
+            "seed.db-wal",
+            "seed.db-shm",
+            LOCAL_KEY_FILE,
+            SERVER_FILE,
+            LOCK_FILE,
+        ],
+    )?;
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(crate::data_dir::FILE_MODE)
         .open(data_dir.join(LOCK_FILE))?;
     match lock.try_lock() {
         Ok(()) => Ok(lock),
@@ -244,7 +261,10 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     );
     let (drain_sender, draining) = tokio::sync::watch::channel(false);
     let tokens = Tokens::default();
-    let login_code = tokens.new_login_code(key.account_id)?;
+    let login_code = tokens.new_login_code(
+        key.account_id,
+        now_ms() + options.login_code_ttl.as_millis() as i64,
+    )?;
     let state = web::Data::new(AppState {
         runtime,
         store: store.clone(),
@@ -262,6 +282,12 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     let document = web::Data::new(api::document_text(&openapi, &state.runtime)?);
     let body_bytes_max = options.limits.body_bytes_max;
     let app_state = state.clone();
+    // The names requests may give as their Host: the bound addresses are set once bound.
+    let hosts = web::Data::new(crate::guard::Hosts {
+        public: options.public_url.clone(),
+        bound: Default::default(),
+    });
+    let app_hosts = hosts.clone();
     let server = HttpServer::new(move || {
         let (app, _) = App::new()
             .into_utoipa_app()
@@ -271,6 +297,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         app.app_data(app_state.clone())
             .app_data(document.clone())
             .app_data(routes.clone())
+            .app_data(app_hosts.clone())
             .app_data(web::PayloadConfig::new(body_bytes_max))
             .app_data(
                 web::PathConfig::default()
@@ -279,6 +306,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
             .route("/v1/openapi.json", web::get().to(api::openapi_json))
             .configure(crate::ui::configure)
             .default_service(web::to(api::no_route))
+            .wrap(actix_web::middleware::from_fn(crate::guard::guard))
             .wrap_fn(|request, service| {
                 use actix_web::dev::Service as _;
                 let started = Instant::now();
@@ -301,12 +329,22 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     .bind(&options.listen)
     .with_context(|| format!("cannot listen on {}", options.listen))?;
     let addrs: Vec<SocketAddr> = server.addrs();
+    hosts
+        .bound
+        .set(addrs.clone())
+        .map_err(|_| anyhow::anyhow!("the bound addresses are set once"))?;
+    if let Some(warning) = crate::guard::plain_http_warning(&addrs) {
+        tracing::warn!("{warning}");
+    }
     let url = format!("http://{}", addrs[0]);
     let server = server.run();
     let handle = server.handle();
 
     let server_file = options.data_dir.join(SERVER_FILE);
-    std::fs::write(&server_file, serde_json::json!({ "url": url }).to_string())?;
+    crate::data_dir::write_private(
+        &server_file,
+        serde_json::json!({ "url": url }).to_string().as_bytes(),
+    )?;
     println!("seed: listening on {url}");
     println!("{model_line}");
     println!("data dir: {}", options.data_dir.display());
@@ -319,7 +357,12 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         "talk to it: seed chat --data-dir {}",
         options.data_dir.display()
     );
+    // The link goes to the terminal (stdout) alone, never to the log.
     println!("sign in a browser (one time): {url}/login?code={login_code}");
+    println!(
+        "the link works once, within {} seconds",
+        options.login_code_ttl.as_secs()
+    );
 
     // Nonces whose signatures can no longer be accepted are pruned every minute.
     let prune_store = store.clone();

@@ -50,13 +50,14 @@ pub struct LoginQuery {
     pub code: String,
 }
 
-/// The one-time login link `seed serve` prints: mints a token for the browser, once.
+/// The one-time login link `seed serve` prints: mints a token for the browser, once, before
+/// the link expires (`--login-code-ttl-secs`).
 #[utoipa::path(
     params(LoginQuery),
     responses(
         (status = 200, description = "Signed in", content_type = "text/html"),
         (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody),
+        (status = 401, description = "The link was used, is unknown or has expired", body = ErrorBody),
     ),
     tag = "auth"
 )]
@@ -65,9 +66,10 @@ pub(super) async fn login(
     state: web::Data<AppState>,
     query: crate::error::Query<LoginQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let account_id = state.tokens.take_login_code(&query.code).ok_or_else(|| {
-        ApiError::Unauthorized("the login link was used or is unknown".to_owned())
-    })?;
+    let account_id = state
+        .tokens
+        .take_login_code(&query.code, state.now_ms())
+        .map_err(|refused| ApiError::Unauthorized(refused.to_string()))?;
     let (token, expires_at_ms) = state.tokens.mint(account_id, state.now_ms())?;
     // The token travels in meta tags that `/ui/login.js` moves to localStorage (as `seed.token`)
     // before it opens the UI: the page runs no inline script, so the UI's CSP holds here too.

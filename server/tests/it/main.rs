@@ -4,6 +4,8 @@ mod attachments;
 mod commit_by_commit;
 mod common;
 mod failures_shown;
+mod hardening_files;
+mod hardening_requests;
 mod kill9;
 mod mcp;
 mod refusals;
