@@ -65,6 +65,30 @@ pub enum Command {
             value_parser = clap::value_parser!(i64).range(0..)
         )]
         account_attachments_bytes_max: i64,
+        /// Sessions an account may have: past it, creating one is refused with 429 until it
+        /// deletes some. Every session counts, delegated children and successors too.
+        #[arg(
+            long,
+            env = "SEED_ACCOUNT_SESSIONS_MAX",
+            default_value_t = seed_store::Quotas::default().sessions_max
+        )]
+        account_sessions_max: u64,
+        /// Memory files (`~/memory/…`) an account may keep: a memory call that would make
+        /// another is answered with an error, and nothing is written.
+        #[arg(
+            long,
+            env = "SEED_ACCOUNT_MEMORY_FILES_MAX",
+            default_value_t = seed_store::Quotas::default().memory_files_max
+        )]
+        account_memory_files_max: u64,
+        /// What all of an account's memory files may hold together, in bytes: a memory call
+        /// that would grow them past it is answered with an error, and nothing is written.
+        #[arg(
+            long,
+            env = "SEED_ACCOUNT_MEMORY_BYTES_MAX",
+            default_value_t = seed_store::Quotas::default().memory_bytes_max
+        )]
+        account_memory_bytes_max: u64,
         /// HTTP worker threads.
         #[arg(long, default_value_t = 2)]
         http_workers: usize,
@@ -189,6 +213,9 @@ pub fn main() -> anyhow::Result<()> {
             body_bytes_max,
             attachment_bytes_max,
             account_attachments_bytes_max,
+            account_sessions_max,
+            account_memory_files_max,
+            account_memory_bytes_max,
             http_workers,
             interactive_runs_max,
             background_runs_max,
@@ -224,6 +251,11 @@ pub fn main() -> anyhow::Result<()> {
                     |runs_max| runs_max as usize,
                 ),
                 run_restarts_max: *run_restarts_max,
+                quotas: seed_store::Quotas {
+                    sessions_max: *account_sessions_max,
+                    memory_files_max: *account_memory_files_max,
+                    memory_bytes_max: *account_memory_bytes_max,
+                },
                 live_interval: Duration::from_millis(*live_interval_ms),
                 mcp_config: mcp.clone(),
                 crash_at: crash_at.as_deref().and_then(|point| {
@@ -341,7 +373,7 @@ fn key(cli: &Cli, new: Option<&std::path::Path>) -> anyhow::Result<()> {
 fn account_add(cli: &Cli, public_key: &str) -> anyhow::Result<()> {
     let public_key = parse_public_key(public_key).map_err(|error| anyhow::anyhow!(error))?;
     let account_id = account_id_for(&public_key);
-    let store = serve::open_store(&cli.data_dir)?;
+    let store = serve::open_store(&cli.data_dir, seed_store::Quotas::default())?;
     let runtime = actix_web::rt::System::new();
     runtime.block_on(async {
         if store.get_account(account_id).await?.is_some() {
@@ -570,6 +602,40 @@ pub(crate) mod tests {
         );
         assert_serve_refuses(&["--live-interval-ms", "0"], "--live-interval-ms");
         assert_serve_refuses(&["--crash-at", "nowhere"], "--crash-at");
+    }
+
+    #[test]
+    fn serve_takes_the_account_quotas_with_defaults() {
+        let quotas = |args: &[&str]| match parse_serve(args).ok() {
+            Some(Command::Serve {
+                account_sessions_max,
+                account_memory_files_max,
+                account_memory_bytes_max,
+                ..
+            }) => Some(seed_store::Quotas {
+                sessions_max: account_sessions_max,
+                memory_files_max: account_memory_files_max,
+                memory_bytes_max: account_memory_bytes_max,
+            }),
+            _ => None,
+        };
+        assert_eq!(quotas(&[]), Some(seed_store::Quotas::default()));
+        assert_eq!(
+            quotas(&[
+                "--account-sessions-max",
+                "3",
+                "--account-memory-files-max",
+                "4",
+                "--account-memory-bytes-max",
+                "5"
+            ]),
+            Some(seed_store::Quotas {
+                sessions_max: 3,
+                memory_files_max: 4,
+                memory_bytes_max: 5,
+            })
+        );
+        assert_serve_refuses(&["--account-sessions-max", "many"], "--account-sessions-max");
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! sessions.
 
 use seed_events::SessionId;
-use seed_store::SessionRow;
 use serde::de::DeserializeOwned;
 
 use crate::limits::PAGE_ITEMS_MAX;
@@ -135,45 +134,29 @@ impl Cursor {
             session_id: id.parse().map_err(|_| invalid())?,
         })
     }
+}
 
-    fn of(session: &SessionRow) -> Cursor {
-        Cursor {
-            updated_at_ms: session.updated_at_ms,
-            session_id: session.id,
+impl From<Cursor> for seed_store::SessionsAfter {
+    fn from(cursor: Cursor) -> Self {
+        seed_store::SessionsAfter {
+            updated_at_ms: cursor.updated_at_ms,
+            session_id: cursor.session_id,
         }
-    }
-
-    /// The sort key: newest first.
-    fn key(&self) -> (std::cmp::Reverse<i64>, std::cmp::Reverse<SessionId>) {
-        (
-            std::cmp::Reverse(self.updated_at_ms),
-            std::cmp::Reverse(self.session_id),
-        )
     }
 }
 
-/// One page of `sessions` (in any order) after `cursor`, newest update first, and the cursor of
-/// the next page when there is more.
-pub fn page_sessions(
-    mut sessions: Vec<SessionRow>,
-    cursor: Option<Cursor>,
-    limit: usize,
-) -> (Vec<SessionRow>, Option<Cursor>) {
-    sessions.sort_by_key(|session| Cursor::of(session).key());
-    if let Some(cursor) = cursor {
-        sessions.retain(|session| Cursor::of(session).key() > cursor.key());
+impl From<seed_store::SessionsAfter> for Cursor {
+    fn from(after: seed_store::SessionsAfter) -> Self {
+        Cursor {
+            updated_at_ms: after.updated_at_ms,
+            session_id: after.session_id,
+        }
     }
-    let more = sessions.len() > limit;
-    sessions.truncate(limit);
-    let next = more.then(|| sessions.last().map(Cursor::of)).flatten();
-    (sessions, next)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seed_events::AccountId;
-    use seed_store::NewSession;
 
     #[derive(Debug, serde::Deserialize, PartialEq)]
     #[serde(deny_unknown_fields)]
@@ -268,47 +251,15 @@ mod tests {
         assert!(page_limit(Some(PAGE_ITEMS_MAX as u64 + 1), 50).is_err());
     }
 
-    fn session(idx: u128, updated_at_ms: i64) -> SessionRow {
-        let new = NewSession::new(SessionId::from_u128(idx), AccountId::from_u128(1), 0);
-        SessionRow {
-            id: new.id,
-            account_id: new.account_id,
-            title: String::new(),
-            description: String::new(),
-            title_source: new.title_source,
-            model_override: None,
-            reasoning_level: None,
-            plan: None,
-            parent_session_id: None,
-            created_at_ms: 0,
-            updated_at_ms,
-        }
-    }
-
     #[test]
-    fn paging_visits_every_session_once_newest_first() {
-        // Ties on updated_at are broken by id, so a page boundary inside a tie loses nothing.
-        let sessions: Vec<SessionRow> = (0..7)
-            .map(|idx| session(idx, 10 * (idx as i64 % 3)))
-            .collect();
-        let mut seen = Vec::new();
-        let mut cursor = None;
-        loop {
-            let (page, next) = page_sessions(sessions.clone(), cursor, 2);
-            assert!(page.len() <= 2);
-            seen.extend(page.iter().map(|s| (s.updated_at_ms, s.id)));
-            match next {
-                Some(next) => {
-                    let decoded = Cursor::decode(&next.encode()).expect("round trip");
-                    assert_eq!(decoded, next);
-                    cursor = Some(decoded);
-                }
-                None => break,
-            }
-        }
-        let mut expected: Vec<_> = sessions.iter().map(|s| (s.updated_at_ms, s.id)).collect();
-        expected.sort_by(|a, b| b.cmp(a));
-        assert_eq!(seen, expected);
+    fn a_cursor_round_trips_and_anything_else_is_refused() {
+        let cursor = Cursor {
+            updated_at_ms: 1_800_000_000_000,
+            session_id: SessionId::from_u128(7),
+        };
+        assert_eq!(Cursor::decode(&cursor.encode()), Ok(cursor));
+        let after: seed_store::SessionsAfter = cursor.into();
+        assert_eq!(Cursor::from(after), cursor);
         assert!(Cursor::decode("nope").is_err());
         assert!(Cursor::decode("1_nope").is_err());
     }

@@ -43,6 +43,8 @@ pub struct ServeOptions {
     pub runs_max: (usize, usize),
     /// Runs of one account in flight at once, on both queues together (its share).
     pub account_runs_max: usize,
+    /// What one account may hold: sessions, memory files and their bytes.
+    pub quotas: seed_store::Quotas,
     /// Boot sweeps that may find one run cut off and queue it again.
     pub run_restarts_max: i64,
     /// How long the text of a response in flight waits, at most, for its commit.
@@ -77,8 +79,8 @@ pub fn local_key(data_dir: &Path) -> anyhow::Result<(AccountKey, bool)> {
     Ok((key, true))
 }
 
-/// Opens the data dir's database.
-pub fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
+/// Opens the data dir's database, with each account's `quotas`.
+pub fn open_store(data_dir: &Path, quotas: seed_store::Quotas) -> anyhow::Result<Store> {
     crate::data_dir::create(data_dir)?;
     // No spinning for the store's replies: under many concurrent requests, a task that polls
     // for its reply keeps polling everything it awaits alongside (the request's timeout, its
@@ -86,6 +88,7 @@ pub fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
     // ~1,300 messages/s with no spin against ~1,050 with the default 100 µs; 1 client the same.
     let config = Config {
         spin: Duration::ZERO,
+        quotas,
         ..Config::new(data_dir.join(DATABASE_FILE))
     };
     Ok(Store::open(config)?)
@@ -189,7 +192,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         .as_deref()
         .map(read_mcp_config)
         .transpose()?;
-    let store = open_store(&options.data_dir)?;
+    let store = open_store(&options.data_dir, options.quotas)?;
     let (key, key_created) = local_key(&options.data_dir)?;
     ensure_account(&store, &key).await?;
     if key_created {

@@ -90,6 +90,34 @@ pub struct Config {
     /// Injects faults (simulation, tests): asked before each commit, and when it names a
     /// fault, the commit fails with it and the transaction is rolled back.
     pub faults: Option<FaultInjector>,
+    /// What one account may hold; a write past a quota is refused, and nothing of it is
+    /// written.
+    pub quotas: Quotas,
+}
+
+/// What one account may hold. Each is checked in the transaction of the write that would pass
+/// it, so two writes at once cannot both slip under it; a write that shrinks what the account
+/// holds is never refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quotas {
+    /// Sessions an account may have when it creates one through the API. Every session counts
+    /// (delegated children and successors too), but only a person's new session is refused:
+    /// those a turn makes belong to work already under way.
+    pub sessions_max: u64,
+    /// Memory files (`~/memory/…`) an account may keep.
+    pub memory_files_max: u64,
+    /// Bytes (UTF-8) all of an account's memory files may hold together.
+    pub memory_bytes_max: u64,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas {
+            sessions_max: 10_000,
+            memory_files_max: 1_000,
+            memory_bytes_max: 16 * 1024 * 1024,
+        }
+    }
 }
 
 /// Decides, commit by commit, whether the commit fails now, and how. See [`Config::faults`].
@@ -126,6 +154,7 @@ impl Config {
             max_page_count: None,
             inline: false,
             faults: None,
+            quotas: Quotas::default(),
         }
     }
 }

@@ -22,6 +22,17 @@ pub enum Error {
     /// A memory path that is not a plain file under `~/memory/`; nothing was written.
     #[error("invalid memory path {path:?}: {reason}")]
     InvalidPath { path: String, reason: &'static str },
+    /// A write that would take an account past one of its quotas ([`crate::Quotas`]);
+    /// nothing of it was written.
+    #[error("{what} would be {would_be}, past the {max} an account may have ({quota})")]
+    OverQuota {
+        /// What the write would grow ("the account's memory files").
+        what: &'static str,
+        would_be: u64,
+        max: u64,
+        /// The quota's name in [`crate::Quotas`].
+        quota: &'static str,
+    },
     #[error("store is closed")]
     Closed,
     // The foreign errors below are shown in this error's own text ("sqlite: database or disk

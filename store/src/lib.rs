@@ -48,7 +48,7 @@ mod writer;
 pub use attachments::{AttachmentRow, NewAttachment, UploadOutcome};
 pub use children::{ChildDelivery, DELEGATED_BY, DeliveringChild, ParkOutcome, delegated_by};
 pub use closing::{PlanCheck, PlanNotice, RunClosing, RunEndOutcome};
-pub use config::{BatchMode, Config, Fault, FaultInjector, Synchronous};
+pub use config::{BatchMode, Config, Fault, FaultInjector, Quotas, Synchronous};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use effects::CallEffect;
 pub use error::{Error, Refusal, Result};
@@ -60,7 +60,7 @@ pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome, SignedMes
 pub use projection::Projection;
 pub use retries::{RetryOutcome, SignedRetry};
 pub use runs::{ClaimFor, NewRun, RunRow, Swept};
-pub use sessions::{AccountRow, NewSession, SessionRow, TitleSource};
+pub use sessions::{AccountRow, NewSession, SessionRow, SessionsAfter, SessionsPage, TitleSource};
 pub use store::Store;
 pub use turn_view::{PendingEvents, TurnView};
 pub use writer::{LatencyHistogram, WriterHold, WriterStats};

@@ -170,6 +170,59 @@ pub(crate) fn list_memory(
     Ok(files)
 }
 
+/// What the account's memory files hold now: how many, their bytes together, and the bytes of
+/// the one at `path` (`None` when there is none).
+const MEMORY_USAGE: &str = "SELECT COUNT(*), COALESCE(SUM(octet_length(content)), 0),
+         (SELECT octet_length(content) FROM memory_files WHERE account_id = ?1 AND path = ?2)
+     FROM memory_files WHERE account_id = ?1";
+
+/// Refuses `change` of the account's file at `path` with [`Error::OverQuota`] when it would
+/// add a file past `quotas.memory_files_max`, or grow the files' bytes past
+/// `quotas.memory_bytes_max`. A change that adds no file and no bytes (a delete, a shorter
+/// write) always passes.
+fn check_quotas(
+    connection: &Connection,
+    account_id: AccountId,
+    path: &str,
+    change: &MemoryChange,
+    quotas: &crate::Quotas,
+) -> Result<()> {
+    let added_bytes = match change {
+        MemoryChange::Write { content } => content.len(),
+        MemoryChange::Append { text } => text.len(),
+        MemoryChange::Delete => return Ok(()),
+    };
+    let (n_files, n_bytes, file_bytes): (i64, i64, Option<i64>) = connection
+        .prepare_cached(MEMORY_USAGE)?
+        .query_row(params![account_id.to_string(), path], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?;
+    let as_u64 = |n: i64| u64::try_from(n).map_err(|e| Error::corrupt("memory_files", e));
+    let (n_files, n_bytes) = (as_u64(n_files)?, as_u64(n_bytes)?);
+    if file_bytes.is_none() && n_files >= quotas.memory_files_max {
+        return Err(Error::OverQuota {
+            what: "the account's memory files",
+            would_be: n_files + 1,
+            max: quotas.memory_files_max,
+            quota: "memory_files_max",
+        });
+    }
+    let kept_bytes = match change {
+        MemoryChange::Write { .. } => n_bytes.saturating_sub(as_u64(file_bytes.unwrap_or(0))?),
+        _ => n_bytes,
+    };
+    let would_be = kept_bytes + added_bytes as u64;
+    if would_be > n_bytes && would_be > quotas.memory_bytes_max {
+        return Err(Error::OverQuota {
+            what: "the bytes of the account's memory files",
+            would_be,
+            max: quotas.memory_bytes_max,
+            quota: "memory_bytes_max",
+        });
+    }
+    Ok(())
+}
+
 /// One change to a memory file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemoryChange {
@@ -186,7 +239,9 @@ impl Store {
     /// same transaction records that the call took effect ([`CallEffect`]), when it did: a
     /// delete of a file that does not exist changes nothing and records nothing. Returns
     /// whether it took effect. An invalid path is refused with [`crate::Error::InvalidPath`]
-    /// before anything is sent to the writer.
+    /// before anything is sent to the writer; a change that would take the account past its
+    /// quotas of memory files or their bytes ([`crate::Quotas`]) with
+    /// [`crate::Error::OverQuota`], and nothing is written.
     pub async fn change_memory(
         &self,
         account_id: AccountId,
@@ -198,7 +253,9 @@ impl Store {
         validate_path(path)?;
         let path = path.to_owned();
         let scope = effect.as_ref().map(|effect| effect.session_id);
+        let quotas = self.config().quotas;
         self.write(scope, move |connection| {
+            check_quotas(connection, account_id, &path, &change, &quotas)?;
             let took_effect = match &change {
                 MemoryChange::Write { content } => {
                     write_memory(connection, account_id, &path, content, now_ms)?;

@@ -106,18 +106,26 @@ impl Store {
             .await
     }
 
-    /// Creates a session, taking the nonce in the same transaction.
+    /// Creates a session, taking the nonce in the same transaction, while its account has
+    /// fewer sessions than its quota ([`crate::Quotas::sessions_max`]). `Fresh(false)`: the
+    /// account has its quota of sessions, and nothing was written.
     pub async fn create_session_signed(
         &self,
         nonce: Option<RequestNonce>,
         session: NewSession,
-    ) -> Result<NonceOutcome<()>> {
+    ) -> Result<NonceOutcome<bool>> {
+        let sessions_max = self.config().quotas.sessions_max;
         self.write(Some(session.id), move |connection| {
+            let n_sessions =
+                sessions::count_account_sessions(connection, session.account_id, sessions_max)?;
+            if n_sessions >= sessions_max {
+                return Ok(NonceOutcome::Fresh(false));
+            }
             if !take_nonce(connection, nonce.as_ref())? {
                 return Ok(NonceOutcome::Replayed);
             }
             sessions::insert_session(connection, &session)?;
-            Ok(NonceOutcome::Fresh(()))
+            Ok(NonceOutcome::Fresh(true))
         })
         .await
     }

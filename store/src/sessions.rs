@@ -219,6 +219,78 @@ pub(crate) fn list_sessions(
     collect_rows(statement.query_map(params![account_id.to_string()], session_from_row)?)
 }
 
+/// The account's sessions, counted up to `up_to` (from `sessions_by_account`).
+pub(crate) fn count_account_sessions(
+    connection: &Connection,
+    account_id: AccountId,
+    up_to: u64,
+) -> Result<u64> {
+    let up_to = i64::try_from(up_to).unwrap_or(i64::MAX);
+    let n_sessions: i64 = connection
+        .prepare_cached(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM sessions WHERE account_id = ?1 LIMIT ?2)",
+        )?
+        .query_row(params![account_id.to_string(), up_to], |row| row.get(0))?;
+    u64::try_from(n_sessions).map_err(|e| Error::corrupt("sessions", e))
+}
+
+/// Where a page of an account's sessions starts: after the session `session_id`, last
+/// updated at `updated_at_ms`, in the order [`list_sessions_page`] reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionsAfter {
+    pub updated_at_ms: i64,
+    pub session_id: SessionId,
+}
+
+/// One page of an account's sessions ([`Store::list_sessions_page`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionsPage {
+    /// Most recently updated first; ties by id, the greater first.
+    pub sessions: Vec<SessionRow>,
+    /// Where the next page starts, when more follow.
+    pub next: Option<SessionsAfter>,
+}
+
+/// The query of [`list_sessions_page`]: the account `?1`'s sessions after (`?2`, `?3`) in the
+/// order (updated_at, id) descending, at most `?4`. The first page passes a position past
+/// every session (the largest time, an id above every id). `updated_at <= ?2` is the range
+/// `sessions_by_account` seeks to, so a page reads its own rows and the next one, not those
+/// of the pages before it.
+pub(crate) const SESSIONS_PAGE: &str = "SELECT id, account_id, title, description, title_source,
+         model_override, reasoning_level, plan, parent_session_id, created_at, updated_at
+     FROM sessions
+     WHERE account_id = ?1 AND updated_at <= ?2 AND (updated_at < ?2 OR id < ?3)
+     ORDER BY updated_at DESC, id DESC LIMIT ?4";
+
+/// Up to `limit` of the account's sessions after `after` (from the first without it), most
+/// recently updated first, and where the next page starts when more follow.
+pub(crate) fn list_sessions_page(
+    connection: &Connection,
+    account_id: AccountId,
+    after: Option<SessionsAfter>,
+    limit: usize,
+) -> Result<SessionsPage> {
+    let (updated_at_ms, session_id) = match after {
+        Some(after) => (after.updated_at_ms, after.session_id.to_string()),
+        // Every id is lowercase hex and dashes, all below "~".
+        None => (i64::MAX, "~".to_owned()),
+    };
+    // One row past the page says whether more follow.
+    let n_rows = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+    let mut statement = connection.prepare_cached(SESSIONS_PAGE)?;
+    let mut sessions = collect_rows(statement.query_map(
+        params![account_id.to_string(), updated_at_ms, session_id, n_rows],
+        session_from_row,
+    )?)?;
+    let more = sessions.len() > limit;
+    sessions.truncate(limit);
+    let next = sessions.last().filter(|_| more).map(|last| SessionsAfter {
+        updated_at_ms: last.updated_at_ms,
+        session_id: last.id,
+    });
+    Ok(SessionsPage { sessions, next })
+}
+
 pub(crate) fn session_exists(connection: &Connection, id: SessionId) -> Result<bool> {
     Ok(session_key(connection, id)?.is_some())
 }
@@ -396,6 +468,18 @@ impl Store {
             .await
     }
 
+    /// A page of the account's sessions: up to `limit` after `after` (from the first without
+    /// it), most recently updated first, read as one page from the database.
+    pub async fn list_sessions_page(
+        &self,
+        account_id: AccountId,
+        after: Option<SessionsAfter>,
+        limit: usize,
+    ) -> Result<SessionsPage> {
+        self.read(move |connection| list_sessions_page(connection, account_id, after, limit))
+            .await
+    }
+
     /// Deletes the session with its log, store, runs, lease, edges, attachments and delegated
     /// children. Returns whether it existed. A delegated child's open run answers its parent's
     /// call with an error in the same transaction, and the parent is resumed once its other
@@ -460,5 +544,28 @@ impl Store {
     pub async fn list_child_sessions(&self, parent: SessionId) -> Result<Vec<SessionRow>> {
         self.read(move |connection| list_child_sessions(connection, parent))
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page is read from `sessions_by_account` from its start on: a seek to the account and
+    /// the cursor's time, not a walk over the pages before it.
+    #[test]
+    fn a_page_of_sessions_seeks_to_its_cursor_in_the_accounts_index() {
+        let (_dir, connection) = crate::schema::new_database();
+        let plan: Vec<String> = connection
+            .prepare(&format!("EXPLAIN QUERY PLAN {SESSIONS_PAGE}"))
+            .expect("the query")
+            .query_map(params!["acc", 5, "ses", 3], |row| row.get(3))
+            .and_then(Iterator::collect)
+            .expect("the plan");
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("sessions_by_account (account_id=? AND updated_at<?)"),
+            "{plan}"
+        );
     }
 }

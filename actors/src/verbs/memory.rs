@@ -150,6 +150,9 @@ async fn change(context: VerbContext, args: MemoryArgs) -> VerbOutput {
         Ok(true) => VerbOutput::ok(done),
         Ok(false) => VerbOutput::error(format!("no such file: {path}")),
         Err(error @ seed_store::Error::InvalidPath { .. }) => VerbOutput::error(error.to_string()),
+        Err(error @ seed_store::Error::OverQuota { .. }) => VerbOutput::error(format!(
+            "memory is full: {error}; nothing was written (delete or shorten files first)"
+        )),
         Err(error) => VerbOutput::error(format!("memory failed: {error}")),
     }
 }

@@ -12,6 +12,7 @@ mod example_verb;
 mod failed_runs;
 mod kept_harness;
 mod memory_crash;
+mod memory_quotas;
 mod obligations;
 mod runtime_fair_slots;
 mod runtime_kill;

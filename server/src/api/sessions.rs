@@ -175,6 +175,8 @@ pub struct ListSessionsQuery {
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 429, description = "The account has as many sessions as it may \
+                                      (account_sessions_max)", body = ErrorBody),
     ),
     tag = "sessions"
 )]
@@ -199,12 +201,19 @@ pub(super) async fn create_session(
         session.title_source = TitleSource::User;
     }
     session.model_override = input.model;
-    fresh(
+    let created = fresh(
         state
             .store
             .create_session_signed(caller.nonce.clone(), session)
             .await?,
     )?;
+    if !created {
+        return Err(ApiError::TooMany(format!(
+            "the account has {} sessions, the most it may have (account_sessions_max); \
+             delete some to create another",
+            state.store.config().quotas.sessions_max
+        )));
+    }
     state.publish(Notification::AccountChanged {
         account_id: caller.account_id,
         reasons: vec!["session-created"],
@@ -234,16 +243,18 @@ pub(super) async fn list_sessions(
     let caller = state.caller(&request, &body).await?;
     let limit = input::page_limit(query.limit, limits::PAGE_SESSIONS_DEFAULT)?;
     let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
-    let sessions = state.store.list_sessions(caller.account_id).await?;
-    let (page, next) = input::page_sessions(sessions, cursor, limit);
-    let mut infos = Vec::with_capacity(page.len());
-    for session in page {
+    let page = state
+        .store
+        .list_sessions_page(caller.account_id, cursor.map(Into::into), limit)
+        .await?;
+    let mut infos = Vec::with_capacity(page.sessions.len());
+    for session in page.sessions {
         infos.push(state.session_info(session).await?);
     }
     state.take_nonce(&caller).await?;
     Ok(HttpResponse::Ok().json(ListSessionsResponse {
         sessions: infos,
-        next_cursor: next.map(|cursor| cursor.encode()),
+        next_cursor: page.next.map(|after| Cursor::from(after).encode()),
     }))
 }
 

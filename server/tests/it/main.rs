@@ -8,6 +8,7 @@ mod hardening_files;
 mod hardening_requests;
 mod kill9;
 mod mcp;
+mod quotas;
 mod refusals;
 mod retry;
 mod service;

@@ -669,3 +669,59 @@ fn a_runs_end_writes_its_notice_with_it() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// An account's sessions come a page at a time from the database: a page of 2 holds the 2
+/// most recently updated and where the next starts, and the pages together hold each of the
+/// account's sessions once, newest first, none of another account's.
+#[test]
+fn sessions_are_listed_a_page_at_a_time() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let store = &fixture.store;
+    // Seven sessions; the two newest updated at the same time, so a page ends at a tie.
+    let mut sessions = Vec::new();
+    for (idx, updated_at_ms) in (0..).zip([0, 1, 2, 3, 4, 9, 9]) {
+        let session_id = common::session(idx);
+        block_on(store.create_session(NewSession::new(session_id, account(), updated_at_ms)))?;
+        sessions.push(session_id);
+    }
+    let other = seed_events::AccountId::from_u128(0x07);
+    block_on(store.create_account(other, vec![7], 0))?;
+    block_on(store.create_session(NewSession::new(
+        seed_events::SessionId::from_u128(0x07),
+        other,
+        50,
+    )))?;
+
+    let first = block_on(store.list_sessions_page(account(), None, 2))?;
+    assert_eq!(first.sessions.len(), 2);
+    let next = first.next.expect("a cursor to the rest");
+    assert_eq!(
+        (next.updated_at_ms, next.session_id),
+        (first.sessions[1].updated_at_ms, first.sessions[1].id)
+    );
+    let mut listed: Vec<_> = first.sessions.iter().map(|session| session.id).collect();
+    let mut after = Some(next);
+    while let Some(cursor) = after {
+        let page = block_on(store.list_sessions_page(account(), Some(cursor), 2))?;
+        assert!(page.sessions.len() <= 2);
+        listed.extend(page.sessions.iter().map(|session| session.id));
+        after = page.next;
+    }
+    let mut expected: Vec<_> = block_on(store.list_sessions(account()))?
+        .iter()
+        .map(|session| (session.updated_at_ms, session.id))
+        .collect();
+    expected.sort_by(|a, b| b.cmp(a));
+    let expected: Vec<_> = expected.into_iter().map(|(_, id)| id).collect();
+    assert_eq!(listed, expected);
+    assert_eq!(listed.len(), sessions.len());
+    assert_eq!(
+        &listed[..2],
+        [sessions[6], sessions[5]],
+        "updated last; the greater id first"
+    );
+    // A page that takes the rest whole has no cursor.
+    let all = block_on(store.list_sessions_page(account(), None, 7))?;
+    assert_eq!((all.sessions.len(), all.next), (7, None));
+    Ok(())
+}

@@ -217,3 +217,88 @@ fn a_change_for_a_call_records_its_effect_with_it() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// An account keeps at most `memory_files_max` memory files holding `memory_bytes_max` bytes
+/// together: a change past either is refused with a clear error and writes nothing (nor its
+/// call's effect), while one that adds no file and no bytes passes; another account has its
+/// own quota.
+#[test]
+fn memory_changes_past_the_accounts_quotas_are_refused_and_write_nothing() -> anyhow::Result<()> {
+    let fixture = Fixture::with(|config| {
+        config.quotas = seed_store::Quotas {
+            memory_files_max: 2,
+            memory_bytes_max: 10,
+            ..seed_store::Quotas::default()
+        };
+    })?;
+    let store = &fixture.store;
+    let session_id = fixture.create_sessions(1)?[0];
+    let change = |path: &str, change: MemoryChange, call: &str| {
+        block_on(store.change_memory(
+            account(),
+            path,
+            change,
+            10,
+            Some(CallEffect {
+                session_id,
+                tool_call_id: call.to_owned(),
+                verb: "memory".to_owned(),
+                result: "done".to_owned(),
+            }),
+        ))
+    };
+    let write = |content: &str| MemoryChange::Write {
+        content: content.to_owned(),
+    };
+    let append = |text: &str| MemoryChange::Append {
+        text: text.to_owned(),
+    };
+    assert!(change("~/memory/a.md", write("aaaa"), "c1")?);
+    assert!(change("~/memory/b.md", write("bbbb"), "c2")?);
+    let before = listed(&fixture, account())?;
+
+    let refusals = [
+        (
+            change("~/memory/c.md", write(""), "c3"),
+            "the account's memory files would be 3, past the 2 an account may have \
+             (memory_files_max)",
+        ),
+        (
+            change("~/memory/a.md", append("aaa"), "c4"),
+            "the bytes of the account's memory files would be 11, past the 10 an account may \
+             have (memory_bytes_max)",
+        ),
+        (
+            change("~/memory/b.md", write("bbbbbbb"), "c5"),
+            "the bytes of the account's memory files would be 11, past the 10 an account may \
+             have (memory_bytes_max)",
+        ),
+    ];
+    for (idx, (refused, message)) in refusals.into_iter().enumerate() {
+        match refused {
+            Err(error @ Error::OverQuota { .. }) => assert_eq!(error.to_string(), message),
+            other => panic!("refusal {idx}: {other:?}"),
+        }
+    }
+    assert_eq!(listed(&fixture, account())?, before, "nothing was written");
+    for call in ["c3", "c4", "c5"] {
+        assert_eq!(block_on(store.call_effect(session_id, call))?, None);
+    }
+
+    // Up to the quota, a shorter write, and a delete then a new file, all pass.
+    assert!(change("~/memory/a.md", append("aa"), "c6")?);
+    assert!(change("~/memory/a.md", write("a"), "c7")?);
+    assert!(change("~/memory/b.md", MemoryChange::Delete, "c8")?);
+    assert!(change("~/memory/c.md", write("ccccccccc"), "c9")?);
+    // Another account's files count against its own quotas alone.
+    let other_account = AccountId::from_u128(0xb0b);
+    block_on(store.create_account(other_account, vec![9], 0))?;
+    assert!(block_on(store.change_memory(
+        other_account,
+        "~/memory/a.md",
+        write("0123456789"),
+        11,
+        None
+    ))?);
+    Ok(())
+}
