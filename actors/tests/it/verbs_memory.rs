@@ -138,6 +138,18 @@ async fn invalid_paths_are_the_stores_errors_and_write_nothing() -> anyhow::Resu
             "~/memory/a//b",
             "invalid memory path \"~/memory/a//b\": has an empty component",
         ),
+        (
+            "~/memory/a\u{202E}b.md",
+            "invalid memory path \"~/memory/a\\u{202e}b.md\": has a bidirectional formatting character",
+        ),
+        (
+            "~/memory/a\u{200B}b.md",
+            "invalid memory path \"~/memory/a\\u{200b}b.md\": has a zero-width character",
+        ),
+        (
+            "~/memory/a\u{7}b.md",
+            "invalid memory path \"~/memory/a\\u{7}b.md\": has a control character",
+        ),
     ];
     for (path, message) in cases {
         for action in ["write", "append"] {
