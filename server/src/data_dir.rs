@@ -2,6 +2,10 @@
 //! account's secret key, so it is created private (0700, its files 0600) and `seed serve`
 //! refuses one that another user owns or that others may write to: whoever can write there can
 //! replace the database or the key under the service.
+//!
+//! Every file and folder is created with its mode rather than under a narrowed umask: the umask
+//! is the process's, and the MCP servers it starts would inherit it, writing a user's files
+//! owner-only.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
@@ -50,12 +54,6 @@ pub fn refusal_message(data_dir: &Path, refusal: &Refusal) -> String {
              replace its database or key: make it private with `chmod 700 {dir}`"
         ),
     }
-}
-
-/// Files are created owner-only from here on, whatever the caller's umask: folders and files
-/// made by anything the service runs (SQLite's WAL and shared memory, attachments) included.
-pub fn restrict_umask() {
-    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
 /// Creates the data dir (and its missing parents) with [`DIR_MODE`].

@@ -107,7 +107,6 @@ pub async fn ensure_account(store: &Store, key: &AccountKey) -> anyhow::Result<b
 
 /// Runs the service until SIGTERM or SIGINT; returns after draining.
 pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
-    crate::data_dir::restrict_umask();
     actix_web::rt::System::new().block_on(run(options))
 }
 
