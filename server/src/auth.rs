@@ -18,8 +18,10 @@ use seed_store::{RequestNonce, Store};
 use crate::error::ApiError;
 use crate::signing::{self, RequestParts};
 
-/// How long a minted bearer token is good for.
-pub const TOKEN_TTL_MS: i64 = 60 * 60 * 1000;
+/// How long a minted bearer token is good for, by default: an hour.
+pub const TOKEN_TTL_MS_DEFAULT: u64 = 60 * 60 * 1000;
+/// Bearer tokens one account may hold at once, by default.
+pub const TOKENS_PER_ACCOUNT_MAX_DEFAULT: u32 = 256;
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,30 +83,100 @@ pub enum LoginRefused {
     Expired,
 }
 
-/// Bearer tokens and one-time login codes, in memory: a restart signs browsers out.
-#[derive(Debug, Default)]
+/// Bearer tokens and one-time login codes, in memory: a restart signs browsers out. The table is
+/// bounded: an account holds at most `per_account_max` tokens, and expired ones are swept (at
+/// each mint, and by the service every minute).
+#[derive(Debug)]
 pub struct Tokens {
+    /// How long a minted token is good for.
+    ttl_ms: i64,
+    /// Tokens one account may hold at once; one more is refused (429).
+    per_account_max: usize,
     /// token -> (account, expires_at_ms)
     tokens: Mutex<HashMap<String, (AccountId, i64)>>,
     /// code -> (account, expires_at_ms); each is taken once
     login_codes: Mutex<HashMap<String, (AccountId, i64)>>,
 }
 
+impl Default for Tokens {
+    fn default() -> Self {
+        Tokens::new(
+            TOKEN_TTL_MS_DEFAULT,
+            TOKENS_PER_ACCOUNT_MAX_DEFAULT as usize,
+        )
+    }
+}
+
 impl Tokens {
+    pub fn new(ttl_ms: u64, per_account_max: usize) -> Tokens {
+        Tokens {
+            ttl_ms: i64::try_from(ttl_ms).unwrap_or(i64::MAX),
+            per_account_max,
+            tokens: Mutex::default(),
+            login_codes: Mutex::default(),
+        }
+    }
+
+    /// How long a minted token is good for, in milliseconds.
+    pub fn ttl_ms(&self) -> i64 {
+        self.ttl_ms
+    }
+
+    /// A new token for `account_id` and when it expires; refused (429) when the account holds
+    /// its most.
     pub fn mint(&self, account_id: AccountId, now_ms: i64) -> Result<(String, i64), ApiError> {
         let token = random_token()?;
-        let expires_at_ms = now_ms + TOKEN_TTL_MS;
+        let expires_at_ms = now_ms.saturating_add(self.ttl_ms);
         let mut tokens = lock(&self.tokens);
         tokens.retain(|_, (_, expires)| *expires > now_ms);
+        let held = tokens
+            .values()
+            .filter(|(owner, _)| *owner == account_id)
+            .count();
+        if held >= self.per_account_max {
+            return Err(ApiError::TooMany(format!(
+                "this account holds {} bearer tokens, its most (tokens_per_account_max); sign \
+                 one out (DELETE /v1/tokens/current) or wait for one to expire",
+                self.per_account_max
+            )));
+        }
         tokens.insert(token.clone(), (account_id, expires_at_ms));
         Ok((token, expires_at_ms))
     }
 
     pub fn check(&self, token: &str, now_ms: i64) -> Option<AccountId> {
+        self.check_until(token, now_ms)
+            .map(|(account_id, _)| account_id)
+    }
+
+    /// The token's account and when the token expires, while it is good.
+    pub fn check_until(&self, token: &str, now_ms: i64) -> Option<(AccountId, i64)> {
         lock(&self.tokens)
             .get(token)
             .filter(|(_, expires)| *expires > now_ms)
-            .map(|(account_id, _)| *account_id)
+            .copied()
+    }
+
+    /// Revokes a token: refused from now on. Whether it was held.
+    pub fn revoke(&self, token: &str) -> bool {
+        lock(&self.tokens).remove(token).is_some()
+    }
+
+    /// Forgets the tokens that expired; returns how many.
+    pub fn sweep(&self, now_ms: i64) -> usize {
+        let mut tokens = lock(&self.tokens);
+        let before = tokens.len();
+        tokens.retain(|_, (_, expires)| *expires > now_ms);
+        before - tokens.len()
+    }
+
+    /// Tokens held, expired or not.
+    pub fn len(&self) -> usize {
+        lock(&self.tokens).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// A one-time login code for the account, good until `expires_at_ms`.
@@ -129,6 +201,24 @@ impl Tokens {
             None => Err(LoginRefused::Unknown),
         }
     }
+}
+
+/// A length of time for a person: "1 hour", "90 minutes", "30 seconds".
+pub fn describe_ms(ms: i64) -> String {
+    let (n, unit) = match ms {
+        ms if ms % 3_600_000 == 0 => (ms / 3_600_000, "hour"),
+        ms if ms % 60_000 == 0 => (ms / 60_000, "minute"),
+        ms if ms % 1000 == 0 => (ms / 1000, "second"),
+        ms => (ms, "millisecond"),
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The bearer token of an `Authorization` header, its scheme in any case (RFC 9110 §11.1).
+pub fn bearer_token(request: &HttpRequest) -> Option<&str> {
+    let value = request.headers().get("authorization")?.to_str().ok()?;
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -168,25 +258,44 @@ fn unauthorized(error: signing::Error) -> ApiError {
     ApiError::Unauthorized(error.to_string())
 }
 
-/// Authenticates a request with its body: a bearer token, or a signature that verifies.
-pub async fn authenticate(
+/// Who a request's head says is asking, checked before a byte of its body is read: a good
+/// bearer token, or a signature that verifies over the head. The signature covers the
+/// `Content-Digest` field, so what remains is to check the body against it ([`Self::with_body`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadCaller {
+    caller: Caller,
+    /// The signed `Content-Digest` the body must match; `None` for a bearer token.
+    content_digest: Option<String>,
+}
+
+impl HeadCaller {
+    /// The caller, once the body matches the signed digest.
+    pub fn with_body(&self, body: &[u8]) -> Result<Caller, ApiError> {
+        if let Some(digest) = &self.content_digest {
+            signing::check_content_digest(digest, body).map_err(unauthorized)?;
+        }
+        Ok(self.caller.clone())
+    }
+}
+
+/// Authenticates a request from its head alone: a bearer token, or a signature that verifies.
+/// A client refused here costs the service no body.
+pub async fn authenticate_head(
     store: &Store,
     keys: &KeyCache,
     tokens: &Tokens,
     request: &HttpRequest,
-    body: &[u8],
     now_ms: i64,
-) -> Result<Caller, ApiError> {
+) -> Result<HeadCaller, ApiError> {
     let headers = request.headers();
-    if let Some(token) = headers
-        .get("authorization")
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-    {
-        return match tokens.check(token.trim(), now_ms) {
-            Some(account_id) => Ok(Caller {
-                account_id,
-                nonce: None,
+    if let Some(token) = bearer_token(request) {
+        return match tokens.check(token, now_ms) {
+            Some(account_id) => Ok(HeadCaller {
+                caller: Caller {
+                    account_id,
+                    nonce: None,
+                },
+                content_digest: None,
             }),
             None => Err(ApiError::Unauthorized(
                 "the token is unknown or expired".to_owned(),
@@ -205,7 +314,6 @@ pub async fn authenticate(
     let signed =
         signing::check_params(&received.params, now_ms.div_euclid(1000)).map_err(unauthorized)?;
     let digest = field("content-digest").map_err(unauthorized)?;
-    signing::check_content_digest(digest, body).map_err(unauthorized)?;
     let account_id: AccountId = signed
         .keyid
         .parse()
@@ -217,15 +325,33 @@ pub async fn authenticate(
     let parts = request_parts(request, &received.params.components);
     let base = signing::signature_base(&parts, &received.params).map_err(unauthorized)?;
     signing::verify(&public_key, &base, &received.signature).map_err(unauthorized)?;
-    Ok(Caller {
-        account_id,
-        nonce: Some(RequestNonce {
-            key_id: account_id,
-            nonce: signed.nonce,
-            // Kept as long as a request created then could still be accepted.
-            expires_at_ms: (signed.created + signing::CREATED_SKEW_SECS_MAX + 1) * 1000,
-        }),
+    Ok(HeadCaller {
+        caller: Caller {
+            account_id,
+            nonce: Some(RequestNonce {
+                key_id: account_id,
+                nonce: signed.nonce,
+                // Kept as long as a request created then could still be accepted.
+                expires_at_ms: (signed.created + signing::CREATED_SKEW_SECS_MAX + 1) * 1000,
+            }),
+        },
+        content_digest: Some(digest.to_owned()),
     })
+}
+
+/// Authenticates a request with its body: its head ([`authenticate_head`]), then the body
+/// against the signed digest.
+pub async fn authenticate(
+    store: &Store,
+    keys: &KeyCache,
+    tokens: &Tokens,
+    request: &HttpRequest,
+    body: &[u8],
+    now_ms: i64,
+) -> Result<Caller, ApiError> {
+    authenticate_head(store, keys, tokens, request, now_ms)
+        .await?
+        .with_body(body)
 }
 
 #[cfg(test)]
@@ -237,7 +363,7 @@ mod tests {
         let tokens = Tokens::default();
         let account = AccountId::from_u128(7);
         let (token, expires_at_ms) = tokens.mint(account, 1_000).expect("mints");
-        assert_eq!(expires_at_ms, 1_000 + TOKEN_TTL_MS);
+        assert_eq!(expires_at_ms, 1_000 + TOKEN_TTL_MS_DEFAULT as i64);
         assert_eq!(tokens.check(&token, 1_001), Some(account));
         assert_eq!(tokens.check(&token, expires_at_ms), None);
         assert_eq!(tokens.check("forged", 1_001), None);

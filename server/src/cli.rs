@@ -15,6 +15,11 @@ use crate::client::Client;
 use crate::keys::{AccountKey, LOCAL_KEY_FILE, account_id_for, parse_public_key};
 use crate::serve::{self, SERVER_FILE, ServeOptions};
 
+/// How long a connection's first request head may take by default, in milliseconds.
+pub const HEADER_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// Connections open at once by default, all HTTP workers together.
+pub const CONNECTIONS_MAX_DEFAULT: u32 = 1024;
+
 #[derive(Debug, Parser)]
 #[command(name = "seed", version, about = "Seed: a durable agent runtime")]
 pub struct Cli {
@@ -36,6 +41,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// `serve`'s many settings make its variant large; a command line is parsed once.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Runs the service.
@@ -134,6 +141,41 @@ pub enum Command {
         /// never run twice across a crash. A server that cannot start stops the start.
         #[arg(long = "mcp", env = "SEED_MCP_CONFIG", value_name = "FILE")]
         mcp: Option<PathBuf>,
+        /// Updates one WebSocket subscriber may have waiting to be sent: a client that falls
+        /// this far behind (it stopped reading) is closed, its close frame saying so, and
+        /// subscribes again.
+        #[arg(long, env = "SEED_WS_QUEUE_MAX", default_value_t = crate::subscribers::WS_QUEUE_MAX_DEFAULT, value_parser = clap::value_parser!(u32).range(1..))]
+        ws_queue_max: u32,
+        /// WebSockets one account may hold open at once (one more is refused with 429).
+        #[arg(long, env = "SEED_WS_PER_ACCOUNT_MAX", default_value_t = crate::subscribers::WS_PER_ACCOUNT_MAX_DEFAULT, value_parser = clap::value_parser!(u32).range(1..))]
+        ws_per_account_max: u32,
+        /// WebSockets one bearer token may hold open at once (one more is refused with 429).
+        #[arg(long, env = "SEED_WS_PER_TOKEN_MAX", default_value_t = crate::subscribers::WS_PER_TOKEN_MAX_DEFAULT, value_parser = clap::value_parser!(u32).range(1..))]
+        ws_per_token_max: u32,
+        /// How often each WebSocket is pinged, in milliseconds; one whose client answered
+        /// nothing for a whole interval is closed.
+        #[arg(long, env = "SEED_WS_PING_INTERVAL_MS", default_value_t = crate::subscribers::WS_PING_INTERVAL_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(10..))]
+        ws_ping_interval_ms: u64,
+        /// How long a connection's first request head may take to arrive, in milliseconds
+        /// (a slow head is cut off with 408).
+        #[arg(long, env = "SEED_HEADER_TIMEOUT_MS", default_value_t = HEADER_TIMEOUT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
+        header_timeout_ms: u64,
+        /// How long a request body may take to arrive, in milliseconds, once the request's
+        /// head is authenticated (a slow body is refused with 408). A request that is not
+        /// signed, or carries no good token, is refused before its body is read.
+        #[arg(long, env = "SEED_BODY_TIMEOUT_MS", default_value_t = crate::api::BODY_TIMEOUT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
+        body_timeout_ms: u64,
+        /// Connections open at once, all HTTP workers together (WebSockets included); past
+        /// it, new connections wait to be accepted.
+        #[arg(long, env = "SEED_CONNECTIONS_MAX", default_value_t = CONNECTIONS_MAX_DEFAULT, value_parser = clap::value_parser!(u32).range(1..))]
+        connections_max: u32,
+        /// How long a bearer token is good for, in milliseconds.
+        #[arg(long, env = "SEED_TOKEN_TTL_MS", default_value_t = crate::auth::TOKEN_TTL_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1000..))]
+        token_ttl_ms: u64,
+        /// Bearer tokens one account may hold at once (one more is refused with 429); expired
+        /// and signed-out tokens do not count.
+        #[arg(long, env = "SEED_TOKENS_PER_ACCOUNT_MAX", default_value_t = crate::auth::TOKENS_PER_ACCOUNT_MAX_DEFAULT, value_parser = clap::value_parser!(u32).range(1..))]
+        tokens_per_account_max: u32,
         /// The URL clients reach the service at when it is not the listen address, as a
         /// reverse proxy that terminates TLS serves it (https://seed.example.com). A request
         /// must name this service as its Host: the listen address (on loopback, localhost or
@@ -223,8 +265,17 @@ pub fn main() -> anyhow::Result<()> {
             run_restarts_max,
             live_interval_ms,
             mcp,
+            ws_queue_max,
+            ws_per_account_max,
+            ws_per_token_max,
+            ws_ping_interval_ms,
+            header_timeout_ms,
+            body_timeout_ms,
+            connections_max,
             public_url,
             login_code_ttl_secs,
+            token_ttl_ms,
+            tokens_per_account_max,
             scripted_delay_ms,
             crash_at,
         } => {
@@ -237,6 +288,7 @@ pub fn main() -> anyhow::Result<()> {
                     body_bytes_max: *body_bytes_max,
                     attachment_bytes_max: *attachment_bytes_max,
                     account_attachments_bytes_max: *account_attachments_bytes_max,
+                    body_timeout: Duration::from_millis(*body_timeout_ms),
                     ..Default::default()
                 },
                 scripted_delta_delay: (*scripted_delay_ms > 0)
@@ -263,6 +315,16 @@ pub fn main() -> anyhow::Result<()> {
                         .into_iter()
                         .find(|known| *known == point)
                 }),
+                subscriber_limits: crate::subscribers::SubscriberLimits {
+                    queue_max: *ws_queue_max as usize,
+                    per_account_max: *ws_per_account_max as usize,
+                    per_token_max: *ws_per_token_max as usize,
+                    ping_interval: Duration::from_millis(*ws_ping_interval_ms),
+                },
+                token_ttl_ms: *token_ttl_ms,
+                tokens_per_account_max: *tokens_per_account_max as usize,
+                header_timeout: Duration::from_millis(*header_timeout_ms),
+                connections_max: *connections_max as usize,
                 public_url: public_url.clone(),
                 login_code_ttl: Duration::from_secs(*login_code_ttl_secs),
             })
@@ -392,8 +454,12 @@ async fn token(client: Client) -> anyhow::Result<()> {
     let minted: crate::api::TokenResponse =
         client.post("/v1/tokens", &serde_json::json!({})).await?;
     println!("{}", minted.token);
+    // To the nearest minute: the clock moved since it was minted.
+    let minutes = (minted.expires_at_ms - serve::now_ms() + 30_000) / 60_000;
+    let lasts = crate::auth::describe_ms(minutes * 60_000);
     eprintln!(
-        "a bearer token for this account, good for an hour: paste it into the web UI's sign-in form"
+        "a bearer token for this account, good for about {lasts}: paste it into the web UI's \
+         sign-in form"
     );
     Ok(())
 }

@@ -28,6 +28,12 @@ pub enum ApiError {
     BadRequest(Invalid),
     #[error("too many runs queued for this account (at most {0}); try again when some have run")]
     TooManyQueued(i64),
+    /// Over a limit on what a client may hold at once (429), saying which.
+    #[error("{0}")]
+    TooMany(String),
+    /// The request body did not arrive within the body timeout (408).
+    #[error("the request body did not arrive within {timeout_ms} ms (body_timeout_ms)")]
+    BodyTimeout { timeout_ms: u128 },
     /// Over a size limit of an attachment's (413), saying which.
     #[error("{0}")]
     OverLimit(String),
@@ -86,6 +92,8 @@ impl ResponseError for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::TooManyQueued(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::OverLimit(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Conflict(_) => StatusCode::CONFLICT,

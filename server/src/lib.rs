@@ -7,7 +7,8 @@
 //! - `keys`: account keys on disk (mode 0600); an account id is derived from its public key.
 //! - `data_dir`: the data dir's permissions — created private, refused when others may write.
 //! - `auth`: who is asking — a signed request or a bearer token; one-time login codes.
-//! - `api`: the REST routes under `/v1` and the OpenAPI document; `ws`: `/v1/subscribe`.
+//! - `api`: the REST routes under `/v1` and the OpenAPI document; `ws`: `/v1/subscribe`, and
+//!   `subscribers`: its sockets by account, each with a bounded queue.
 //! - `error`: the API's errors as statuses and JSON bodies.
 //! - `guard` (decisions pure): the Host check, the headers every response carries, and the
 //!   warning for plain HTTP off loopback.
@@ -36,5 +37,6 @@ pub mod model;
 pub mod serve;
 pub mod signing;
 pub mod sim;
+pub mod subscribers;
 pub mod ui;
 pub mod ws;

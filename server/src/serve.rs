@@ -54,11 +54,27 @@ pub struct ServeOptions {
     /// A named crash point where the process aborts, the first time a turn reaches it
     /// (crash tests of the service); `None` in service.
     pub crash_at: Option<&'static str>,
+    /// The limits on the sockets of `/v1/subscribe`.
+    pub subscriber_limits: crate::subscribers::SubscriberLimits,
+    /// How long a bearer token is good for, in milliseconds.
+    pub token_ttl_ms: u64,
+    /// Bearer tokens one account may hold at once.
+    pub tokens_per_account_max: usize,
+    /// How long a connection's first request head may take to arrive (408 after).
+    pub header_timeout: Duration,
+    /// Connections open at once, all workers together; past it, new ones wait to be accepted.
+    pub connections_max: usize,
     /// The URL clients reach the service at through a proxy (`--public-url`): requests may
     /// name its host, besides the listen address.
     pub public_url: Option<crate::guard::PublicUrl>,
     /// How long the login link printed at start is good for.
     pub login_code_ttl: Duration,
+}
+
+/// Connections each HTTP worker may hold, for `connections_max` in all (actix counts per
+/// worker): at least one.
+pub fn connections_per_worker(connections_max: usize, http_workers: usize) -> usize {
+    connections_max.div_ceil(http_workers.max(1)).max(1)
 }
 
 /// Milliseconds since the epoch.
@@ -262,7 +278,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         "runtime started"
     );
     let (drain_sender, draining) = tokio::sync::watch::channel(false);
-    let tokens = Tokens::default();
+    let tokens = Tokens::new(options.token_ttl_ms, options.tokens_per_account_max);
     let login_code = tokens.new_login_code(
         key.account_id,
         now_ms() + options.login_code_ttl.as_millis() as i64,
@@ -278,7 +294,13 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         metrics: crate::metrics::install(),
         draining,
         mcp: mcp.clone(),
+        subscribers: crate::subscribers::Subscribers::new(options.subscriber_limits.clone()),
     });
+    actix_web::rt::spawn(crate::subscribers::forward(
+        Arc::clone(&state.subscribers),
+        state.runtime.publisher().clone(),
+        store.clone(),
+    ));
     let openapi = api::openapi();
     let routes = web::Data::new(api::routes_of(&openapi));
     let document = web::Data::new(api::document_text(&openapi, &state.runtime)?);
@@ -326,6 +348,11 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
             })
     })
     .workers(options.http_workers)
+    .client_request_timeout(options.header_timeout)
+    .max_connections(connections_per_worker(
+        options.connections_max,
+        options.http_workers,
+    ))
     .disable_signals()
     .shutdown_timeout(10)
     .bind(&options.listen)
@@ -366,8 +393,10 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         options.login_code_ttl.as_secs()
     );
 
-    // Nonces whose signatures can no longer be accepted are pruned every minute.
+    // Nonces whose signatures can no longer be accepted, and expired bearer tokens, are pruned
+    // every minute.
     let prune_store = store.clone();
+    let prune_state = state.clone();
     actix_web::rt::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_secs(60));
         loop {
@@ -375,6 +404,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
             if let Err(error) = prune_store.prune_nonces(now_ms()).await {
                 tracing::warn!(%error, "pruning nonces failed");
             }
+            prune_state.tokens.sweep(now_ms());
         }
     });
 

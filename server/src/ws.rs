@@ -3,16 +3,17 @@
 //! request, or pass a bearer token (header, or `?token=` where a browser cannot set headers).
 //! Each message is one JSON object with a `type`.
 
-use std::collections::HashMap;
+use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, get, web};
-use futures::StreamExt;
+use actix_ws::Message;
 use seed_actors::bus::{Notification, SeqRange};
 use seed_events::{AccountId, SessionId};
 use serde::Serialize;
 
 use crate::api::AppState;
 use crate::error::{ApiError, ErrorBody};
+use crate::subscribers::{Closing, Subscription};
 
 /// What a subscriber receives. Each follows the commit of what it tells, so nothing a
 /// subscriber sees can be lost by a crash.
@@ -64,7 +65,7 @@ pub enum Update {
 }
 
 impl Update {
-    fn of(notification: Notification) -> Update {
+    pub(crate) fn of(notification: Notification) -> Update {
         match notification {
             Notification::SessionChanged {
                 session_id,
@@ -136,13 +137,18 @@ pub struct SubscribeQuery {
     pub token: Option<String>,
 }
 
-/// Subscribes to the account's notifications over a WebSocket.
+/// Subscribes to the account's notifications over a WebSocket. The service pings it every
+/// `ws_ping_interval_ms` and closes it, saying why in the close frame, when the client answered
+/// no ping for a whole interval, fell `ws_queue_max` updates behind, or its bearer token expired
+/// or was revoked.
 #[utoipa::path(
     params(SubscribeQuery),
     responses(
         (status = 101, description = "Switching to the WebSocket protocol"),
         (status = 400, description = "Not a WebSocket upgrade"),
         (status = 401, body = ErrorBody),
+        (status = 429, description = "The account (ws_per_account_max) or the token \
+                                      (ws_per_token_max) holds its most sockets", body = ErrorBody),
     ),
     tag = "subscriptions"
 )]
@@ -153,79 +159,160 @@ pub async fn subscribe(
     query: crate::error::Query<SubscribeQuery>,
     payload: web::Payload,
 ) -> Result<HttpResponse, actix_web::Error> {
-    let account_id = match &query.token {
-        Some(token) => state
-            .tokens
-            .check(token, state.now_ms())
-            .ok_or_else(|| ApiError::Unauthorized("the token is unknown or expired".to_owned()))?,
+    let token = query
+        .token
+        .as_deref()
+        .or_else(|| crate::auth::bearer_token(&request));
+    let (account_id, token_expires_at_ms) = match token {
+        Some(token) => {
+            let (account_id, expires_at_ms) = state
+                .tokens
+                .check_until(token, state.now_ms())
+                .ok_or_else(|| {
+                    ApiError::Unauthorized("the token is unknown or expired".to_owned())
+                })?;
+            (account_id, Some(expires_at_ms))
+        }
         None => {
             let caller = state.caller(&request, &[]).await?;
             state.take_nonce(&caller).await?;
-            caller.account_id
+            (caller.account_id, None)
         }
     };
-    let (response, mut session, mut incoming) = actix_ws::handle(&request, payload)?;
-    let mut notifications = state
-        .runtime
-        .publisher()
-        .subscribe()
-        .await
-        .ok_or(ApiError::Unavailable)?;
-    let mut draining = state.draining.clone();
-    let store = state.store.clone();
-    actix_web::rt::spawn(async move {
-        // Whose each session is, as far as this subscriber has asked.
-        let mut ours: HashMap<SessionId, bool> = HashMap::new();
-        loop {
+    let subscription = state.subscribers.join(account_id, token)?;
+    let (response, session, incoming) = actix_ws::handle(&request, payload)?;
+    let token_expires_in = token_expires_at_ms.map(|expires_at_ms| {
+        Duration::from_millis(u64::try_from(expires_at_ms - state.now_ms()).unwrap_or(0))
+    });
+    let socket = Socket {
+        session,
+        incoming,
+        subscription,
+        draining: state.draining.clone(),
+        ping_interval: state.subscribers.limits().ping_interval,
+        token_expires_at: token_expires_in.map(|wait| tokio::time::Instant::now() + wait),
+    };
+    actix_web::rt::spawn(socket.run());
+    Ok(response)
+}
+
+/// One subscriber's socket and what ends it.
+struct Socket {
+    session: actix_ws::Session,
+    incoming: actix_ws::MessageStream,
+    subscription: Subscription,
+    draining: tokio::sync::watch::Receiver<bool>,
+    ping_interval: Duration,
+    /// When the bearer token it was opened with expires.
+    token_expires_at: Option<tokio::time::Instant>,
+}
+
+/// How sending one frame went.
+enum Sending {
+    Done,
+    /// The client went away.
+    Gone,
+    /// The service wants the socket closed, and the send was given up.
+    Stopped(Closing),
+}
+
+impl Socket {
+    /// Sends the socket its updates, answers and sends pings, until the client leaves or the
+    /// service closes it with a reason. Every send gives way to a reason to close, so a client
+    /// that stopped reading never holds this task.
+    async fn run(self) {
+        let Socket {
+            mut session,
+            mut incoming,
+            subscription,
+            mut draining,
+            ping_interval,
+            token_expires_at,
+        } = self;
+        // What is left of the subscription (its place among the account's sockets) is given up
+        // when this task ends.
+        let Subscription {
+            mut updates,
+            closing,
+            ..
+        } = subscription;
+        let stop = async move {
+            let expiry = async {
+                match token_expires_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                notification = notifications.next() => {
-                    let Some(notification) = notification else { break };
-                    let session_id = match &notification {
-                        Notification::SessionChanged { session_id, .. }
-                        | Notification::TextDelta { session_id, .. }
-                        | Notification::ToolCall { session_id, .. }
-                        | Notification::RunFinished { session_id, .. } => Some(*session_id),
-                        Notification::AccountChanged { account_id: owner, .. }
-                        | Notification::SessionDeleted { account_id: owner, .. } => {
-                            if *owner != account_id {
-                                continue;
-                            }
-                            None
-                        }
-                    };
-                    if let Some(session_id) = session_id {
-                        let mine = match ours.get(&session_id) {
-                            Some(mine) => *mine,
-                            None => {
-                                let owner = crate::api::session_owner(&store, session_id).await;
-                                let Some(owner) = owner else { continue };
-                                let mine = owner == account_id;
-                                ours.insert(session_id, mine);
-                                mine
-                            }
-                        };
-                        if !mine {
-                            continue;
-                        }
-                    }
-                    let Ok(text) = serde_json::to_string(&Update::of(notification)) else { continue };
-                    if session.text(text).await.is_err() {
-                        break;
+                Ok(closing) = closing => closing,
+                Ok(_) = draining.wait_for(|draining| *draining) => Closing::Draining,
+                () = expiry => Closing::TokenExpired,
+                else => std::future::pending().await,
+            }
+        };
+        tokio::pin!(stop);
+        let mut pings =
+            tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
+        pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Whether the client said anything since the last ping.
+        let mut heard = true;
+        let closing = loop {
+            let sent = tokio::select! {
+                biased;
+                closing = &mut stop => break closing,
+                update = updates.recv() => match update {
+                    Some(update) => send(&mut session, Message::Text(update.to_string().into()), &mut stop).await,
+                    // Taken out by the service, which says why.
+                    None => break (&mut stop).await,
+                },
+                message = incoming.recv() => {
+                    heard = true;
+                    match message {
+                        Some(Ok(Message::Ping(bytes))) => send(&mut session, Message::Pong(bytes), &mut stop).await,
+                        Some(Ok(Message::Close(_))) | None | Some(Err(_)) => Sending::Gone,
+                        Some(Ok(_)) => Sending::Done,
                     }
                 }
-                message = incoming.recv() => match message {
-                    Some(Ok(actix_ws::Message::Ping(bytes))) => {
-                        if session.pong(&bytes).await.is_err() {
-                            break;
-                        }
+                _ = pings.tick() => {
+                    if !heard {
+                        break Closing::NoPong { ping_interval_ms: ping_interval.as_millis() };
                     }
-                    Some(Ok(actix_ws::Message::Close(_))) | None | Some(Err(_)) => break,
-                    Some(Ok(_)) => {}
-                },
-                _ = draining.wait_for(|draining| *draining) => break,
+                    heard = false;
+                    send(&mut session, Message::Ping(web::Bytes::new()), &mut stop).await
+                }
+            };
+            match sent {
+                Sending::Done => {}
+                Sending::Gone => return,
+                Sending::Stopped(closing) => break closing,
             }
-        }
-        let _ = session.close(None).await;
-    });
-    Ok(response)
+        };
+        let reason = actix_ws::CloseReason {
+            code: closing.code(),
+            description: Some(closing.description()),
+        };
+        // A client that reads nothing leaves no room for the close frame: it is given up after
+        // a while, and the socket with it.
+        let _ = tokio::time::timeout(CLOSE_FRAME_WAIT, session.close(Some(reason))).await;
+    }
+}
+
+/// How long a close frame waits for room in the socket.
+const CLOSE_FRAME_WAIT: Duration = Duration::from_secs(5);
+
+/// Sends one frame, giving way to a reason to close.
+async fn send(
+    session: &mut actix_ws::Session,
+    message: Message,
+    stop: &mut (impl std::future::Future<Output = Closing> + Unpin),
+) -> Sending {
+    use futures::SinkExt as _;
+    tokio::select! {
+        biased;
+        closing = stop => Sending::Stopped(closing),
+        sent = session.send(message) => match sent {
+            Ok(()) => Sending::Done,
+            Err(_) => Sending::Gone,
+        },
+    }
 }

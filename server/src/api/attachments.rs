@@ -161,7 +161,8 @@ fn check_name(name: &str) -> Result<(), Invalid> {
 }
 
 /// The request body of an upload, read up to the service's `attachment_bytes_max`: more is
-/// refused with 413 (a `Content-Length` over it before anything is read).
+/// refused with 413 (a `Content-Length` over it before anything is read). As for any body, the
+/// request's head is authenticated first and the body must arrive within the body timeout.
 #[derive(Debug)]
 pub struct UploadBody(pub web::Bytes);
 
@@ -185,24 +186,29 @@ impl actix_web::FromRequest for UploadBody {
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse::<usize>().ok());
         let mut payload = payload.take();
+        let request = request.clone();
         Box::pin(async move {
+            let state = super::authenticate_head(&request).await?;
             if declared.is_some_and(|length| length > bytes_max) {
                 return Err(too_large());
             }
-            let mut body = web::BytesMut::with_capacity(declared.unwrap_or(0));
-            while let Some(chunk) = payload.next().await {
-                let chunk = chunk.map_err(|error| {
-                    ApiError::BadRequest(Invalid {
-                        field: None,
-                        message: format!("the body could not be read: {error}"),
-                    })
-                })?;
-                if body.len() + chunk.len() > bytes_max {
-                    return Err(too_large());
+            let body = async {
+                let mut body = web::BytesMut::with_capacity(declared.unwrap_or(0));
+                while let Some(chunk) = payload.next().await {
+                    let chunk = chunk.map_err(|error| {
+                        ApiError::BadRequest(Invalid {
+                            field: None,
+                            message: format!("the body could not be read: {error}"),
+                        })
+                    })?;
+                    if body.len() + chunk.len() > bytes_max {
+                        return Err(too_large());
+                    }
+                    body.extend_from_slice(&chunk);
                 }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(UploadBody(body.freeze()))
+                Ok(UploadBody(body.freeze()))
+            };
+            super::within_body_timeout(&state, body).await
         })
     }
 }

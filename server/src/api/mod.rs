@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{HttpRequest, web};
+use actix_web::{HttpMessage as _, HttpRequest, web};
 use seed_actors::Runtime;
 use seed_actors::bus::Notification;
 use seed_events::{AccountId, SessionId};
@@ -58,6 +58,8 @@ pub use tools::{McpServerInfo, OfferedIn, ToolClass, ToolInfo, ToolsResponse};
 pub const ATTACHMENT_BYTES_MAX_DEFAULT: usize = 10 * 1024 * 1024;
 /// What an account's attachments may hold by default: 1 GiB.
 pub const ACCOUNT_ATTACHMENTS_BYTES_MAX_DEFAULT: i64 = 1024 * 1024 * 1024;
+/// How long a request body may take to arrive by default, in milliseconds.
+pub const BODY_TIMEOUT_MS_DEFAULT: u64 = 60_000;
 
 /// The service's limits.
 #[derive(Debug, Clone)]
@@ -73,6 +75,8 @@ pub struct Limits {
     pub attachment_bytes_max: usize,
     /// The most bytes an account's attachments may hold, all together (413 above).
     pub account_attachments_bytes_max: i64,
+    /// How long a request body may take to arrive, once its head is authenticated (408 after).
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -83,6 +87,7 @@ impl Default for Limits {
             body_bytes_max: 1024 * 1024,
             attachment_bytes_max: ATTACHMENT_BYTES_MAX_DEFAULT,
             account_attachments_bytes_max: ACCOUNT_ATTACHMENTS_BYTES_MAX_DEFAULT,
+            body_timeout: Duration::from_millis(BODY_TIMEOUT_MS_DEFAULT),
         }
     }
 }
@@ -104,6 +109,8 @@ pub struct AppState {
     pub draining: tokio::sync::watch::Receiver<bool>,
     /// The MCP servers whose tools are verbs, when `--mcp` names some.
     pub mcp: Option<seed_mcp::McpServers>,
+    /// The open sockets of `/v1/subscribe`, by account.
+    pub subscribers: Arc<crate::subscribers::Subscribers>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -117,7 +124,12 @@ impl AppState {
         (self.clock)()
     }
 
+    /// Who is asking. A request whose head was authenticated before its body was read (by
+    /// [`Body`]) has only its body checked against the signed digest here.
     pub async fn caller(&self, request: &HttpRequest, body: &[u8]) -> Result<Caller, ApiError> {
+        if let Some(head) = request.extensions().get::<auth::HeadCaller>() {
+            return head.with_body(body);
+        }
         auth::authenticate(
             &self.store,
             &self.keys,
@@ -186,8 +198,45 @@ fn fresh<T>(outcome: NonceOutcome<T>) -> Result<T, ApiError> {
     }
 }
 
+/// Authenticates a request from its head, before its body is read, and keeps who it is for
+/// [`AppState::caller`]: a client that is not who it says is refused (401) without a byte of
+/// its body read. Returns the service's state.
+pub(crate) async fn authenticate_head(
+    request: &HttpRequest,
+) -> Result<web::Data<AppState>, ApiError> {
+    let state = request
+        .app_data::<web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no service state")))?;
+    let head = auth::authenticate_head(
+        &state.store,
+        &state.keys,
+        &state.tokens,
+        request,
+        state.now_ms(),
+    )
+    .await?;
+    request.extensions_mut().insert(head);
+    Ok(state)
+}
+
+/// Reads a request body within the service's body timeout (408 after it).
+pub(crate) async fn within_body_timeout<T>(
+    state: &AppState,
+    body: impl std::future::Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    let timeout = state.limits.body_timeout;
+    tokio::time::timeout(timeout, body)
+        .await
+        .unwrap_or(Err(ApiError::BodyTimeout {
+            timeout_ms: timeout.as_millis(),
+        }))
+}
+
 /// The request body as bytes: it is read whole, because the signature covers its digest
-/// (`web::Bytes` itself would be described as a binary body by the OpenAPI generator).
+/// (`web::Bytes` itself would be described as a binary body by the OpenAPI generator). The
+/// request's head is authenticated first ([`authenticate_head`]), and the body must arrive
+/// within the body timeout.
 #[derive(Debug)]
 pub struct Body(pub web::Bytes);
 
@@ -203,25 +252,26 @@ impl actix_web::FromRequest for Body {
     type Future = futures::future::LocalBoxFuture<'static, Result<Body, actix_web::Error>>;
 
     fn from_request(request: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
-        let bytes = web::Bytes::from_request(request, payload);
-        let limit_bytes = request
-            .app_data::<web::Data<AppState>>()
-            .map(|state| state.limits.body_bytes_max);
+        let request = request.clone();
+        let mut payload = payload.take();
         Box::pin(async move {
-            match bytes.await {
-                Ok(bytes) => Ok(Body(bytes)),
-                // Every error of the API is JSON, this one too (actix-web's own is plain text).
-                Err(error)
-                    if error.as_response_error().status_code()
-                        == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE =>
-                {
-                    Err(ApiError::TooLarge {
-                        limit_bytes: limit_bytes.unwrap_or_default(),
+            let state = authenticate_head(&request).await?;
+            let limit_bytes = state.limits.body_bytes_max;
+            let bytes = async {
+                match web::Bytes::from_request(&request, &mut payload).await {
+                    Ok(bytes) => Ok(Ok(bytes)),
+                    // Every error of the API is JSON, this one too (actix-web's own is plain
+                    // text).
+                    Err(error)
+                        if error.as_response_error().status_code()
+                            == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE =>
+                    {
+                        Err(ApiError::TooLarge { limit_bytes })
                     }
-                    .into())
+                    Err(error) => Ok(Err(error)),
                 }
-                Err(error) => Err(error),
-            }
+            };
+            Ok(Body(within_body_timeout(&state, bytes).await??))
         })
     }
 }
@@ -254,6 +304,7 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(actions::list_actions)
         .service(tools::list_tools)
         .service(tokens::mint_token)
+        .service(tokens::revoke_token)
         .service(crate::ws::subscribe)
         .service(tokens::login)
         .service(operations::healthz)

@@ -1,6 +1,7 @@
-//! Bearer tokens for browsers: minted by a signed request, or once by the login link.
+//! Bearer tokens for browsers: minted by a signed request, or once by the login link; signed out
+//! (revoked) with the token itself.
 
-use actix_web::{HttpRequest, HttpResponse, get, post, web};
+use actix_web::{HttpRequest, HttpResponse, delete, get, post, web};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -20,6 +21,8 @@ pub struct TokenResponse {
         (status = 200, body = TokenResponse),
         (status = 401, body = ErrorBody),
         (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 429, description = "The account holds its most tokens \
+                                      (tokens_per_account_max)", body = ErrorBody),
     ),
     tag = "auth"
 )]
@@ -41,6 +44,44 @@ pub(super) async fn mint_token(
         token,
         expires_at_ms,
     }))
+}
+
+/// Signs out: revokes the bearer token the request carries, and closes the WebSockets opened
+/// with it. The token is refused from then on.
+#[utoipa::path(
+    responses(
+        (status = 204, description = "The token is revoked"),
+        (status = 401, description = "No bearer token, or one unknown or expired: a signed \
+                                      request has no token to sign out", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+    ),
+    tag = "auth"
+)]
+#[delete("/v1/tokens/current")]
+pub(super) async fn revoke_token(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    body: Body,
+) -> Result<HttpResponse, ApiError> {
+    let caller = state.caller(&request, &body).await?;
+    let token = crate::auth::bearer_token(&request)
+        .filter(|_| caller.nonce.is_none())
+        .ok_or_else(|| {
+            ApiError::Unauthorized(
+                "a token is signed out with that token (Authorization: Bearer …); a signed \
+                 request has none"
+                    .to_owned(),
+            )
+        })?;
+    if !state.tokens.revoke(token) {
+        return Err(ApiError::Unauthorized(
+            "the token is unknown or expired".to_owned(),
+        ));
+    }
+    state
+        .subscribers
+        .close_token(token, &crate::subscribers::Closing::TokenRevoked);
+    Ok(HttpResponse::NoContent().finish())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -71,6 +112,7 @@ pub(super) async fn login(
         .take_login_code(&query.code, state.now_ms())
         .map_err(|refused| ApiError::Unauthorized(refused.to_string()))?;
     let (token, expires_at_ms) = state.tokens.mint(account_id, state.now_ms())?;
+    let lasts = crate::auth::describe_ms(state.tokens.ttl_ms());
     // The token travels in meta tags that `/ui/login.js` moves to localStorage (as `seed.token`)
     // before it opens the UI: the page runs no inline script, so the UI's CSP holds here too.
     let page = format!(
@@ -78,7 +120,7 @@ pub(super) async fn login(
          <meta name=seed.token content=\"{token}\">\
          <meta name=seed.token_expires_at_ms content=\"{expires_at_ms}\">\
          <meta name=seed.account content=\"{account_id}\">\
-         <p>Signed in as account {account_id}. This browser's token lasts an hour. \
+         <p>Signed in as account {account_id}. This browser's token lasts {lasts}. \
          <a href=/>Open Seed</a></p>\
          <script type=module src=/ui/login.js></script>"
     );

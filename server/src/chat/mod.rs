@@ -145,11 +145,10 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
             }
         }
     });
-    use futures::StreamExt;
     loop {
         print!("> ");
         std::io::stdout().flush()?;
-        let Some(line) = lines.next().await else {
+        let Some(line) = next_line(&mut lines, &mut subscription).await? else {
             println!();
             return Ok(());
         };
@@ -255,6 +254,33 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
             println!("{meter}");
         }
         seen_seq = seen_seq.max(info.last_seq);
+    }
+}
+
+/// The next line typed (`None` at the end of input), answering the subscription's pings
+/// meanwhile: the service closes a socket that answers none. Updates that come while nobody
+/// asked are about earlier runs or other sessions, and are dropped.
+async fn next_line(
+    lines: &mut futures::channel::mpsc::UnboundedReceiver<String>,
+    subscription: &mut actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>,
+) -> anyhow::Result<Option<String>> {
+    use futures::{SinkExt as _, StreamExt as _};
+    loop {
+        tokio::select! {
+            line = lines.next() => return Ok(line),
+            frame = subscription.next() => match frame {
+                Some(Ok(awc::ws::Frame::Ping(bytes))) => subscription
+                    .send(awc::ws::Message::Pong(bytes))
+                    .await
+                    .context("the subscription closed")?,
+                Some(Ok(awc::ws::Frame::Close(reason))) => {
+                    anyhow::bail!("the subscription closed: {reason:?}")
+                }
+                Some(Err(error)) => anyhow::bail!("the subscription failed: {error}"),
+                None => anyhow::bail!("the subscription closed"),
+                Some(Ok(_)) => {}
+            },
+        }
     }
 }
 
