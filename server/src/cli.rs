@@ -743,6 +743,83 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn serve_takes_the_client_limits_with_defaults_that_hold_200_sockets_of_one_token() {
+        let limits = |args: &[&str]| match parse_serve(args).ok() {
+            Some(Command::Serve {
+                ws_queue_max,
+                ws_per_account_max,
+                ws_per_token_max,
+                ws_ping_interval_ms,
+                header_timeout_ms,
+                body_timeout_ms,
+                connections_max,
+                token_ttl_ms,
+                tokens_per_account_max,
+                ..
+            }) => Some([
+                u64::from(ws_queue_max),
+                u64::from(ws_per_account_max),
+                u64::from(ws_per_token_max),
+                ws_ping_interval_ms,
+                header_timeout_ms,
+                body_timeout_ms,
+                u64::from(connections_max),
+                token_ttl_ms,
+                u64::from(tokens_per_account_max),
+            ]),
+            _ => None,
+        };
+        let defaults = limits(&[]).expect("parses");
+        assert_eq!(
+            defaults,
+            [256, 512, 256, 30_000, 5_000, 60_000, 1024, 3_600_000, 256]
+        );
+        // The load check holds 200 idle sockets of one account and one token, and 50 slow
+        // bodies, beside its clients.
+        assert!(defaults[1] >= 200 && defaults[2] >= 200 && defaults[6] >= 250 + 64);
+        assert_eq!(
+            limits(&[
+                "--ws-queue-max=1",
+                "--ws-per-account-max=2",
+                "--ws-per-token-max=3",
+                "--ws-ping-interval-ms=40",
+                "--header-timeout-ms=5",
+                "--body-timeout-ms=6",
+                "--connections-max=7",
+                "--token-ttl-ms=1000",
+                "--tokens-per-account-max=9",
+            ]),
+            Some([1, 2, 3, 40, 5, 6, 7, 1000, 9])
+        );
+        for flag in [
+            "--ws-queue-max",
+            "--ws-per-account-max",
+            "--ws-per-token-max",
+            "--connections-max",
+            "--tokens-per-account-max",
+        ] {
+            assert_serve_refuses(&[&format!("{flag}=0")], flag);
+        }
+        assert_serve_refuses(&["--token-ttl-ms=999"], "--token-ttl-ms");
+        let help = Cli::try_parse_from(["seed", "serve", "--help"])
+            .err()
+            .map(|help| help.to_string())
+            .unwrap_or_default();
+        for flag in ["--ws-queue-max", "--body-timeout-ms", "--connections-max"] {
+            assert!(help.contains(flag), "{help}");
+        }
+    }
+
+    #[test]
+    fn connections_are_shared_out_over_the_workers() {
+        use crate::serve::connections_per_worker;
+        assert_eq!(connections_per_worker(1024, 2), 512);
+        assert_eq!(connections_per_worker(5, 2), 3);
+        assert_eq!(connections_per_worker(1, 4), 1);
+        assert_eq!(connections_per_worker(7, 0), 7);
+    }
+
+    #[test]
     fn serve_takes_the_runs_in_flight_and_refuses_none() {
         let runs_max = |args: &[&str]| match parse_serve(args).ok() {
             Some(Command::Serve {
