@@ -163,7 +163,7 @@ pub async fn subscribe(
         .token
         .as_deref()
         .or_else(|| crate::auth::bearer_token(&request));
-    let (account_id, token_expires_at_ms) = match token {
+    let (caller, token_expires_at_ms) = match token {
         Some(token) => {
             let (account_id, expires_at_ms) = state
                 .tokens
@@ -171,15 +171,18 @@ pub async fn subscribe(
                 .ok_or_else(|| {
                     ApiError::Unauthorized("the token is unknown or expired".to_owned())
                 })?;
-            (account_id, Some(expires_at_ms))
+            let caller = crate::auth::Caller {
+                account_id,
+                nonce: None,
+            };
+            (caller, Some(expires_at_ms))
         }
-        None => {
-            let caller = state.caller(&request, &[]).await?;
-            state.take_nonce(&caller).await?;
-            (caller.account_id, None)
-        }
+        None => (state.caller(&request, &[]).await?, None),
     };
-    let subscription = state.subscribers.join(account_id, token)?;
+    // A socket over a cap is refused before the signed upgrade's nonce is taken: the refusal
+    // writes nothing.
+    let subscription = state.subscribers.join(caller.account_id, token)?;
+    state.take_nonce(&caller).await?;
     let (response, session, incoming) = actix_ws::handle(&request, payload)?;
     let token_expires_in = token_expires_at_ms.map(|expires_at_ms| {
         Duration::from_millis(u64::try_from(expires_at_ms - state.now_ms()).unwrap_or(0))

@@ -38,8 +38,13 @@ pub(super) async fn mint_token(
             "a token is minted by a signed request only".to_owned(),
         ));
     }
-    state.take_nonce(&caller).await?;
+    // Minted before the nonce is taken, so that a mint over the account's cap writes nothing;
+    // a replayed request's token is revoked at once.
     let (token, expires_at_ms) = state.tokens.mint(caller.account_id, state.now_ms())?;
+    if let Err(error) = state.take_nonce(&caller).await {
+        state.tokens.revoke(&token);
+        return Err(error);
+    }
     Ok(HttpResponse::Ok().json(TokenResponse {
         token,
         expires_at_ms,

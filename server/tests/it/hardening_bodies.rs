@@ -162,11 +162,17 @@ async fn an_account_holds_a_bounded_number_of_tokens_and_signing_out_frees_a_pla
     let client = server.client();
     let first = mint(&client).await;
     let _second = mint(&client).await;
+    let before = row_counts(&server.store()).await;
     let refused = client
         .request("POST", "/v1/tokens", Some(&json!({})))
         .await
         .expect("answers");
     assert_eq!(refused.status, 429, "{:?}", refused.value());
+    assert_eq!(
+        row_counts(&server.store()).await,
+        before,
+        "the refused mint's nonce is not taken"
+    );
     assert!(
         refused.value()["error"]
             .as_str()

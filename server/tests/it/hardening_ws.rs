@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{Server, new_session};
+use crate::common::{Server, new_session, row_counts};
 
 /// How long a test waits for what it expects before it fails: a hang guard, not a measure.
 pub(crate) const HANG_GUARD: Duration = Duration::from_secs(60);
@@ -290,9 +290,15 @@ async fn sockets_are_capped_per_token_and_per_account_with_a_clear_refusal() {
         .expect_err("a fourth socket of the account");
     assert_eq!(status, 429, "{body}");
     assert!(body.contains("ws_per_account_max"), "{body}");
+    let before = row_counts(&server.store()).await;
     assert!(
         client.subscribe().await.is_err(),
         "a signed socket counts against the account too"
+    );
+    assert_eq!(
+        row_counts(&server.store()).await,
+        before,
+        "the refused upgrade's nonce is not taken"
     );
     // A socket that closes frees its place.
     drop(b);
