@@ -76,7 +76,38 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
             .build(),
     );
     add_ui_pages(&mut document);
+    add_body_timeouts(&mut document);
     document
+}
+
+/// Every operation that reads a body (those that document the 413 of one too large) may also
+/// answer 408: the body did not arrive within the body timeout.
+fn add_body_timeouts(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let timeout = ResponseBuilder::new()
+        .description("The body did not arrive within body_timeout_ms")
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build();
+    for item in document.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            let responses = &mut operation.responses.responses;
+            if responses.contains_key("413") {
+                responses.insert("408".to_owned(), timeout.clone().into());
+            }
+        }
+    }
 }
 
 /// The web UI's routes (`crate::ui`), which answer without signing: the page at `/` and

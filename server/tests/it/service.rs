@@ -292,13 +292,14 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
             .get("text/javascript")
             .is_some()
     );
-    // Every operation that reads a body documents the 413 a body over the limit gets: all of
-    // those that take a signature.
+    // Every operation that reads a body documents the 413 a body over the limit gets and the
+    // 408 of one that is too slow: all of those that take a signature.
     for route in &routes {
         let (method, path) = route.split_once(' ').expect("method and path");
         let responses = &document["paths"][path][method.to_lowercase()]["responses"];
         if responses.get("401").is_some() && path != "/v1/subscribe" && path != "/login" {
             assert!(responses.get("413").is_some(), "{route} leaves out 413");
+            assert!(responses.get("408").is_some(), "{route} leaves out 408");
         }
     }
     // A method a path does not offer: 405, naming those it does.
