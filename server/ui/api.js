@@ -33,6 +33,21 @@ export function signOut() {
   localStorage.removeItem(EXPIRES_KEY);
 }
 
+/**
+ * Signs this browser out at the service too: `DELETE /v1/tokens/current` revokes its token (and
+ * closes the WebSockets opened with it), and the token is forgotten here whatever the answer.
+ */
+export async function revokeAndSignOut() {
+  const bearer = token();
+  signOut();
+  if (!bearer) return;
+  try {
+    await fetch("/v1/tokens/current", { method: "DELETE", headers: { Authorization: `Bearer ${bearer}` } });
+  } catch (error) {
+    console.warn("the token could not be revoked", error);
+  }
+}
+
 let toolList = null;
 
 /** `GET /v1/tools`, read once a page: the tools on offer do not change with the session. */

@@ -167,7 +167,7 @@ function ensureShell() {
       type: "button",
       class: "link",
       onclick: () => {
-        api.signOut();
+        api.revokeAndSignOut();
         if (subscription) subscription.close();
         subscription = null;
         shell = null;

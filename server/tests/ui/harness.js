@@ -37,7 +37,7 @@ export async function newContext() {
   return created;
 }
 
-function watch(p) {
+export function watch(p) {
   p.on("console", (message) => {
     if (message.type() === "error") consoleErrors.push(message.text());
   });

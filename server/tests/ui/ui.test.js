@@ -36,6 +36,7 @@ import {
   startService,
   stopServices,
   token,
+  watch,
 } from "./harness.js";
 
 test("the login link works once; the UI is served with a strict policy and lists the account's sessions", async () => {
@@ -411,6 +412,32 @@ test("a continuation cut off by a crash is answered on restart and shows as the 
     await shot(p, "15-recovered-successor");
   } finally {
     await crashContext.close();
+    await stopServices();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test("Sign out revokes the browser's token at the service", async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "seed-ui-signout-"));
+  const signOutContext = await newContext();
+  try {
+    const service = await startService(dataDir);
+    const p = await signOutContext.newPage();
+    watch(p);
+    await p.goto(service.login);
+    await p.waitForURL(`${service.url}/`);
+    await p.locator("#new-session").waitFor();
+    const bearer = await p.evaluate(() => localStorage.getItem("seed.token"));
+    const listed = await p.request.get(`${service.url}/v1/sessions`, { headers: { Authorization: `Bearer ${bearer}` } });
+    assert.equal(listed.status(), 200);
+    const revoked = p.waitForResponse((response) => response.url().endsWith("/v1/tokens/current"));
+    await p.locator("button", { hasText: "Sign out" }).click();
+    assert.equal((await revoked).status(), 204);
+    await p.locator("#token-input").waitFor();
+    const refused = await p.request.get(`${service.url}/v1/sessions`, { headers: { Authorization: `Bearer ${bearer}` } });
+    assert.equal(refused.status(), 401, "the token is refused once signed out");
+  } finally {
+    await signOutContext.close();
     await stopServices();
     rmSync(dataDir, { recursive: true, force: true });
   }
