@@ -118,7 +118,8 @@ struct Entry {
     token: Option<String>,
     /// Its queue of serialized updates, bounded by `queue_max`.
     queue: mpsc::Sender<Arc<str>>,
-    /// Tells the socket to close, once.
+    /// Tells the socket to close, once; `None` once told, when nothing more is queued for it
+    /// (it keeps its place among the account's sockets until its client goes away).
     close: Option<oneshot::Sender<Closing>>,
 }
 
@@ -205,50 +206,40 @@ impl Subscribers {
         })
     }
 
-    /// Queues `update` for each socket of `account_id`. A socket whose queue is full is told
-    /// to close and taken out, so nothing more is queued for it.
+    /// Queues `update` for each open socket of `account_id`. A socket whose queue is full is
+    /// told to close, and nothing more is queued for it.
     pub fn deliver(&self, account_id: AccountId, update: &Arc<str>) {
         let mut registry = self.lock();
         let Some(entries) = registry.by_account.get_mut(&account_id) else {
             return;
         };
-        let mut gone = Vec::new();
-        for entry in entries.iter_mut() {
-            match entry.queue.try_send(Arc::clone(update)) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    tracing::info!(%account_id, queue_max = self.limits.queue_max, "a subscriber fell behind: closing it");
-                    if let Some(close) = entry.close.take() {
-                        let _ = close.send(Closing::FellBehind {
-                            queue_max: self.limits.queue_max,
-                        });
-                    }
-                    gone.push(entry.id);
+        for entry in entries.iter_mut().filter(|entry| entry.close.is_some()) {
+            if let Err(mpsc::error::TrySendError::Full(_)) =
+                entry.queue.try_send(Arc::clone(update))
+            {
+                tracing::info!(
+                    %account_id,
+                    queue_max = self.limits.queue_max,
+                    "a subscriber fell behind: closing it"
+                );
+                if let Some(close) = entry.close.take() {
+                    let _ = close.send(Closing::FellBehind {
+                        queue_max: self.limits.queue_max,
+                    });
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => gone.push(entry.id),
             }
-        }
-        for id in gone {
-            registry.remove(account_id, id);
         }
     }
 
     /// Closes every socket opened with `token`, saying why.
     pub fn close_token(&self, token: &str, closing: &Closing) {
         let mut registry = self.lock();
-        let mut gone = Vec::new();
-        for (account_id, entries) in &mut registry.by_account {
-            for entry in entries.iter_mut() {
-                if entry.token.as_deref() == Some(token) {
-                    if let Some(close) = entry.close.take() {
-                        let _ = close.send(closing.clone());
-                    }
-                    gone.push((*account_id, entry.id));
-                }
+        for entry in registry.by_account.values_mut().flatten() {
+            if entry.token.as_deref() == Some(token)
+                && let Some(close) = entry.close.take()
+            {
+                let _ = close.send(closing.clone());
             }
-        }
-        for (account_id, id) in gone {
-            registry.remove(account_id, id);
         }
     }
 
@@ -405,7 +396,11 @@ mod tests {
             stalled.closing.try_recv().ok(),
             Some(Closing::FellBehind { queue_max: 3 })
         );
-        assert_eq!(subscribers.n_sockets(), 1, "the stalled socket is out");
+        assert_eq!(
+            subscribers.n_sockets(),
+            2,
+            "the stalled socket keeps its place until it goes"
+        );
         subscribers.deliver(account, &update("later"));
         let queued: Vec<String> = std::iter::from_fn(|| stalled.updates.try_recv().ok())
             .map(|text| text.to_string())
@@ -416,6 +411,8 @@ mod tests {
             Some("one too many")
         );
         assert_eq!(reading.updates.try_recv().ok().as_deref(), Some("later"));
+        drop(stalled);
+        assert_eq!(subscribers.n_sockets(), 1, "gone, it frees its place");
     }
 
     #[test]
@@ -452,14 +449,17 @@ mod tests {
 
     #[test]
     fn a_revoked_token_closes_its_sockets_alone() {
-        let subscribers = Subscribers::new(limits(4, 4, 4));
+        let subscribers = Subscribers::new(limits(4, 4, 1));
         let account = AccountId::from_u128(1);
         let mut revoked = subscribers.join(account, Some("t")).expect("joins");
         let mut other = subscribers.join(account, Some("u")).expect("joins");
         subscribers.close_token("t", &Closing::TokenRevoked);
         assert_eq!(revoked.closing.try_recv().ok(), Some(Closing::TokenRevoked));
         assert!(other.closing.try_recv().is_err());
-        assert_eq!(subscribers.n_sockets(), 1);
+        assert!(
+            subscribers.join(account, Some("t")).is_err(),
+            "a closed socket keeps its place until its client goes"
+        );
         drop(revoked);
         assert!(
             subscribers.join(account, Some("t")).is_ok(),

@@ -222,7 +222,9 @@ enum Sending {
 impl Socket {
     /// Sends the socket its updates, answers and sends pings, until the client leaves or the
     /// service closes it with a reason. Every send gives way to a reason to close, so a client
-    /// that stopped reading never holds this task.
+    /// that stopped reading never holds this task. A socket the service closed keeps its place
+    /// among its account's sockets until its client goes away: one that stops reading cannot
+    /// open more.
     async fn run(self) {
         let Socket {
             mut session,
@@ -239,6 +241,7 @@ impl Socket {
             closing,
             ..
         } = subscription;
+        let mut draining_too = draining.clone();
         let stop = async move {
             let expiry = async {
                 match token_expires_at {
@@ -259,14 +262,14 @@ impl Socket {
         pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Whether the client said anything since the last ping.
         let mut heard = true;
-        let closing = loop {
+        let closing: Option<Closing> = loop {
             let sent = tokio::select! {
                 biased;
-                closing = &mut stop => break closing,
+                closing = &mut stop => break Some(closing),
                 update = updates.recv() => match update {
                     Some(update) => send(&mut session, Message::Text(update.to_string().into()), &mut stop).await,
                     // Taken out by the service, which says why.
-                    None => break (&mut stop).await,
+                    None => break Some((&mut stop).await),
                 },
                 message = incoming.recv() => {
                     heard = true;
@@ -278,7 +281,7 @@ impl Socket {
                 }
                 _ = pings.tick() => {
                     if !heard {
-                        break Closing::NoPong { ping_interval_ms: ping_interval.as_millis() };
+                        break Some(Closing::NoPong { ping_interval_ms: ping_interval.as_millis() });
                     }
                     heard = false;
                     send(&mut session, Message::Ping(web::Bytes::new()), &mut stop).await
@@ -286,17 +289,31 @@ impl Socket {
             };
             match sent {
                 Sending::Done => {}
-                Sending::Gone => return,
-                Sending::Stopped(closing) => break closing,
+                // The client closed, or went: the close frame answers one that closed.
+                Sending::Gone => break None,
+                Sending::Stopped(closing) => break Some(closing),
             }
         };
-        let reason = actix_ws::CloseReason {
+        let reason = closing.as_ref().map(|closing| actix_ws::CloseReason {
             code: closing.code(),
             description: Some(closing.description()),
-        };
+        });
         // A client that reads nothing leaves no room for the close frame: it is given up after
-        // a while, and the socket with it.
-        let _ = tokio::time::timeout(CLOSE_FRAME_WAIT, session.close(Some(reason))).await;
+        // a while.
+        let _ = tokio::time::timeout(CLOSE_FRAME_WAIT, session.close(reason)).await;
+        if closing.is_some() {
+            // The service closed it: its place is held until the client goes (or the service
+            // stops).
+            loop {
+                tokio::select! {
+                    message = incoming.recv() => match message {
+                        Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                        Some(Ok(_)) => {}
+                    },
+                    _ = draining_too.wait_for(|draining| *draining) => break,
+                }
+            }
+        }
     }
 }
 

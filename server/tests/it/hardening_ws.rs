@@ -147,13 +147,17 @@ pub(crate) async fn mint(client: &Client) -> String {
     minted.token
 }
 
-/// A client of the service that is not the service's own: it never reads (the runs' updates
-/// pile up at the service) while another socket of the same account reads them all.
+/// A client that never reads (the runs' updates pile up at the service) while another socket
+/// of the same account reads them all: the stalled one is closed, and holds its place among the
+/// account's sockets until it goes.
 #[actix_web::test]
 async fn a_subscriber_that_stops_reading_is_closed_saying_it_fell_behind_while_others_go_on() {
     const MESSAGES: usize = 128;
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &["--ws-queue-max", "16"]);
+    let server = Server::start(
+        dir.path(),
+        &["--ws-queue-max", "16", "--ws-per-account-max", "2"],
+    );
     let client = server.client();
     let token = mint(&client).await;
     let mut stalled = open(&server.url, &token, Some(4096))
@@ -184,6 +188,29 @@ async fn a_subscriber_that_stops_reading_is_closed_saying_it_fell_behind_while_o
             .expect("sends");
         assert_eq!(answer.status, 200, "{:?}", answer.value());
     }
+    let n_finished = guarded("the reading socket's updates", reader)
+        .await
+        .expect("the reader ran");
+    assert_eq!(
+        n_finished, MESSAGES,
+        "the reading socket heard every run end"
+    );
+    // The reader has gone, so its place is free; the stalled socket, closed by now, keeps its
+    // own while its client holds the connection: it cannot open more than the account may hold.
+    let _another = guarded("the reader's place", async {
+        loop {
+            if let Ok(socket) = open(&server.url, &token, None).await {
+                break socket;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let (status, body) = open(&server.url, &token, None)
+        .await
+        .expect_err("the stalled socket still holds its place");
+    assert_eq!(status, 429, "{body}");
+    // What the stalled socket holds ends with the close frame, before its last run's end.
     let closed = guarded("the stalled socket's close frame", async {
         close_frame(&mut stalled, Some(MESSAGES)).await
     })
@@ -194,13 +221,14 @@ async fn a_subscriber_that_stops_reading_is_closed_saying_it_fell_behind_while_o
         description.contains("fell behind") && description.contains("ws_queue_max"),
         "{description}"
     );
-    let n_finished = guarded("the reading socket's updates", reader)
-        .await
-        .expect("the reader ran");
-    assert_eq!(
-        n_finished, MESSAGES,
-        "the reading socket heard every run end"
-    );
+    // Its close frame read, the connection ends and the place is free.
+    drop(stalled);
+    guarded("the stalled socket's place", async {
+        while open(&server.url, &token, None).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
 }
 
 #[actix_web::test]
