@@ -111,7 +111,7 @@ fn result_attachments(images: &[seed_providers::ResultImage]) -> Option<serde_js
             }))
         })
         .collect();
-    (!named.is_empty()).then(|| serde_json::Value::Array(named))
+    (!named.is_empty()).then_some(serde_json::Value::Array(named))
 }
 
 /// The events of every entry above `max_pi_entry_id` (the highest the log names), in order:
