@@ -701,7 +701,10 @@ pub(crate) mod tests {
                 memory_bytes_max: 5,
             })
         );
-        assert_serve_refuses(&["--account-sessions-max", "many"], "--account-sessions-max");
+        assert_serve_refuses(
+            &["--account-sessions-max", "many"],
+            "--account-sessions-max",
+        );
     }
 
     #[test]
