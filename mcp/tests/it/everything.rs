@@ -39,10 +39,12 @@ async fn everything_lists_its_tools_and_echoes() {
     let image = servers.call("everything__get-tiny-image", json!({})).await;
     assert!(!image.is_error, "{image:?}");
     assert!(
-        image.text.contains("[image/png, ") && image.text.contains(" bytes: not shown]"),
+        image.text.contains("[image/png, ") && image.text.contains(" bytes: attached]"),
         "{}",
         image.text
     );
+    assert_eq!(image.images.len(), 1, "{image:?}");
+    assert!(image.images[0].bytes.starts_with(b"\x89PNG"), "{image:?}");
 
     let unknown = servers.call("everything__nope", json!({})).await;
     assert_eq!(
