@@ -652,7 +652,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             reasoning: self.config.reasoning,
             system_prompt: self.config.system_prompt.clone(),
             messages: without_images_unless(
-                self.provider.takes_images(&self.config.model),
+                || self.provider.takes_images(&self.config.model),
                 request_messages(context, doc.input_entry_id, blocks),
             ),
             tools: Arc::clone(&self.tool_specs),
@@ -737,15 +737,18 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
 
 /// The result message of `call`.
 /// `messages` with the images of tool results left out when the model takes none (their text
-/// names each one). A message with images is copied; the others stay shared.
-fn without_images_unless(takes_images: bool, mut messages: Vec<Arc<Message>>) -> Vec<Arc<Message>> {
-    if takes_images {
+/// names each one). The model is asked only when a message holds images, so a request without
+/// any costs a look at each message; a message with images is copied, the others stay shared.
+fn without_images_unless(
+    takes_images: impl FnOnce() -> bool,
+    mut messages: Vec<Arc<Message>>,
+) -> Vec<Arc<Message>> {
+    let has_images = |message: &Arc<Message>| matches!(message.as_ref(), Message::ToolResult(result) if !result.images.is_empty());
+    if !messages.iter().any(has_images) || takes_images() {
         return messages;
     }
-    for message in &mut messages {
-        if let Message::ToolResult(result) = message.as_ref()
-            && !result.images.is_empty()
-        {
+    for message in messages.iter_mut().filter(|message| has_images(message)) {
+        if let Message::ToolResult(result) = message.as_ref() {
             *message = Arc::new(Message::ToolResult(ToolResultMessage {
                 images: Vec::new(),
                 ..result.clone()
@@ -807,10 +810,10 @@ mod tests {
         let said = Arc::new(Message::User(seed_providers::UserMessage::new("look")));
         let messages = || vec![Arc::clone(&said), Arc::clone(&pictured)];
 
-        let shown = without_images_unless(true, messages());
+        let shown = without_images_unless(|| true, messages());
         assert!(Arc::ptr_eq(&shown[1], &pictured));
 
-        let told = without_images_unless(false, messages());
+        let told = without_images_unless(|| false, messages());
         assert!(Arc::ptr_eq(&told[0], &said));
         let Message::ToolResult(result) = told[1].as_ref() else {
             panic!("a tool result: {:?}", told[1]);

@@ -107,6 +107,20 @@ async fn open(
     Ok(Framed::new(stream, codec))
 }
 
+/// Opens a socket once a place is free for it (under a hang guard): a socket that closes frees
+/// its place when its connection ends, a moment after.
+async fn open_once_free(url: &str, token: &str, what: &str) -> Framed<TcpStream, Codec> {
+    guarded(what, async {
+        loop {
+            if let Ok(socket) = open(url, token, None).await {
+                break socket;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
 /// The close frame's code and description, reading (and never answering) what comes before
 /// it; `None` when the socket ends without one. Stops early, with `None`, once `runs_finished`
 /// runs were reported finished.
@@ -197,15 +211,7 @@ async fn a_subscriber_that_stops_reading_is_closed_saying_it_fell_behind_while_o
     );
     // The reader has gone, so its place is free; the stalled socket, closed by now, keeps its
     // own while its client holds the connection: it cannot open more than the account may hold.
-    let _another = guarded("the reader's place", async {
-        loop {
-            if let Ok(socket) = open(&server.url, &token, None).await {
-                break socket;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let _another = open_once_free(&server.url, &token, "the reader's place").await;
     let (status, body) = open(&server.url, &token, None)
         .await
         .expect_err("the stalled socket still holds its place");
@@ -223,12 +229,7 @@ async fn a_subscriber_that_stops_reading_is_closed_saying_it_fell_behind_while_o
     );
     // Its close frame read, the connection ends and the place is free.
     drop(stalled);
-    guarded("the stalled socket's place", async {
-        while open(&server.url, &token, None).await.is_err() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    open_once_free(&server.url, &token, "the stalled socket's place").await;
 }
 
 #[actix_web::test]
@@ -330,15 +331,7 @@ async fn sockets_are_capped_per_token_and_per_account_with_a_clear_refusal() {
     );
     // A socket that closes frees its place.
     drop(b);
-    guarded("a place to free", async {
-        loop {
-            if open(&server.url, &first, None).await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    open_once_free(&server.url, &first, "a place to free").await;
 }
 
 #[actix_web::test]
