@@ -66,6 +66,11 @@ impl KeyCache {
         lock(&self.keys).insert(account_id, key);
         Ok(Some(key))
     }
+
+    /// Forgets a removed account's key.
+    pub fn forget(&self, account_id: AccountId) {
+        lock(&self.keys).remove(&account_id);
+    }
 }
 
 /// How long the login link `seed serve` prints is good for, by default: 10 minutes.
@@ -160,6 +165,15 @@ impl Tokens {
     /// Revokes a token: refused from now on. Whether it was held.
     pub fn revoke(&self, token: &str) -> bool {
         lock(&self.tokens).remove(token).is_some()
+    }
+
+    /// Revokes every token of a removed account; returns how many.
+    pub fn forget_account(&self, account_id: AccountId) -> usize {
+        let mut tokens = lock(&self.tokens);
+        let before = tokens.len();
+        tokens.retain(|_, (owner, _)| *owner != account_id);
+        lock(&self.login_codes).retain(|_, (owner, _)| *owner != account_id);
+        before - tokens.len()
     }
 
     /// Forgets the tokens that expired; returns how many.

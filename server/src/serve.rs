@@ -295,6 +295,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         draining,
         mcp: mcp.clone(),
         subscribers: crate::subscribers::Subscribers::new(options.subscriber_limits.clone()),
+        local_account_id: key.account_id,
     });
     actix_web::rt::spawn(crate::subscribers::forward(
         Arc::clone(&state.subscribers),

@@ -65,6 +65,8 @@ pub enum Closing {
     NoPong { ping_interval_ms: u128 },
     /// The service is shutting down.
     Draining,
+    /// The account was removed.
+    AccountRemoved,
 }
 
 impl Closing {
@@ -72,9 +74,10 @@ impl Closing {
     pub fn code(&self) -> actix_ws::CloseCode {
         match self {
             Closing::FellBehind { .. } => actix_ws::CloseCode::Again,
-            Closing::TokenRevoked | Closing::TokenExpired | Closing::NoPong { .. } => {
-                actix_ws::CloseCode::Policy
-            }
+            Closing::TokenRevoked
+            | Closing::TokenExpired
+            | Closing::NoPong { .. }
+            | Closing::AccountRemoved => actix_ws::CloseCode::Policy,
             Closing::Draining => actix_ws::CloseCode::Away,
         }
     }
@@ -92,6 +95,7 @@ impl Closing {
                 format!("no answer to a ping within {ping_interval_ms} ms")
             }
             Closing::Draining => "the service is shutting down".to_owned(),
+            Closing::AccountRemoved => "the account was removed".to_owned(),
         }
     }
 }
@@ -238,6 +242,21 @@ impl Subscribers {
             if entry.token.as_deref() == Some(token)
                 && let Some(close) = entry.close.take()
             {
+                let _ = close.send(closing.clone());
+            }
+        }
+    }
+
+    /// Closes every socket of `account_id`, saying why.
+    pub fn close_account(&self, account_id: AccountId, closing: &Closing) {
+        let mut registry = self.lock();
+        for entry in registry
+            .by_account
+            .get_mut(&account_id)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(close) = entry.close.take() {
                 let _ = close.send(closing.clone());
             }
         }

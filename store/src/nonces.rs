@@ -158,6 +158,49 @@ impl Store {
         Ok(outcome)
     }
 
+    /// Removes an account and everything it holds (its sessions as [`Store::delete_session`]
+    /// removes each, its memory files, its nonces), the nonce taken in the same transaction.
+    /// `Fresh(None)` when there is no such account; otherwise the sessions removed.
+    pub async fn delete_account_signed(
+        &self,
+        nonce: Option<RequestNonce>,
+        account_id: AccountId,
+        now_ms: i64,
+    ) -> Result<NonceOutcome<Option<Vec<SessionId>>>> {
+        let outcome = self
+            .write(None, move |connection| {
+                if sessions::get_account(connection, account_id)?.is_none() {
+                    return Ok(NonceOutcome::Fresh(None));
+                }
+                if !take_nonce(connection, nonce.as_ref())? {
+                    return Ok(NonceOutcome::Replayed);
+                }
+                let ids: Vec<SessionId> = connection
+                    .prepare_cached("SELECT id FROM sessions WHERE account_id = ?1")?
+                    .query_map(params![account_id.to_string()], |row| {
+                        row.get::<_, String>(0)
+                    })?
+                    .map(|id| {
+                        id?.parse::<SessionId>()
+                            .map_err(|e| crate::Error::corrupt("sessions", e))
+                    })
+                    .collect::<Result<_>>()?;
+                for id in &ids {
+                    sessions::delete_session(connection, *id, now_ms)?;
+                }
+                // The memory files and nonces go with the row (ON DELETE CASCADE).
+                connection
+                    .prepare_cached("DELETE FROM accounts WHERE id = ?1")?
+                    .execute(params![account_id.to_string()])?;
+                Ok(NonceOutcome::Fresh(Some(ids)))
+            })
+            .await?;
+        if matches!(outcome, NonceOutcome::Fresh(Some(_))) {
+            self.remove_attachment_files(None).await;
+        }
+        Ok(outcome)
+    }
+
     /// A person's message and its run ([`Store::send_user_message`]), for the account's own
     /// session only and while the account has fewer than `queued_runs_max` runs waiting; the
     /// nonce is taken in the same transaction. With `claim_for`, the run is claimed at once as

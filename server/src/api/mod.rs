@@ -21,6 +21,7 @@ use uuid::Uuid;
 use crate::auth::{self, Caller, Tokens};
 use crate::error::ApiError;
 
+mod account;
 mod actions;
 mod attachments;
 mod events;
@@ -111,6 +112,8 @@ pub struct AppState {
     pub mcp: Option<seed_mcp::McpServers>,
     /// The open sockets of `/v1/subscribe`, by account.
     pub subscribers: Arc<crate::subscribers::Subscribers>,
+    /// The service's own account (`local.key`), which cannot be removed while it runs.
+    pub local_account_id: AccountId,
 }
 
 impl std::fmt::Debug for AppState {
@@ -305,6 +308,7 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(tools::list_tools)
         .service(tokens::mint_token)
         .service(tokens::revoke_token)
+        .service(account::delete_account)
         .service(crate::ws::subscribe)
         .service(tokens::login)
         .service(operations::healthz)

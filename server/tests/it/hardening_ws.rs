@@ -83,7 +83,7 @@ pub(crate) async fn read_body(stream: &mut TcpStream, head: &str) -> String {
 
 /// Opens `/v1/subscribe?token=TOKEN` by hand: the status, and the socket when it is 101 (the
 /// answer's body otherwise).
-async fn open(
+pub(crate) async fn open(
     url: &str,
     token: &str,
     recv_buffer_bytes: Option<u32>,
@@ -124,7 +124,7 @@ async fn open_once_free(url: &str, token: &str, what: &str) -> Framed<TcpStream,
 /// The close frame's code and description, reading (and never answering) what comes before
 /// it; `None` when the socket ends without one. Stops early, with `None`, once `runs_finished`
 /// runs were reported finished.
-async fn close_frame(
+pub(crate) async fn close_frame(
     socket: &mut Framed<TcpStream, Codec>,
     runs_finished: Option<usize>,
 ) -> Option<(u16, String)> {

@@ -1,5 +1,6 @@
 //! seed-server's integration tests: one binary (`it`), not one per file; a module per suite.
 
+mod accounts;
 mod attachments;
 mod commit_by_commit;
 mod common;

@@ -230,6 +230,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /",
         "GET /s/{session_id}",
         "GET /ui/{file}",
+        "DELETE /v1/account",
         "DELETE /v1/sessions/{session_id}",
         "DELETE /v1/tokens/current",
         "GET /healthz",
