@@ -76,23 +76,31 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
             .build(),
     );
     add_ui_pages(&mut document);
-    add_body_timeouts(&mut document);
+    add_transport_refusals(&mut document);
     document
 }
 
 /// Every operation that reads a body (those that document the 413 of one too large) may also
-/// answer 408: the body did not arrive within the body timeout.
-fn add_body_timeouts(document: &mut utoipa::openapi::OpenApi) {
+/// answer 408: the body did not arrive within the body timeout. And every operation may answer
+/// 421: the request's Host names another service (`crate::guard`).
+fn add_transport_refusals(document: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
-    let timeout = ResponseBuilder::new()
-        .description("The body did not arrive within body_timeout_ms")
-        .content(
-            "application/json",
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("ErrorBody")))
-                .build(),
-        )
-        .build();
+    let error = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .build()
+    };
+    let timeout = error("The body did not arrive within body_timeout_ms");
+    let misdirected = error(
+        "The request's Host names another service than this one (its listen address or \
+         --public-url)",
+    );
     for item in document.paths.paths.values_mut() {
         let operations = [
             &mut item.get,
@@ -106,6 +114,7 @@ fn add_body_timeouts(document: &mut utoipa::openapi::OpenApi) {
             if responses.contains_key("413") {
                 responses.insert("408".to_owned(), timeout.clone().into());
             }
+            responses.insert("421".to_owned(), misdirected.clone().into());
         }
     }
 }

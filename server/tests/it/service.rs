@@ -302,6 +302,8 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
             assert!(responses.get("413").is_some(), "{route} leaves out 413");
             assert!(responses.get("408").is_some(), "{route} leaves out 408");
         }
+        // Any route refuses a request whose Host names another service.
+        assert!(responses.get("421").is_some(), "{route} leaves out 421");
     }
     // A method a path does not offer: 405, naming those it does.
     let wrong = client
