@@ -130,6 +130,10 @@ uuid_id!(
     /// One continuation edge, from a predecessor session to its successor.
     ContinuationId
 );
+uuid_id!(
+    /// One wake-up a session scheduled for itself.
+    ScheduleId
+);
 
 /// A log event's id: the database's integer row id, unique across sessions and increasing in
 /// commit order.

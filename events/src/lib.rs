@@ -10,6 +10,7 @@ pub mod ids;
 pub mod limits;
 pub mod log;
 pub mod run;
+pub mod schedule;
 
 pub use attachments::{AttachmentRef, message_attachments};
 pub use body::{
@@ -19,7 +20,7 @@ pub use continuation::{
     ContinuationLink, ContinueSessionInput, ContinuedFrom, Handoff, PlanTransfer, SeqRange,
     SessionContinuationManifest, Source,
 };
-pub use ids::{AccountId, ContinuationId, EventId, RunId, SessionId};
+pub use ids::{AccountId, ContinuationId, EventId, RunId, ScheduleId, SessionId};
 pub use log::{EventRole, NewEvent, SessionEvent};
 pub use run::{Queue, RunStatus};
 
