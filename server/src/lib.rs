@@ -34,6 +34,7 @@ pub mod keys;
 pub mod limits;
 pub mod metrics;
 pub mod model;
+pub mod resume;
 pub mod serve;
 pub mod signing;
 pub mod sim;

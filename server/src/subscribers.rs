@@ -67,6 +67,8 @@ pub enum Closing {
     Draining,
     /// The account was removed.
     AccountRemoved,
+    /// The catch-up of the session the socket resumes could not be read.
+    CatchUpFailed,
 }
 
 impl Closing {
@@ -79,6 +81,7 @@ impl Closing {
             | Closing::NoPong { .. }
             | Closing::AccountRemoved => actix_ws::CloseCode::Policy,
             Closing::Draining => actix_ws::CloseCode::Away,
+            Closing::CatchUpFailed => actix_ws::CloseCode::Error,
         }
     }
 
@@ -96,6 +99,9 @@ impl Closing {
             }
             Closing::Draining => "the service is shutting down".to_owned(),
             Closing::AccountRemoved => "the account was removed".to_owned(),
+            Closing::CatchUpFailed => {
+                "the session's catch-up could not be read; subscribe again".to_owned()
+            }
         }
     }
 }
@@ -498,6 +504,7 @@ mod tests {
                 ping_interval_ms: u128::from(u64::MAX),
             },
             Closing::Draining,
+            Closing::CatchUpFailed,
         ] {
             assert!(closing.description().len() <= 123, "{closing:?}");
         }

@@ -14,7 +14,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::input;
 use crate::limits;
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct EventInfo {
     pub id: i64,
     pub seq: i64,
@@ -242,17 +242,27 @@ pub(super) async fn live(
 ) -> Result<HttpResponse, ApiError> {
     let caller = state.caller(&request, &body).await?;
     let session = state.own_session(&caller, session_path(&path)).await?;
-    let document = state.store.live_document(session.id).await?;
-    // Only a response that streams in a run still running: one a crash cut off stays in the
-    // store until its run takes the turn up again.
-    let mut live = None;
+    let live = live_info(&state.store, session.id).await?;
+    state.take_nonce(&caller).await?;
+    Ok(HttpResponse::Ok().json(LiveResponse { live }))
+}
+
+/// The response in flight in the session's turn, as the store holds it; `None` when none
+/// streams in a run still running (one a crash cut off stays in the store until its run takes
+/// the turn up again).
+pub(crate) async fn live_info(
+    store: &seed_store::Store,
+    session_id: seed_events::SessionId,
+) -> Result<Option<LiveInfo>, ApiError> {
+    let document = store.live_document(session_id).await?;
+    let mut in_flight = None;
     if let Some(document) = document.filter(|document| document.state == LiveState::Streaming)
         && let Some(run_id) = seed_actors::turn::run_of_request(&document.request_id)
-        && let Some(run) = state.store.get_run(run_id).await?
+        && let Some(run) = store.get_run(run_id).await?
         && run.status == RunStatus::Running
-        && run.session_id == session.id
+        && run.session_id == session_id
     {
-        live = Some(LiveInfo {
+        in_flight = Some(LiveInfo {
             run_id: run_id.0,
             text: document.text,
             thinking: document.thinking,
@@ -267,6 +277,5 @@ pub(super) async fn live(
                 .collect(),
         });
     }
-    state.take_nonce(&caller).await?;
-    Ok(HttpResponse::Ok().json(LiveResponse { live }))
+    Ok(in_flight)
 }

@@ -40,6 +40,7 @@ pub use events::{
     EventInfo, EventsQuery, EventsResponse, LiveInfo, LiveResponse, TranscriptLine,
     TranscriptResponse,
 };
+pub(crate) use events::live_info;
 pub use messages::{
     MessageSessionResponse, RetryMessageRequest, RunInfo, RunQuery, SendMessageRequest,
     SessionRunsResponse,
