@@ -196,3 +196,34 @@ CREATE TABLE call_effects (
     created_at    INTEGER NOT NULL,
     PRIMARY KEY (session_key, tool_call_id)
 ) STRICT, WITHOUT ROWID;
+
+-- Wake-ups a session scheduled for itself (the `schedule` verb). When one is due, one
+-- background run is queued for its session, with its notice in the log, in the transaction
+-- that advances next_due_at (or ends a one-shot), so no occurrence fires twice and none is
+-- lost. kind and spec say when (seed_events::schedule::When); next_due_at is NULL once it
+-- ended: done (a one-shot fired), cancelled (unschedule, a person), or invalid (a stored spec
+-- that no longer parses). created_by_call_id is the schedule call that set it: a call cut off
+-- by a crash finds its row instead of setting a second one. Migration 11.
+CREATE TABLE schedules (
+    id                  TEXT PRIMARY KEY,
+    session_id          TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    account_id          TEXT NOT NULL,
+    kind                TEXT NOT NULL
+                        CHECK (kind = 'delay' OR kind = 'at' OR kind = 'cron' OR kind = 'interval'),
+    spec                TEXT NOT NULL,
+    note                TEXT NOT NULL,
+    next_due_at         INTEGER,
+    created_by_call_id  TEXT,
+    fired               INTEGER NOT NULL DEFAULT 0 CHECK (fired >= 0),   -- times it fired
+    last_fired_at       INTEGER,
+    ended               TEXT
+                        CHECK (ended IS NULL OR ended = 'done' OR ended = 'cancelled'
+                               OR ended = 'invalid'),
+    created_at          INTEGER NOT NULL,
+    updated_at          INTEGER NOT NULL,
+    UNIQUE (session_id, created_by_call_id)
+) STRICT;
+
+-- The wake-ups still to fire, soonest first: what the scheduler sleeps until.
+CREATE INDEX schedules_due ON schedules (next_due_at) WHERE ended IS NULL;
+CREATE INDEX schedules_by_session ON schedules (session_id);

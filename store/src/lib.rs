@@ -38,6 +38,7 @@ mod projection;
 mod readers;
 mod retries;
 mod runs;
+mod schedules;
 mod schema;
 mod sessions;
 mod spin;
@@ -60,6 +61,7 @@ pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome, SignedMes
 pub use projection::Projection;
 pub use retries::{RetryOutcome, SignedRetry};
 pub use runs::{ClaimFor, NewRun, RunRow, Swept};
+pub use schedules::{FiredWakeup, NewSchedule, ScheduleRow};
 pub use sessions::{AccountRow, NewSession, SessionRow, SessionsAfter, SessionsPage, TitleSource};
 pub use store::Store;
 pub use turn_view::{PendingEvents, TurnView};

@@ -34,6 +34,7 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!(
             "../migrations/0009-runs-running-by-account.sql"
         )),
+        M::up(include_str!("../migrations/0011-schedules.sql")),
     ])
 });
 
@@ -277,7 +278,7 @@ mod tests {
     use super::*;
 
     /// The version a database has once every migration ran.
-    const LATEST_VERSION: i64 = 9;
+    const LATEST_VERSION: i64 = 10;
 
     #[test]
     fn migrations_are_valid() {
