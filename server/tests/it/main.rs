@@ -13,6 +13,7 @@ mod kill9;
 mod mcp;
 mod quotas;
 mod refusals;
+mod resume;
 mod retry;
 mod service;
 mod sim_cli;

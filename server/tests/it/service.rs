@@ -52,6 +52,7 @@ async fn a_message_is_answered_over_http_and_streamed_over_the_websocket() {
             }
             Update::AccountChange { .. } => {}
             Update::ToolCall { name, .. } => panic!("this turn calls no tool, yet {name}"),
+            Update::Events { .. } => panic!("a socket that resumes nothing gets no catch-up"),
         }
     }
     assert_eq!(streamed, "You said: hello, seed");
