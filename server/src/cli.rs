@@ -193,6 +193,12 @@ pub enum Command {
             value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600)
         )]
         login_code_ttl_secs: u64,
+        /// How durable a commit is: `normal` survives a crash of the process (a power loss may
+        /// roll back the newest commits); `full` syncs the WAL at every commit, so a commit
+        /// survives a power loss too, at the cost of one fsync per group of commits (see the
+        /// README's "Configure the store" for the figures).
+        #[arg(long, env = "SEED_SYNCHRONOUS", value_enum, default_value_t = SynchronousArg::Normal)]
+        synchronous: SynchronousArg,
         /// Delay between the scripted model's text deltas, in milliseconds (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         scripted_delay_ms: u64,
@@ -238,6 +244,13 @@ pub enum Command {
     Sim(crate::sim::SimArgs),
 }
 
+/// `--synchronous`: SQLite's `synchronous` for the WAL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SynchronousArg {
+    Normal,
+    Full,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum AccountCommand {
     /// Registers another account by its public key (base64, as `seed key` prints it).
@@ -274,6 +287,7 @@ pub fn main() -> anyhow::Result<()> {
             connections_max,
             public_url,
             login_code_ttl_secs,
+            synchronous,
             token_ttl_ms,
             tokens_per_account_max,
             scripted_delay_ms,
@@ -327,6 +341,10 @@ pub fn main() -> anyhow::Result<()> {
                 connections_max: *connections_max as usize,
                 public_url: public_url.clone(),
                 login_code_ttl: Duration::from_secs(*login_code_ttl_secs),
+                synchronous: match synchronous {
+                    SynchronousArg::Normal => seed_store::Synchronous::Normal,
+                    SynchronousArg::Full => seed_store::Synchronous::Full,
+                },
             })
         }
         Command::Key { new } => key(&cli, new.as_deref()),
@@ -435,7 +453,11 @@ fn key(cli: &Cli, new: Option<&std::path::Path>) -> anyhow::Result<()> {
 fn account_add(cli: &Cli, public_key: &str) -> anyhow::Result<()> {
     let public_key = parse_public_key(public_key).map_err(|error| anyhow::anyhow!(error))?;
     let account_id = account_id_for(&public_key);
-    let store = serve::open_store(&cli.data_dir, seed_store::Quotas::default())?;
+    let store = serve::open_store(
+        &cli.data_dir,
+        seed_store::Quotas::default(),
+        seed_store::Synchronous::Normal,
+    )?;
     let runtime = actix_web::rt::System::new();
     runtime.block_on(async {
         if store.get_account(account_id).await?.is_some() {

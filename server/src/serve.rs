@@ -69,6 +69,8 @@ pub struct ServeOptions {
     pub public_url: Option<crate::guard::PublicUrl>,
     /// How long the login link printed at start is good for.
     pub login_code_ttl: Duration,
+    /// Whether a commit survives a power loss (`Full`) or a process crash (`Normal`).
+    pub synchronous: seed_store::Synchronous,
 }
 
 /// Connections each HTTP worker may hold, for `connections_max` in all (actix counts per
@@ -96,7 +98,11 @@ pub fn local_key(data_dir: &Path) -> anyhow::Result<(AccountKey, bool)> {
 }
 
 /// Opens the data dir's database, with each account's `quotas`.
-pub fn open_store(data_dir: &Path, quotas: seed_store::Quotas) -> anyhow::Result<Store> {
+pub fn open_store(
+    data_dir: &Path,
+    quotas: seed_store::Quotas,
+    synchronous: seed_store::Synchronous,
+) -> anyhow::Result<Store> {
     crate::data_dir::create(data_dir)?;
     // No spinning for the store's replies: under many concurrent requests, a task that polls
     // for its reply keeps polling everything it awaits alongside (the request's timeout, its
@@ -105,6 +111,7 @@ pub fn open_store(data_dir: &Path, quotas: seed_store::Quotas) -> anyhow::Result
     let config = Config {
         spin: Duration::ZERO,
         quotas,
+        synchronous,
         ..Config::new(data_dir.join(DATABASE_FILE))
     };
     Ok(Store::open(config)?)
@@ -207,7 +214,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         .as_deref()
         .map(read_mcp_config)
         .transpose()?;
-    let store = open_store(&options.data_dir, options.quotas)?;
+    let store = open_store(&options.data_dir, options.quotas, options.synchronous)?;
     let (key, key_created) = local_key(&options.data_dir)?;
     ensure_account(&store, &key).await?;
     if key_created {
@@ -378,6 +385,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     println!("seed: listening on {url}");
     println!("{model_line}");
     println!("data dir: {}", options.data_dir.display());
+    println!("durability: {}", options.synchronous.describe());
     println!(
         "account: {} (key in {})",
         key.account_id,

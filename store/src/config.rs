@@ -14,6 +14,20 @@ pub enum Synchronous {
 }
 
 impl Synchronous {
+    /// What the setting promises, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Synchronous::Normal => {
+                "synchronous=normal: a commit survives a crash of the process; a power loss may \
+                 roll back the newest commits"
+            }
+            Synchronous::Full => {
+                "synchronous=full: a commit survives a power loss too (the WAL is synced at \
+                 every commit)"
+            }
+        }
+    }
+
     pub fn as_pragma(self) -> &'static str {
         match self {
             Synchronous::Normal => "NORMAL",

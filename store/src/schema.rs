@@ -285,6 +285,26 @@ mod tests {
         assert!(MIGRATIONS.validate().is_ok());
     }
 
+    /// `Config::synchronous` is what the writing connections run with (SQLite numbers NORMAL
+    /// 1 and FULL 2).
+    #[test]
+    fn the_writer_runs_with_the_configured_synchronous() -> Result<()> {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        for (synchronous, expected) in [
+            (crate::Synchronous::Normal, 1),
+            (crate::Synchronous::Full, 2),
+        ] {
+            let config = Config {
+                synchronous,
+                ..Config::new(dir.path().join("seed.db"))
+            };
+            let connection = open_writer(&config)?;
+            let set: i64 = connection.pragma_query_value(None, "synchronous", |row| row.get(0))?;
+            assert_eq!(set, expected, "{synchronous:?}");
+        }
+        Ok(())
+    }
+
     /// The build leaves out SQLITE_ENABLE_MEMORY_MANAGEMENT (`.cargo/config.toml`), so that
     /// each connection has a page cache of its own rather than one shared behind a mutex.
     #[test]

@@ -4,6 +4,7 @@ mod accounts;
 mod attachments;
 mod commit_by_commit;
 mod common;
+mod durability;
 mod failures_shown;
 mod hardening_bodies;
 mod hardening_files;

@@ -53,7 +53,9 @@
 //! each committed before the next; the model and the verb answer at once) through
 //! `Runtime::send_message` and `wait_for_run`, on a fresh database per round. `runtime 1
 //! session`, `runtime 100 sessions` and `runtime 1000 sessions` are steps/s with that many
-//! sessions looping concurrently, against the raw floor (`floor normal`) of the same run.
+//! sessions looping concurrently, against the raw floor (`floor normal`) of the same run;
+//! `runtime 100 sessions full` is the 100 sessions with every commit synced (`seed serve
+//! --synchronous full`), against the raw floor of synced commits (`floor full`).
 //! `runtime 256 sessions answer only` is the `service` suite's workload without the API: 256
 //! sessions whose turns are a message and its answer (two steps); a `service 256 clients`
 //! figure times two, over it, is the share of the runtime's rate the API keeps. The

@@ -75,6 +75,21 @@ pub(crate) fn suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         rows.push(Row::ratio(name, rate, "steps/s", floor_normal));
     }
 
+    // The same workload with every commit synced (`seed serve --synchronous full`), against
+    // the raw floor of fsynced commits in the same run.
+    let name = "runtime 100 sessions full";
+    if selected(name, filter) {
+        let full = config(&scratch, Synchronous::Full, BatchMode::Optimistic);
+        let floor_full = best_of_n(RUNTIME_ROUNDS, || floor_rate(&full, 2_000))?;
+        rows.push(Row::floor("floor full", floor_full));
+        let rate = best_within(RUNTIME_ROUNDS, RUNTIME_ROUND_BUDGET, || {
+            remove_database(&full.path)?;
+            let measured = runtime_bench::steps_rate(&full, 100, 40, TurnShape::AgentLoop)?;
+            Ok(measured.rate())
+        })?;
+        rows.push(Row::ratio(name, rate, "steps/s", floor_full));
+    }
+
     // Memory: one measurement each, in a process of its own (see `memory_child`); the
     // figure's own value is its floor.
     for name in [IDLE_MEMORY_ROW, ACTIVE_MEMORY_ROW] {
