@@ -9,11 +9,14 @@
 //! - `blocks`: the per-turn state blocks (`<space>`, `<plan_state>`, `<context_usage>`, …) sent
 //!   right behind a turn's input, rendered once per turn and never stored.
 //! - `continuation`: continue_session's arguments checked, and the successor's projection.
+//! - `schedules`: a wake-up's `<scheduled_wakeup>` notice, and the wake-ups `<session_status>`
+//!   lists.
 //! - `transcript`: `[seq] who: text` lines and the escaping of text handed back inside a frame.
 
 pub mod attachments;
 pub mod blocks;
 pub mod continuation;
 pub mod import;
+pub mod schedules;
 pub mod store_to_log;
 pub mod transcript;
