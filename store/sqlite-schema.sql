@@ -197,6 +197,31 @@ CREATE TABLE call_effects (
     PRIMARY KEY (session_key, tool_call_id)
 ) STRICT, WITHOUT ROWID;
 
+-- Calls that wait for a person's decision: the run that made a call parks on its pending row
+-- (recorded with the park, in one transaction); the decision is recorded and the run queued
+-- again in one transaction. While a session has a pending approval, none of its other runs is
+-- claimed. Migration 12.
+CREATE TABLE approvals (
+    session_id         TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    tool_call_id       TEXT NOT NULL,
+    run_id             TEXT NOT NULL,
+    verb               TEXT NOT NULL,
+    arguments          TEXT NOT NULL,     -- JSON, as the model wrote them
+    status             TEXT NOT NULL
+                       CHECK (status = 'pending' OR status = 'approved' OR status = 'denied'
+                              OR status = 'timed_out'),
+    decided_arguments  TEXT,              -- JSON: what an approved call runs with
+    reason             TEXT,              -- why it was denied or timed out
+    created_at         INTEGER NOT NULL,
+    decided_at         INTEGER,
+    deadline_at        INTEGER,           -- no answer by then denies it
+    PRIMARY KEY (session_id, tool_call_id)
+) STRICT, WITHOUT ROWID;
+
+-- The pending approvals with a deadline, soonest first. Migration 12.
+CREATE INDEX approvals_due ON approvals (deadline_at)
+    WHERE status = 'pending' AND deadline_at IS NOT NULL;
+
 -- Wake-ups a session scheduled for itself (the `schedule` verb). When one is due, one
 -- background run is queued for its session, with its notice in the log, in the transaction
 -- that advances next_due_at (or ends a one-shot), so no occurrence fires twice and none is

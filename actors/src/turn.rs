@@ -274,6 +274,7 @@ async fn turn(
                 delegated,
             }
         }
+        TurnOutcome::Waiting { call } => TurnSaw::Waiting { call },
         TurnOutcome::Stopped { partial_text } => TurnSaw::Stopped { partial_text },
         TurnOutcome::Failed { error, .. } => TurnSaw::Failed {
             reason: error.reason(),
@@ -300,6 +301,19 @@ async fn turn(
         }
         EndStep::Park => {
             let parked = store.park_run(run.id, (env.clock)()).await?;
+            turn_end.end.status = end::parked_status(parked);
+        }
+        EndStep::ParkOnApproval(call) => {
+            let now = (env.clock)();
+            let approval = seed_store::NewApproval {
+                session_id,
+                run_id: run.id,
+                tool_call_id: call.id.clone(),
+                verb: call.name.clone(),
+                arguments: call.arguments.clone(),
+                deadline_at_ms: None,
+            };
+            let parked = store.park_on_approval(approval, now).await?;
             turn_end.end.status = end::parked_status(parked);
         }
     }

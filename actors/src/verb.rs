@@ -9,9 +9,10 @@ use std::sync::Arc;
 use actix::prelude::*;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use seed_durable::{Tool, ToolOutput};
+use seed_durable::{Decision, Tool, ToolOutput};
 use seed_events::{AccountId, RunId, SessionId};
 use seed_providers::{ToolCall, ToolSpec};
+use seed_store::ApprovalStatus;
 use seed_store::Store;
 
 /// Where a verb may be offered.
@@ -110,6 +111,13 @@ pub trait Verb: Send + Sync + 'static {
 
     fn availability(&self) -> Availability {
         Availability::Everywhere
+    }
+
+    /// Whether a call waits for a person's approval before it runs (the runtime's
+    /// configuration may name more verbs that do). Approved, the call runs once with the
+    /// arguments approved; denied, it never runs and the model reads why.
+    fn needs_approval(&self) -> bool {
+        false
     }
 
     /// Where the verb comes from, for people's lists: `None` for a verb compiled in, else its
@@ -262,6 +270,7 @@ pub struct VerbTool {
     spec: ToolSpec,
     safe_to_repeat: bool,
     ends_turn: bool,
+    needs_approval: bool,
     actor: Addr<VerbActor>,
     /// The run the calls belong to; the call id is filled in per call.
     binding: RunBinding,
@@ -306,10 +315,18 @@ impl VerbTool {
             spec: spec_of(verb),
             safe_to_repeat: verb.safe_to_repeat(),
             ends_turn: verb.ends_turn(),
+            needs_approval: verb.needs_approval(),
             actor,
             binding,
             crash_points: crate::crash::CrashPoints::default(),
         }
+    }
+
+    /// Its calls wait for a person's approval (the configuration names the verb), whatever the
+    /// verb declares.
+    pub fn requiring_approval(mut self) -> VerbTool {
+        self.needs_approval = true;
+        self
     }
 
     /// Calls reach [`crate::crash::points::TOOL_MID_RUN`] once the verb has run.
@@ -379,6 +396,38 @@ impl Tool for VerbTool {
                     output
                 }
                 Err(error) => ToolOutput::error(format!("the {name} verb is not running: {error}")),
+            }
+        })
+    }
+
+    fn needs_approval(&self) -> bool {
+        self.needs_approval
+    }
+
+    /// The decision recorded on the call's approval; none yet (or none readable) is pending.
+    fn decision<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, Decision> {
+        let context = self.binding.get();
+        Box::pin(async move {
+            let row = match context.store.approval(context.session_id, &call.id).await {
+                Ok(row) => row,
+                Err(error) => {
+                    tracing::warn!(%error, call_id = call.id.as_str(), "cannot read an approval");
+                    None
+                }
+            };
+            let Some(row) = row else {
+                return Decision::Pending;
+            };
+            match row.status {
+                ApprovalStatus::Pending => Decision::Pending,
+                ApprovalStatus::Approved => Decision::Approved {
+                    arguments: row
+                        .decided_arguments
+                        .unwrap_or_else(|| call.arguments.clone()),
+                },
+                ApprovalStatus::Denied | ApprovalStatus::TimedOut => Decision::Denied {
+                    reason: row.reason.unwrap_or_else(|| "none given".to_owned()),
+                },
             }
         })
     }

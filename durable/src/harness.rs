@@ -26,7 +26,7 @@ use crate::record::{
 };
 use crate::state::{Batch, CorruptLine, StoreState};
 use crate::stop::StopSignal;
-use crate::tool::{ToolOutput, ToolSet};
+use crate::tool::{Decision, ToolOutput, ToolSet};
 use crate::turn::{Action, calls_without_result, next_action};
 
 mod stream;
@@ -171,6 +171,9 @@ pub enum TurnOutcome {
         error: ProviderError,
         partial_text: String,
     },
+    /// `call` waits for a person's decision: its intent is committed and the turn stays open.
+    /// The same request id picks the turn up again once the decision is made.
+    Waiting { call: ToolCall },
 }
 
 /// How a call's result came to be.
@@ -493,19 +496,27 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                     self.commit_result(&doc, &call.id, &call.name, result, kind)
                         .await?;
                 }
+                Action::RunTool { call, .. } if self.tools.needs_approval(&call.name) => {
+                    // The intent, as waiting for a decision, is committed before anyone is
+                    // asked: from here the call runs at most once, and only once approved.
+                    self.commit_task(&doc, &call, ToolTaskState::Awaiting)
+                        .await?;
+                    if let Some(outcome) = self.decide(&doc, call).await? {
+                        return Ok(outcome);
+                    }
+                }
+                Action::AwaitDecision { call } => {
+                    if let Some(outcome) = self.decide(&doc, call).await? {
+                        return Ok(outcome);
+                    }
+                }
                 Action::RunTool { call, rerun } => {
                     // The intent matters only for a tool that must not run twice: a safe one
                     // runs again whether or not it had begun.
                     let needs_intent = !self.tools.safe_to_repeat(&call.name);
                     if !rerun && needs_intent {
-                        let mut batch = Batch::new(&self.state);
-                        batch.task(Task::Tool {
-                            request_id: doc.request_id.clone(),
-                            call_id: call.id.clone(),
-                            name: call.name.clone(),
-                            state: ToolTaskState::Started,
-                        });
-                        self.commit(batch).await?;
+                        self.commit_task(&doc, &call, ToolTaskState::Started)
+                            .await?;
                     }
                     let output = match self.tools.get(&call.name) {
                         Some(tool) => tool.call(&call).await,
@@ -658,6 +669,68 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             tools: Arc::clone(&self.tool_specs),
             session_id: self.config.session_id.clone(),
         }
+    }
+
+    /// Commits the task of `call` in `state` (its intent: started, or awaiting a decision).
+    async fn commit_task(
+        &mut self,
+        doc: &TurnDocument,
+        call: &ToolCall,
+        state: ToolTaskState,
+    ) -> Result<()> {
+        let mut batch = Batch::new(&self.state);
+        batch.task(Task::Tool {
+            request_id: doc.request_id.clone(),
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            state,
+        });
+        self.commit(batch).await
+    }
+
+    /// Carries out the decision on `call`, whose intent is committed as awaiting one: approved,
+    /// the call moves to started (so a crash from here never runs it again) and runs once with
+    /// the arguments approved; denied, it is answered with the reason and never runs. `Some`
+    /// when there is no decision yet: the turn waits, open.
+    async fn decide(&mut self, doc: &TurnDocument, call: ToolCall) -> Result<Option<TurnOutcome>> {
+        let decision = match self.tools.get(&call.name) {
+            Some(tool) => tool.decision(&call).await,
+            None => Decision::Denied {
+                reason: format!("unknown tool {:?}", call.name),
+            },
+        };
+        let output = match decision {
+            Decision::Pending => return Ok(Some(TurnOutcome::Waiting { call })),
+            Decision::Denied { reason } => ToolOutput::error(format!(
+                "denied: a person did not approve this {} call, and it did not run. Reason: \
+                 {reason}",
+                call.name
+            )),
+            Decision::Approved { arguments } => {
+                self.commit_task(doc, &call, ToolTaskState::Started).await?;
+                let edited = arguments != call.arguments;
+                let approved = ToolCall {
+                    arguments,
+                    ..call.clone()
+                };
+                let mut output = match self.tools.get(&call.name) {
+                    Some(tool) => tool.call(&approved).await,
+                    None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
+                };
+                if edited {
+                    // The model reads the arguments the call ran with, not its own.
+                    output.content = format!(
+                        "A person edited the arguments before approving; the call ran with {}.\n{}",
+                        approved.arguments, output.content
+                    );
+                }
+                output
+            }
+        };
+        let (result, kind) = result_of(&call, output);
+        self.commit_result(doc, &call.id, &call.name, result, kind)
+            .await?;
+        Ok(None)
     }
 
     async fn commit_result(

@@ -33,4 +33,4 @@ pub use harness::{
 pub use record::{Entry, EntryBody, EntryId};
 pub use state::{Batch, StoreState};
 pub use stop::StopSignal;
-pub use tool::{Tool, ToolOutput, ToolSet};
+pub use tool::{Decision, Tool, ToolOutput, ToolSet};

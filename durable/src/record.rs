@@ -197,6 +197,9 @@ pub enum ModelTaskState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ToolTaskState {
+    /// The call waits for a person's decision; the tool has not begun. Approved, the call moves
+    /// to `started` and runs; denied, it is answered with the reason and never runs.
+    Awaiting,
     /// The tool may have begun: a cut-off call of a tool that is not safe to repeat is not
     /// run again.
     Started,

@@ -45,6 +45,17 @@ impl ToolOutput {
     }
 }
 
+/// A person's decision on a call that needs approval.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// No decision yet: the turn waits.
+    Pending,
+    /// The call runs once, with these arguments (the model's, or as the person edited them).
+    Approved { arguments: serde_json::Value },
+    /// The call never runs; its result is an error that says why.
+    Denied { reason: String },
+}
+
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
 
@@ -62,6 +73,20 @@ pub trait Tool: Send + Sync {
     fn reconcile<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, Option<ToolOutput>> {
         let _ = call;
         Box::pin(async { None })
+    }
+
+    /// Whether a call waits for a person's decision before it runs. Such a call has its intent
+    /// committed before the decision is asked, so it is never safe to repeat: approved, it
+    /// runs at most once; denied, never.
+    fn needs_approval(&self) -> bool {
+        false
+    }
+
+    /// The decision on `call`, keyed by its id; it must not run the call. A tool that needs no
+    /// approval is never asked.
+    fn decision<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, Decision> {
+        let _ = call;
+        Box::pin(async { Decision::Pending })
     }
 }
 
@@ -97,10 +122,18 @@ impl ToolSet {
     }
 
     /// Whether a cut-off call of `name` may run again. A name no tool has is safe: calling it
-    /// only says so.
+    /// only says so. A tool that needs approval never is: the call ran, if at all, with the
+    /// arguments approved.
     pub fn safe_to_repeat(&self, name: &str) -> bool {
         self.tools
             .get(name)
-            .is_none_or(|tool| tool.safe_to_repeat())
+            .is_none_or(|tool| tool.safe_to_repeat() && !tool.needs_approval())
+    }
+
+    /// Whether a call of `name` waits for a person's decision before it runs.
+    pub fn needs_approval(&self, name: &str) -> bool {
+        self.tools
+            .get(name)
+            .is_some_and(|tool| tool.needs_approval())
     }
 }

@@ -21,6 +21,9 @@ pub enum Action {
     /// tool finds the call took effect ([`crate::Tool::reconcile`]), else with an interrupted
     /// result.
     InterruptTool { call: ToolCall },
+    /// A call that waits for a person's decision: run it once approved, answer it with the
+    /// reason once denied, else the turn waits.
+    AwaitDecision { call: ToolCall },
     /// The model answered, in this entry.
     Answered { entry_id: EntryId },
     /// A verb ended the turn after its batch of calls.
@@ -69,13 +72,15 @@ pub fn next_action(
         match result {
             Some(this_ends_turn) => ends_turn |= this_ends_turn,
             None => {
-                let started = matches!(
-                    state.task(&format!("tool:{}", call.id)),
-                    Some(Task::Tool {
-                        state: ToolTaskState::Started,
-                        ..
-                    })
-                );
+                let task = state.task(&format!("tool:{}", call.id));
+                let task_state = match task {
+                    Some(Task::Tool { state, .. }) => Some(*state),
+                    _ => None,
+                };
+                if task_state == Some(ToolTaskState::Awaiting) {
+                    return Action::AwaitDecision { call: call.clone() };
+                }
+                let started = task_state == Some(ToolTaskState::Started);
                 return if !started {
                     Action::RunTool {
                         call: call.clone(),

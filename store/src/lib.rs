@@ -19,6 +19,7 @@
 //! Invariant: this is the only crate that touches SQLite.
 
 mod accounts;
+mod approvals;
 mod attachments;
 mod checkpoint;
 mod children;
@@ -46,6 +47,9 @@ mod store;
 mod turn_view;
 mod writer;
 
+pub use approvals::{
+    ApprovalDecision, ApprovalRow, ApprovalStatus, DecideOutcome, NewApproval,
+};
 pub use attachments::{AttachmentRow, NewAttachment, UploadOutcome};
 pub use children::{ChildDelivery, DELEGATED_BY, DeliveringChild, ParkOutcome, delegated_by};
 pub use closing::{PlanCheck, PlanNotice, RunClosing, RunEndOutcome};

@@ -35,6 +35,7 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
             "../migrations/0009-runs-running-by-account.sql"
         )),
         M::up(include_str!("../migrations/0011-schedules.sql")),
+        M::up(include_str!("../migrations/0012-approvals.sql")),
     ])
 });
 
@@ -278,7 +279,7 @@ mod tests {
     use super::*;
 
     /// The version a database has once every migration ran.
-    const LATEST_VERSION: i64 = 10;
+    const LATEST_VERSION: i64 = 11;
 
     #[test]
     fn migrations_are_valid() {

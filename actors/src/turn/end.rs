@@ -118,6 +118,8 @@ pub(crate) enum TurnSaw {
         returned: Option<serde_json::Value>,
         delegated: bool,
     },
+    /// A call waits for a person's decision; the turn stays open.
+    Waiting { call: seed_providers::ToolCall },
     /// A stop cut the turn off after `partial_text` had streamed.
     Stopped { partial_text: String },
     /// The provider failed; why, in plain words.
@@ -134,6 +136,9 @@ pub(crate) enum EndStep {
     /// The run parks on the children this pass delegated to, or is queued for its next pass
     /// at once when they have all ended ([`parked_status`]).
     Park,
+    /// The run parks on the approval of this call, recorded pending with the park, or is
+    /// queued again at once (the same pass) when the call was decided already.
+    ParkOnApproval(seed_providers::ToolCall),
 }
 
 /// How a turn ended: the run's end as the turn leaves it, whether an open plan may owe the run
@@ -198,6 +203,17 @@ pub(crate) fn turn_end(saw: TurnSaw, plan_pass_left: bool) -> TurnEnd {
                 ends(RunStatus::Succeeded, RunResult::ended(reason))
             }
         }
+        TurnSaw::Waiting { call } => TurnEnd {
+            end: RunEnd {
+                status: RunStatus::Parked,
+                result: RunResult::ended(format!(
+                    "waiting for a person's approval of the {} call {}",
+                    call.name, call.id
+                )),
+            },
+            check_plan: false,
+            then: EndStep::ParkOnApproval(call),
+        },
         TurnSaw::Stopped { partial_text } => TurnEnd {
             // What streamed stays in the log as an assistant message, after what the turn
             // committed; the next turn imports it, so the model knows what it had said.

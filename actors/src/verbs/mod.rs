@@ -50,6 +50,9 @@ struct Registered {
     groups: BTreeMap<String, Vec<Entry>>,
     /// Counts the changes since the start.
     generation: u64,
+    /// Verbs whose calls wait for a person's approval though they do not declare it (the
+    /// configuration names them).
+    approval_required: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for VerbSet {
@@ -87,6 +90,7 @@ impl VerbSet {
                 fixed,
                 groups: BTreeMap::new(),
                 generation: 0,
+                approval_required: std::collections::BTreeSet::new(),
             })),
         }
     }
@@ -138,6 +142,14 @@ impl VerbSet {
         registered.verbs = all.into();
         registered.generation += 1;
         Ok(())
+    }
+
+    /// Calls of the verbs named in `names` wait for a person's approval from the next run on,
+    /// besides those of verbs that declare it ([`Verb::needs_approval`]).
+    pub fn require_approval(&self, names: impl IntoIterator<Item = String>) {
+        let mut registered = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        registered.approval_required.extend(names);
+        registered.generation += 1;
     }
 
     /// Counts the changes [`VerbSet::set_group`] made: tools chosen at one generation are
@@ -194,6 +206,12 @@ impl VerbSet {
         typed: bool,
         crash_points: &crate::crash::CrashPoints,
     ) -> seed_durable::ToolSet {
+        let approval_required = self
+            .inner
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .approval_required
+            .clone();
         self.entries()
             .iter()
             .filter(|(verb, _)| match verb.availability() {
@@ -202,8 +220,13 @@ impl VerbSet {
                 Availability::TypedChildrenOnly => typed,
             })
             .map(|(verb, actor)| {
-                VerbTool::new(verb.as_ref(), actor.clone(), binding.clone())
-                    .with_crash_points(crash_points.clone())
+                let tool = VerbTool::new(verb.as_ref(), actor.clone(), binding.clone())
+                    .with_crash_points(crash_points.clone());
+                if approval_required.contains(verb.name()) {
+                    tool.requiring_approval()
+                } else {
+                    tool
+                }
             })
             .fold(seed_durable::ToolSet::new(), |set, tool| {
                 set.with(Arc::new(tool))

@@ -1,5 +1,6 @@
 //! seed-actors' integration tests: one binary (`it`), not one per file; a module per suite.
 
+mod approvals;
 mod common;
 mod continuation;
 mod continuation_crash;

@@ -54,11 +54,15 @@ pub(crate) fn claim_next_run(
 /// When the queued run `queued` may start: its session has no run in flight and, with an
 /// owner `?2`, no lease anyone else holds (anyone but that owner for that very run). "No run
 /// in flight" is looked up in `runs_open_by_session`: SQLite uses a partial index for a query
-/// whose terms imply its condition, and one of the statuses it names does.
+/// whose terms imply its condition, and one of the statuses it names does. A session with a
+/// pending approval is not free either: its parked run goes first, once the person decides.
 macro_rules! session_free {
     () => {
         "NOT EXISTS (SELECT 1 FROM runs AS busy
                      WHERE busy.session_id = queued.session_id AND busy.status = 'running')
+         AND NOT EXISTS (SELECT 1 FROM approvals AS waiting
+                         WHERE waiting.session_id = queued.session_id
+                           AND waiting.status = 'pending')
          AND (?2 IS NULL
               OR NOT EXISTS (SELECT 1 FROM session_leases AS lease
                              WHERE lease.session_id = queued.session_id
