@@ -55,7 +55,9 @@
 //! session`, `runtime 100 sessions` and `runtime 1000 sessions` are steps/s with that many
 //! sessions looping concurrently, against the raw floor (`floor normal`) of the same run;
 //! `runtime 100 sessions full` is the 100 sessions with every commit synced (`seed serve
-//! --synchronous full`), against the raw floor of synced commits (`floor full`).
+//! --synchronous full`), against the raw floor of synced commits (`floor full`). `runtime cpu
+//! per step` is the process's CPU (all its threads, from `/proc/self/task`) per step of the 100
+//! sessions' workload, in µs, the least of the rounds.
 //! `runtime 256 sessions answer only` is the `service` suite's workload without the API: 256
 //! sessions whose turns are a message and its answer (two steps); a `service 256 clients`
 //! figure times two, over it, is the share of the runtime's rate the API keeps. The

@@ -75,6 +75,20 @@ pub(crate) fn suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         rows.push(Row::ratio(name, rate, "steps/s", floor_normal));
     }
 
+    // Process CPU (every thread: the actors', the writer, the readers, the checkpointer) per
+    // step of the 100 sessions' workload; the least of the rounds.
+    let name = "runtime cpu per step";
+    if selected(name, filter) {
+        let mut least = f64::INFINITY;
+        for _ in 0..RUNTIME_ROUNDS {
+            remove_database(&normal.path)?;
+            let measured = runtime_bench::steps_rate(&normal, 100, 40, TurnShape::AgentLoop)?;
+            let cpu: Duration = measured.thread_cpu.iter().map(|(_, cpu)| *cpu).sum();
+            least = least.min(cpu.as_secs_f64() * 1e6 / measured.n_steps.max(1) as f64);
+        }
+        rows.push(Row::figure(name, least, "µs/step"));
+    }
+
     // The same workload with every commit synced (`seed serve --synchronous full`), against
     // the raw floor of fsynced commits in the same run.
     let name = "runtime 100 sessions full";
