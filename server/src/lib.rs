@@ -29,6 +29,7 @@ pub mod client;
 pub mod data_dir;
 pub mod error;
 pub mod guard;
+pub mod head_timeout;
 pub mod input;
 pub mod keys;
 pub mod limits;

@@ -11,7 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix_web::{App, HttpServer, web};
+use actix_http::{Protocol, error::DispatchError};
+use actix_service::{IntoServiceFactory as _, ServiceFactoryExt as _, fn_service};
+use actix_web::dev::AppConfig;
+use actix_web::rt::net::TcpStream;
+use actix_web::{App, web};
 use anyhow::Context as _;
 use seed_actors::{Runtime, RuntimeSettings};
 use seed_store::{Config, Store};
@@ -20,6 +24,7 @@ use utoipa_actix_web::AppExt;
 use crate::api::{self, AppState, Limits};
 use crate::auth::Tokens;
 use crate::error::ApiError;
+use crate::head_timeout::HeadTimedIo;
 use crate::keys::{AccountKey, LOCAL_KEY_FILE};
 
 /// Where a running service says where it listens, for the CLI.
@@ -30,6 +35,10 @@ pub const LOCK_FILE: &str = "serve.lock";
 pub const DATABASE_FILE: &str = "seed.db";
 /// How long a drain waits for the writer to empty its queue.
 const DRAIN_WRITES_WAIT: Duration = Duration::from_secs(5);
+/// Pending connections the listening sockets queue (actix-web's default).
+const LISTEN_BACKLOG: i32 = 1024;
+/// How long a connection being closed may take to flush its last bytes (actix-web's default).
+const CLIENT_DISCONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -60,7 +69,8 @@ pub struct ServeOptions {
     pub token_ttl_ms: u64,
     /// Bearer tokens one account may hold at once.
     pub tokens_per_account_max: usize,
-    /// How long a connection's first request head may take to arrive (408 after).
+    /// How long a request head may take to arrive: the first from the connection's opening (408
+    /// after), each later one from its first byte (the connection is closed after).
     pub header_timeout: Duration,
     /// Connections open at once, all workers together; past it, new ones wait to be accepted.
     pub connections_max: usize,
@@ -126,6 +136,36 @@ pub async fn ensure_account(store: &Store, key: &AccountKey) -> anyhow::Result<b
         .create_account(key.account_id, key.public_key().to_vec(), now_ms())
         .await?;
     Ok(true)
+}
+
+/// Binds a listening socket to each address `listen` resolves to (as actix-web does: with
+/// address reuse, and a backlog of `LISTEN_BACKLOG`); an error only when none can be bound.
+fn bind(listen: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
+    use socket2::{Domain, Socket, Type};
+    let mut listeners = Vec::new();
+    let mut last_error = None;
+    for addr in std::net::ToSocketAddrs::to_socket_addrs(listen)? {
+        let bound = Socket::new(
+            Domain::for_address(addr),
+            Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .and_then(|socket| {
+            socket.set_reuse_address(true)?;
+            socket.bind(&addr.into())?;
+            socket.listen(LISTEN_BACKLOG)?;
+            Ok(std::net::TcpListener::from(socket))
+        });
+        match bound {
+            Ok(listener) => listeners.push(listener),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    match (listeners.is_empty(), last_error) {
+        (false, _) => Ok(listeners),
+        (true, Some(error)) => Err(error),
+        (true, None) => Err(std::io::Error::other("the address resolves to nothing")),
+    }
 }
 
 /// Runs the service until SIGTERM or SIGINT; returns after draining.
@@ -320,7 +360,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         bound: Default::default(),
     });
     let app_hosts = hosts.clone();
-    let server = HttpServer::new(move || {
+    let make_app = move || {
         let (app, _) = App::new()
             .into_utoipa_app()
             .openapi(api::base_document())
@@ -354,18 +394,56 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
                     Ok(response)
                 }
             })
-    })
-    .workers(options.http_workers)
-    .client_request_timeout(options.header_timeout)
-    .max_connections(connections_per_worker(
-        options.connections_max,
-        options.http_workers,
-    ))
-    .disable_signals()
-    .shutdown_timeout(10)
-    .bind(&options.listen)
-    .with_context(|| format!("cannot listen on {}", options.listen))?;
-    let addrs: Vec<SocketAddr> = server.addrs();
+    };
+    let listeners =
+        bind(&options.listen).with_context(|| format!("cannot listen on {}", options.listen))?;
+    let addrs = listeners
+        .iter()
+        .map(std::net::TcpListener::local_addr)
+        .collect::<std::io::Result<Vec<SocketAddr>>>()?;
+    let mut builder = actix_server::Server::build()
+        .workers(options.http_workers)
+        .max_concurrent_connections(connections_per_worker(
+            options.connections_max,
+            options.http_workers,
+        ))
+        .disable_signals()
+        .shutdown_timeout(10);
+    let graceful_stop = builder.graceful_shutdown_signal();
+    let header_timeout = options.header_timeout;
+    for (listener, addr) in listeners.into_iter().zip(addrs.iter().copied()) {
+        let make_app = make_app.clone();
+        let graceful_stop = graceful_stop.clone();
+        // Made once per worker, on its thread.
+        let make_service = move || {
+            let graceful_stop = graceful_stop.clone();
+            let http = actix_http::HttpService::build()
+                // Every head is timed by `HeadTimedIo`, the first too.
+                .client_request_timeout(Duration::ZERO)
+                .client_disconnect_timeout(CLIENT_DISCONNECT_TIMEOUT)
+                .local_addr(addr)
+                .graceful_shutdown_signal(move || {
+                    let graceful_stop = graceful_stop.clone();
+                    async move { graceful_stop.notified().await }
+                })
+                .finish(actix_service::map_config(
+                    make_app()
+                        .into_factory()
+                        .map_err(|error| error.error_response()),
+                    // The host and address actix-web's own server gives an app.
+                    move |()| AppConfig::__priv_test_new(false, addr.to_string(), addr),
+                ));
+            fn_service(move |io: TcpStream| {
+                let peer_addr = io.peer_addr().ok();
+                let io = HeadTimedIo::new(io, header_timeout);
+                async move { Ok::<_, DispatchError>((io, Protocol::Http1, peer_addr)) }
+            })
+            .and_then(http)
+        };
+        builder = builder
+            .listen(format!("seed-http-{addr}"), listener, make_service)
+            .with_context(|| format!("cannot listen on {}", options.listen))?;
+    }
     hosts
         .bound
         .set(addrs.clone())
@@ -374,7 +452,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     let url = format!("http://{}", addrs[0]);
-    let server = server.run();
+    let server = builder.run();
     let handle = server.handle();
 
     let server_file = options.data_dir.join(SERVER_FILE);

@@ -1,11 +1,15 @@
 //! Slow and unauthenticated clients against a real `seed serve`, over plain TCP: a request that
 //! is neither signed nor carries a good token is refused (401) before its body is read, however
 //! large a body it announces; a signed request whose body dribbles in is refused (408) after the
-//! body timeout; a request head that dribbles in is cut off after the header timeout; a bearer
-//! token is taken with its scheme in any case, and an account holds a bounded number of them.
+//! body timeout; a request head that dribbles in, the first on its connection or a later one, is
+//! cut off after the header timeout; a bearer token is taken with its scheme in any case, and an
+//! account holds a bounded number of them.
+
+use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::common::{Server, new_session, row_counts};
 use crate::hardening_ws::{connect, guarded, mint, read_body, read_head};
@@ -113,22 +117,78 @@ async fn a_signed_request_whose_body_dribbles_in_is_refused_after_the_body_timeo
     assert_eq!(created.status, 201, "{:?}", created.value());
 }
 
+/// The pause between two bytes of a head that dribbles in.
+const DRIBBLE_PAUSE: Duration = Duration::from_millis(100);
+
+/// Sends `bytes` one at a time, `DRIBBLE_PAUSE` apart, watching between them for the service to
+/// end the connection. Returns what the service sent before it ended it (empty for a plain
+/// close), or `None` when every byte went out and the connection is still open.
+async fn dribble(stream: &mut TcpStream, bytes: &[u8]) -> Option<String> {
+    for byte in bytes {
+        if stream.write_all(&[*byte]).await.is_err() {
+            return Some(String::new());
+        }
+        let mut answer = vec![0u8; 1024];
+        match tokio::time::timeout(DRIBBLE_PAUSE, stream.read(&mut answer)).await {
+            // Still open: nothing came within the pause.
+            Err(_) => continue,
+            Ok(Ok(0) | Err(_)) => return Some(String::new()),
+            Ok(Ok(n)) => {
+                answer.truncate(n);
+                let mut rest = Vec::new();
+                guarded("the connection's end", stream.read_to_end(&mut rest))
+                    .await
+                    .ok();
+                answer.extend(rest);
+                return Some(String::from_utf8_lossy(&answer).into_owned());
+            }
+        }
+    }
+    None
+}
+
+/// A request head that never ends: `n_bytes` of it, a request line and a field that goes on.
+fn endless_head(authority: &str, n_bytes: usize) -> Vec<u8> {
+    let mut head = format!("GET /healthz HTTP/1.1\r\nHost: {authority}\r\nX-Slow: ").into_bytes();
+    head.resize(n_bytes, b'a');
+    head
+}
+
 #[actix_web::test]
 async fn a_request_head_that_dribbles_in_is_cut_off_after_the_header_timeout() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &["--header-timeout-ms", "200"]);
+    let server = Server::start(dir.path(), &["--header-timeout-ms", "300"]);
     let authority = server.url.strip_prefix("http://").expect("http");
     let mut stream = connect(&server.url, None).await;
+    // 40 bytes take 4 s: far past the 300 ms set, within the 5 s default.
+    let answer = dribble(&mut stream, &endless_head(authority, 40))
+        .await
+        .expect("the connection ends while the head is still coming");
+    // The service answers 408 and closes, or closes.
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+}
+
+#[actix_web::test]
+async fn a_later_request_head_on_a_kept_alive_connection_is_cut_off_after_the_header_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &["--header-timeout-ms", "300"]);
+    let authority = server.url.strip_prefix("http://").expect("http");
+    let mut stream = connect(&server.url, None).await;
+    // A first request, whole and quick: answered, and the connection kept.
     stream
-        .write_all(format!("GET /healthz HTTP/1.1\r\nHost: {authority}\r\nX-Slow: a").as_bytes())
+        .write_all(head(authority, "GET", "/healthz", &[]).as_bytes())
         .await
-        .expect("sends part of a head");
-    // The service answers 408 and closes, or closes: either way the connection ends.
-    let mut answer = Vec::new();
-    guarded("the connection's end", stream.read_to_end(&mut answer))
+        .expect("sends a head");
+    let (status, answer_head) = guarded("the answer", read_head(&mut stream)).await;
+    let body = read_body(&mut stream, &answer_head).await;
+    assert_eq!(status, 200, "{body}");
+    // The next head dribbles in: 100 bytes would take 10 s.
+    let answer = dribble(&mut stream, &endless_head(authority, 100))
         .await
-        .ok();
-    let answer = String::from_utf8_lossy(&answer);
+        .expect("the connection ends while the second head is still coming");
     assert!(
         answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
         "{answer}"
