@@ -164,10 +164,15 @@ export async function live(sessionId) {
 }
 
 /**
- * The subscription: calls `onUpdate(update)` for every message and `onOpen(reconnected)` each
- * time it (re)connects, so the caller can catch up on what it missed.
+ * The subscription: calls `onUpdate(update)` for every message and `onOpen(reconnected, point)`
+ * each time it (re)connects, so the caller can catch up on what it missed. It reconnects on its
+ * own when the socket drops, waiting longer after each failed try. `resumePoint()`, asked at each
+ * connection, names the session to resume and what the page holds of it (`{session, afterSeq,
+ * offsetChars}`, or null): the service then sends what the page lacks of it first (`events`
+ * updates, then the text in flight past `offsetChars`), each event and char once; `point` is
+ * the one the socket was opened with.
  */
-export function subscribe(onUpdate, onOpen) {
+export function subscribe(onUpdate, onOpen, resumePoint = () => null) {
   let socket = null;
   let attempts = 0;
   let closed = false;
@@ -176,10 +181,12 @@ export function subscribe(onUpdate, onOpen) {
     const bearer = token();
     if (!bearer || closed) return;
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    socket = new WebSocket(`${scheme}://${location.host}/v1/subscribe?token=${encodeURIComponent(bearer)}`);
+    const point = resumePoint();
+    const resume = point ? `&session=${encodeURIComponent(point.session)}&after_seq=${point.afterSeq}&offset_chars=${point.offsetChars}` : "";
+    socket = new WebSocket(`${scheme}://${location.host}/v1/subscribe?token=${encodeURIComponent(bearer)}${resume}`);
     socket.addEventListener("open", () => {
       attempts = 0;
-      onOpen(opened);
+      onOpen(opened, point);
       opened = true;
     });
     socket.addEventListener("message", (message) => {

@@ -197,13 +197,17 @@ function ensureShell() {
 
 function ensureSubscription() {
   if (subscription) return;
-  subscription = api.subscribe(onUpdate, (reconnected) => {
-    document.documentElement.dataset.live = "1";
-    if (reconnected) {
-      refreshSessions();
-      if (view) view.catchUp();
-    }
-  });
+  subscription = api.subscribe(
+    onUpdate,
+    (reconnected, point) => {
+      document.documentElement.dataset.live = "1";
+      if (reconnected) {
+        refreshSessions();
+        if (view) view.catchUp(point !== null && point.session === view.sessionId);
+      }
+    },
+    () => (view ? view.resumePoint() : null),
+  );
 }
 
 function onUpdate(update) {
@@ -445,10 +449,29 @@ class SessionView {
     });
   }
 
-  /** After a reconnection: what was committed meanwhile, and the text in flight now. */
-  catchUp() {
+  /**
+   * After a reconnection: what was committed meanwhile, and the text in flight now. A socket
+   * that resumed this session brings both itself, in order; then only the session's info (up to
+   * the events shown) and its runs are read again.
+   */
+  catchUp(resumed) {
+    if (resumed) {
+      this.refresh(this.lastSeq).catch(handleError);
+      this.serial(() => this.failedRuns.read()).catch(handleError);
+      return;
+    }
     this.refresh().catch(handleError);
     this.serial(() => Promise.all([this.readLive(), this.failedRuns.read()])).catch(handleError);
+  }
+
+  /**
+   * Where a socket opened now resumes this session: the last seq shown and the chars of the
+   * answer in flight shown; null while the session loads (its load reads both).
+   */
+  resumePoint() {
+    if (this.closed || !this.element.dataset.ready) return null;
+    const offsetChars = this.stream ? Array.from(this.stream.text).length : 0;
+    return { session: this.sessionId, afterSeq: this.lastSeq, offsetChars };
   }
 
   /** The response in flight, as the store holds it, shown as the streaming answer. */
@@ -516,6 +539,10 @@ class SessionView {
         follower.follow(this.sessionId);
         this.setBusy(true);
         this.serial(() => this.addDelta(update)).catch(handleError);
+        break;
+      case "events":
+        // A resumed socket's catch-up: the events committed while it was away.
+        this.serial(() => this.append(update.events)).catch(handleError);
         break;
       case "tool-call":
         // Its row comes with the events of the change told just before; the turn runs.
