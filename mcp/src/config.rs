@@ -16,6 +16,7 @@
 //!         "timeout_ms": 30000,
 //!         "tools": {
 //!           "write_file": {"safe_to_repeat": true, "timeout_ms": 5000},
+//!           "delete_file": {"needs_approval": true},
 //!           "move_file": {"enabled": false}
 //!         }
 //!       }
@@ -38,7 +39,9 @@
 //!   name as the server gives it: `enabled` (default true), `safe_to_repeat` (overrides the
 //!   tool's annotations either way), `timeout_ms` (overrides the server's), `reconcile` (the
 //!   name of another tool of the server that says whether a call of this one, cut off by a
-//!   crash, took effect: see [`crate::verb`]).
+//!   crash, took effect: see [`crate::verb`]), `needs_approval` (whether a call waits for a
+//!   person's approval; overrides the tool's annotations either way, by default a tool whose
+//!   annotations say `destructiveHint: true` and not `readOnlyHint: true` needs it).
 //! - A key twice in one object is an error (JSON parsers keep the last one silently). A server's
 //!   name must not be empty, and two names must not fit to the same verb prefix (see
 //!   [`crate::names`]).
@@ -123,6 +126,9 @@ pub struct ToolConfig {
     pub timeout: Option<Duration>,
     /// Another tool of the server that reconciles a cut-off call of this one.
     pub reconcile: Option<String>,
+    /// Overrides whether a call waits for a person's approval, either way (the default: when
+    /// the tool's annotations say `destructiveHint: true`).
+    pub needs_approval: Option<bool>,
 }
 
 impl Default for ToolConfig {
@@ -132,6 +138,7 @@ impl Default for ToolConfig {
             safe_to_repeat: None,
             timeout: None,
             reconcile: None,
+            needs_approval: None,
         }
     }
 }
@@ -205,7 +212,7 @@ const RESERVED_HEADERS: &[&str] = &[
 ];
 
 const SEED_FIELDS: &str = "enabled, timeout_ms, tools";
-const TOOL_FIELDS: &str = "enabled, safe_to_repeat, timeout_ms, reconcile";
+const TOOL_FIELDS: &str = "enabled, safe_to_repeat, timeout_ms, reconcile, needs_approval";
 
 impl McpConfig {
     /// Parses the configuration file's text.
@@ -384,6 +391,7 @@ fn seed_section(server: &mut ServerConfig, node: &Node, path: &str) -> Result<()
                         match key.as_str() {
                             "enabled" => config.enabled = boolean(value, &at)?,
                             "safe_to_repeat" => config.safe_to_repeat = Some(boolean(value, &at)?),
+                            "needs_approval" => config.needs_approval = Some(boolean(value, &at)?),
                             "timeout_ms" => config.timeout = Some(millis(value, &at)?),
                             "reconcile" => {
                                 let name = string(value, &at)?;

@@ -4,7 +4,9 @@
 //! A tool is safe to repeat when its annotations say `readOnlyHint: true` or
 //! `idempotentHint: true`; any other tool is not (MCP's defaults: not read-only, not
 //! idempotent). `seed.tools.NAME.safe_to_repeat` overrides either way. A tool the
-//! configuration disables is left out. Two tools that fit to one verb name are a
+//! configuration disables is left out. A call of a tool whose annotations say
+//! `destructiveHint: true` (and not `readOnlyHint: true`) waits for a person's approval;
+//! `seed.tools.NAME.needs_approval` overrides either way. Two tools that fit to one verb name are a
 //! [`NameClash`]: the first (in the configuration's server order, then the server's own order)
 //! keeps the name and the other is left out.
 
@@ -36,6 +38,8 @@ pub struct McpTool {
     /// The verb name of the tool of the same server that reconciles a cut-off call of this one
     /// (`seed.tools.NAME.reconcile`), if the configuration names one.
     pub reconcile: Option<String>,
+    /// Whether a call waits for a person's approval (see the module docs).
+    pub needs_approval: bool,
 }
 
 /// A tool's annotations as the server gave them (`None`: not said). Hints, not guarantees:
@@ -52,6 +56,12 @@ impl ToolHints {
     /// The class the annotations give: read-only or idempotent tools are safe to repeat.
     pub fn safe_to_repeat(&self) -> bool {
         self.read_only == Some(true) || self.idempotent == Some(true)
+    }
+
+    /// Whether the annotations ask for a person's approval: a tool that says it is destructive
+    /// (and not read-only, which makes the destructive hint meaningless).
+    pub fn needs_approval(&self) -> bool {
+        self.destructive == Some(true) && self.read_only != Some(true)
     }
 }
 
@@ -131,6 +141,9 @@ pub fn catalogue<'a>(
                     .reconcile
                     .as_ref()
                     .map(|other| names::verb_name(&server.name, other)),
+                needs_approval: config
+                    .needs_approval
+                    .unwrap_or_else(|| tool.hints.needs_approval()),
             };
             catalogue.tools.insert(verb_name, mcp_tool);
         }
@@ -231,6 +244,41 @@ mod tests {
                 "clash a__b__c",
             ]
         );
+    }
+
+    /// A destructive tool's calls wait for approval; the configuration decides either way.
+    #[test]
+    fn approvals_from_the_destructive_hint_and_the_configuration() {
+        let config = McpConfig::parse(
+            r#"{"mcpServers": {"a": {"command": "x", "seed": {"tools": {
+                "trusted": {"needs_approval": false},
+                "guarded": {"needs_approval": true}}}}}}"#,
+        )
+        .expect("parses");
+        let listed = vec![
+            listed("delete", json!({"destructiveHint": true})),
+            listed(
+                "reads",
+                json!({"readOnlyHint": true, "destructiveHint": true}),
+            ),
+            listed("adds", json!({"destructiveHint": false})),
+            listed("plain", json!({})),
+            listed("trusted", json!({"destructiveHint": true})),
+            listed("guarded", json!({"readOnlyHint": true})),
+        ];
+        let catalogue = catalogue([(&config.servers[0], listed.as_slice())]);
+        let needing: Vec<&str> = catalogue
+            .tools
+            .values()
+            .filter(|tool| tool.needs_approval)
+            .map(|tool| tool.verb_name.as_str())
+            .collect();
+        assert_eq!(needing, ["a__delete", "a__guarded"]);
+        let refused = McpConfig::parse(
+            r#"{"mcpServers": {"a": {"command": "x", "seed": {"tools": {
+                "t": {"needs_approval": "yes"}}}}}}"#,
+        );
+        assert!(refused.is_err(), "{refused:?}");
     }
 
     #[test]

@@ -111,6 +111,10 @@ impl Verb for McpVerb {
         self.tool.safe_to_repeat
     }
 
+    fn needs_approval(&self) -> bool {
+        self.tool.needs_approval
+    }
+
     fn source(&self) -> Option<&str> {
         Some(&self.tool.server)
     }
@@ -277,6 +281,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             annotations: ToolHints::default(),
             reconcile: None,
+            needs_approval: false,
         }
     }
 

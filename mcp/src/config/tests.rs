@@ -214,7 +214,7 @@ fn configurations_from_a_table() {
         ),
         (
             r#"{"mcpServers": {"f": {"command": "x", "seed": {"tools": {"w": {"safe": true}}}}}}"#,
-            "error: mcpServers.f.seed.tools.w.safe: unknown field, expected one of: enabled, safe_to_repeat, timeout_ms, reconcile",
+            "error: mcpServers.f.seed.tools.w.safe: unknown field, expected one of: enabled, safe_to_repeat, timeout_ms, reconcile, needs_approval",
         ),
         // A tool that reconciles another's cut-off calls.
         (
