@@ -228,7 +228,7 @@ CREATE INDEX approvals_due ON approvals (deadline_at)
 -- lost. kind and spec say when (seed_events::schedule::When); next_due_at is NULL once it
 -- ended: done (a one-shot fired), cancelled (unschedule, a person), or invalid (a stored spec
 -- that no longer parses). created_by_call_id is the schedule call that set it: a call cut off
--- by a crash finds its row instead of setting a second one. Migration 11.
+-- by a crash finds its row instead of setting a second one. Migration 10.
 CREATE TABLE schedules (
     id                  TEXT PRIMARY KEY,
     session_id          TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,

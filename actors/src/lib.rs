@@ -17,6 +17,8 @@
 //!   the runs in flight per queue; `schema`: the argument check verbs and actions share.
 //! - `logged_files`: a session's durable files with the log following them commit by commit,
 //!   and subscribers told what each commit made visible.
+//! - `scheduler`: fires the wake-ups sessions scheduled (`verbs::schedule`), each as one
+//!   background run queued with its notice.
 //! - `crash`: named crash points, for crash-injection tests and the simulator.
 //! - `attachments`: reads what the model is shown of the files a turn's messages name.
 //! - `bus`: notifications and streaming deltas for subscribers.
@@ -33,6 +35,7 @@ pub mod messages;
 pub mod queue;
 pub mod run_end;
 pub mod runtime;
+pub mod scheduler;
 pub mod schema;
 pub mod session;
 pub mod slots;

@@ -157,6 +157,8 @@ impl Runtime {
             crate::run_end::finish(&env, &run, end).await;
         }
         queue.do_send(Wake);
+        // Wake-ups missed while the service was down fire at its first pass, once each.
+        crate::scheduler::start(Arc::clone(&env), queue.clone());
         Ok((
             Runtime {
                 env,

@@ -140,6 +140,7 @@ async fn turn(
         queued_event_ids,
         memory,
         pending: view_pending,
+        schedules,
     } = store
         .turn_view(session_id, run.id, kept_mark)
         .await?
@@ -204,6 +205,7 @@ async fn turn(
         env,
         &session,
         memory,
+        &schedules,
         harness.state(),
         n_children_before,
         can_continue,

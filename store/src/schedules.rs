@@ -161,7 +161,10 @@ fn add(
 }
 
 /// The session's schedules still to fire, soonest first.
-fn list_active(connection: &Connection, session_id: SessionId) -> Result<Vec<ScheduleRow>> {
+pub(crate) fn list_active(
+    connection: &Connection,
+    session_id: SessionId,
+) -> Result<Vec<ScheduleRow>> {
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {SCHEDULE_COLUMNS} FROM schedules
          WHERE session_id = ?1 AND ended IS NULL ORDER BY next_due_at, id"

@@ -34,7 +34,7 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!(
             "../migrations/0009-runs-running-by-account.sql"
         )),
-        M::up(include_str!("../migrations/0011-schedules.sql")),
+        M::up(include_str!("../migrations/0010-schedules.sql")),
         M::up(include_str!("../migrations/0012-approvals.sql")),
     ])
 });

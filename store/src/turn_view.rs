@@ -23,6 +23,8 @@ pub struct TurnView {
     pub memory: Vec<MemoryFileRow>,
     /// Asked for with a mark: what the log holds past it for the store to import.
     pub pending: Option<PendingEvents>,
+    /// The session's wake-ups still to fire, soonest first.
+    pub schedules: Vec<crate::ScheduleRow>,
 }
 
 /// The events past a mark that no store entry was projected from (`pi_entry_id` unset), in seq
@@ -59,6 +61,7 @@ impl Store {
                 queued_event_ids: crate::runs::queued_event_ids(connection, session_id)?,
                 memory: list_memory(connection, session.account_id)?,
                 pending,
+                schedules: crate::schedules::list_active(connection, session_id)?,
                 session,
             };
             snapshot.finish()?;

@@ -1,6 +1,6 @@
-//! The turn's state blocks (memory index, delegation budget, plan, context usage, status, the
-//! time): rendered once per turn (`seed_projections::blocks`), sent with every request of the
-//! turn, never stored.
+//! The turn's state blocks (memory index, delegation budget, plan, context usage, status with
+//! the session's wake-ups, the time): rendered once per turn (`seed_projections::blocks`), sent
+//! with every request of the turn, never stored.
 
 use seed_durable::StoreState;
 use seed_projections::blocks::{ContextUsage, MemoryIndexEntry, TurnBlocks, render_turn_blocks};
@@ -8,10 +8,15 @@ use seed_projections::blocks::{ContextUsage, MemoryIndexEntry, TurnBlocks, rende
 use crate::env::RunEnv;
 
 /// This turn's state blocks: rendered once, sent with every request of the turn, never stored.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each argument is a part of the turn's view that one block shows"
+)]
 pub(super) fn turn_blocks(
     env: &RunEnv,
     session: &seed_store::SessionRow,
     memory: Vec<seed_store::MemoryFileRow>,
+    schedules: &[seed_store::ScheduleRow],
     state: &StoreState,
     n_children: usize,
     can_continue: bool,
@@ -62,9 +67,34 @@ pub(super) fn turn_blocks(
         }),
         plan: session.plan.clone(),
         context,
-        status: (session.title.clone(), session.description.clone()),
+        status: (
+            session.title.clone(),
+            status_description(&session.description, schedules),
+        ),
         now_ms: (env.clock)(),
         utc_offset_minutes: env.settings.utc_offset_minutes,
     };
     render_turn_blocks(&blocks)
+}
+
+/// The session's description for `<session_status>`, followed by its wake-ups still to fire.
+fn status_description(description: &str, schedules: &[seed_store::ScheduleRow]) -> String {
+    let lines: Vec<seed_projections::schedules::ScheduledLine> = schedules
+        .iter()
+        .filter_map(|row| {
+            Some(seed_projections::schedules::ScheduledLine {
+                schedule_id: row.id.to_string(),
+                when: row.describe(),
+                next_due_ms: row.next_due_at_ms?,
+                fired: row.fired,
+                note: row.note.clone(),
+            })
+        })
+        .collect();
+    let listed = seed_projections::schedules::status_lines(&lines);
+    match (description.is_empty(), listed.is_empty()) {
+        (_, true) => description.to_owned(),
+        (true, false) => listed,
+        (false, false) => format!("{description}\n{listed}"),
+    }
 }

@@ -6,6 +6,7 @@ pub mod delegate;
 pub mod memory;
 pub mod plan;
 pub mod read;
+pub mod schedule;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -234,14 +235,21 @@ impl VerbSet {
     }
 }
 
-/// The verbs Seed ships: read, plan, status, memory, delegate, return_result and
-/// continue_session.
+/// The verbs Seed ships: read, plan, status, memory, schedule, unschedule, delegate,
+/// return_result and continue_session.
 pub fn shipped() -> Vec<std::sync::Arc<dyn crate::verb::Verb>> {
+    shipped_with(schedule::Schedule::default())
+}
+
+/// [`shipped`], with `schedule`'s limits as given.
+pub fn shipped_with(schedule: schedule::Schedule) -> Vec<std::sync::Arc<dyn crate::verb::Verb>> {
     vec![
         Arc::new(read::Read),
         Arc::new(plan::Plan),
         Arc::new(status::Status),
         Arc::new(memory::Memory),
+        Arc::new(schedule),
+        Arc::new(schedule::Unschedule),
         Arc::new(delegate::Delegate),
         Arc::new(delegate::ReturnResult),
         Arc::new(continue_session::ContinueSession),
@@ -266,6 +274,8 @@ mod tests {
                 ("plan", TurnEffect::None),
                 ("status", TurnEffect::None),
                 ("memory", TurnEffect::None),
+                ("schedule", TurnEffect::None),
+                ("unschedule", TurnEffect::None),
                 ("delegate", TurnEffect::Delegates),
                 ("return_result", TurnEffect::Returns),
                 ("continue_session", TurnEffect::Continues),
@@ -284,7 +294,7 @@ mod tests {
         assert_eq!(
             names_with,
             [
-                vec!["read", "plan", "status", "memory"],
+                vec!["read", "plan", "status", "memory", "schedule", "unschedule"],
                 vec!["continue_session"],
                 vec!["delegate"],
                 vec!["return_result"],

@@ -23,6 +23,7 @@ mod runtime_recovery;
 mod runtime_scale;
 mod runtime_slots;
 mod runtime_stop;
+mod schedules;
 mod session_idle;
 mod turns;
 mod verbs_memory;

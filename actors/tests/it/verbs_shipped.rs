@@ -18,6 +18,8 @@ fn the_shipped_verbs_declare_themselves() {
             ("plan", true, Availability::Everywhere),
             ("status", true, Availability::Everywhere),
             ("memory", false, Availability::Everywhere),
+            ("schedule", false, Availability::NotInChildren),
+            ("unschedule", false, Availability::NotInChildren),
             ("delegate", false, Availability::NotInChildren),
             ("return_result", false, Availability::TypedChildrenOnly),
             ("continue_session", false, Availability::NotInChildren),

@@ -1,4 +1,4 @@
--- Migration 11: wake-ups a session schedules for itself (see sqlite-schema.sql).
+-- Migration 10: wake-ups a session schedules for itself (see sqlite-schema.sql).
 CREATE TABLE IF NOT EXISTS schedules (
     id                  TEXT PRIMARY KEY,
     session_id          TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
