@@ -26,7 +26,8 @@ use tokio::time::{Instant, Sleep};
 enum Phase {
     /// Between two requests: no head has begun.
     Idle,
-    /// A head has begun and must end by `deadline`. `line_empty`: nothing but a carriage
+    /// A head has begun (the first: the connection is open) and must end by `deadline`.
+    /// `line_empty`: nothing but a carriage
     /// return since the last line feed (one more line feed ends the head); `content`: the head
     /// holds more than the empty lines a client may send before a request line.
     Head {
@@ -169,8 +170,9 @@ fn answer_kind(mut bytes: &[u8]) -> AnswerKind {
             Some(b"101") => return AnswerKind::Switch,
             Some([b'1', _, _]) => {}
             Some(_) => return AnswerKind::Final,
-            // Too short to hold a status line: nothing of a final response is known.
+            // Nothing after the interim answers.
             None if bytes.is_empty() => return AnswerKind::Interim,
+            // Too short for a status line: the start of a final answer.
             None => return AnswerKind::Final,
         }
         match bytes.windows(4).position(|window| window == b"\r\n\r\n") {
@@ -193,7 +195,7 @@ const REQUEST_TIMEOUT_ANSWER: &[u8] =
 pub struct HeadTimedIo<T> {
     io: T,
     watch: HeadWatch,
-    /// Armed at the deadline of the head in progress; made at the first head.
+    /// Armed at the deadline of the head in progress, while one is read in more than one go.
     timer: Option<Pin<Box<Sleep>>>,
 }
 
@@ -223,25 +225,28 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for HeadTimedIo<T> {
         if let Poll::Ready(Ok(())) = polled {
             this.watch.read(&buf.filled()[filled..], Instant::now());
         }
-        if let Some(deadline) = this.watch.deadline() {
-            let timer = this
-                .timer
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-            if timer.deadline() != deadline {
-                timer.as_mut().reset(deadline);
+        let Some(deadline) = this.watch.deadline() else {
+            // No head in progress: nothing to wake the task for.
+            this.timer = None;
+            return polled;
+        };
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if timer.deadline() != deadline {
+            timer.as_mut().reset(deadline);
+        }
+        if timer.as_mut().poll(cx).is_ready() {
+            tracing::debug!("a request head did not arrive within the header timeout");
+            if this.watch.is_unanswered() {
+                // At most a few bytes on a connection that has sent nothing: they go at
+                // once, or the connection is closed without them.
+                let _ = Pin::new(&mut this.io).poll_write(cx, REQUEST_TIMEOUT_ANSWER);
             }
-            if timer.as_mut().poll(cx).is_ready() {
-                tracing::debug!("a request head did not arrive within the header timeout");
-                if this.watch.is_unanswered() {
-                    // At most a few bytes on a connection that has sent nothing: they go at
-                    // once, or the connection is closed without them.
-                    let _ = Pin::new(&mut this.io).poll_write(cx, REQUEST_TIMEOUT_ANSWER);
-                }
-                this.watch.time_out();
-                // Bytes read now are given; the next read gives the end.
-                if polled.is_pending() {
-                    return Poll::Ready(Ok(()));
-                }
+            this.watch.time_out();
+            // Bytes read now are given; the next read gives the end.
+            if polled.is_pending() {
+                return Poll::Ready(Ok(()));
             }
         }
         polled
