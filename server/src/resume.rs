@@ -58,7 +58,7 @@ pub fn live_delta(point: &ResumePoint, catch_up: &CatchUp) -> Option<Update> {
         0
     };
     let rest: String = text.chars().skip(held).collect();
-    (!rest.is_empty()).then(|| Update::TextDelta {
+    (!rest.is_empty()).then_some(Update::TextDelta {
         session_id: point.session_id,
         run_id: *run_id,
         offset_chars: held,

@@ -235,14 +235,7 @@ pub async fn subscribe(
         None => (state.caller(&request, &[]).await?, None),
     };
     let resume = match query.resume_point()? {
-        Some(point) => match state.store.get_session(point.session_id).await {
-            Ok(Some(session)) if session.account_id == caller.account_id => Some(Resume {
-                point,
-                store: state.store.clone(),
-            }),
-            Ok(_) => return Err(ApiError::NotFound("session").into()),
-            Err(error) => return Err(ApiError::from(error).into()),
-        },
+        Some(point) => Some(resumable(&state.store, &caller, point).await?),
         None => None,
     };
     // A socket over a cap is refused before the signed upgrade's nonce is taken: the refusal
@@ -264,6 +257,33 @@ pub async fn subscribe(
     };
     actix_web::rt::spawn(socket.run());
     Ok(response)
+}
+
+/// `point`, checked: in a session of the caller's (404 otherwise), at a seq its log holds.
+async fn resumable(
+    store: &Store,
+    caller: &crate::auth::Caller,
+    point: ResumePoint,
+) -> Result<Resume, ApiError> {
+    match store.get_session(point.session_id).await? {
+        Some(session) if session.account_id == caller.account_id => {}
+        _ => return Err(ApiError::NotFound("session")),
+    }
+    if point.after_seq > 0
+        && store
+            .read_events(point.session_id, point.after_seq, point.after_seq, 1)
+            .await?
+            .is_empty()
+    {
+        return Err(ApiError::bad(
+            "after_seq",
+            "the session's log ends before it: resume from a seq you were sent",
+        ));
+    }
+    Ok(Resume {
+        point,
+        store: store.clone(),
+    })
 }
 
 /// One subscriber's socket and what ends it.

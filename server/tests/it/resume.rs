@@ -229,6 +229,95 @@ async fn a_client_that_drops_its_socket_mid_answer_resumes_and_assembles_the_com
     assert_eq!(held.last_seq, committed.events.last().expect("events").seq);
 }
 
+/// The answer the client held part of is committed while it is away, and the next one streams:
+/// the catch-up's events hold the first answer whole, and the text in flight comes from its
+/// start, not from the offset the client held of the first.
+#[actix_web::test]
+async fn a_client_away_while_its_answer_was_committed_gets_it_in_the_events_and_the_next_from_its_start()
+ {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let client = server.client();
+    let token = mint(&client).await;
+    let session = new_session(&client).await;
+    let id = session.id;
+    let mut watcher = open(&server.url, &token, "").await.expect("a watcher");
+    let mut socket = open(&server.url, &token, &format!("session={id}"))
+        .await
+        .expect("subscribes");
+    let first: Vec<String> = (0..30).map(|n| format!("first{n}")).collect();
+    let sent: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{id}/messages"),
+            &json!({"text": format!("[slow 20] {}", first.join(" "))}),
+        )
+        .await
+        .expect("sent");
+    let mut held = Held::default();
+    while held.streaming.chars().count() < 20 {
+        let update = next(&mut socket).await;
+        assert!(
+            !held.take(&client, id, sent.run_id, update).await,
+            "cut mid-answer"
+        );
+    }
+    drop(socket);
+    let (after_seq, offset_chars) = (held.last_seq, held.streaming.chars().count());
+    let held_part = held.streaming.clone();
+    loop {
+        if let Update::RunFinished { run_id, .. } = next(&mut watcher).await
+            && run_id.0 == sent.run_id
+        {
+            break;
+        }
+    }
+    let second: Vec<String> = (0..60).map(|n| format!("second{n}")).collect();
+    let next_sent: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{id}/messages"),
+            &json!({"text": format!("[slow 40] {}", second.join(" "))}),
+        )
+        .await
+        .expect("sent");
+    loop {
+        if let Update::TextDelta {
+            run_id,
+            offset_chars: at,
+            text,
+            ..
+        } = next(&mut watcher).await
+            && run_id.0 == next_sent.run_id
+            && at + text.chars().count() >= 20
+        {
+            break;
+        }
+    }
+    let mut socket = open(
+        &server.url,
+        &token,
+        &format!("session={id}&after_seq={after_seq}&offset_chars={offset_chars}"),
+    )
+    .await
+    .expect("resumes");
+    loop {
+        let update = next(&mut socket).await;
+        if held.take(&client, id, next_sent.run_id, update).await {
+            break;
+        }
+    }
+    let first_answer = format!("You said: {}", first.join(" "));
+    let second_answer = format!("You said: {}", second.join(" "));
+    assert_eq!(
+        held.answers,
+        [
+            (first_answer, held_part),
+            (second_answer.clone(), second_answer)
+        ],
+        "the first answer from the events (its start streamed before), the second streamed \
+         whole across the reconnection"
+    );
+}
+
 #[actix_web::test]
 async fn a_resume_point_in_another_account_s_session_an_unknown_one_or_a_malformed_one_is_refused()
 {
@@ -271,6 +360,9 @@ async fn a_resume_point_in_another_account_s_session_an_unknown_one_or_a_malform
     let (status, body) = refusal(format!("session={id}&after_seq=-1"), token.clone()).await;
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("after_seq"), "{body}");
+    let (status, body) = refusal(format!("session={id}&after_seq=99"), token.clone()).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("log ends before it"), "{body}");
     // The owner resumes it.
     let mut socket = open(&server.url, &token, &format!("session={id}&after_seq=1"))
         .await
