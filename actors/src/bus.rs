@@ -77,6 +77,15 @@ pub enum Notification {
         name: String,
         arguments: serde_json::Value,
     },
+    /// A call waits for a person's approval: published once its run parked on the pending
+    /// approval (the park and the approval's row are one commit).
+    ApprovalPending {
+        session_id: SessionId,
+        run_id: RunId,
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
 }
 
 /// Keeps the subscribers and hands every notification to each.

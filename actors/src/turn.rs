@@ -317,6 +317,15 @@ async fn turn(
             };
             let parked = store.park_on_approval(approval, now).await?;
             turn_end.end.status = end::parked_status(parked);
+            if parked == seed_store::ParkOutcome::Parked {
+                env.publisher.publish(Notification::ApprovalPending {
+                    session_id,
+                    run_id: run.id,
+                    call_id: call.id,
+                    name: call.name,
+                    arguments: call.arguments,
+                });
+            }
         }
     }
     Ok(turn_end)

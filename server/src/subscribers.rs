@@ -341,6 +341,7 @@ pub async fn forward(subscribers: Arc<Subscribers>, publisher: Publisher, store:
             Notification::SessionChanged { session_id, .. }
             | Notification::TextDelta { session_id, .. }
             | Notification::ToolCall { session_id, .. }
+            | Notification::ApprovalPending { session_id, .. }
             | Notification::RunFinished { session_id, .. } => match owners.get(session_id) {
                 Some(owner) => *owner,
                 None => {

@@ -67,6 +67,15 @@ pub enum Update {
         name: String,
         arguments: serde_json::Value,
     },
+    /// A call waits for a person's approval (decide it with `POST
+    /// /v1/sessions/{id}/approvals/{call_id}`): sent once its run parked on it.
+    ApprovalPending {
+        session_id: SessionId,
+        run_id: seed_events::RunId,
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
     /// Committed events of the session a socket resumes, after the seq it resumed from, in
     /// order (at most a page each): the catch-up that comes before its live updates.
     Events {
@@ -133,6 +142,19 @@ impl Update {
                 session_id,
                 run_id,
                 seq,
+                call_id,
+                name,
+                arguments,
+            },
+            Notification::ApprovalPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+            } => Update::ApprovalPending {
+                session_id,
+                run_id,
                 call_id,
                 name,
                 arguments,

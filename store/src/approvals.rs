@@ -5,10 +5,11 @@
 //! comes before anything else the session does.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use seed_events::{RunId, SessionId};
+use seed_events::{AccountId, RunId, SessionId};
 
 use crate::children::ParkOutcome;
 use crate::error::collect_rows;
+use crate::nonces::{NonceOutcome, RequestNonce, owned_by, take_nonce};
 use crate::{Error, Result, Store};
 
 /// Where an approval stands.
@@ -296,6 +297,40 @@ impl Store {
         let tool_call_id = tool_call_id.to_owned();
         self.write(Some(session_id), move |connection| {
             decide(connection, session_id, &tool_call_id, &decision, now_ms)
+        })
+        .await
+    }
+
+    /// [`Store::decide_approval`] for a request of `account_id`: a session that is not the
+    /// account's is [`DecideOutcome::NotFound`]; the request's nonce is taken in the
+    /// transaction of the decision, and only when there is one to record (a refusal writes
+    /// nothing).
+    pub async fn decide_approval_signed(
+        &self,
+        nonce: Option<RequestNonce>,
+        account_id: AccountId,
+        session_id: SessionId,
+        tool_call_id: &str,
+        decision: ApprovalDecision,
+        now_ms: i64,
+    ) -> Result<NonceOutcome<DecideOutcome>> {
+        let tool_call_id = tool_call_id.to_owned();
+        self.write(Some(session_id), move |connection| {
+            if !owned_by(connection, session_id, account_id)? {
+                return Ok(NonceOutcome::Fresh(DecideOutcome::NotFound));
+            }
+            match find(connection, session_id, &tool_call_id)? {
+                None => return Ok(NonceOutcome::Fresh(DecideOutcome::NotFound)),
+                Some(row) if row.status != ApprovalStatus::Pending => {
+                    return Ok(NonceOutcome::Fresh(DecideOutcome::AlreadyDecided(row)));
+                }
+                Some(_) => {}
+            }
+            if !take_nonce(connection, nonce.as_ref())? {
+                return Ok(NonceOutcome::Replayed);
+            }
+            decide(connection, session_id, &tool_call_id, &decision, now_ms)
+                .map(NonceOutcome::Fresh)
         })
         .await
     }

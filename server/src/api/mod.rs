@@ -23,6 +23,7 @@ use crate::error::ApiError;
 
 mod account;
 mod actions;
+mod approvals;
 mod attachments;
 mod events;
 mod messages;
@@ -33,6 +34,7 @@ mod tokens;
 mod tools;
 
 pub use actions::{ActionRequest, ActionResponse, ActionsResponse, ByHandVerb, ByHandVerbInfo};
+pub use approvals::{ApprovalInfo, ApprovalsResponse, DecideApprovalRequest, DecisionName};
 pub use attachments::{
     AttachmentInfo, ListAttachmentsResponse, UploadQuery, checked_media_type, content_disposition,
 };
@@ -306,6 +308,8 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sessions::set_model)
         .service(actions::run_action)
         .service(actions::list_actions)
+        .service(approvals::list_approvals)
+        .service(approvals::decide_approval)
         .service(tools::list_tools)
         .service(tokens::mint_token)
         .service(tokens::revoke_token)

@@ -1,6 +1,7 @@
 //! seed-server's integration tests: one binary (`it`), not one per file; a module per suite.
 
 mod accounts;
+mod approvals;
 mod attachments;
 mod commit_by_commit;
 mod common;

@@ -29,7 +29,7 @@ fn installed() -> PathBuf {
 
 /// Runs scripts/mcp-servers.sh when a server is missing, once per process, under the lock the
 /// other MCP tests take.
-fn install() {
+pub(crate) fn install() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         let bin = installed().join("node/node_modules/.bin");
@@ -89,7 +89,7 @@ async fn events(client: &Client, session: uuid::Uuid) -> Vec<seed_server::api::E
 }
 
 /// The texts of the session's tool results, in the log's order.
-async fn tool_results(client: &Client, session: uuid::Uuid) -> Vec<String> {
+pub(crate) async fn tool_results(client: &Client, session: uuid::Uuid) -> Vec<String> {
     events(client, session)
         .await
         .into_iter()
@@ -273,7 +273,12 @@ async fn a_session_calls_an_echo_tool_and_a_read_tool() {
 }
 
 /// The Python server's tools, as the service is asked to run them and crash at `point`.
-fn python_service(dir: &Path, count_file: &Path, seed: &Value, crash_at: Option<&str>) -> Server {
+pub(crate) fn python_service(
+    dir: &Path,
+    count_file: &Path,
+    seed: &Value,
+    crash_at: Option<&str>,
+) -> Server {
     let mut py = python_server(count_file);
     py["seed"] = seed.clone();
     let config = config_file(dir, json!({"py": py}));
@@ -336,21 +341,21 @@ async fn crash_mid_call(
 }
 
 /// The lines of a file the test server appends to (`COUNT_FILE.started`, `COUNT_FILE.pids`).
-fn lines_of(path: &Path) -> Vec<String> {
+pub(crate) fn lines_of(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .map(|text| text.lines().map(str::to_owned).collect())
         .unwrap_or_default()
 }
 
 /// `path` with `suffix` added to its file name.
-fn beside(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn beside(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
 }
 
 /// Waits (up to 30 s) until `done` holds, polling.
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !done() {
         assert!(
@@ -362,7 +367,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// Whether process `pid` is gone (or a zombie nobody reaped: it runs nothing either).
-fn process_gone(pid: &str) -> bool {
+pub(crate) fn process_gone(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
         stat.rsplit_once(") ")
             .is_some_and(|(_, rest)| rest.starts_with('Z'))

@@ -52,6 +52,9 @@ async fn a_message_is_answered_over_http_and_streamed_over_the_websocket() {
             }
             Update::AccountChange { .. } => {}
             Update::ToolCall { name, .. } => panic!("this turn calls no tool, yet {name}"),
+            Update::ApprovalPending { name, .. } => {
+                panic!("this turn calls no tool, yet {name} waits for approval")
+            }
             Update::Events { .. } => panic!("a socket that resumes nothing gets no catch-up"),
         }
     }
@@ -242,6 +245,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /v1/sessions",
         "GET /v1/sessions/{session_id}",
         "GET /v1/sessions/{session_id}/actions",
+        "GET /v1/sessions/{session_id}/approvals",
         "GET /v1/sessions/{session_id}/attachments",
         "GET /v1/sessions/{session_id}/attachments/{attachment_id}",
         "GET /v1/sessions/{session_id}/continuation",
@@ -253,6 +257,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /v1/tools",
         "POST /v1/sessions",
         "POST /v1/sessions/{session_id}/actions",
+        "POST /v1/sessions/{session_id}/approvals/{call_id}",
         "POST /v1/sessions/{session_id}/attachments",
         "POST /v1/sessions/{session_id}/messages",
         "POST /v1/sessions/{session_id}/messages/{event_id}/retry",
@@ -270,6 +275,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
             .replace("{session_id}", &id.to_string())
             .replace("{run_id}", &id.to_string())
             .replace("{attachment_id}", "none")
+            .replace("{call_id}", "none")
             .replace("{event_id}", "1");
         let answer = client
             .request(method, &concrete, None)
