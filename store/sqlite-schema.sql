@@ -200,7 +200,7 @@ CREATE TABLE call_effects (
 -- Calls that wait for a person's decision: the run that made a call parks on its pending row
 -- (recorded with the park, in one transaction); the decision is recorded and the run queued
 -- again in one transaction. While a session has a pending approval, none of its other runs is
--- claimed. Migration 12.
+-- claimed. Migration 11.
 CREATE TABLE approvals (
     session_id         TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
     tool_call_id       TEXT NOT NULL,
@@ -218,7 +218,7 @@ CREATE TABLE approvals (
     PRIMARY KEY (session_id, tool_call_id)
 ) STRICT, WITHOUT ROWID;
 
--- The pending approvals with a deadline, soonest first. Migration 12.
+-- The pending approvals with a deadline, soonest first. Migration 11.
 CREATE INDEX approvals_due ON approvals (deadline_at)
     WHERE status = 'pending' AND deadline_at IS NOT NULL;
 

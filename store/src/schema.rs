@@ -35,7 +35,7 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
             "../migrations/0009-runs-running-by-account.sql"
         )),
         M::up(include_str!("../migrations/0010-schedules.sql")),
-        M::up(include_str!("../migrations/0012-approvals.sql")),
+        M::up(include_str!("../migrations/0011-approvals.sql")),
     ])
 });
 
