@@ -156,7 +156,7 @@ async fn a_client_that_drops_its_socket_mid_answer_resumes_and_assembles_the_com
     let mut socket = open(&server.url, &token, &format!("session={id}&after_seq=0"))
         .await
         .expect("subscribes");
-    let words: Vec<String> = (0..80).map(|n| format!("word{n}")).collect();
+    let words: Vec<String> = (0..120).map(|n| format!("word{n}")).collect();
     let sent: MessageSessionResponse = client
         .post(
             &format!("/v1/sessions/{id}/messages"),
@@ -271,7 +271,7 @@ async fn a_client_away_while_its_answer_was_committed_gets_it_in_the_events_and_
             break;
         }
     }
-    let second: Vec<String> = (0..60).map(|n| format!("second{n}")).collect();
+    let second: Vec<String> = (0..100).map(|n| format!("second{n}")).collect();
     let next_sent: MessageSessionResponse = client
         .post(
             &format!("/v1/sessions/{id}/messages"),
