@@ -378,26 +378,24 @@ impl Socket {
         // The catch-up of a resumed session first, while the live feed queues; then the seam
         // that keeps what was queued from repeating it.
         let mut seam = None;
-        let mut ended = None;
+        // How the catch-up ended the socket, when it did: with the service's reason, or none
+        // when the client went.
+        let mut ended: Option<Option<Closing>> = None;
         if let Some(resume) = resume {
             match catch_up(&mut session, &mut updates, &resume, &mut stop).await {
                 Ok(caught_up) => seam = Some(caught_up),
-                Err(sending) => ended = Some(sending),
+                Err(Sending::Stopped(closing)) => ended = Some(Some(closing)),
+                Err(Sending::Done | Sending::Gone) => ended = Some(None),
             }
         }
-        let ended = ended.map(|sending| match sending {
-            Sending::Stopped(closing) => Some(closing),
-            Sending::Done | Sending::Gone => None,
-        });
         let mut pings =
             tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
         pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Whether the client said anything since the last ping.
         let mut heard = true;
-        let closing: Option<Closing> = if let Some(closing) = ended {
-            closing
-        } else {
-            loop {
+        let closing: Option<Closing> = match ended {
+            Some(closing) => closing,
+            None => loop {
                 let sent = tokio::select! {
                     biased;
                     closing = &mut stop => break Some(closing),
@@ -431,7 +429,7 @@ impl Socket {
                     Sending::Gone => break None,
                     Sending::Stopped(closing) => break Some(closing),
                 }
-            }
+            },
         };
         let reason = closing.as_ref().map(|closing| actix_ws::CloseReason {
             code: closing.code(),
