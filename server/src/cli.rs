@@ -199,6 +199,14 @@ pub enum Command {
         /// README's "Configure the store" for the figures).
         #[arg(long, env = "SEED_SYNCHRONOUS", value_enum, default_value_t = SynchronousArg::Normal)]
         synchronous: SynchronousArg,
+        /// The shortest interval the agent may schedule a repeating wake-up at (the schedule
+        /// verb's every_seconds), in seconds; a shorter one is refused.
+        #[arg(long, env = "SEED_SCHEDULE_INTERVAL_MIN_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+        schedule_interval_min_secs: u64,
+        /// Wake-ups one session may have still to fire at once; the schedule verb refuses one
+        /// more.
+        #[arg(long, env = "SEED_SCHEDULES_PER_SESSION_MAX", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+        schedules_per_session_max: u32,
         /// Delay between the scripted model's text deltas, in milliseconds (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         scripted_delay_ms: u64,
@@ -222,6 +230,14 @@ pub enum Command {
     },
     /// Prints a session's transcript, with its continuation links.
     Show { session: String },
+    /// Lists the wake-ups a session's agent scheduled for itself, or cancels one
+    /// (`--cancel ID`).
+    Schedules {
+        session: String,
+        /// Cancels this wake-up: it never fires again.
+        #[arg(long, value_name = "SCHEDULE_ID")]
+        cancel: Option<String>,
+    },
     /// Lists the tools sessions are offered, built in and from MCP servers, each with its
     /// class: whether a call cut off by a crash runs again.
     Tools,
@@ -290,6 +306,8 @@ pub fn main() -> anyhow::Result<()> {
             synchronous,
             token_ttl_ms,
             tokens_per_account_max,
+            schedule_interval_min_secs,
+            schedules_per_session_max,
             scripted_delay_ms,
             crash_at,
         } => {
@@ -345,6 +363,12 @@ pub fn main() -> anyhow::Result<()> {
                     SynchronousArg::Normal => seed_store::Synchronous::Normal,
                     SynchronousArg::Full => seed_store::Synchronous::Full,
                 },
+                schedule: seed_actors::verbs::schedule::Schedule {
+                    interval_ms_min: i64::try_from(*schedule_interval_min_secs)
+                        .unwrap_or(i64::MAX / 1000)
+                        .saturating_mul(1000),
+                    per_session_max: *schedules_per_session_max as usize,
+                },
             })
         }
         Command::Key { new } => key(&cli, new.as_deref()),
@@ -356,6 +380,9 @@ pub fn main() -> anyhow::Result<()> {
         }
         Command::Sessions { limit } => with_client(&cli, |client| sessions(client, *limit)),
         Command::Show { session } => with_client(&cli, |client| show(client, session.clone())),
+        Command::Schedules { session, cancel } => with_client(&cli, |client| {
+            schedules(client, session.clone(), cancel.clone())
+        }),
         Command::Token => with_client(&cli, token),
         Command::Tools => with_client(&cli, tools),
         Command::Sim(args) => crate::sim::run(args),
@@ -549,6 +576,50 @@ async fn sessions(client: Client, limit: u64) -> anyhow::Result<()> {
     }
     for session in list.sessions {
         println!("{}  {}", session.id, describe(&session));
+    }
+    Ok(())
+}
+
+/// `seed schedules SESSION [--cancel ID]`: the session's wake-ups still to fire, one a line
+/// (id, when, next due, times fired, note), or cancels one.
+async fn schedules(client: Client, session: String, cancel: Option<String>) -> anyhow::Result<()> {
+    if let Some(schedule_id) = cancel {
+        let answer = client
+            .request(
+                "DELETE",
+                &format!("/v1/sessions/{session}/schedules/{schedule_id}"),
+                None,
+            )
+            .await?;
+        if !(200..300).contains(&answer.status) {
+            anyhow::bail!(
+                "the service answered {}: {}",
+                answer.status,
+                String::from_utf8_lossy(&answer.body)
+            );
+        }
+        println!("cancelled wake-up {schedule_id}");
+        return Ok(());
+    }
+    let list: crate::api::SchedulesResponse = client
+        .get(&format!("/v1/sessions/{session}/schedules"))
+        .await?;
+    if list.schedules.is_empty() {
+        println!("no wake-ups scheduled in this session");
+    }
+    for schedule in list.schedules {
+        let next = schedule
+            .next_due_at_ms
+            .map(seed_events::schedule::format_ms)
+            .unwrap_or_default();
+        let line = format!(
+            "{}  {}  next {}  fired {}  {}",
+            schedule.id, schedule.when, next, schedule.fired, schedule.note
+        );
+        println!(
+            "{}",
+            crate::chat::view::printable(&line.replace('\n', " "))
+        );
     }
     Ok(())
 }

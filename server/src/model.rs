@@ -128,9 +128,11 @@ pub fn parse_directives(text: &str) -> (Directives, String) {
     (directives, rest)
 }
 
-/// Whether `message` is one a person wrote (the per-turn blocks start with `<`).
+/// Whether `message` is a turn's input: one a person wrote, or a wake-up's notice (the
+/// per-turn blocks start with `<` too).
 fn is_input(message: &Message) -> bool {
-    matches!(message, Message::User(user) if !user.text.starts_with('<'))
+    matches!(message, Message::User(user)
+        if !user.text.starts_with('<') || user.text.starts_with("<scheduled_wakeup"))
 }
 
 /// What the scripted model says it received with the message at `position`:

@@ -81,6 +81,8 @@ pub struct ServeOptions {
     pub login_code_ttl: Duration,
     /// Whether a commit survives a power loss (`Full`) or a process crash (`Normal`).
     pub synchronous: seed_store::Synchronous,
+    /// The schedule verb's limits: the shortest interval, the wake-ups a session may have.
+    pub schedule: seed_actors::verbs::schedule::Schedule,
 }
 
 /// Connections each HTTP worker may hold, for `connections_max` in all (actix counts per
@@ -224,8 +226,10 @@ fn read_mcp_config(path: &Path) -> anyhow::Result<seed_mcp::McpConfig> {
 /// the runtime starts, so that a run the boot sweep takes up finds them.
 async fn start_verbs(
     mcp_config: Option<seed_mcp::McpConfig>,
+    schedule: seed_actors::verbs::schedule::Schedule,
 ) -> anyhow::Result<(seed_actors::verbs::VerbSet, Option<seed_mcp::McpServers>)> {
-    let verbs = seed_actors::verbs::VerbSet::start(seed_actors::verbs::shipped());
+    let verbs =
+        seed_actors::verbs::VerbSet::start(seed_actors::verbs::shipped_with(schedule));
     let Some(config) = mcp_config else {
         return Ok((verbs, None));
     };
@@ -307,7 +311,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
             }
         };
     let provider = Arc::new(crate::model::Metered { inner });
-    let (verbs, mcp) = start_verbs(mcp_config).await?;
+    let (verbs, mcp) = start_verbs(mcp_config, options.schedule).await?;
     let (runtime, report) = Runtime::start_with(
         store.clone(),
         provider,

@@ -7,7 +7,7 @@ use seed_events::{AccountId, SessionId};
 use crate::{Error, Result, Store};
 
 /// Every table of the schema, for row counts.
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 11] = [
     "accounts",
     "memory_files",
     "sessions",
@@ -18,6 +18,7 @@ const TABLES: [&str; 10] = [
     "session_continuations",
     "attachments",
     "request_nonces",
+    "schedules",
 ];
 
 fn account_by_public_key(connection: &Connection, public_key: &[u8]) -> Result<Option<AccountId>> {

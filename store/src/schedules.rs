@@ -7,11 +7,12 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use seed_events::schedule::{ScheduleKind, Wakeup, When, describe};
 use seed_events::{
-    EventRole, MessageBody, NewEvent, Queue, RunId, ScheduleId, SessionEvent, SessionId,
+    AccountId, EventRole, MessageBody, NewEvent, Queue, RunId, ScheduleId, SessionEvent, SessionId,
 };
 
 use crate::effects::{self, CallEffect};
 use crate::error::collect_rows;
+use crate::nonces::{NonceOutcome, RequestNonce, owned_by, take_nonce};
 use crate::runs::{NewRun, queue_run};
 use crate::{Error, Result, Store, log};
 
@@ -341,6 +342,40 @@ impl Store {
     ) -> Result<bool> {
         self.write(Some(session_id), move |connection| {
             cancel(connection, session_id, id, now_ms, effect.as_ref())
+        })
+        .await
+    }
+
+    /// A person cancels the session's schedule `id` with a signed request: the nonce is taken
+    /// in the transaction of the cancellation. `Fresh(false)` when the account has no such
+    /// session, or the session no such schedule still to fire (nothing is written then).
+    pub async fn cancel_schedule_signed(
+        &self,
+        nonce: Option<RequestNonce>,
+        account_id: AccountId,
+        session_id: SessionId,
+        id: ScheduleId,
+        now_ms: i64,
+    ) -> Result<NonceOutcome<bool>> {
+        self.write(Some(session_id), move |connection| {
+            if !owned_by(connection, session_id, account_id)? {
+                return Ok(NonceOutcome::Fresh(false));
+            }
+            let still_to_fire: bool = connection
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM schedules
+                         WHERE id = ?1 AND session_id = ?2 AND ended IS NULL)",
+                )?
+                .query_row(params![id.to_string(), session_id.to_string()], |row| {
+                    row.get(0)
+                })?;
+            if !still_to_fire {
+                return Ok(NonceOutcome::Fresh(false));
+            }
+            if !take_nonce(connection, nonce.as_ref())? {
+                return Ok(NonceOutcome::Replayed);
+            }
+            cancel(connection, session_id, id, now_ms, None).map(NonceOutcome::Fresh)
         })
         .await
     }

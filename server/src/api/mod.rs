@@ -29,12 +29,14 @@ mod events;
 mod messages;
 mod openapi;
 mod operations;
+mod schedules;
 mod sessions;
 mod tokens;
 mod tools;
 
 pub use actions::{ActionRequest, ActionResponse, ActionsResponse, ByHandVerb, ByHandVerbInfo};
 pub use approvals::{ApprovalInfo, ApprovalsResponse, DecideApprovalRequest, DecisionName};
+pub use schedules::{ScheduleInfo, SchedulesResponse};
 pub use attachments::{
     AttachmentInfo, ListAttachmentsResponse, UploadQuery, checked_media_type, content_disposition,
 };
@@ -310,6 +312,8 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(actions::list_actions)
         .service(approvals::list_approvals)
         .service(approvals::decide_approval)
+        .service(schedules::list_schedules)
+        .service(schedules::cancel_schedule)
         .service(tools::list_tools)
         .service(tokens::mint_token)
         .service(tokens::revoke_token)

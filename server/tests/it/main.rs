@@ -17,5 +17,6 @@ mod quotas;
 mod refusals;
 mod resume;
 mod retry;
+mod schedules;
 mod service;
 mod sim_cli;
