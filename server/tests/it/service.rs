@@ -236,6 +236,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /ui/{file}",
         "DELETE /v1/account",
         "DELETE /v1/sessions/{session_id}",
+        "DELETE /v1/sessions/{session_id}/schedules/{schedule_id}",
         "DELETE /v1/tokens/current",
         "GET /healthz",
         "GET /login",
@@ -252,6 +253,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "GET /v1/sessions/{session_id}/events",
         "GET /v1/sessions/{session_id}/live",
         "GET /v1/sessions/{session_id}/runs",
+        "GET /v1/sessions/{session_id}/schedules",
         "GET /v1/sessions/{session_id}/transcript",
         "GET /v1/subscribe",
         "GET /v1/tools",
@@ -274,6 +276,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         let concrete = path
             .replace("{session_id}", &id.to_string())
             .replace("{run_id}", &id.to_string())
+            .replace("{schedule_id}", &id.to_string())
             .replace("{attachment_id}", "none")
             .replace("{call_id}", "none")
             .replace("{event_id}", "1");
