@@ -2,8 +2,8 @@
 //! seqs, one result per call, every person's message in exactly one run, log and store in
 //! agreement (at every moment, since each commit writes both), no lease left, every
 //! continuation edge whole and replayable, a cut-off call whose effect exists answered with it,
-//! and no verb that is not safe to repeat run twice. Used by the simulation and by the kill -9
-//! test of `seed serve`.
+//! no verb that is not safe to repeat run twice, a denied call never run and an approved one run
+//! at most once. Used by the simulation and by the kill -9 test of `seed serve`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -269,11 +269,66 @@ async fn check_database(
 
     n_checked += check_cut_off_calls(store, &sessions, violations).await?;
 
+    n_checked += check_approvals(store, &sessions, launches, quiet, violations).await?;
+
     // A verb that is not safe to repeat ran at most once per call.
     n_checked += 1;
     for ((session, call), n) in launches {
         if *n > 1 {
             violations.push(format!("{session}: launch call {call} ran {n} times"));
+        }
+    }
+    Ok(n_checked)
+}
+
+/// A denied call never ran; an approved call ran at most once; once quiet, no approval is left
+/// pending. `launches` counts the executions of the verbs that are not safe to repeat (every
+/// verb that needs approval is one). Returns how many checks ran.
+async fn check_approvals(
+    store: &Store,
+    sessions: &[seed_store::SessionRow],
+    launches: &HashMap<(SessionId, String), usize>,
+    quiet: bool,
+    violations: &mut Vec<String>,
+) -> anyhow::Result<usize> {
+    let mut n_checked = 0;
+    for session in sessions {
+        for approval in store.approvals(session.id).await? {
+            n_checked += 1;
+            let call = &approval.tool_call_id;
+            let ran = launches
+                .get(&(session.id, call.clone()))
+                .copied()
+                .unwrap_or(0);
+            match approval.status {
+                seed_store::ApprovalStatus::Denied | seed_store::ApprovalStatus::TimedOut
+                    if ran > 0 =>
+                {
+                    violations.push(format!(
+                        "{}: call {call} was denied, yet it ran {ran} times",
+                        session.id
+                    ));
+                }
+                seed_store::ApprovalStatus::Approved if ran > 1 => {
+                    violations.push(format!(
+                        "{}: call {call} was approved once, yet it ran {ran} times",
+                        session.id
+                    ));
+                }
+                seed_store::ApprovalStatus::Pending if ran > 0 => {
+                    violations.push(format!(
+                        "{}: call {call} ran before it was approved",
+                        session.id
+                    ));
+                }
+                seed_store::ApprovalStatus::Pending if quiet => {
+                    violations.push(format!(
+                        "{}: call {call} still waits for approval once quiet",
+                        session.id
+                    ));
+                }
+                _ => {}
+            }
         }
     }
     Ok(n_checked)

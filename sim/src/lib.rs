@@ -119,6 +119,8 @@ pub struct SimReport {
     /// How often the model's calls of each of the user's verbs ran (runs again after a crash
     /// included).
     pub verb_calls: BTreeMap<String, usize>,
+    /// Calls that waited for approval and were decided (approved, edited or denied).
+    pub approvals_decided: usize,
     pub invariants_checked: usize,
     pub violations: Vec<String>,
     /// The step after which the first violation was seen (the end of the run counts as
@@ -185,8 +187,9 @@ enum Epoch {
 
 /// The previous request of a session, for the prefix check.
 struct LastRequest {
-    /// The stretch the request was asked in: its process, and the faults injected before it.
-    stretch: (usize, usize),
+    /// The stretch the request was asked in: its process, the faults injected and the
+    /// approvals decided before it.
+    stretch: (usize, usize, usize),
     /// Where the turn's `<current_time>` block sits.
     turn_at: Option<usize>,
     depth: usize,
@@ -212,6 +215,8 @@ struct Shared {
     violations: Mutex<Vec<String>>,
     n_requests: Mutex<usize>,
     n_faults: Mutex<usize>,
+    /// Approvals a person decided.
+    n_decisions: Mutex<usize>,
     /// Crash-point occurrences so far, and the one to crash at (exhaustive mode).
     hits: Mutex<usize>,
     crash_at: Option<usize>,
@@ -316,8 +321,13 @@ impl Shared {
                 .count()
         });
         // A turn recovered, after a crash (a new process) or after a fault (its next attempt),
-        // renders its blocks afresh: requests are compared only within one stretch of neither.
-        let stretch = (*lock(&self.epoch_idx), *lock(&self.n_faults));
+        // or resumed after a person's decision on a call it waited for, renders its blocks
+        // afresh: requests are compared only within one stretch of none of these.
+        let stretch = (
+            *lock(&self.epoch_idx),
+            *lock(&self.n_faults),
+            *lock(&self.n_decisions),
+        );
         let mut last_requests = lock(&self.last_requests);
         if let Some(last) = last_requests.get(&session)
             && last.stretch == stretch
@@ -488,6 +498,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<SimReport> {
     report.requests = *lock(&shared.n_requests);
     report.faults_injected = *lock(&shared.n_faults);
     report.verb_calls = lock(&shared.verb_calls).clone();
+    report.approvals_decided = *lock(&shared.n_decisions);
     report
         .violations
         .extend(std::mem::take(&mut *lock(&shared.violations)));
@@ -641,6 +652,15 @@ fn epoch(plan: &Plan<'_>, outer: &Arc<Shared>, report: &mut SimReport) -> anyhow
                     let session = sessions[rng.usize(..sessions.len())];
                     shared.note(("delete", step, session));
                     let _ = runtime.delete_session(session).await;
+                } else if roll < 0.84 {
+                    // A person answers a call that waits for approval: approves it, approves
+                    // it with edited arguments, or denies it.
+                    let choice = rng.u64(..);
+                    if let Some(decided) = answer_an_approval(&store, &sessions, choice).await? {
+                        shared.note(("decide", step, decided));
+                        *lock(&shared.n_decisions) += 1;
+                        runtime.wake();
+                    }
                 }
                 let pause = Duration::from_millis(rng.u64(0..8));
                 let fired_now = futures::select_biased! {
@@ -683,6 +703,8 @@ fn epoch(plan: &Plan<'_>, outer: &Arc<Shared>, report: &mut SimReport) -> anyhow
                 faults_on.store(false, Ordering::SeqCst);
                 let mut drained = false;
                 for _ in 0..QUIET_ROUNDS {
+                    // The person answers what waits for approval: nothing else ends those runs.
+                    answer_every_approval(&store, &shared).await?;
                     drained = store.list_open_runs().await?.is_empty();
                     if drained {
                         break;
@@ -744,7 +766,7 @@ async fn start(
     verbs.push(Arc::new(Launch {
         runs: Arc::clone(&shared.launches),
     }));
-    for classed in model::McpClassed::both(&shared.launches) {
+    for classed in model::McpClassed::all(&shared.launches) {
         verbs.push(Arc::new(classed));
     }
     verbs.extend(shared.verbs.iter().map(|run_verb| {
@@ -839,6 +861,7 @@ fn liveness_and_invariants(
             let mut violations = leases_of_the_dead(&store, epoch_idx).await?;
             let mut quiet = false;
             for _ in 0..QUIET_ROUNDS {
+                answer_every_approval(&store, &shared).await?;
                 if store.list_open_runs().await?.is_empty() {
                     quiet = true;
                     break;
@@ -886,6 +909,66 @@ fn liveness_and_invariants(
     })?;
     report.invariants_checked += n_checked;
     report.violations.extend(violations);
+    Ok(())
+}
+
+/// The decision `choice` (a seeded number) makes on a call: approve (half), approve with
+/// edited arguments, or deny.
+fn decision_of(choice: u64, arguments: &serde_json::Value) -> seed_store::ApprovalDecision {
+    match choice % 8 {
+        0..4 => seed_store::ApprovalDecision::Approve {
+            arguments: arguments.clone(),
+        },
+        4 => seed_store::ApprovalDecision::Approve {
+            arguments: serde_json::json!({ "item": format!("edited {choice:x}") }),
+        },
+        _ => seed_store::ApprovalDecision::Deny {
+            reason: format!("not now {choice:x}"),
+        },
+    }
+}
+
+/// Decides the oldest pending approval of the first of `sessions` that has one, as `choice`
+/// says; returns the call decided.
+async fn answer_an_approval(
+    store: &Store,
+    sessions: &[SessionId],
+    choice: u64,
+) -> anyhow::Result<Option<String>> {
+    for session in sessions {
+        let pending = store
+            .approvals(*session)
+            .await?
+            .into_iter()
+            .find(|approval| approval.status == seed_store::ApprovalStatus::Pending);
+        if let Some(approval) = pending {
+            let decision = decision_of(choice, &approval.arguments);
+            // A full disk may refuse it: the approval waits for the next answer.
+            let _ = store
+                .decide_approval(*session, &approval.tool_call_id, decision, 0)
+                .await;
+            return Ok(Some(approval.tool_call_id));
+        }
+    }
+    Ok(None)
+}
+
+/// Decides every pending approval of the account's sessions (from a hash of its call id, so a
+/// replay decides the same), as a person answering everything before the process ends.
+async fn answer_every_approval(store: &Store, shared: &Shared) -> anyhow::Result<()> {
+    for session in store.list_sessions(account()).await? {
+        for approval in store.approvals(session.id).await? {
+            if approval.status != seed_store::ApprovalStatus::Pending {
+                continue;
+            }
+            let choice = hash_of(&approval.tool_call_id);
+            let decision = decision_of(choice, &approval.arguments);
+            let _ = store
+                .decide_approval(session.id, &approval.tool_call_id, decision, 0)
+                .await;
+            *lock(&shared.n_decisions) += 1;
+        }
+    }
     Ok(())
 }
 

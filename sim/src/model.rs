@@ -2,7 +2,8 @@
 //! the seed and of what the request holds (so a recovered turn asks and is answered the same
 //! way); `launch` is a verb that must never run twice for one call, and `mcp_lookup` and
 //! `mcp_order` are classed as an MCP server's tools are, from their annotations (read-only: safe
-//! to repeat; no hints: not), the order never run twice for one call either.
+//! to repeat; no hints: not), the order never run twice for one call either; `mcp_delete` is
+//! destructive, so its calls wait for a person's approval.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -179,8 +180,9 @@ pub(crate) struct McpClassed {
 }
 
 impl McpClassed {
-    /// The simulation's two: a read-only lookup and an order with no hints.
-    pub(crate) fn both(runs: &Arc<Mutex<HashMap<(SessionId, String), usize>>>) -> [McpClassed; 2] {
+    /// The simulation's three: a read-only lookup, an order with no hints, and a destructive
+    /// delete, whose calls wait for a person's approval.
+    pub(crate) fn all(runs: &Arc<Mutex<HashMap<(SessionId, String), usize>>>) -> [McpClassed; 3] {
         [
             McpClassed {
                 name: "mcp_lookup",
@@ -193,6 +195,14 @@ impl McpClassed {
             McpClassed {
                 name: "mcp_order",
                 hints: seed_mcp::ToolHints::default(),
+                runs: Arc::clone(runs),
+            },
+            McpClassed {
+                name: "mcp_delete",
+                hints: seed_mcp::ToolHints {
+                    destructive: Some(true),
+                    ..Default::default()
+                },
                 runs: Arc::clone(runs),
             },
         ]
@@ -211,6 +221,9 @@ impl Verb for McpClassed {
     }
     fn safe_to_repeat(&self) -> bool {
         self.hints.safe_to_repeat()
+    }
+    fn needs_approval(&self) -> bool {
+        self.hints.needs_approval()
     }
     fn source(&self) -> Option<&str> {
         Some("sim")
@@ -324,11 +337,13 @@ fn answer(seed: u64, extra: &[RunVerb], request: &Request) -> ScriptedStep {
                             json!({"action": "append", "path": "~/memory/sim.md", "content": "x"}),
                         ),
                         // The verbs that must not run twice, and a read-only one, share a
-                        // slot: launch, or a verb classed as an MCP tool is.
-                        4 => match (h >> (40 + idx * 2)) % 3 {
+                        // slot: launch, or a verb classed as an MCP tool is (the destructive
+                        // one waits for a person's approval).
+                        4 => match (h >> (40 + idx * 2)) % 4 {
                             0 => call(idx, "launch", json!({"what": "probe"})),
                             1 => call(idx, "mcp_lookup", json!({"item": "stock"})),
-                            _ => call(idx, "mcp_order", json!({"item": "widget"})),
+                            2 => call(idx, "mcp_order", json!({"item": "widget"})),
+                            _ => call(idx, "mcp_delete", json!({"item": "old"})),
                         },
                         5 => call(idx, "read", json!({"target": "~/memory/sim.md"})),
                         user => {

@@ -7,4 +7,5 @@ mod provider_faults;
 mod providers_turn;
 mod providers_wire;
 mod sim;
+mod sim_approvals;
 mod tidy;
