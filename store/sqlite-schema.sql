@@ -252,3 +252,18 @@ CREATE TABLE schedules (
 -- The wake-ups still to fire, soonest first: what the scheduler sleeps until.
 CREATE INDEX schedules_due ON schedules (next_due_at) WHERE ended IS NULL;
 CREATE INDEX schedules_by_session ON schedules (session_id);
+
+-- What a turn can still read of a session's durable files folded up to the line upto_id
+-- (seed_durable::Kept, as JSON: the first entry of the context, the newest system entry before
+-- it, the newest value of each document, the tasks a turn can look up). A harness opens from
+-- it, the entry lines from entries_from_id (the row of entry first_entry_id, the context's
+-- first) on, and the other lines after upto_id: opening a long session reads its context, not
+-- its history. Written by the session's harness every few hundred lines, and replaced by a
+-- newer one only. Migration 12.
+CREATE TABLE session_durable_kept (
+    session_key      INTEGER PRIMARY KEY REFERENCES sessions (key) ON DELETE CASCADE,
+    upto_id          INTEGER NOT NULL,
+    first_entry_id   INTEGER NOT NULL,
+    entries_from_id  INTEGER NOT NULL,
+    kept             TEXT NOT NULL
+) STRICT;

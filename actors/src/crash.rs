@@ -150,6 +150,20 @@ impl<F: DurableFs> DurableFs for CrashFs<F> {
         self.inner.read(file)
     }
 
+    fn open_lines(
+        &self,
+    ) -> impl std::future::Future<Output = Result<seed_durable::OpenLines, Self::Error>> + Send
+    {
+        self.inner.open_lines()
+    }
+
+    fn keep(
+        &self,
+        kept: &seed_durable::Kept,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.keep(kept)
+    }
+
     /// Lines committed other than by the harness pass no point.
     fn commit(
         &self,

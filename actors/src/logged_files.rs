@@ -196,6 +196,20 @@ impl DurableFs for LoggedFiles {
         self.files.read(file)
     }
 
+    fn open_lines(
+        &self,
+    ) -> impl std::future::Future<Output = Result<seed_durable::OpenLines, Self::Error>> + Send
+    {
+        self.files.open_lines()
+    }
+
+    fn keep(
+        &self,
+        kept: &seed_durable::Kept,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        self.files.keep(kept)
+    }
+
     /// Lines committed other than by the harness carry no log events.
     fn commit(
         &self,

@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use crate::state::Batch;
+use crate::state::{Batch, Kept};
 
 /// The files a durable store keeps. Each is an append-only list of lines (JSON documents).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -88,6 +88,44 @@ pub trait DurableFs: Send + Sync {
     fn commit_batch(&self, batch: &Batch) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.commit(batch.to_appends())
     }
+
+    /// The lines a harness opens from: what the store last kept ([`DurableFs::keep`]) and the
+    /// lines after it, or, when it kept nothing, every line. Keeping nothing by default.
+    fn open_lines(&self) -> impl Future<Output = Result<OpenLines, Self::Error>> + Send {
+        async move {
+            let entries = self.read(FileName::Entries).await?;
+            let documents = self.read(FileName::Documents).await?;
+            let tasks = self.read(FileName::Tasks).await?;
+            Ok(OpenLines {
+                n_after_kept: entries.len() + documents.len() + tasks.len(),
+                kept: None,
+                entries,
+                documents,
+                tasks,
+            })
+        }
+    }
+
+    /// Keeps what a turn can still read of the store as it is now (every committed line
+    /// folded), so that a later open reads only the lines after it. The caller holds the files
+    /// (no commit in flight). A file system that keeps nothing ignores it.
+    fn keep(&self, kept: &Kept) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = kept;
+        async { Ok(()) }
+    }
+}
+
+/// What [`DurableFs::open_lines`] reads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpenLines {
+    /// What the store kept, when it kept something: `entries` are then the entry lines from
+    /// its `first_entry_id` on, `documents` and `tasks` the lines committed after it.
+    pub kept: Option<Kept>,
+    pub entries: Vec<String>,
+    pub documents: Vec<String>,
+    pub tasks: Vec<String>,
+    /// Lines committed after what was kept (every line when nothing was).
+    pub n_after_kept: usize,
 }
 
 /// An error from [`MemoryFs`]: its only failure is one a test asked for.

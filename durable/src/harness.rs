@@ -206,7 +206,14 @@ pub struct Harness<F, P> {
     /// Set when a commit was refused; nothing more is written.
     closed: bool,
     before_request: Option<BeforeRequest>,
+    /// Lines committed since the store last kept the state ([`DurableFs::keep`]).
+    n_since_kept: usize,
 }
+
+/// Lines committed after the store last kept the state before it keeps it again (and at once
+/// after a reset): an open reads at most about this many lines besides the context (the
+/// entries since the newest reset).
+pub const KEEP_AFTER_LINES: usize = 256;
 
 impl<F, P> std::fmt::Debug for Harness<F, P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -221,11 +228,14 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
     /// Opens the store, folding its files into memory.
     pub async fn open(fs: F, provider: P, tools: ToolSet, config: HarnessConfig) -> Result<Self> {
         let read = |error: F::Error| Error::StoreRead(Box::new(error));
-        let entries = fs.read(FileName::Entries).await.map_err(read)?;
-        let documents = fs.read(FileName::Documents).await.map_err(read)?;
-        let tasks = fs.read(FileName::Tasks).await.map_err(read)?;
-        let state = StoreState::fold(&entries, &documents, &tasks)?;
-        Ok(Harness {
+        let lines = fs.open_lines().await.map_err(read)?;
+        let state = match lines.kept {
+            Some(kept) => {
+                StoreState::open_kept(kept, &lines.entries, &lines.documents, &lines.tasks)?
+            }
+            None => StoreState::fold(&lines.entries, &lines.documents, &lines.tasks)?,
+        };
+        let mut harness = Harness {
             fs,
             provider,
             tool_specs: Arc::from(tools.specs()),
@@ -237,7 +247,22 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             state,
             closed: false,
             before_request: None,
-        })
+            n_since_kept: lines.n_after_kept,
+        };
+        harness.keep_when_due().await;
+        Ok(harness)
+    }
+
+    /// Has the store keep the state once enough lines came after what it kept. A refusal
+    /// costs nothing but a longer open later.
+    async fn keep_when_due(&mut self) {
+        if self.n_since_kept < KEEP_AFTER_LINES {
+            return;
+        }
+        match self.fs.keep(&self.state.kept()).await {
+            Ok(()) => self.n_since_kept = 0,
+            Err(error) => tracing::warn!(%error, "the store could not keep the session's state"),
+        }
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -796,7 +821,18 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         }
         match self.fs.commit_batch(&batch).await {
             Ok(()) => {
+                self.n_since_kept +=
+                    batch.entries().len() + batch.documents().len() + batch.tasks().len();
+                // A reset starts a new context: kept at once, an open reads from it on.
+                if batch
+                    .entries()
+                    .iter()
+                    .any(|entry| matches!(entry.body, EntryBody::Reset {}))
+                {
+                    self.n_since_kept = self.n_since_kept.max(KEEP_AFTER_LINES);
+                }
                 self.state.apply(batch);
+                self.keep_when_due().await;
                 Ok(())
             }
             Err(error) => {

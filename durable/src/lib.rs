@@ -25,12 +25,12 @@ pub mod stop;
 pub mod tool;
 pub mod turn;
 
-pub use fs::{Append, DurableFs, FileName, MemoryFs, MemoryFsError};
+pub use fs::{Append, DurableFs, FileName, MemoryFs, MemoryFsError, OpenLines};
 pub use harness::{
     BeforeRequest, Clock, Error, Harness, HarnessConfig, HookDecision, SystemClock, TurnOutcome,
     TurnRequest,
 };
 pub use record::{Entry, EntryBody, EntryId};
-pub use state::{Batch, StoreState};
+pub use state::{Batch, Kept, StoreState};
 pub use stop::StopSignal;
 pub use tool::{Decision, Tool, ToolOutput, ToolSet};

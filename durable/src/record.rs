@@ -180,6 +180,25 @@ impl Task {
             Task::Tool { call_id, .. } => format!("tool:{call_id}"),
         }
     }
+
+    /// The turn the task belongs to.
+    pub fn request_id(&self) -> &str {
+        match self {
+            Task::Model { request_id, .. } | Task::Tool { request_id, .. } => request_id,
+        }
+    }
+
+    /// Whether the task reached an end it never leaves: a request completed or aborted, a call
+    /// answered or interrupted.
+    pub fn is_ended(&self) -> bool {
+        match self {
+            Task::Model { state, .. } => !matches!(state, ModelTaskState::Streaming),
+            Task::Tool { state, .. } => matches!(
+                state,
+                ToolTaskState::Completed { .. } | ToolTaskState::Interrupted { .. }
+            ),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,6 +3,12 @@
 //! A [`Batch`] holds typed records; it is serialized into one atomic commit of the durable files
 //! and, once that commit succeeds, applied to the [`StoreState`] by the same fold that opening
 //! uses, so the state in memory is always exactly what the store holds.
+//!
+//! A state need not hold the whole history: [`Kept`] is what a turn can still read of a store
+//! folded up to some line (the entries from the newest reset on, the newest system entry, the
+//! newest value of each document, the tasks a turn can still look up), and
+//! [`StoreState::open_kept`] folds the lines after it onto it, so that opening a long session
+//! costs its context rather than its history.
 
 use std::collections::BTreeMap;
 
@@ -21,9 +27,11 @@ pub struct CorruptLine {
     pub detail: String,
 }
 
-/// Everything a store holds, folded.
+/// Everything a store holds, folded; or, opened from a [`Kept`], everything a turn can read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StoreState {
+    /// The entries from the first one kept on (ids rise by one from `entries[0].id`): all of
+    /// them when folded from every line, those from the newest reset on when opened kept.
     pub entries: Vec<Entry>,
     /// The newest value of each document; a cleared document is absent.
     pub documents: BTreeMap<String, serde_json::Value>,
@@ -31,6 +39,24 @@ pub struct StoreState {
     pub tasks: BTreeMap<String, Task>,
     /// Where the newest `pi.system` entry sits, so finding it does not scan the history.
     newest_system_idx: Option<usize>,
+    /// The newest `pi.system` entry when it comes before the entries held (opened kept).
+    older_system: Option<Entry>,
+    /// The id the first entry has, or would have while there is none: 1 unless opened kept.
+    first_entry_id: EntryId,
+}
+
+/// What a turn can still read of a store folded up to some line: a store keeps it, and opens
+/// from it and the lines after it ([`StoreState::open_kept`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Kept {
+    /// The first entry a turn can read: the newest reset (the context starts after it), or 1.
+    pub first_entry_id: EntryId,
+    /// The newest `pi.system` entry, when it comes before `first_entry_id`.
+    pub system: Option<Entry>,
+    /// The newest value of each document set.
+    pub documents: BTreeMap<String, serde_json::Value>,
+    /// The tasks a turn can still look up: those of the newest turn, and any not ended.
+    pub tasks: Vec<Task>,
 }
 
 impl StoreState {
@@ -41,6 +67,18 @@ impl StoreState {
         tasks: &[String],
     ) -> Result<StoreState, CorruptLine> {
         let mut state = StoreState::default();
+        state.fold_lines(entries, documents, tasks)?;
+        Ok(state)
+    }
+
+    /// Folds lines onto this state, in commit order.
+    fn fold_lines(
+        &mut self,
+        entries: &[String],
+        documents: &[String],
+        tasks: &[String],
+    ) -> Result<(), CorruptLine> {
+        let state = self;
         for (line_idx, line) in entries.iter().enumerate() {
             let entry: Entry = parse(FileName::Entries, line_idx, line)?;
             if entry.id != state.next_entry_id() {
@@ -62,21 +100,77 @@ impl StoreState {
         for (line_idx, line) in tasks.iter().enumerate() {
             state.apply_task(parse(FileName::Tasks, line_idx, line)?);
         }
-        Ok(state)
+        Ok(())
     }
 
     /// The id the next entry gets.
     pub fn next_entry_id(&self) -> EntryId {
-        self.entries.last().map_or(1, |entry| entry.id + 1)
+        self.entries
+            .last()
+            .map_or(self.first_entry_id.max(1), |entry| entry.id + 1)
     }
 
+    /// The entry `id`, when it is held (an entry before the newest reset is not, once opened
+    /// kept; a turn never asks for one).
     pub fn entry(&self, id: EntryId) -> Option<&Entry> {
-        // Ids are dense from 1, so the entry sits at index id - 1.
-        let entry = self
-            .entries
-            .get(usize::try_from(id).ok()?.checked_sub(1)?)?;
+        // Ids are dense from the first held, so the entry sits at index id - first.
+        let idx = self.entry_index(id)?;
+        let entry = self.entries.get(idx)?;
         debug_assert_eq!(entry.id, id);
         Some(entry)
+    }
+
+    /// Where entry `id` sits among the entries held (it may be one past the end).
+    pub fn entry_index(&self, id: EntryId) -> Option<usize> {
+        usize::try_from(id.checked_sub(self.first_entry_id.max(1))?).ok()
+    }
+
+    /// What a turn can still read of this state: a store keeps it to open from later.
+    pub fn kept(&self) -> Kept {
+        let first_entry_id = self
+            .entries
+            .iter()
+            .rev()
+            .find(|entry| matches!(entry.body, EntryBody::Reset {}))
+            .map_or(self.first_entry_id.max(1), |reset| reset.id);
+        let system = match self.newest_system_idx {
+            Some(idx) if self.entries[idx].id < first_entry_id => Some(self.entries[idx].clone()),
+            Some(_) => None,
+            None => self.older_system.clone(),
+        };
+        let turn = self.turn().map(|turn| turn.request_id);
+        let tasks = self
+            .tasks
+            .values()
+            .filter(|task| Some(task.request_id()) == turn.as_deref() || !task.is_ended())
+            .cloned()
+            .collect();
+        Kept {
+            first_entry_id,
+            system,
+            documents: self.documents.clone(),
+            tasks,
+        }
+    }
+
+    /// Opens from `kept` and the lines after it: `entries` every entry line from
+    /// `kept.first_entry_id` on, `documents` and `tasks` the lines committed after the line
+    /// `kept` was folded to.
+    pub fn open_kept(
+        kept: Kept,
+        entries: &[String],
+        documents: &[String],
+        tasks: &[String],
+    ) -> Result<StoreState, CorruptLine> {
+        let mut state = StoreState {
+            first_entry_id: kept.first_entry_id.max(1),
+            older_system: kept.system,
+            documents: kept.documents,
+            tasks: kept.tasks.into_iter().map(|task| (task.key(), task)).collect(),
+            ..StoreState::default()
+        };
+        state.fold_lines(entries, documents, tasks)?;
+        Ok(state)
     }
 
     pub fn document<T: serde::de::DeserializeOwned>(&self, name: &str) -> Option<T> {
@@ -102,7 +196,11 @@ impl StoreState {
 
     /// The newest `pi.system` entry.
     pub fn system(&self) -> Option<(&str, &[seed_providers::ToolSpec])> {
-        match &self.entries.get(self.newest_system_idx?)?.body {
+        let entry = match self.newest_system_idx {
+            Some(idx) => self.entries.get(idx)?,
+            None => self.older_system.as_ref()?,
+        };
+        match &entry.body {
             EntryBody::System {
                 system_prompt,
                 tools,
@@ -305,6 +403,189 @@ mod tests {
         assert_eq!(folded, state);
         assert_eq!(state.turn(), None);
         assert_eq!(state.next_entry_id(), 2);
+    }
+
+    /// A store written turn by turn, each batch's lines kept apart: turns with a reset before
+    /// some, system entries, responses with calls, results (some calls left parked, without
+    /// one), edits, the live document set and cleared, turns that end and one left open.
+    fn written(choices: &[u8]) -> (StoreState, Vec<[Vec<String>; 3]>) {
+        use crate::record::{LIVE_DOCUMENT, LiveDocument, ToolTaskState, TurnState};
+        use seed_providers::{Message, ToolCall, ToolResultMessage, UserMessage, tool_response};
+
+        let mut state = StoreState::default();
+        let mut batches = Vec::new();
+        let mut turn: Option<TurnDocument> = None;
+        let mut open_calls: Vec<String> = Vec::new();
+        for (step, &choice) in choices.iter().enumerate() {
+            let mut batch = Batch::new(&state);
+            let request_id = turn.as_ref().map(|turn| turn.request_id.clone());
+            match (choice % 8, request_id) {
+                (0..=2, _) | (_, None) => {
+                    let request_id = format!("r{step}");
+                    if choice % 3 == 0 {
+                        batch.entry(EntryBody::Reset {});
+                    }
+                    if choice % 5 == 0 {
+                        batch.entry(EntryBody::System {
+                            system_prompt: format!("system {step}"),
+                            tools: Vec::new(),
+                        });
+                    }
+                    let input_entry_id = batch.entry(EntryBody::User {
+                        request_id: request_id.clone(),
+                        message: UserMessage::new(format!("message {step}")),
+                    });
+                    let doc = TurnDocument {
+                        request_id: request_id.clone(),
+                        input_entry_id,
+                        state: TurnState::Open,
+                        answer_entry_id: None,
+                        reason: None,
+                    };
+                    batch.document(TURN_DOCUMENT, Some(&doc));
+                    batch.task(Task::Model {
+                        request_id,
+                        step: 0,
+                        state: ModelTaskState::Streaming,
+                    });
+                    turn = Some(doc);
+                    open_calls.clear();
+                }
+                (3, Some(request_id)) => {
+                    let calls: Vec<ToolCall> = (0..choice % 3)
+                        .map(|k| ToolCall {
+                            id: format!("c{step}-{k}"),
+                            name: "read".to_owned(),
+                            arguments: serde_json::json!({}),
+                        })
+                        .collect();
+                    let entry_id = batch.entry(EntryBody::Assistant {
+                        request_id: request_id.clone(),
+                        message: tool_response(&format!("response {step}"), calls.clone()),
+                    });
+                    batch.task(Task::Model {
+                        request_id: request_id.clone(),
+                        step: 0,
+                        state: ModelTaskState::Completed { entry_id },
+                    });
+                    for call in calls {
+                        batch.task(Task::Tool {
+                            request_id: request_id.clone(),
+                            call_id: call.id.clone(),
+                            name: call.name,
+                            state: ToolTaskState::Started,
+                        });
+                        open_calls.push(call.id);
+                    }
+                }
+                (4, Some(request_id)) if !open_calls.is_empty() => {
+                    let call_id = open_calls.remove(0);
+                    let entry_id = batch.entry(EntryBody::ToolResult {
+                        request_id: request_id.clone(),
+                        message: ToolResultMessage {
+                            tool_call_id: call_id.clone(),
+                            tool_name: "read".to_owned(),
+                            content: format!("result {step}"),
+                            is_error: false,
+                            images: Vec::new(),
+                        },
+                        ends_turn: false,
+                        placeholder: false,
+                    });
+                    batch.task(Task::Tool {
+                        request_id,
+                        call_id,
+                        name: "read".to_owned(),
+                        state: ToolTaskState::Completed { entry_id },
+                    });
+                }
+                (5, Some(request_id)) => batch.document(
+                    LIVE_DOCUMENT,
+                    Some(&LiveDocument {
+                        request_id,
+                        text: format!("so far {step}"),
+                        thinking: String::new(),
+                        tool_calls: Vec::new(),
+                        state: crate::record::LiveState::Streaming,
+                        error: None,
+                    }),
+                ),
+                (6, _) => {
+                    batch.document::<LiveDocument>(LIVE_DOCUMENT, None);
+                    let target = u64::from(choice) % state.next_entry_id().max(2) + 1;
+                    batch.entry(EntryBody::Edit {
+                        target,
+                        message: Message::User(UserMessage::new(format!("edited {step}"))),
+                    });
+                }
+                (_, Some(_)) => {
+                    if let Some(mut doc) = turn.take() {
+                        doc.state = TurnState::Answered;
+                        batch.document(TURN_DOCUMENT, Some(&doc));
+                    }
+                }
+            }
+            batches.push([
+                lines(&batch, FileName::Entries),
+                lines(&batch, FileName::Documents),
+                lines(&batch, FileName::Tasks),
+            ]);
+            state.apply(batch);
+        }
+        (state, batches)
+    }
+
+    fn file_lines(batches: &[[Vec<String>; 3]], file: usize) -> Vec<String> {
+        batches.iter().flat_map(|batch| batch[file].clone()).collect()
+    }
+
+    proptest::proptest! {
+        /// A state opened from what was kept at any line, and the lines after it, reads as the
+        /// state folded from every line: the same context, system prompt, documents, next
+        /// entry, next action of the open turn and tasks a turn can look up, and it keeps the
+        /// same again.
+        #[test]
+        fn a_state_opened_kept_reads_as_the_state_folded_from_every_line(
+            choices in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..60)
+        ) {
+            use proptest::prop_assert_eq;
+            let (applied, batches) = written(&choices);
+            let all = |file| file_lines(&batches, file);
+            let full = StoreState::fold(&all(0), &all(1), &all(2)).expect("folds");
+            prop_assert_eq!(&full, &applied);
+            for split in 0..=batches.len() {
+                let before = |file| file_lines(&batches[..split], file);
+                let after = |file| file_lines(&batches[split..], file);
+                let kept = StoreState::fold(&before(0), &before(1), &before(2))
+                    .expect("folds")
+                    .kept();
+                let entries: Vec<String> = all(0)
+                    .into_iter()
+                    .skip(usize::try_from(kept.first_entry_id - 1).expect("fits"))
+                    .collect();
+                let opened =
+                    StoreState::open_kept(kept, &entries, &after(1), &after(2)).expect("opens");
+                prop_assert_eq!(
+                    crate::context::conversation(&opened.entries),
+                    crate::context::conversation(&full.entries)
+                );
+                prop_assert_eq!(opened.system(), full.system());
+                prop_assert_eq!(&opened.documents, &full.documents);
+                prop_assert_eq!(opened.next_entry_id(), full.next_entry_id());
+                prop_assert_eq!(opened.kept(), full.kept());
+                if let Some(turn) = full.turn() {
+                    prop_assert_eq!(
+                        crate::turn::next_action(&opened, &turn, |_| false),
+                        crate::turn::next_action(&full, &turn, |_| false)
+                    );
+                    for task in full.tasks.values() {
+                        if task.request_id() == turn.request_id || !task.is_ended() {
+                            prop_assert_eq!(opened.task(&task.key()), Some(task));
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

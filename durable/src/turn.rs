@@ -104,13 +104,15 @@ pub fn next_action(
     }
 }
 
-/// The turn's own entries after its input. Entry ids are dense from 1, so the turn starts at a
-/// known index: the cost follows the turn, not the history.
+/// The turn's own entries after its input. Entry ids are dense, so the turn starts at a known
+/// index: the cost follows the turn, not the history.
 fn turn_entries<'a>(
     state: &'a StoreState,
     turn: &'a TurnDocument,
 ) -> impl Iterator<Item = &'a crate::record::Entry> + Clone + 'a {
-    let start = usize::try_from(turn.input_entry_id).unwrap_or(usize::MAX);
+    let start = state
+        .entry_index(turn.input_entry_id)
+        .map_or(usize::MAX, |input_idx| input_idx + 1);
     state
         .entries
         .get(start..)

@@ -44,6 +44,14 @@ impl DurableFs for SessionFiles {
             .await
     }
 
+    async fn open_lines(&self) -> Result<seed_durable::OpenLines> {
+        self.open_lines_kept().await
+    }
+
+    async fn keep(&self, kept: &seed_durable::Kept) -> Result<()> {
+        self.keep_kept(kept).await
+    }
+
     async fn commit(&self, batch: Vec<Append>) -> Result<()> {
         let session_id = self.session_id;
         let session_key = Arc::clone(&self.session_key);

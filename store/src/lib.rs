@@ -29,6 +29,7 @@ mod continuations;
 mod effects;
 mod error;
 mod files;
+mod kept;
 pub mod floor;
 mod leases;
 mod log;

@@ -36,6 +36,7 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         )),
         M::up(include_str!("../migrations/0010-schedules.sql")),
         M::up(include_str!("../migrations/0011-approvals.sql")),
+        M::up(include_str!("../migrations/0012-durable-kept.sql")),
     ])
 });
 
@@ -279,7 +280,7 @@ mod tests {
     use super::*;
 
     /// The version a database has once every migration ran.
-    const LATEST_VERSION: i64 = 11;
+    const LATEST_VERSION: i64 = 12;
 
     #[test]
     fn migrations_are_valid() {

@@ -161,6 +161,14 @@ impl<F: DurableFs> DurableFs for TimedFs<F> {
         self.inner.read(file).await
     }
 
+    async fn open_lines(&self) -> Result<seed_durable::OpenLines, F::Error> {
+        self.inner.open_lines().await
+    }
+
+    async fn keep(&self, kept: &seed_durable::Kept) -> Result<(), F::Error> {
+        self.inner.keep(kept).await
+    }
+
     async fn commit(&self, batch: Vec<Append>) -> Result<(), F::Error> {
         let started = Instant::now();
         let outcome = self.inner.commit(batch).await;
