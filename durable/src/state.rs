@@ -166,7 +166,11 @@ impl StoreState {
             first_entry_id: kept.first_entry_id.max(1),
             older_system: kept.system,
             documents: kept.documents,
-            tasks: kept.tasks.into_iter().map(|task| (task.key(), task)).collect(),
+            tasks: kept
+                .tasks
+                .into_iter()
+                .map(|task| (task.key(), task))
+                .collect(),
             ..StoreState::default()
         };
         state.fold_lines(entries, documents, tasks)?;
@@ -536,7 +540,10 @@ mod tests {
     }
 
     fn file_lines(batches: &[[Vec<String>; 3]], file: usize) -> Vec<String> {
-        batches.iter().flat_map(|batch| batch[file].clone()).collect()
+        batches
+            .iter()
+            .flat_map(|batch| batch[file].clone())
+            .collect()
     }
 
     proptest::proptest! {

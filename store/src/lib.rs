@@ -29,8 +29,8 @@ mod continuations;
 mod effects;
 mod error;
 mod files;
-mod kept;
 pub mod floor;
+mod kept;
 mod leases;
 mod log;
 mod memory;
@@ -48,9 +48,7 @@ mod store;
 mod turn_view;
 mod writer;
 
-pub use approvals::{
-    ApprovalDecision, ApprovalRow, ApprovalStatus, DecideOutcome, NewApproval,
-};
+pub use approvals::{ApprovalDecision, ApprovalRow, ApprovalStatus, DecideOutcome, NewApproval};
 pub use attachments::{AttachmentRow, NewAttachment, UploadOutcome};
 pub use children::{ChildDelivery, DELEGATED_BY, DeliveringChild, ParkOutcome, delegated_by};
 pub use closing::{PlanCheck, PlanNotice, RunClosing, RunEndOutcome};
