@@ -73,6 +73,9 @@ pub struct RuntimeSettings {
     pub context_windows: std::collections::BTreeMap<String, u64>,
     /// The window of a model neither the overrides nor the table know.
     pub context_window_default: Option<u64>,
+    /// How long a call waits for a person's approval before it is denied ("no answer in N");
+    /// `None`: as long as it takes.
+    pub approval_timeout: Option<std::time::Duration>,
 }
 
 impl RuntimeSettings {
@@ -129,6 +132,7 @@ impl Default for RuntimeSettings {
             crash_points: crate::crash::CrashPoints::default(),
             context_windows: std::collections::BTreeMap::new(),
             context_window_default: None,
+            approval_timeout: None,
         }
     }
 }

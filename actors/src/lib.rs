@@ -25,6 +25,7 @@
 //!
 //! Invariant: no SQLite work on an arbiter thread — every store call is the store's async API.
 
+pub mod approval_timer;
 pub mod attachments;
 pub mod bus;
 pub mod continuation;

@@ -159,6 +159,9 @@ impl Runtime {
         queue.do_send(Wake);
         // Wake-ups missed while the service was down fire at its first pass, once each.
         crate::scheduler::start(Arc::clone(&env), queue.clone());
+        // Approvals no one answered in time are denied; those that came due while the service
+        // was down, at its first pass.
+        crate::approval_timer::start(Arc::clone(&env), queue.clone());
         Ok((
             Runtime {
                 env,

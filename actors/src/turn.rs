@@ -313,7 +313,9 @@ async fn turn(
                 tool_call_id: call.id.clone(),
                 verb: call.name.clone(),
                 arguments: call.arguments.clone(),
-                deadline_at_ms: None,
+                deadline_at_ms: env.settings.approval_timeout.map(|timeout| {
+                    now.saturating_add(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX))
+                }),
             };
             let parked = store.park_on_approval(approval, now).await?;
             turn_end.end.status = end::parked_status(parked);

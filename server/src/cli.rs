@@ -122,6 +122,11 @@ pub enum Command {
             value_parser = clap::value_parser!(i64).range(0..)
         )]
         run_restarts_max: i64,
+        /// How long a call that needs a person's approval waits for a decision, in seconds,
+        /// before it is denied with "no answer in N" (the model reads that; the call never
+        /// runs). 0: it waits as long as it takes.
+        #[arg(long, env = "SEED_APPROVAL_TIMEOUT_SECS", default_value_t = 0)]
+        approval_timeout_secs: u64,
         /// How long the text of a response in flight waits, at most, before it is committed
         /// to the store and sent to subscribers (the web UI, `seed chat`), in milliseconds.
         /// Nothing is shown before it is committed, so a crash never takes back text a viewer
@@ -292,6 +297,7 @@ pub fn main() -> anyhow::Result<()> {
             background_runs_max,
             account_runs_max,
             run_restarts_max,
+            approval_timeout_secs,
             live_interval_ms,
             mcp,
             ws_queue_max,
@@ -335,6 +341,8 @@ pub fn main() -> anyhow::Result<()> {
                     |runs_max| runs_max as usize,
                 ),
                 run_restarts_max: *run_restarts_max,
+                approval_timeout: (*approval_timeout_secs > 0)
+                    .then(|| Duration::from_secs(*approval_timeout_secs)),
                 quotas: seed_store::Quotas {
                     sessions_max: *account_sessions_max,
                     memory_files_max: *account_memory_files_max,

@@ -56,6 +56,8 @@ pub struct ServeOptions {
     pub quotas: seed_store::Quotas,
     /// Boot sweeps that may find one run cut off and queue it again.
     pub run_restarts_max: i64,
+    /// How long a call waits for a person's approval before it is denied; `None`: no limit.
+    pub approval_timeout: Option<Duration>,
     /// How long the text of a response in flight waits, at most, for its commit.
     pub live_interval: Duration,
     /// The MCP servers' configuration file (`--mcp`), whose tools become verbs.
@@ -274,6 +276,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         background_runs_max: options.runs_max.1,
         account_runs_max: options.account_runs_max,
         run_restarts_max: options.run_restarts_max,
+        approval_timeout: options.approval_timeout,
         live_interval: options.live_interval,
         crash_points: match options.crash_at {
             Some(point) => seed_actors::CrashPoints::new(move |reached| {

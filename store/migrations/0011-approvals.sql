@@ -1,4 +1,4 @@
--- Migration 12: calls that wait for a person's decision (see sqlite-schema.sql).
+-- Migration 11: calls that wait for a person's decision (see sqlite-schema.sql).
 CREATE TABLE IF NOT EXISTS approvals (
     session_id         TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
     tool_call_id       TEXT NOT NULL,

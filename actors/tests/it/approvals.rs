@@ -388,3 +388,50 @@ fn a_crash_after_an_approved_call_ran_never_runs_it_again() -> anyhow::Result<()
     assert_eq!(calls_of(&calls).len(), 1, "and never again");
     Ok(())
 }
+
+/// With a timeout, a call no one decides in time is denied with "no answer in N": it never
+/// runs, and the model reads why.
+#[actix::test]
+async fn a_call_no_one_decides_in_time_is_denied_and_never_runs() -> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    let calls = Calls::default();
+    let settings = seed_actors::RuntimeSettings {
+        approval_timeout: Some(std::time::Duration::from_millis(50)),
+        ..seed_actors::RuntimeSettings::default()
+    };
+    // The deadline is read on the wall clock.
+    let clock = Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_millis() as i64)
+    });
+    let (runtime, _) = Runtime::start(
+        fixture.store.clone(),
+        Arc::new(provider()),
+        vec![Arc::new(Transfer {
+            calls: Arc::clone(&calls),
+        })],
+        settings,
+        "b1".to_owned(),
+        clock,
+    )
+    .await?;
+    let (_, run_id) = runtime.send_message(session(0), "pay").await?;
+    let run = within("the run", runtime.wait_for_run(run_id)).await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    assert!(
+        calls_of(&calls).is_empty(),
+        "a call no one approved never runs"
+    );
+    let row = fixture
+        .store
+        .approval(session(0), CALL_ID)
+        .await?
+        .expect("the approval");
+    assert_eq!(row.status, ApprovalStatus::TimedOut);
+    assert_eq!(row.reason.as_deref(), Some("no answer in 50 ms"));
+    let results = logged_results(&fixture.store).await?;
+    let content = results[0]["content"].as_str().unwrap_or_default();
+    assert!(content.contains("no answer in 50 ms"), "{content}");
+    Ok(())
+}

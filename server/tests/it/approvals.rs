@@ -203,3 +203,51 @@ async fn an_approval_pending_over_a_kill_9_runs_the_call_exactly_once() {
     assert_eq!(results.len(), 1, "{results:?}");
     assert!(results[0].contains("not today"), "{results:?}");
 }
+
+/// `--approval-timeout-secs`: a call no one decides in time is denied with "no answer in N s",
+/// and never runs.
+#[actix_web::test]
+async fn a_call_no_one_decides_in_time_is_denied_by_the_service() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    let mut py = crate::mcp::python_server(&count_file);
+    py["seed"] = needs_approval();
+    let config = crate::mcp::config_file(dir.path(), json!({"py": py}));
+    let server = crate::common::Server::start(
+        &dir.path().join("data"),
+        &[
+            "--mcp",
+            config.to_str().expect("utf-8"),
+            "--approval-timeout-secs",
+            "1",
+        ],
+    );
+    let client = server.client();
+    let session = new_session(&client).await;
+    let sent: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": "call: py__count_keyed {\"key\": \"k1\"}", "wait": false}),
+        )
+        .await
+        .expect("sent");
+    let run: RunInfo = client
+        .get(&format!("/v1/runs/{}?wait=true", sent.run_id))
+        .await
+        .expect("the run ends");
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    assert!(lines_of(&count_file).is_empty(), "it never ran");
+    let listed: ApprovalsResponse = client
+        .get(&format!("/v1/sessions/{}/approvals", session.id))
+        .await
+        .expect("the approvals");
+    assert_eq!(listed.approvals.len(), 1);
+    assert_eq!(listed.approvals[0].status, "timed_out");
+    assert_eq!(
+        listed.approvals[0].reason.as_deref(),
+        Some("no answer in 1 s")
+    );
+    let results = tool_results(&client, session.id).await;
+    assert!(results[0].contains("no answer in 1 s"), "{results:?}");
+}

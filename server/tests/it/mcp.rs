@@ -56,13 +56,13 @@ fn python() -> PathBuf {
 }
 
 /// Writes `servers` as an `mcpServers` file in `dir`.
-fn config_file(dir: &Path, servers: Value) -> PathBuf {
+pub(crate) fn config_file(dir: &Path, servers: Value) -> PathBuf {
     let path = dir.join("mcp.json");
     std::fs::write(&path, json!({"mcpServers": servers}).to_string()).expect("the config");
     path
 }
 
-fn python_server(count_file: &Path) -> Value {
+pub(crate) fn python_server(count_file: &Path) -> Value {
     json!({
         "command": python(),
         "args": [workspace().join("tests/mcp/test_server.py")],
