@@ -243,6 +243,24 @@ pub enum Command {
         #[arg(long, value_name = "SCHEDULE_ID")]
         cancel: Option<String>,
     },
+    /// Lists a session's calls that wait for a person's approval (and those decided), or
+    /// decides one: `--approve CALL_ID` (with `--arguments JSON` to run it with edited
+    /// arguments) or `--deny CALL_ID` (with `--reason`, which the model reads).
+    Approvals {
+        session: String,
+        /// Approves this call: it runs once.
+        #[arg(long, value_name = "CALL_ID", conflicts_with = "deny")]
+        approve: Option<String>,
+        /// Denies this call: it never runs.
+        #[arg(long, value_name = "CALL_ID")]
+        deny: Option<String>,
+        /// Why the call is denied.
+        #[arg(long, requires = "deny")]
+        reason: Option<String>,
+        /// The arguments the approved call runs with instead of the model's, as a JSON object.
+        #[arg(long, value_name = "JSON", requires = "approve")]
+        arguments: Option<String>,
+    },
     /// Lists the tools sessions are offered, built in and from MCP servers, each with its
     /// class: whether a call cut off by a crash runs again.
     Tools,
@@ -391,6 +409,16 @@ pub fn main() -> anyhow::Result<()> {
         Command::Schedules { session, cancel } => with_client(&cli, |client| {
             schedules(client, session.clone(), cancel.clone())
         }),
+        Command::Approvals {
+            session,
+            approve,
+            deny,
+            reason,
+            arguments,
+        } => {
+            let decision = approval_request(approve, deny, reason, arguments)?;
+            with_client(&cli, |client| approvals(client, session.clone(), decision))
+        }
         Command::Token => with_client(&cli, token),
         Command::Tools => with_client(&cli, tools),
         Command::Sim(args) => crate::sim::run(args),
@@ -628,6 +656,82 @@ async fn schedules(client: Client, session: String, cancel: Option<String>) -> a
             "{}",
             crate::chat::view::printable(&line.replace('\n', " "))
         );
+    }
+    Ok(())
+}
+
+/// The decision `seed approvals` was asked to make, as the call's id and the request's body;
+/// `None` to list.
+fn approval_request(
+    approve: &Option<String>,
+    deny: &Option<String>,
+    reason: &Option<String>,
+    arguments: &Option<String>,
+) -> anyhow::Result<Option<(String, serde_json::Value)>> {
+    Ok(match (approve, deny) {
+        (Some(call_id), _) => {
+            let mut body = serde_json::json!({ "decision": "approve" });
+            if let Some(arguments) = arguments {
+                body["arguments"] =
+                    serde_json::from_str(arguments).context("--arguments is not JSON")?;
+            }
+            Some((call_id.clone(), body))
+        }
+        (None, Some(call_id)) => {
+            let mut body = serde_json::json!({ "decision": "deny" });
+            if let Some(reason) = reason {
+                body["reason"] = serde_json::Value::String(reason.clone());
+            }
+            Some((call_id.clone(), body))
+        }
+        (None, None) => None,
+    })
+}
+
+/// `seed approvals SESSION [--approve ID | --deny ID]`: the session's approvals, one a line
+/// (call id, status, the call, the reason), or a decision on one.
+async fn approvals(
+    client: Client,
+    session: String,
+    decision: Option<(String, serde_json::Value)>,
+) -> anyhow::Result<()> {
+    let line = |approval: &crate::api::ApprovalInfo| {
+        let mut line = format!(
+            "{}  {}  {} {}",
+            approval.call_id, approval.status, approval.name, approval.arguments
+        );
+        if let Some(reason) = &approval.reason {
+            line.push_str(&format!("  ({reason})"));
+        }
+        crate::chat::view::printable(&line.replace('\n', " "))
+    };
+    if let Some((call_id, body)) = decision {
+        let answer = client
+            .request(
+                "POST",
+                &format!("/v1/sessions/{session}/approvals/{call_id}"),
+                Some(&body),
+            )
+            .await?;
+        if !(200..300).contains(&answer.status) {
+            anyhow::bail!(
+                "the service answered {}: {}",
+                answer.status,
+                String::from_utf8_lossy(&answer.body)
+            );
+        }
+        let decided: crate::api::ApprovalInfo = answer.json()?;
+        println!("{}", line(&decided));
+        return Ok(());
+    }
+    let list: crate::api::ApprovalsResponse = client
+        .get(&format!("/v1/sessions/{session}/approvals"))
+        .await?;
+    if list.approvals.is_empty() {
+        println!("no call in this session waited for approval");
+    }
+    for approval in &list.approvals {
+        println!("{}", line(approval));
     }
     Ok(())
 }

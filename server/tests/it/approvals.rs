@@ -251,3 +251,59 @@ async fn a_call_no_one_decides_in_time_is_denied_by_the_service() {
     let results = tool_results(&client, session.id).await;
     assert!(results[0].contains("no answer in 1 s"), "{results:?}");
 }
+
+/// `seed approvals`: lists a session's pending call, approves it with edited arguments, and
+/// lists it decided.
+#[actix_web::test]
+async fn seed_approvals_lists_and_decides_a_call() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    let server = python_service(dir.path(), &count_file, &needs_approval(), None);
+    let client = server.client();
+    let session = new_session(&client).await;
+    let sent: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": "call: py__count_keyed {\"key\": \"k1\"}", "wait": false}),
+        )
+        .await
+        .expect("sent");
+    let pending = pending_approval(&client, session.id).await;
+    let data_dir = server.data_dir.clone();
+    let session_id = session.id.to_string();
+    let cli = |args: Vec<String>| {
+        let data_dir = data_dir.clone();
+        std::thread::spawn(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            crate::common::seed_cli(&data_dir, &args, "")
+        })
+        .join()
+        .expect("seed ran")
+    };
+    let listed = cli(vec!["approvals".to_owned(), session_id.clone()]);
+    assert!(
+        listed.contains(&format!("{}  pending  py__count_keyed", pending.call_id)),
+        "{listed}"
+    );
+    let decided = cli(vec![
+        "approvals".to_owned(),
+        session_id.clone(),
+        "--approve".to_owned(),
+        pending.call_id.clone(),
+        "--arguments".to_owned(),
+        r#"{"key": "k9"}"#.to_owned(),
+    ]);
+    assert!(decided.contains("approved"), "{decided}");
+    let run: RunInfo = client
+        .get(&format!("/v1/runs/{}?wait=true", sent.run_id))
+        .await
+        .expect("the run ends");
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    assert_eq!(lines_of(&count_file), ["k9"], "it ran once, as edited");
+    let listed = cli(vec!["approvals".to_owned(), session_id]);
+    assert!(
+        listed.contains(&format!("{}  approved", pending.call_id)),
+        "{listed}"
+    );
+}
