@@ -1,7 +1,8 @@
 //! `seed chat`: a terminal conversation with an agent — messages sent, answers streamed as they
 //! commit, tool calls and results as they run, the context meter, a continuation followed into
 //! its successor; `/attach PATH` uploads a file that the next message carries, and `/retry`
-//! asks again for the answer to a message whose run failed.
+//! asks again for the answer to a message whose run failed. A call that waits for approval is
+//! asked about: approve, deny with a reason, or edit its arguments and approve.
 
 use std::io::Write;
 
@@ -213,6 +214,34 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
                 Update::SessionChange { session_id: s, .. } if s == target => {
                     seen_seq = print_log(&client, &session_id, seen_seq, &mut view).await?;
                 }
+                Update::ApprovalPending {
+                    session_id: s,
+                    call_id,
+                    name,
+                    arguments,
+                    ..
+                } if s == target => {
+                    seen_seq = print_log(&client, &session_id, seen_seq, &mut view).await?;
+                    let Some(body) =
+                        ask_approval(&mut lines, &mut subscription, &name, &arguments).await?
+                    else {
+                        println!();
+                        return Ok(());
+                    };
+                    let answer = client
+                        .request(
+                            "POST",
+                            &format!("/v1/sessions/{session_id}/approvals/{call_id}"),
+                            Some(&body),
+                        )
+                        .await?;
+                    if !(200..300).contains(&answer.status) {
+                        println!(
+                            "  (not decided: {})",
+                            printable(&String::from_utf8_lossy(&answer.body))
+                        );
+                    }
+                }
                 Update::RunFinished {
                     run_id: r, status, ..
                 } if r.0 == run_id => {
@@ -280,6 +309,53 @@ async fn next_line(
                 None => anyhow::bail!("the subscription closed"),
                 Some(Ok(_)) => {}
             },
+        }
+    }
+}
+
+/// What a person's answer to the approval prompt asks for, as the decision's request body:
+/// `y` (or nothing) approves, `n [REASON]` denies, `e JSON` approves with the arguments edited
+/// to JSON (an object). `None` for an answer that is none of these.
+fn approval_answer(line: &str) -> Option<serde_json::Value> {
+    let line = line.trim();
+    let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = rest.trim();
+    match word {
+        "" | "y" | "yes" if rest.is_empty() => Some(serde_json::json!({ "decision": "approve" })),
+        "n" | "no" if rest.is_empty() => Some(serde_json::json!({ "decision": "deny" })),
+        "n" | "no" => Some(serde_json::json!({ "decision": "deny", "reason": rest })),
+        "e" | "edit" => {
+            let arguments: serde_json::Value = serde_json::from_str(rest).ok()?;
+            arguments
+                .is_object()
+                .then(|| serde_json::json!({ "decision": "approve", "arguments": arguments }))
+        }
+        _ => None,
+    }
+}
+
+/// Asks the person whether call `name` with `arguments` may run, until the answer is one
+/// ([`approval_answer`]); `None` at the end of input.
+async fn ask_approval(
+    lines: &mut futures::channel::mpsc::UnboundedReceiver<String>,
+    subscription: &mut actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>,
+    name: &str,
+    arguments: &serde_json::Value,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    println!(
+        "\n{} {} waits for your approval.",
+        printable(name),
+        printable(&arguments.to_string())
+    );
+    loop {
+        print!("approve? [y]es, [n]o REASON, [e]dit JSON: ");
+        std::io::stdout().flush()?;
+        let Some(line) = next_line(lines, subscription).await? else {
+            return Ok(None);
+        };
+        match approval_answer(&line) {
+            Some(body) => return Ok(Some(body)),
+            None => println!("  (answer y, n with a reason, or e with the arguments as JSON)"),
         }
     }
 }
@@ -398,6 +474,31 @@ mod tests {
         );
         assert_eq!(message_to_retry(&[run("running", 9)]), None);
         assert_eq!(message_to_retry(&[]), None);
+    }
+
+    #[test]
+    fn an_answer_to_the_approval_prompt() {
+        let cases = [
+            ("", Some(serde_json::json!({"decision": "approve"}))),
+            ("y", Some(serde_json::json!({"decision": "approve"}))),
+            (" yes ", Some(serde_json::json!({"decision": "approve"}))),
+            ("n", Some(serde_json::json!({"decision": "deny"}))),
+            (
+                "no  not today",
+                Some(serde_json::json!({"decision": "deny", "reason": "not today"})),
+            ),
+            (
+                r#"e {"key": "k2"}"#,
+                Some(serde_json::json!({"decision": "approve", "arguments": {"key": "k2"}})),
+            ),
+            ("e [1]", None),
+            ("e not json", None),
+            ("y please", None),
+            ("maybe", None),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(approval_answer(line), expected, "{line:?}");
+        }
     }
 
     #[test]

@@ -307,3 +307,41 @@ async fn seed_approvals_lists_and_decides_a_call() {
         "{listed}"
     );
 }
+
+/// `seed chat` asks about a call that waits for approval: an answer that is none is asked
+/// again, and a denial with a reason is sent; the call never runs.
+#[actix_web::test]
+async fn seed_chat_asks_about_a_call_waiting_for_approval() {
+    install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    let server = python_service(dir.path(), &count_file, &needs_approval(), None);
+    let client = server.client();
+    let session = new_session(&client).await;
+    let data_dir = server.data_dir.clone();
+    let session_id = session.id.to_string();
+    let printed = std::thread::spawn(move || {
+        crate::common::seed_cli(
+            &data_dir,
+            &["chat", &session_id],
+            "call: py__count_keyed {\"key\": \"k1\"}\nmaybe\nn not today\n",
+        )
+    })
+    .join()
+    .expect("seed chat ran");
+    assert!(
+        printed.contains("py__count_keyed {\"key\":\"k1\"} waits for your approval"),
+        "{printed}"
+    );
+    assert!(printed.contains("(answer y, n with a reason"), "{printed}");
+    assert!(
+        lines_of(&count_file).is_empty(),
+        "the denied call never ran"
+    );
+    let listed: ApprovalsResponse = client
+        .get(&format!("/v1/sessions/{}/approvals", session.id))
+        .await
+        .expect("the approvals");
+    assert_eq!(listed.approvals[0].status, "denied");
+    assert_eq!(listed.approvals[0].reason.as_deref(), Some("not today"));
+}
