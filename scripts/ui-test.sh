@@ -61,7 +61,7 @@ started=$SECONDS
 status=0
 (cd "$suite" && SEED_URL="$url" SEED_LOGIN_URL="$login" SEED_OTHER_TOKEN="$other_token" \
     SEED_BIN="$target_dir/debug/seed" SEED_UI_SCREENSHOTS="$screenshots" \
-    node --test --test-concurrency=1 --test-reporter=spec unit.test.js ui.test.js) || status=$?
+    node --test --test-concurrency=1 --test-reporter=spec unit.test.js approvals.test.js ui.test.js) || status=$?
 echo "UI suite took $((SECONDS - started)) s"
 if [[ $status -ne 0 ]]; then
     echo "--- seed serve's log"

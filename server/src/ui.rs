@@ -63,6 +63,11 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../ui/modelpicker.js"),
     ),
     (
+        "approvals.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/approvals.js"),
+    ),
+    (
         "runs.js",
         "text/javascript; charset=utf-8",
         include_str!("../ui/runs.js"),

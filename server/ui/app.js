@@ -8,6 +8,7 @@ import * as api from "./api.js";
 import { AttachmentTray } from "./attachments.js";
 import { ModelPicker } from "./modelpicker.js";
 import { Palette } from "./palette.js";
+import { PendingApprovals } from "./approvals.js";
 import { FailedRuns } from "./runs.js";
 import {
   Follower,
@@ -317,6 +318,7 @@ class SessionView {
     this.noticeSlot = h("div", { class: "notice-slot" });
     this.transcript = h("div", { class: "transcript", id: "transcript", "aria-live": "polite" });
     this.scroller = h("div", { class: "scroller" }, this.transcript);
+    this.approvals = new PendingApprovals(sessionId, { onSignedOut: handleError });
     this.failedRuns = new FailedRuns(sessionId, this.transcript, {
       onRetry: () => {
         follower.follow(this.sessionId);
@@ -372,6 +374,7 @@ class SessionView {
       ),
       this.noticeSlot,
       this.scroller,
+      this.approvals.element,
       composer,
     );
   }
@@ -418,7 +421,7 @@ class SessionView {
       this.append(events);
       this.renderHeader();
       // Read after the events, so that the text in flight is no older than what they hold.
-      await Promise.all([this.readLive(), this.failedRuns.read()]);
+      await Promise.all([this.readLive(), this.failedRuns.read(), this.approvals.read()]);
       if (this.closed) return;
       this.element.dataset.ready = "1";
       this.scrollToEnd();
@@ -533,6 +536,7 @@ class SessionView {
 
   onUpdate(update) {
     if (update.session_id !== this.sessionId) return;
+    this.approvals.onUpdate(update);
     switch (update.type) {
       case "text-delta":
         // Seeing the session stream counts as following its turn.
