@@ -6,6 +6,7 @@ pub mod mcp_bench;
 pub mod projections_bench;
 pub mod providers_bench;
 pub mod runtime_bench;
+pub mod schedules_bench;
 pub mod service_bench;
 pub mod sse_server;
 pub mod turn_loop;

@@ -140,6 +140,36 @@ pub(crate) fn suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         }
         rows.push(Row::figure(name, fastest, "ms"));
     }
+
+    // Wake-ups: 100,000 due over a minute, fired by the runtime's scheduler (one round: it
+    // takes the minute). The lead leaves time to set them before the first is due.
+    let name = "runtime schedules 100000";
+    if selected(name, filter) {
+        remove_database(&normal.path)?;
+        let measured =
+            seed_tests::schedules_bench::fire_rate(&normal, 100_000, Duration::from_secs(30))?;
+        eprintln!("{name}: {measured:?}");
+        rows.push(Row::figure(
+            "runtime schedules 100000 fired",
+            measured.fired_per_second,
+            "wake-ups/s",
+        ));
+        rows.push(Row::figure(
+            "runtime schedules 100000 late p50",
+            measured.late_p50_ms,
+            "ms",
+        ));
+        rows.push(Row::figure(
+            "runtime schedules 100000 late p99",
+            measured.late_p99_ms,
+            "ms",
+        ));
+        rows.push(Row::figure(
+            "runtime schedules 100000 cpu",
+            measured.cpu_per_wakeup_us,
+            "µs/wake-up",
+        ));
+    }
     Ok(rows)
 }
 
