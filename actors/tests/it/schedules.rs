@@ -339,3 +339,32 @@ async fn occurrences_missed_while_down_fire_once_at_boot() -> anyhow::Result<()>
     assert_eq!(run.queue, seed_events::Queue::Background);
     Ok(())
 }
+
+/// A session has at most `per_session_max` wake-ups still to fire; one more is refused, and
+/// nothing is set.
+#[actix::test]
+async fn a_wake_up_past_the_sessions_most_is_refused() -> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    let store = &fixture.store;
+    let verb = Schedule {
+        per_session_max: 2,
+        ..quick_schedule()
+    };
+    for idx in 0..3 {
+        let mut context = common::verb_context(store, session(0));
+        context.tool_call_id = format!("call-{idx}");
+        let output = verb
+            .call(context, json!({"note": "n", "delay_seconds": 60}))
+            .await;
+        assert_eq!(output.is_error, idx == 2, "{idx}: {output:?}");
+        if idx == 2 {
+            assert_eq!(
+                output.content,
+                "this session has 2 wake-ups still to fire, the most it may have; cancel one \
+                 with unschedule first"
+            );
+        }
+    }
+    assert_eq!(store.list_schedules(session(0)).await?.len(), 2);
+    Ok(())
+}
