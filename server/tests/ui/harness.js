@@ -138,8 +138,8 @@ const services = new Set();
  * Starts `seed serve` (the scripted model) on `dataDir`; resolves once it prints its login
  * link, with its URL, the link, and a promise of its exit.
  */
-export function startService(dataDir, { listen = "127.0.0.1:0", crashAt = null } = {}) {
-  const args = ["serve", "--data-dir", dataDir, "--listen", listen];
+export function startService(dataDir, { listen = "127.0.0.1:0", crashAt = null, extraArgs = [] } = {}) {
+  const args = ["serve", "--data-dir", dataDir, "--listen", listen, ...extraArgs];
   if (crashAt) args.push("--crash-at", crashAt);
   const env = { ...process.env, SEED_PROVIDER: "scripted", RUST_LOG: "warn" };
   delete env.SEED_CRASH_AT;

@@ -40,6 +40,8 @@ import {
 } from "./harness.js";
 // The resumed stream's test, run with this suite: the harness signs in once a run.
 import "./resume.test.js";
+// The approval card's test, against a service of its own with an MCP server.
+import "./approvals-ui.test.js";
 
 test("the login link works once; the UI is served with a strict policy and lists the account's sessions", async () => {
   const response = await page.request.get(`${SEED_URL}/`);
