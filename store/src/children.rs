@@ -254,13 +254,18 @@ pub(crate) const HAS_OPEN_CHILDREN: &str = concat!(
     ")"
 );
 
-/// [`resume_if_children_done`]'s statement.
+/// [`resume_if_children_done`]'s statement. A run parked on a call's pending approval (its
+/// pass delegated and called a verb that needs approval) is not resumed here: its pass is not
+/// over, and the decision takes it on (see `approvals`), to park on its children again then.
 pub(crate) const RESUME_IF_CHILDREN_DONE: &str = concat!(
     "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2
      WHERE id = ?1 AND status = 'parked'
        AND NOT EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ?1 AND ",
     run_is_open!(),
-    ")"
+    ")
+       AND NOT EXISTS (SELECT 1 FROM approvals AS waiting
+                       WHERE waiting.session_id = runs.session_id AND waiting.run_id = ?1
+                         AND waiting.status = 'pending')"
 );
 
 /// Where a run whose turn ended on a delegation goes.

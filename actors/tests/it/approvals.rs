@@ -435,3 +435,93 @@ async fn a_call_no_one_decides_in_time_is_denied_and_never_runs() -> anyhow::Res
     assert!(content.contains("no answer in 50 ms"), "{content}");
     Ok(())
 }
+
+/// A pass that delegates and calls a verb needing approval in one batch: the child ending
+/// while the approval is pending does not take the run past it (its later pass waits for the
+/// decision); approved, the call runs once, and the child's result comes in the later pass.
+#[actix::test]
+async fn a_child_ending_while_an_approval_waits_does_not_pass_it_by() -> anyhow::Result<()> {
+    let fixture = Fixture::new(1).await?;
+    let calls = Calls::default();
+    let provider = ScriptedProvider::from_fn(|request: &Request, _| {
+        let is_child = request
+            .messages
+            .iter()
+            .any(|m| matches!(m.as_ref(), Message::User(user) if user.text == "find it"));
+        if is_child {
+            return ScriptedStep::Respond(text_response("42"));
+        }
+        match transfer_result(request) {
+            Some((content, _)) => {
+                let delegated = common::delegate_result(request).unwrap_or_default();
+                ScriptedStep::Respond(text_response(&format!("{content}; {delegated}")))
+            }
+            None => ScriptedStep::Respond(tool_response(
+                "",
+                vec![
+                    ToolCall {
+                        id: "d1".to_owned(),
+                        name: "delegate".to_owned(),
+                        arguments: serde_json::json!({ "task": "find it" }),
+                    },
+                    ToolCall {
+                        id: CALL_ID.to_owned(),
+                        name: "transfer".to_owned(),
+                        arguments: serde_json::json!({ "amount": 5 }),
+                    },
+                ],
+            )),
+        }
+    });
+    let (runtime, _) = common::start_runtime(
+        fixture.store.clone(),
+        Arc::new(provider),
+        vec![
+            Arc::new(seed_actors::verbs::delegate::Delegate),
+            Arc::new(seed_actors::verbs::delegate::ReturnResult),
+            Arc::new(Transfer {
+                calls: Arc::clone(&calls),
+            }),
+        ],
+        "b1",
+    )
+    .await?;
+    let (_, run_id) = runtime.send_message(session(0), "pay").await?;
+    parked_on_approval(&fixture.store, run_id).await?;
+    within("the child's end", async {
+        loop {
+            let children = fixture.store.child_runs(run_id).await?;
+            if children
+                .first()
+                .is_some_and(|child| child.status.is_terminal())
+            {
+                return anyhow::Ok(());
+            }
+            actix::clock::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await?;
+    let parent = fixture.store.get_run(run_id).await?.expect("the run");
+    assert_eq!(
+        parent.status,
+        RunStatus::Parked,
+        "still waiting: {parent:?}"
+    );
+    assert_eq!(parent.pass, 0, "no later pass while the approval waits");
+    decide(
+        &runtime,
+        ApprovalDecision::Approve {
+            arguments: serde_json::json!({ "amount": 5 }),
+        },
+    )
+    .await?;
+    let run = within("the run", runtime.wait_for_run(run_id)).await?;
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    assert_eq!(calls_of(&calls).len(), 1, "the approved call ran once");
+    assert_eq!(
+        run.result,
+        Some(serde_json::json!({ "answer": "moved 5; 42" })),
+        "the later pass read both results"
+    );
+    Ok(())
+}
