@@ -251,6 +251,41 @@ mod tests {
         }
     }
 
+    /// A call whose intent was committed as awaiting a decision waits for it, whether or not
+    /// its tool is safe to repeat; once it moved to started, it is a cut-off call like any
+    /// other.
+    #[test]
+    fn a_call_awaiting_a_decision_waits_for_it() {
+        for name in ["read", "delete"] {
+            let mut turn = Turn::new();
+            turn.respond(tool_response("", vec![call("c1", name)]));
+            turn.commit(|batch| {
+                batch.task(Task::Tool {
+                    request_id: "r".to_owned(),
+                    call_id: "c1".to_owned(),
+                    name: name.to_owned(),
+                    state: ToolTaskState::Awaiting,
+                })
+            });
+            assert_eq!(
+                turn.next(),
+                Action::AwaitDecision {
+                    call: call("c1", name)
+                },
+                "{name}"
+            );
+        }
+        let mut turn = Turn::new();
+        turn.respond(tool_response("", vec![call("c1", "delete")]));
+        turn.started("c1", "delete");
+        assert_eq!(
+            turn.next(),
+            Action::InterruptTool {
+                call: call("c1", "delete")
+            }
+        );
+    }
+
     #[test]
     fn a_turn_walks_through_requests_calls_and_its_answer() {
         let mut turn = Turn::new();
