@@ -127,6 +127,11 @@ pub enum Command {
         /// runs). 0: it waits as long as it takes.
         #[arg(long, env = "SEED_APPROVAL_TIMEOUT_SECS", default_value_t = 0)]
         approval_timeout_secs: u64,
+        /// Verbs whose calls wait for a person's approval besides those that ask for it
+        /// themselves (an MCP tool marked destructive), by name, comma-separated or repeated:
+        /// `--approval-required memory,py__write`. A name no verb has refuses the start.
+        #[arg(long, env = "SEED_APPROVAL_REQUIRED", value_delimiter = ',', value_name = "VERB")]
+        approval_required: Vec<String>,
         /// How long the text of a response in flight waits, at most, before it is committed
         /// to the store and sent to subscribers (the web UI, `seed chat`), in milliseconds.
         /// Nothing is shown before it is committed, so a crash never takes back text a viewer
@@ -316,6 +321,7 @@ pub fn main() -> anyhow::Result<()> {
             account_runs_max,
             run_restarts_max,
             approval_timeout_secs,
+            approval_required,
             live_interval_ms,
             mcp,
             ws_queue_max,
@@ -361,6 +367,7 @@ pub fn main() -> anyhow::Result<()> {
                 run_restarts_max: *run_restarts_max,
                 approval_timeout: (*approval_timeout_secs > 0)
                     .then(|| Duration::from_secs(*approval_timeout_secs)),
+                approval_required: approval_required.clone(),
                 quotas: seed_store::Quotas {
                     sessions_max: *account_sessions_max,
                     memory_files_max: *account_memory_files_max,

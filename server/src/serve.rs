@@ -58,6 +58,8 @@ pub struct ServeOptions {
     pub run_restarts_max: i64,
     /// How long a call waits for a person's approval before it is denied; `None`: no limit.
     pub approval_timeout: Option<Duration>,
+    /// Verbs whose calls wait for a person's approval besides those that ask for it.
+    pub approval_required: Vec<String>,
     /// How long the text of a response in flight waits, at most, for its commit.
     pub live_interval: Duration,
     /// The MCP servers' configuration file (`--mcp`), whose tools become verbs.
@@ -315,6 +317,19 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         };
     let provider = Arc::new(crate::model::Metered { inner });
     let (verbs, mcp) = start_verbs(mcp_config, options.schedule).await?;
+    // A verb named for approval that no verb has would leave what was meant unprotected.
+    let names = verbs.names();
+    if let Some(unknown) = options
+        .approval_required
+        .iter()
+        .find(|name| !names.contains(name))
+    {
+        anyhow::bail!(
+            "--approval-required names {unknown:?}, which no verb has (the verbs: {})",
+            names.join(", ")
+        );
+    }
+    verbs.require_approval(options.approval_required.iter().cloned());
     let (runtime, report) = Runtime::start_with(
         store.clone(),
         provider,

@@ -345,3 +345,61 @@ async fn seed_chat_asks_about_a_call_waiting_for_approval() {
     assert_eq!(listed.approvals[0].status, "denied");
     assert_eq!(listed.approvals[0].reason.as_deref(), Some("not today"));
 }
+
+/// `--approval-required status`: a built-in verb the configuration names waits for approval
+/// too; a name no verb has refuses the start, saying which.
+#[actix_web::test]
+async fn a_verb_the_configuration_names_waits_for_approval() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server =
+        crate::common::Server::start(&dir.path().join("data"), &["--approval-required", "status"]);
+    let client = server.client();
+    let session = new_session(&client).await;
+    let sent: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": "title: Trip plans", "wait": false}),
+        )
+        .await
+        .expect("sent");
+    let pending = pending_approval(&client, session.id).await;
+    assert_eq!(pending.name, "status");
+    let (status, body) = decide(
+        &client,
+        session.id,
+        &pending.call_id,
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let run: RunInfo = client
+        .get(&format!("/v1/runs/{}?wait=true", sent.run_id))
+        .await
+        .expect("the run ends");
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    let info: seed_server::api::GetSessionResponse = client
+        .get(&format!("/v1/sessions/{}", session.id))
+        .await
+        .expect("the session");
+    assert_eq!(info.session.title, "Trip plans", "the approved call ran");
+
+    let refused = std::process::Command::new(crate::common::SEED)
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path().join("other"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--approval-required",
+            "no_such_verb",
+        ])
+        .env("SEED_PROVIDER", "scripted")
+        .output()
+        .expect("seed serve runs");
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("\"no_such_verb\", which no verb has"),
+        "{said}"
+    );
+}
