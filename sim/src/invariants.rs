@@ -3,7 +3,8 @@
 //! agreement (at every moment, since each commit writes both), no lease left, every
 //! continuation edge whole and replayable, a cut-off call whose effect exists answered with it,
 //! no verb that is not safe to repeat run twice, a denied call never run and an approved one run
-//! at most once. Used by the simulation and by the kill -9 test of `seed serve`.
+//! at most once, each occurrence of a wake-up fired once with one run. Used by the simulation
+//! and by the kill -9 test of `seed serve`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -195,6 +196,37 @@ async fn check_database(
                 violations.push(format!(
                     "{id}: message seq {} (event {}) is in {n} runs (the session's runs: {runs:?}; meta {})",
                     event.seq, event.id.0, event.meta
+                ));
+            }
+        }
+
+        // Each occurrence of a wake-up fired once, its notice in exactly one run (queued in
+        // the notice's transaction, so at every moment).
+        n_checked += 1;
+        let mut fired: BTreeSet<(String, u64)> = BTreeSet::new();
+        for event in log
+            .iter()
+            .filter(|event| event.meta.get("scheduled_wakeup").is_some())
+        {
+            let wakeup = &event.meta["scheduled_wakeup"];
+            let schedule = wakeup["schedule_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let occurrence = wakeup["occurrence"].as_u64().unwrap_or(0);
+            if !fired.insert((schedule.clone(), occurrence)) {
+                violations.push(format!(
+                    "{id}: wake-up {schedule} fired its occurrence {occurrence} twice"
+                ));
+            }
+            let n = all_runs
+                .iter()
+                .filter(|run| run.user_event_ids.contains(&event.id))
+                .count();
+            if n != 1 {
+                violations.push(format!(
+                    "{id}: the wake-up notice seq {} is in {n} runs",
+                    event.seq
                 ));
             }
         }

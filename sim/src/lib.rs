@@ -16,7 +16,8 @@
 //! rate for the run (swarm testing). A process that ran all its steps drains before it ends —
 //! faults off — and every run must end in it (the next boot sweep would otherwise hide a run it
 //! lost track of). A run ends with a liveness phase — no faults — in which every run must reach
-//! a terminal state; then the invariants are checked.
+//! a terminal state and every wake-up the model scheduled (a few seconds on) must fire, on the
+//! paused clock; then the invariants are checked.
 //!
 //! Deterministic: one thread runs everything. Each process is an actix system on a
 //! current-thread tokio runtime with its clock paused (time moves only when every task waits,
@@ -862,7 +863,10 @@ fn liveness_and_invariants(
             let mut quiet = false;
             for _ in 0..QUIET_ROUNDS {
                 answer_every_approval(&store, &shared).await?;
-                if store.list_open_runs().await?.is_empty() {
+                // Quiet once every run ended and every wake-up fired (on virtual time).
+                if store.list_open_runs().await?.is_empty()
+                    && store.next_schedule_due().await?.is_none()
+                {
                     quiet = true;
                     break;
                 }
@@ -890,6 +894,15 @@ fn liveness_and_invariants(
                         run.id, run.session_id, run.status, run.pass
                     ));
                 }
+            }
+            // A wake-up already due that never fired was lost.
+            if let Some(due_ms) = store.next_schedule_due().await?
+                && due_ms <= clock_ms.load(Ordering::SeqCst)
+            {
+                violations.push(format!(
+                    "liveness: a wake-up due at {due_ms} never fired (it is {} now)",
+                    clock_ms.load(Ordering::SeqCst)
+                ));
             }
             // Let session actors finish closing their runs.
             actix::clock::sleep(Duration::from_millis(20)).await;

@@ -345,6 +345,12 @@ fn answer(seed: u64, extra: &[RunVerb], request: &Request) -> ScriptedStep {
                             2 => call(idx, "mcp_order", json!({"item": "widget"})),
                             _ => call(idx, "mcp_delete", json!({"item": "old"})),
                         },
+                        // A read, or a wake-up a few seconds of virtual time on.
+                        5 if (h >> (44 + idx)).is_multiple_of(2) => call(
+                            idx,
+                            "schedule",
+                            json!({"note": format!("wake {h:x}"), "delay_seconds": 1 + (h >> 30) % 4}),
+                        ),
                         5 => call(idx, "read", json!({"target": "~/memory/sim.md"})),
                         user => {
                             let verb = &extra[(user - 6) as usize];
