@@ -4,6 +4,7 @@ pub mod bench;
 pub mod continuation_bench;
 pub mod mcp_bench;
 pub mod projections_bench;
+pub mod reopen_bench;
 pub mod providers_bench;
 pub mod runtime_bench;
 pub mod schedules_bench;

@@ -5,7 +5,6 @@ mod api_attachments;
 mod api_memory;
 mod api_runs;
 mod common;
-mod kept;
 mod schedules;
 mod schema;
 mod turn_view;

@@ -3,11 +3,23 @@
 //! the lines read are the context (the entries since the newest reset) and the few hundred
 //! committed since the store last kept, not the history.
 
-use crate::common::{Fixture, session};
 use futures::executor::block_on;
 use seed_durable::record::{ModelTaskState, TURN_DOCUMENT, Task, TurnDocument, TurnState};
 use seed_durable::{Batch, DurableFs, EntryBody, StoreState};
+use seed_events::{AccountId, SessionId};
 use seed_providers::{UserMessage, text_response};
+use seed_store::{Config, NewSession, Store};
+
+/// A fresh store in a temp dir with one session, and that session.
+fn store_with_a_session() -> anyhow::Result<(tempfile::TempDir, Store, SessionId)> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(Config::new(dir.path().join("seed.db")))?;
+    let account = AccountId::from_u128(1);
+    let session = SessionId::from_u128(1);
+    block_on(store.create_account(account, vec![1], 0))?;
+    block_on(store.create_session(NewSession::new(session, account, 0)))?;
+    Ok((dir, store, session))
+}
 
 const TURNS: usize = 600;
 /// The turn whose input comes after a reset: the context is the turns from it on.
@@ -89,9 +101,8 @@ fn open(files: &seed_store::SessionFiles) -> (StoreState, seed_durable::OpenLine
 
 #[test]
 fn a_session_opens_from_what_was_kept_and_reads_as_every_line_folded() -> anyhow::Result<()> {
-    let fixture = Fixture::new()?;
-    let sessions = fixture.create_sessions(1)?;
-    let files = fixture.store.session_files(sessions[0]);
+    let (_dir, store, session) = store_with_a_session()?;
+    let files = store.session_files(session);
     let written = write_turns(&files, Some(256));
 
     let (opened, lines) = open(&files);
@@ -130,9 +141,8 @@ fn a_session_opens_from_what_was_kept_and_reads_as_every_line_folded() -> anyhow
 
 #[test]
 fn a_session_never_kept_opens_from_every_line() -> anyhow::Result<()> {
-    let fixture = Fixture::new()?;
-    let sessions = fixture.create_sessions(1)?;
-    let files = fixture.store.session_files(sessions[0]);
+    let (_dir, store, session) = store_with_a_session()?;
+    let files = store.session_files(session);
     let written = write_turns(&files, None);
     let (opened, lines) = open(&files);
     assert_eq!(lines.kept, None);
@@ -145,25 +155,19 @@ fn a_session_never_kept_opens_from_every_line() -> anyhow::Result<()> {
 }
 
 #[test]
-fn a_kept_state_goes_with_its_session_and_an_older_one_never_replaces_a_newer() -> anyhow::Result<()>
-{
-    let fixture = Fixture::new()?;
-    let sessions = fixture.create_sessions(1)?;
-    let files = fixture.store.session_files(sessions[0]);
+fn an_older_state_never_replaces_a_newer_one_and_the_kept_state_goes_with_its_session()
+-> anyhow::Result<()> {
+    let (_dir, store, session) = store_with_a_session()?;
+    let files = store.session_files(session);
     let written = write_turns(&files, Some(256));
-    let kept_rows = |fixture: &Fixture| -> anyhow::Result<i64> {
-        Ok(fixture
-            .raw()?
-            .query_row("SELECT count(*) FROM session_durable_kept", [], |row| {
-                row.get(0)
-            })?)
-    };
-    assert_eq!(kept_rows(&fixture)?, 1);
-    // Keeping the same state again changes nothing; the open reads as before.
+    // Kept at the newest line; then, with nothing committed since, a stale state (here an
+    // empty one) changes nothing.
     block_on(files.keep(&written.kept()))?;
-    let (opened, _) = open(&files);
+    block_on(files.keep(&StoreState::default().kept()))?;
+    let (opened, lines) = open(&files);
+    assert_eq!(lines.kept, Some(written.kept()));
     assert_eq!(opened.kept(), written.kept());
-    block_on(fixture.store.delete_session(session(0), 0))?;
-    assert_eq!(kept_rows(&fixture)?, 0);
+    block_on(store.delete_session(session, 0))?;
+    assert!(block_on(files.open_lines()).is_err(), "the session is gone");
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 mod anthropic_cache;
 mod crash;
+mod kept;
 mod provider_faults;
 mod providers_turn;
 mod providers_wire;

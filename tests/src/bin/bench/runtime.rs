@@ -75,6 +75,32 @@ pub(crate) fn suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         rows.push(Row::ratio(name, rate, "steps/s", floor_normal));
     }
 
+    // Opening a session cold: one of 100 entries, and one of 100,000 with a reset near the end
+    // (the same context), against it. Verbose: the second never kept too (every line read).
+    let small = "runtime reopen 100 entries";
+    let large = "runtime reopen 100000 entries";
+    if selected(small, filter) || selected(large, filter) {
+        let open = |n_entries, kept, n_opens| -> anyhow::Result<f64> {
+            remove_database(&normal.path)?;
+            let time = seed_tests::reopen_bench::reopen_time(&normal, n_entries, kept, n_opens)?;
+            Ok(time.as_secs_f64() * 1e6)
+        };
+        let small_us = open(100, true, 20)?;
+        rows.push(Row::ratio(small, small_us, "µs", small_us));
+        if selected(large, filter) {
+            let large_us = open(100_000, true, 20)?;
+            if verbose {
+                // The first open of a session never kept reads every line (and keeps).
+                let never_kept = open(100_000, false, 1)?;
+                eprintln!(
+                    "{large}: {large_us:.0} µs; the first open of it never kept (every line \
+                     read): {never_kept:.0} µs"
+                );
+            }
+            rows.push(Row::ratio(large, large_us, "µs", small_us));
+        }
+    }
+
     // Process CPU (every thread: the actors', the writer, the readers, the checkpointer) per
     // step of the 100 sessions' workload; the least of the rounds.
     let name = "runtime cpu per step";
