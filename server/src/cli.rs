@@ -15,7 +15,8 @@ use crate::client::Client;
 use crate::keys::{AccountKey, LOCAL_KEY_FILE, account_id_for, parse_public_key};
 use crate::serve::{self, SERVER_FILE, ServeOptions};
 
-/// How long a connection's first request head may take by default, in milliseconds.
+/// How long each request head may take by default, in milliseconds: a connection's first from
+/// its opening, a later one from its first byte.
 pub const HEADER_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 /// Connections open at once by default, all HTTP workers together.
 pub const CONNECTIONS_MAX_DEFAULT: u32 = 1024;
@@ -166,8 +167,9 @@ pub enum Command {
         /// nothing for a whole interval is closed.
         #[arg(long, env = "SEED_WS_PING_INTERVAL_MS", default_value_t = crate::subscribers::WS_PING_INTERVAL_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(10..))]
         ws_ping_interval_ms: u64,
-        /// How long a connection's first request head may take to arrive, in milliseconds
-        /// (a slow head is cut off with 408).
+        /// How long each request head may take to arrive, in milliseconds: a connection's first
+        /// from its opening (cut off with 408), a later one on a kept-alive connection from its
+        /// first byte (the connection is closed).
         #[arg(long, env = "SEED_HEADER_TIMEOUT_MS", default_value_t = HEADER_TIMEOUT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
         header_timeout_ms: u64,
         /// How long a request body may take to arrive, in milliseconds, once the request's
