@@ -131,7 +131,12 @@ pub enum Command {
         /// Verbs whose calls wait for a person's approval besides those that ask for it
         /// themselves (an MCP tool marked destructive), by name, comma-separated or repeated:
         /// `--approval-required memory,py__write`. A name no verb has refuses the start.
-        #[arg(long, env = "SEED_APPROVAL_REQUIRED", value_delimiter = ',', value_name = "VERB")]
+        #[arg(
+            long,
+            env = "SEED_APPROVAL_REQUIRED",
+            value_delimiter = ',',
+            value_name = "VERB"
+        )]
         approval_required: Vec<String>,
         /// How long the text of a response in flight waits, at most, before it is committed
         /// to the store and sent to subscribers (the web UI, `seed chat`), in milliseconds.
@@ -661,10 +666,7 @@ async fn schedules(client: Client, session: String, cancel: Option<String>) -> a
             "{}  {}  next {}  fired {}  {}",
             schedule.id, schedule.when, next, schedule.fired, schedule.note
         );
-        println!(
-            "{}",
-            crate::chat::view::printable(&line.replace('\n', " "))
-        );
+        println!("{}", crate::chat::view::printable(&line.replace('\n', " ")));
     }
     Ok(())
 }

@@ -232,8 +232,7 @@ async fn start_verbs(
     mcp_config: Option<seed_mcp::McpConfig>,
     schedule: seed_actors::verbs::schedule::Schedule,
 ) -> anyhow::Result<(seed_actors::verbs::VerbSet, Option<seed_mcp::McpServers>)> {
-    let verbs =
-        seed_actors::verbs::VerbSet::start(seed_actors::verbs::shipped_with(schedule));
+    let verbs = seed_actors::verbs::VerbSet::start(seed_actors::verbs::shipped_with(schedule));
     let Some(config) = mcp_config else {
         return Ok((verbs, None));
     };

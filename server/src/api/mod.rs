@@ -36,15 +36,14 @@ mod tools;
 
 pub use actions::{ActionRequest, ActionResponse, ActionsResponse, ByHandVerb, ByHandVerbInfo};
 pub use approvals::{ApprovalInfo, ApprovalsResponse, DecideApprovalRequest, DecisionName};
-pub use schedules::{ScheduleInfo, SchedulesResponse};
 pub use attachments::{
     AttachmentInfo, ListAttachmentsResponse, UploadQuery, checked_media_type, content_disposition,
 };
+pub(crate) use events::live_info;
 pub use events::{
     EventInfo, EventsQuery, EventsResponse, LiveInfo, LiveResponse, TranscriptLine,
     TranscriptResponse,
 };
-pub(crate) use events::live_info;
 pub use messages::{
     MessageSessionResponse, RetryMessageRequest, RunInfo, RunQuery, SendMessageRequest,
     SessionRunsResponse,
@@ -52,6 +51,7 @@ pub use messages::{
 pub use openapi::{
     allowed_methods, base_document, document_text, no_route, openapi, openapi_json, routes_of,
 };
+pub use schedules::{ScheduleInfo, SchedulesResponse};
 pub use sessions::{
     ContinuationInfo, ContinuationLink, CreateSessionRequest, GetSessionResponse,
     ListSessionsQuery, ListSessionsResponse, ReasoningLevelName, SessionInfo, SetModelRequest,
