@@ -310,31 +310,43 @@ pub fn delta_latencies(
                 anyhow::Ok(sent.run_id)
             }
         });
+        // The subscription is read while the messages go out: a subscriber that stops reading
+        // is closed once its queue is full (`--ws-queue-max`).
+        let listen = async {
+            let mut latencies = Vec::with_capacity(n_sessions * n_deltas);
+            let mut finished = std::collections::BTreeSet::new();
+            while finished.len() < n_sessions {
+                let update =
+                    tokio::time::timeout(Duration::from_secs(60), next_update(&mut subscription))
+                        .await
+                        .context("no update for a minute")?
+                        .context("the subscription closed")?;
+                match update {
+                    Update::TextDelta { text, .. } => {
+                        let arrived = now_micros();
+                        for stamp in text.split_whitespace() {
+                            latencies.push(arrived.saturating_sub(stamp.parse()?));
+                        }
+                    }
+                    Update::RunFinished { run_id, status, .. } => {
+                        anyhow::ensure!(status == "succeeded", "a run ended {status}");
+                        finished.insert(run_id.0);
+                    }
+                    _ => {}
+                }
+            }
+            anyhow::Ok((latencies, finished))
+        };
+        let (sent, heard) = futures::join!(futures::future::join_all(sends), listen);
+        let (mut latencies, finished) = heard?;
         let mut runs = std::collections::BTreeSet::new();
-        for sent in futures::future::join_all(sends).await {
+        for sent in sent {
             runs.insert(sent?);
         }
-        let mut latencies = Vec::with_capacity(n_sessions * n_deltas);
-        while !runs.is_empty() {
-            let update =
-                tokio::time::timeout(Duration::from_secs(60), next_update(&mut subscription))
-                    .await
-                    .context("no update for a minute")?
-                    .context("the subscription closed")?;
-            match update {
-                Update::TextDelta { text, .. } => {
-                    let arrived = now_micros();
-                    for stamp in text.split_whitespace() {
-                        latencies.push(arrived.saturating_sub(stamp.parse()?));
-                    }
-                }
-                Update::RunFinished { run_id, status, .. } => {
-                    anyhow::ensure!(status == "succeeded", "a run ended {status}");
-                    runs.remove(&run_id.0);
-                }
-                _ => {}
-            }
-        }
+        anyhow::ensure!(
+            runs == finished,
+            "the runs heard finished are not the runs sent"
+        );
         anyhow::ensure!(
             latencies.len() == n_sessions * n_deltas,
             "{} deltas heard of {}",
