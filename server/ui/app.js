@@ -460,11 +460,26 @@ class SessionView {
   catchUp(resumed) {
     if (resumed) {
       this.refresh(this.lastSeq).catch(handleError);
-      this.serial(() => this.failedRuns.read()).catch(handleError);
+      this.serial(async () => this.settleIfIdle(await this.failedRuns.read())).catch(handleError);
       return;
     }
     this.refresh().catch(handleError);
-    this.serial(() => Promise.all([this.readLive(), this.failedRuns.read()])).catch(handleError);
+    this.serial(async () => {
+      const [, runs] = await Promise.all([this.readLive(), this.failedRuns.read()]);
+      this.settleIfIdle(runs);
+    }).catch(handleError);
+  }
+
+  /**
+   * A run that ended while the socket was down was never heard of: with no run of the session
+   * still open (`runs`, as just read), the page is idle again.
+   */
+  settleIfIdle(runs) {
+    if (!runs || this.closed || !this.busy) return;
+    if (runs.some((run) => run.status === "queued" || run.status === "running" || run.status === "parked")) return;
+    if (this.stream) this.endStream();
+    follower.unfollow(this.sessionId);
+    this.setBusy(false);
   }
 
   /**

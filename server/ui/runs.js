@@ -33,14 +33,18 @@ export class FailedRuns {
     this.readApplied = 0;
   }
 
-  /** Reads the session's newest runs and shows a row for each message whose newest run failed. */
+  /**
+   * Reads the session's newest runs and shows a row for each message whose newest run failed.
+   * Returns the runs read, or null when a newer read was applied first.
+   */
   async read() {
     const number = ++this.readsStarted;
     const page = await api.get(`/v1/sessions/${this.sessionId}/runs?limit=${RUNS_READ}`);
-    if (number <= this.readApplied) return;
+    if (number <= this.readApplied) return null;
     this.readApplied = number;
     this.failed = failedMessages(page.runs);
     this.place();
+    return page.runs;
   }
 
   /**

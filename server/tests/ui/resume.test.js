@@ -85,3 +85,45 @@ test("a WebSocket dropped mid-answer reconnects on its own and resumes: the page
   assert.equal(await p.locator(".msg.assistant").count(), 1);
   await context.close();
 });
+
+test("a run that ends while the page's socket is down leaves the page idle once it reconnects", async () => {
+  const context = await newContext();
+  const sockets = [];
+  let release;
+  const released = new Promise((resolve) => {
+    release = resolve;
+  });
+  await context.routeWebSocket(/\/v1\/subscribe/, async (socket) => {
+    sockets.push(socket);
+    // After the first, no socket reaches the service until the run has ended.
+    if (sockets.length > 1) await released;
+    socket.connectToServer();
+  });
+  const p = await context.newPage();
+  watch(p);
+  await p.goto(`${SEED_URL}/`);
+  await p.locator("#token-input").fill(token);
+  await p.locator("#token-submit").click();
+  await p.locator("#new-session").waitFor();
+  const id = await newSession(p);
+  const words = Array.from({ length: 30 }, (_, i) => `beta${i}`).join(" ");
+  await p.locator("#composer-input").fill(`[slow 50] ${words}`);
+  await p.locator("#send").click();
+  await p.waitForFunction(() => (document.querySelector(".msg.assistant.streaming .markdown")?.textContent || "").length > 10);
+  assert.equal(await p.locator("#stop").isDisabled(), false, "busy while the answer streams");
+  await sockets[0].close();
+  // The run ends while the page hears nothing.
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    const response = await p.request.get(`${SEED_URL}/v1/sessions/${id}/runs`, { headers: { Authorization: `Bearer ${token}` } });
+    const { runs } = await response.json();
+    if (runs.length > 0 && runs.every((run) => run.status === "succeeded")) break;
+    assert.ok(Date.now() < deadline, "the run ended within 30 s");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  release();
+  await p.locator(".msg.assistant:not(.streaming)", { hasText: "beta29" }).waitFor();
+  await p.waitForFunction(() => document.querySelector("#stop").disabled, null, { timeout: 15000 });
+  assert.equal(await p.locator(".msg.assistant").count(), 1);
+  await context.close();
+});
