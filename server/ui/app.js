@@ -9,6 +9,7 @@ import { AttachmentTray } from "./attachments.js";
 import { ModelPicker } from "./modelpicker.js";
 import { Palette } from "./palette.js";
 import { PendingApprovals } from "./approvals.js";
+import { SessionSchedules } from "./schedules.js";
 import { FailedRuns } from "./runs.js";
 import {
   Follower,
@@ -319,6 +320,7 @@ class SessionView {
     this.transcript = h("div", { class: "transcript", id: "transcript", "aria-live": "polite" });
     this.scroller = h("div", { class: "scroller" }, this.transcript);
     this.approvals = new PendingApprovals(sessionId, { onSignedOut: handleError });
+    this.schedules = new SessionSchedules(sessionId, { onSignedOut: handleError });
     this.failedRuns = new FailedRuns(sessionId, this.transcript, {
       onRetry: () => {
         follower.follow(this.sessionId);
@@ -375,6 +377,7 @@ class SessionView {
       this.noticeSlot,
       this.scroller,
       this.approvals.element,
+      this.schedules.element,
       composer,
     );
   }
@@ -421,7 +424,7 @@ class SessionView {
       this.append(events);
       this.renderHeader();
       // Read after the events, so that the text in flight is no older than what they hold.
-      await Promise.all([this.readLive(), this.failedRuns.read(), this.approvals.read()]);
+      await Promise.all([this.readLive(), this.failedRuns.read(), this.approvals.read(), this.schedules.read()]);
       if (this.closed) return;
       this.element.dataset.ready = "1";
       this.scrollToEnd();
@@ -458,6 +461,7 @@ class SessionView {
    * the events shown) and its runs are read again.
    */
   catchUp(resumed) {
+    this.schedules.reread();
     if (resumed) {
       this.refresh(this.lastSeq).catch(handleError);
       this.serial(async () => this.settleIfIdle(await this.failedRuns.read())).catch(handleError);
@@ -552,6 +556,7 @@ class SessionView {
   onUpdate(update) {
     if (update.session_id !== this.sessionId) return;
     this.approvals.onUpdate(update);
+    this.schedules.onUpdate(update);
     switch (update.type) {
       case "text-delta":
         // Seeing the session stream counts as following its turn.

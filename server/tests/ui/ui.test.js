@@ -42,6 +42,8 @@ import {
 import "./resume.test.js";
 // The approval card's test, against a service of its own with an MCP server.
 import "./approvals-ui.test.js";
+// The wake-ups' lines and their Cancel.
+import "./schedules-ui.test.js";
 
 test("the login link works once; the UI is served with a strict policy and lists the account's sessions", async () => {
   const response = await page.request.get(`${SEED_URL}/`);
