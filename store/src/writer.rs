@@ -422,8 +422,7 @@ impl WriterThread {
         // A lone committer (the last group had one job) is not kept waiting for company that
         // is not coming; after a real group, the writer waits for the next one to gather.
         let mut gather_gap = Duration::ZERO;
-        let mut spin = self.spin;
-        while let Some(first) = self.next_message(spin) {
+        while let Some(first) = self.next_message() {
             let mut hold = self.push(&mut group, first);
             let gather_started = Instant::now();
             while hold.is_none()
@@ -435,7 +434,6 @@ impl WriterThread {
                     None => break,
                 }
             }
-            spin = spin_after(self.spin, group.len());
             gather_gap = if group.len() > 1 {
                 self.gather_gap
             } else {
@@ -466,8 +464,9 @@ impl WriterThread {
 
     /// The next message: polled for `spin`, then waited for. `None` once every sender is gone
     /// and the queue is drained.
-    fn next_message(&self, spin: Duration) -> Option<Message> {
-        self.poll_for(spin).or_else(|| self.receiver.recv().ok())
+    fn next_message(&self) -> Option<Message> {
+        self.poll_for(self.spin)
+            .or_else(|| self.receiver.recv().ok())
     }
 
     /// A message that arrives within `window`, polling without parking the thread.
@@ -501,18 +500,6 @@ impl WriterThread {
             } => Some((started, release, in_flight)),
         }
     }
-}
-
-/// How long the writer polls for its next job after a group of `group_len` jobs (none: a hold
-/// alone) before it parks: `spin` after a group of one or none, nothing after more.
-///
-/// A lone committer sends its next job a step later, well within the spin, and is spared the
-/// writer's wake-up. After a group of many jobs the next one comes only once their callers
-/// have had their replies and made their next steps, on an executor busy with them: the spin
-/// rarely catches it and, on a host of two cores, takes the core the executor and the readers
-/// need (docs/design/cpu-per-step.md).
-fn spin_after(spin: Duration, group_len: usize) -> Duration {
-    if group_len <= 1 { spin } else { Duration::ZERO }
 }
 
 /// The writing connection and what commits on it, behind the writer's lock.
@@ -740,15 +727,6 @@ mod tests {
             Ok(())
         }
         fn finish(self: Box<Self>, _: Result<()>) {}
-    }
-
-    #[test]
-    fn the_writer_spins_for_the_next_job_after_a_lone_group_only() {
-        let spin = Duration::from_micros(100);
-        assert_eq!(spin_after(spin, 0), spin);
-        assert_eq!(spin_after(spin, 1), spin);
-        assert_eq!(spin_after(spin, 2), Duration::ZERO);
-        assert_eq!(spin_after(spin, 30), Duration::ZERO);
     }
 
     #[test]
