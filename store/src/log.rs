@@ -70,6 +70,9 @@ pub(crate) fn insert_rows_of_key(
     session_id: SessionId,
     rows: &[EventRow],
 ) -> Result<Vec<Placed>> {
+    // Named only by the debug check below.
+    #[cfg(not(debug_assertions))]
+    let _ = session_id;
     let last_seq = last_seq_of_key(connection, session_key)?;
     // The log's newest mark is its highest only while marks never go down (see
     // `newest_pi_entry_id`): checked at every append the tests make.
