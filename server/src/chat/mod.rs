@@ -444,7 +444,7 @@ fn print_now(text: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::tests::assistant;
+    use crate::cli::remote::tests::assistant;
 
     fn run(status: &str, event_id: i64) -> RunInfo {
         RunInfo {
