@@ -29,31 +29,39 @@
 //! Modes: random (the seed arms 0–3 crashes at random points and moments) and exhaustive
 //! ([`exhaustive`]: a dry run counts every crash-point occurrence of a scenario, then one run
 //! crashes at each). A failing seed can be [`shrink`]ed to the fewest steps that still fail.
+//!
+//! Layout: this file runs a seed (its processes, crashes, the liveness phase); `model` is the
+//! seeded model and the verbs under test; `observer` what the processes share and the check of
+//! every model request; `people` the approvals they decide; `invariants` the checks at the end;
+//! `runs` the exhaustive mode, shrinking and summaries.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use seed_actors::crash::points;
 use seed_actors::{CrashPoints, Runtime, RuntimeSettings};
-use seed_durable::{DurableFs, FileName, StoreState};
 use seed_events::SessionId;
-use seed_providers::{Message, Request, ScriptedStep};
+use seed_providers::{Request, ScriptedStep};
 use seed_store::{Config, NewSession, Store};
 
 pub mod invariants;
 mod model;
+mod observer;
+mod people;
 mod runs;
 
 pub use runs::{exhaustive, shrink, summary};
 
 use model::{Counted, Launch, RunVerb, account, model};
 pub use model::{SimVerb, VerbUnderTest};
+use observer::{Shared, lock};
+use people::{answer_an_approval, answer_every_approval};
 
 /// What one simulation run does.
 #[derive(Debug, Clone)]
@@ -184,209 +192,6 @@ enum Epoch {
     Crashed(&'static str, usize),
     /// Every step done.
     Done,
-}
-
-/// The previous request of a session, for the prefix check.
-struct LastRequest {
-    /// The stretch the request was asked in: its process, the faults injected and the
-    /// approvals decided before it.
-    stretch: (usize, usize, usize),
-    /// Where the turn's `<current_time>` block sits.
-    turn_at: Option<usize>,
-    depth: usize,
-    /// Each message's hash, then the hash of the answer given.
-    message_hashes: Vec<u64>,
-    answer_hash: Option<u64>,
-    /// System prompt and tools.
-    frame_hash: u64,
-}
-
-/// What the processes of one run share: what survives a crash in the world outside the
-/// database (launches, the trace), and what the model's observer needs.
-#[derive(Default)]
-struct Shared {
-    launches: Arc<Mutex<HashMap<(SessionId, String), usize>>>,
-    /// Calls of the user's verbs, by name.
-    verb_calls: Arc<Mutex<BTreeMap<String, usize>>>,
-    trace: Mutex<DefaultHasher>,
-    /// The running process's store, for the observer's check.
-    store: Mutex<Option<Store>>,
-    epoch_idx: Mutex<usize>,
-    last_requests: Mutex<HashMap<String, LastRequest>>,
-    violations: Mutex<Vec<String>>,
-    n_requests: Mutex<usize>,
-    n_faults: Mutex<usize>,
-    /// Approvals a person decided.
-    n_decisions: Mutex<usize>,
-    /// Crash-point occurrences so far, and the one to crash at (exhaustive mode).
-    hits: Mutex<usize>,
-    crash_at: Option<usize>,
-    /// This run's instances of the user's verbs.
-    verbs: Arc<[RunVerb]>,
-    /// How far apart the model's deltas come.
-    delta_delay: Duration,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn hash_of(value: impl Hash) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    value.hash(&mut hasher);
-    hasher.finish()
-}
-
-fn message_hash(message: &Message) -> u64 {
-    hash_of(serde_json::to_string(message).unwrap_or_default())
-}
-
-impl Shared {
-    fn note(&self, what: impl Hash) {
-        what.hash(&mut *lock(&self.trace));
-    }
-
-    fn violation(&self, what: String) {
-        lock(&self.violations).push(what);
-    }
-
-    /// Sees every model request before it is answered: checks that it carries every response
-    /// its session already committed, and that within a turn each request extends the one
-    /// before it byte for byte (the prompt-cache prefix).
-    fn observe(&self, request: &Request, answer: &ScriptedStep) {
-        *lock(&self.n_requests) += 1;
-        let session = request.session_id.clone().unwrap_or_default();
-        let message_hashes: Vec<u64> = request
-            .messages
-            .iter()
-            .map(|message| message_hash(message))
-            .collect();
-        let frame_hash = hash_of((
-            &request.system_prompt,
-            serde_json::to_string(&*request.tools).unwrap_or_default(),
-        ));
-        let answer_message = match answer {
-            ScriptedStep::Respond(message) => Some(message),
-            _ => None,
-        };
-        let answer_hash =
-            answer_message.map(|message| message_hash(&Message::Assistant(message.clone())));
-        self.note(("request", &session, &message_hashes, frame_hash));
-
-        // No committed response asked for again: every assistant message the session's store
-        // holds in its context is in the request.
-        let store = lock(&self.store).clone();
-        if let (Some(store), Ok(id)) = (store, session.parse::<SessionId>()) {
-            // Inline, the read is done by the time it is polled. Only the entries matter here.
-            let entries =
-                futures::executor::block_on(store.session_files(id).read(FileName::Entries));
-            match entries
-                .map_err(anyhow::Error::from)
-                .and_then(|entries| Ok(StoreState::fold(&entries, &[], &[])?))
-            {
-                Err(error) => self.violation(format!(
-                    "{session}: the store cannot be read at a model request: {error}"
-                )),
-                Ok(state) => {
-                    let assistants = |messages: &mut dyn Iterator<Item = &Message>| {
-                        messages
-                            .filter(|message| matches!(message, Message::Assistant(_)))
-                            .count()
-                    };
-                    let committed = seed_durable::context::conversation(&state.entries);
-                    let n_committed = assistants(&mut committed.iter().map(|item| &*item.message));
-                    let n_asked =
-                        assistants(&mut request.messages.iter().map(|message| &**message));
-                    if n_committed > n_asked {
-                        self.violation(format!(
-                            "{session}: a request carries {n_asked} responses while {n_committed} \
-                         are committed: a committed response was asked for again"
-                        ));
-                    }
-                }
-            }
-        }
-
-        // Within a turn, a request extends the previous request and its answer. A turn's
-        // requests carry its blocks right behind its input, `<current_time>` last; a new turn
-        // (or pass) places its blocks further on.
-        let turn_at = request.messages.iter().rposition(|message| {
-            matches!(&**message, Message::User(user) if user.text.starts_with("<current_time>"))
-        });
-        let depth = turn_at.map_or(0, |at| {
-            request.messages[at..]
-                .iter()
-                .filter(|message| matches!(&***message, Message::Assistant(_)))
-                .count()
-        });
-        // A turn recovered, after a crash (a new process) or after a fault (its next attempt),
-        // or resumed after a person's decision on a call it waited for, renders its blocks
-        // afresh: requests are compared only within one stretch of none of these.
-        let stretch = (
-            *lock(&self.epoch_idx),
-            *lock(&self.n_faults),
-            *lock(&self.n_decisions),
-        );
-        let mut last_requests = lock(&self.last_requests);
-        if let Some(last) = last_requests.get(&session)
-            && last.stretch == stretch
-            && turn_at.is_some()
-            && last.turn_at == turn_at
-            && depth == last.depth + 1
-            && let Some(last_answer) = last.answer_hash
-        {
-            let mut expected = last.message_hashes.clone();
-            expected.push(last_answer);
-            if message_hashes.get(..expected.len()) != Some(&expected[..])
-                || frame_hash != last.frame_hash
-            {
-                let at = expected
-                    .iter()
-                    .zip(&message_hashes)
-                    .position(|(a, b)| a != b)
-                    .unwrap_or(expected.len().min(message_hashes.len()));
-                let shown = request
-                    .messages
-                    .get(at)
-                    .map(|message| serde_json::to_string(message).unwrap_or_default())
-                    .unwrap_or_default();
-                self.violation(format!(
-                    "{session}: request at depth {depth} of a turn does not extend the one \
-                     before it (the prompt-cache prefix changed at message {at} of {}, \
-                     expected {} messages; frame same: {}): {}",
-                    message_hashes.len(),
-                    expected.len(),
-                    frame_hash == last.frame_hash,
-                    shown.chars().take(300).collect::<String>()
-                ));
-                if std::env::var_os("SEED_SIM_VERBOSE").is_some() {
-                    for (idx, message) in request.messages.iter().enumerate() {
-                        let text = serde_json::to_string(message).unwrap_or_default();
-                        eprintln!("  [{idx}] {}", text.chars().take(160).collect::<String>());
-                    }
-                }
-            }
-        }
-        last_requests.insert(
-            session,
-            LastRequest {
-                stretch,
-                turn_at,
-                depth,
-                message_hashes,
-                answer_hash: answer_message
-                    .filter(|message| {
-                        message.content.iter().any(|block| {
-                            matches!(block, seed_providers::AssistantBlock::ToolCall { .. })
-                        })
-                    })
-                    .and(answer_hash),
-                frame_hash,
-            },
-        );
-    }
 }
 
 /// Runs one seed and checks the invariants.
@@ -922,66 +727,6 @@ fn liveness_and_invariants(
     })?;
     report.invariants_checked += n_checked;
     report.violations.extend(violations);
-    Ok(())
-}
-
-/// The decision `choice` (a seeded number) makes on a call: approve (half), approve with
-/// edited arguments, or deny.
-fn decision_of(choice: u64, arguments: &serde_json::Value) -> seed_store::ApprovalDecision {
-    match choice % 8 {
-        0..4 => seed_store::ApprovalDecision::Approve {
-            arguments: arguments.clone(),
-        },
-        4 => seed_store::ApprovalDecision::Approve {
-            arguments: serde_json::json!({ "item": format!("edited {choice:x}") }),
-        },
-        _ => seed_store::ApprovalDecision::Deny {
-            reason: format!("not now {choice:x}"),
-        },
-    }
-}
-
-/// Decides the oldest pending approval of the first of `sessions` that has one, as `choice`
-/// says; returns the call decided.
-async fn answer_an_approval(
-    store: &Store,
-    sessions: &[SessionId],
-    choice: u64,
-) -> anyhow::Result<Option<String>> {
-    for session in sessions {
-        let pending = store
-            .approvals(*session)
-            .await?
-            .into_iter()
-            .find(|approval| approval.status == seed_store::ApprovalStatus::Pending);
-        if let Some(approval) = pending {
-            let decision = decision_of(choice, &approval.arguments);
-            // A full disk may refuse it: the approval waits for the next answer.
-            let _ = store
-                .decide_approval(*session, &approval.tool_call_id, decision, 0)
-                .await;
-            return Ok(Some(approval.tool_call_id));
-        }
-    }
-    Ok(None)
-}
-
-/// Decides every pending approval of the account's sessions (from a hash of its call id, so a
-/// replay decides the same), as a person answering everything before the process ends.
-async fn answer_every_approval(store: &Store, shared: &Shared) -> anyhow::Result<()> {
-    for session in store.list_sessions(account()).await? {
-        for approval in store.approvals(session.id).await? {
-            if approval.status != seed_store::ApprovalStatus::Pending {
-                continue;
-            }
-            let choice = hash_of(&approval.tool_call_id);
-            let decision = decision_of(choice, &approval.arguments);
-            let _ = store
-                .decide_approval(session.id, &approval.tool_call_id, decision, 0)
-                .await;
-            *lock(&shared.n_decisions) += 1;
-        }
-    }
     Ok(())
 }
 
