@@ -133,6 +133,15 @@ struct Entry {
     close: Option<oneshot::Sender<Closing>>,
 }
 
+impl Entry {
+    /// Tells the socket to close, saying why, unless it was told already.
+    fn close(&mut self, closing: Closing) {
+        if let Some(close) = self.close.take() {
+            let _ = close.send(closing);
+        }
+    }
+}
+
 /// One socket's side: its updates, and why the service wants it closed. Dropping it leaves.
 #[derive(Debug)]
 pub struct Subscription {
@@ -232,11 +241,9 @@ impl Subscribers {
                     queue_max = self.limits.queue_max,
                     "a subscriber fell behind: closing it"
                 );
-                if let Some(close) = entry.close.take() {
-                    let _ = close.send(Closing::FellBehind {
-                        queue_max: self.limits.queue_max,
-                    });
-                }
+                entry.close(Closing::FellBehind {
+                    queue_max: self.limits.queue_max,
+                });
             }
         }
     }
@@ -245,10 +252,8 @@ impl Subscribers {
     pub fn close_token(&self, token: &str, closing: &Closing) {
         let mut registry = self.lock();
         for entry in registry.by_account.values_mut().flatten() {
-            if entry.token.as_deref() == Some(token)
-                && let Some(close) = entry.close.take()
-            {
-                let _ = close.send(closing.clone());
+            if entry.token.as_deref() == Some(token) {
+                entry.close(closing.clone());
             }
         }
     }
@@ -262,9 +267,7 @@ impl Subscribers {
             .into_iter()
             .flatten()
         {
-            if let Some(close) = entry.close.take() {
-                let _ = close.send(closing.clone());
-            }
+            entry.close(closing.clone());
         }
     }
 
