@@ -52,23 +52,7 @@ pub(crate) fn suite(filter: &str) -> anyhow::Result<Vec<Row>> {
             remove_database(&normal.path)?;
             let measured = runtime_bench::steps_rate(&normal, n_sessions, turns, shape)?;
             if verbose {
-                eprintln!(
-                    "{name}: {} steps in {:?}, {} jobs in {} commits ({:.1} per commit, \
-                     {:.2} commits per step)",
-                    measured.n_steps,
-                    measured.elapsed,
-                    measured.n_jobs,
-                    measured.n_commits,
-                    measured.n_jobs as f64 / measured.n_commits.max(1) as f64,
-                    measured.n_commits as f64 / measured.n_steps.max(1) as f64,
-                );
-                let cpu: Vec<String> = measured
-                    .thread_cpu
-                    .iter()
-                    .filter(|(_, cpu)| !cpu.is_zero())
-                    .map(|(name, cpu)| format!("{name} {:.2} s", cpu.as_secs_f64()))
-                    .collect();
-                eprintln!("{name}: CPU by thread: {}", cpu.join(", "));
+                print_measured(name, &measured);
             }
             Ok(measured.rate())
         })?;
@@ -125,6 +109,9 @@ pub(crate) fn suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         let rate = best_within(RUNTIME_ROUNDS, RUNTIME_ROUND_BUDGET, || {
             remove_database(&full.path)?;
             let measured = runtime_bench::steps_rate(&full, 100, 40, TurnShape::AgentLoop)?;
+            if verbose {
+                print_measured(name, &measured);
+            }
             Ok(measured.rate())
         })?;
         rows.push(Row::ratio(name, rate, "steps/s", floor_full));
@@ -255,4 +242,26 @@ fn best_within(
         best = best.max(measure()?);
     }
     Ok(best)
+}
+
+/// What the verbose bench prints of a steps row's round: the writer's groups and each thread's
+/// CPU.
+fn print_measured(name: &str, measured: &runtime_bench::StepsMeasurement) {
+    eprintln!(
+        "{name}: {} steps in {:?}, {} jobs in {} commits ({:.1} per commit, \
+         {:.2} commits per step)",
+        measured.n_steps,
+        measured.elapsed,
+        measured.n_jobs,
+        measured.n_commits,
+        measured.n_jobs as f64 / measured.n_commits.max(1) as f64,
+        measured.n_commits as f64 / measured.n_steps.max(1) as f64,
+    );
+    let cpu: Vec<String> = measured
+        .thread_cpu
+        .iter()
+        .filter(|(_, cpu)| !cpu.is_zero())
+        .map(|(name, cpu)| format!("{name} {:.2} s", cpu.as_secs_f64()))
+        .collect();
+    eprintln!("{name}: CPU by thread: {}", cpu.join(", "));
 }
