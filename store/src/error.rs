@@ -44,6 +44,11 @@ pub enum Error {
     NoWal { path: String, mode: String },
     #[error("sqlite: {0}")]
     Sqlite(rusqlite::Error),
+    #[error("postgres: {}", crate::postgres::describe(.0))]
+    Postgres(tokio_postgres::Error),
+    /// The pool of PostgreSQL connections failed other than by a connection's error.
+    #[error("postgres pool: {0}")]
+    PostgresPool(String),
     #[error("io: {0}")]
     Io(std::io::Error),
 }

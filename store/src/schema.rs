@@ -1,44 +1,149 @@
-//! Opening a connection: pragmas, and the versioned migrations that build the schema.
+//! Opening a connection: pragmas, and the versioned migrations that build the schema, listed
+//! once for both engines (SQLite here; PostgreSQL's runner is `crate::postgres::schema`).
 
+use std::ops::RangeInclusive;
 use std::sync::LazyLock;
 
 use rusqlite::{Connection, OpenFlags};
-use rusqlite_migration::{M, Migrations};
+use rusqlite_migration::{M, Migrations, SchemaVersion};
 
 use crate::{Config, Error, Result};
 
-/// The migrations, in order. Version 1 is `sqlite-schema.sql`, the current schema; a later
-/// change is made there and added here as a migration of its own that does nothing where it is
-/// already in place, so a new database and an upgraded one end up the same.
+/// What one version of the schema does on each engine.
+pub(crate) struct Version {
+    /// The SQL SQLite runs.
+    pub(crate) sqlite: &'static str,
+    /// What SQLite runs after `sqlite`, in the same transaction: a change SQL alone cannot make
+    /// only where it is missing.
+    pub(crate) sqlite_hook: Option<fn(&rusqlite::Transaction) -> rusqlite_migration::HookResult>,
+    /// The SQL PostgreSQL runs; empty where the version has nothing to do there.
+    pub(crate) postgres: &'static str,
+}
+
+/// The schema's versions, in order, for both engines: version N is the Nth.
+///
+/// SQLite's version 1 is `sqlite-schema.sql`, the current schema; a later change is made there
+/// and added here as a version of its own that does nothing where it is already in place, so a
+/// new database and an upgraded one end up the same. PostgreSQL's version 1 is
+/// `postgres-schema.sql`, the whole schema as of version 12 (no PostgreSQL database is older),
+/// so versions 2 to 12 have nothing to do there. A change after version 12 goes into both
+/// schema files and here as one version with each engine's SQL; a test checks that the two
+/// engines' schemas agree.
+pub(crate) static VERSIONS: [Version; 12] = [
+    Version {
+        sqlite: include_str!("../sqlite-schema.sql"),
+        sqlite_hook: None,
+        postgres: include_str!("../postgres-schema.sql"),
+    },
+    sqlite_only(include_str!("../migrations/0002-runs-by-parent.sql"), None),
+    sqlite_only(
+        include_str!("../migrations/0003-runs-account.sql"),
+        Some(add_runs_account),
+    ),
+    sqlite_only(
+        include_str!("../migrations/0004-checks-without-lists.sql"),
+        Some(rewrite_list_checks),
+    ),
+    sqlite_only(
+        include_str!("../migrations/0005-runs-open-by-session.sql"),
+        None,
+    ),
+    sqlite_only(
+        include_str!("../migrations/0006-runs-restarts.sql"),
+        Some(add_runs_restarts),
+    ),
+    sqlite_only(
+        include_str!("../migrations/0007-no-index-of-entry-marks.sql"),
+        None,
+    ),
+    sqlite_only(include_str!("../migrations/0008-call-effects.sql"), None),
+    sqlite_only(
+        include_str!("../migrations/0009-runs-running-by-account.sql"),
+        None,
+    ),
+    sqlite_only(include_str!("../migrations/0010-schedules.sql"), None),
+    sqlite_only(include_str!("../migrations/0011-approvals.sql"), None),
+    sqlite_only(include_str!("../migrations/0012-durable-kept.sql"), None),
+];
+
+/// A version made before PostgreSQL's version 1: it upgrades older SQLite databases alone.
+const fn sqlite_only(
+    sqlite: &'static str,
+    sqlite_hook: Option<fn(&rusqlite::Transaction) -> rusqlite_migration::HookResult>,
+) -> Version {
+    Version {
+        sqlite,
+        sqlite_hook,
+        postgres: "",
+    }
+}
+
+/// The schema's newest version.
+pub const LATEST_VERSION: u32 = VERSIONS.len() as u32;
+
+/// [`VERSIONS`] as SQLite's migrations.
 static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
-    Migrations::new(vec![
-        M::up(include_str!("../sqlite-schema.sql")),
-        M::up(include_str!("../migrations/0002-runs-by-parent.sql")),
-        M::up_with_hook(
-            include_str!("../migrations/0003-runs-account.sql"),
-            add_runs_account,
-        ),
-        M::up_with_hook(
-            include_str!("../migrations/0004-checks-without-lists.sql"),
-            rewrite_list_checks,
-        ),
-        M::up(include_str!("../migrations/0005-runs-open-by-session.sql")),
-        M::up_with_hook(
-            include_str!("../migrations/0006-runs-restarts.sql"),
-            add_runs_restarts,
-        ),
-        M::up(include_str!(
-            "../migrations/0007-no-index-of-entry-marks.sql"
-        )),
-        M::up(include_str!("../migrations/0008-call-effects.sql")),
-        M::up(include_str!(
-            "../migrations/0009-runs-running-by-account.sql"
-        )),
-        M::up(include_str!("../migrations/0010-schedules.sql")),
-        M::up(include_str!("../migrations/0011-approvals.sql")),
-        M::up(include_str!("../migrations/0012-durable-kept.sql")),
-    ])
+    Migrations::new(
+        VERSIONS
+            .iter()
+            .map(|version| match version.sqlite_hook {
+                Some(hook) => M::up_with_hook(version.sqlite, hook),
+                None => M::up(version.sqlite),
+            })
+            .collect(),
+    )
 });
+
+/// An engine the schema is kept for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// The SQL that makes a new database of `engine` at the newest version, with the record of its
+/// version, for an operator who applies the schema by hand (`seed migrate --print`). On
+/// PostgreSQL each version is a transaction of its own, as the runner applies it.
+pub fn schema_script(engine: Engine) -> String {
+    match engine {
+        Engine::Sqlite => format!(
+            "-- Seed's schema for SQLite, version {LATEST_VERSION}: what a new database gets.\n\n\
+             {}\nPRAGMA user_version = {LATEST_VERSION};\n",
+            VERSIONS[0].sqlite
+        ),
+        Engine::Postgres => crate::postgres::schema::script(),
+    }
+}
+
+/// Brings the SQLite database `config` names up to the newest version, creating it if needed,
+/// and returns the versions it applied (none when it was up to date).
+pub fn migrate_sqlite(config: &Config) -> Result<RangeInclusive<u32>> {
+    open_migrated(config).map(|(_, applied)| applied)
+}
+
+/// Opens the writer's connection and brings the schema up to date; the versions it applied
+/// with it.
+fn open_migrated(config: &Config) -> Result<(Connection, RangeInclusive<u32>)> {
+    if !crate::memory_disk::is_memory(config) {
+        create_private(&config.path)?;
+    }
+    let mut connection = Connection::open(&config.path)?;
+    connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+    apply_pragmas(&connection, config)?;
+    let before = match MIGRATIONS
+        .current_version(&connection)
+        .map_err(Error::Migration)?
+    {
+        SchemaVersion::NoneSet => 0,
+        SchemaVersion::Inside(version) | SchemaVersion::Outside(version) => {
+            u32::try_from(version.get()).unwrap_or(u32::MAX)
+        }
+    };
+    MIGRATIONS
+        .to_latest(&mut connection)
+        .map_err(Error::Migration)?;
+    Ok((connection, before.saturating_add(1)..=LATEST_VERSION))
+}
 
 /// Migration 3: each run names its session's account, so an account's queued runs are counted
 /// from an index of their own. The column is added (and filled in) only where it is missing.
@@ -169,16 +274,7 @@ const STATEMENT_CACHE_CAPACITY: usize = 128;
 /// Opens the writer's connection: creates the file if needed, switches it to WAL, applies the
 /// pragmas and brings the schema up to date.
 pub(crate) fn open_writer(config: &Config) -> Result<Connection> {
-    if !crate::memory_disk::is_memory(config) {
-        create_private(&config.path)?;
-    }
-    let mut connection = Connection::open(&config.path)?;
-    connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-    apply_pragmas(&connection, config)?;
-    MIGRATIONS
-        .to_latest(&mut connection)
-        .map_err(Error::Migration)?;
-    Ok(connection)
+    open_migrated(config).map(|(connection, _)| connection)
 }
 
 /// Creates a missing database file readable by its owner only (0600) before SQLite opens it:
@@ -279,9 +375,6 @@ pub(crate) fn program(connection: &Connection, sql: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    /// The version a database has once every migration ran.
-    const LATEST_VERSION: i64 = 12;
-
     #[test]
     fn migrations_are_valid() {
         assert!(MIGRATIONS.validate().is_ok());
@@ -377,7 +470,7 @@ mod tests {
         drop(connection);
         let connection = open_writer(&config).expect("the old database, upgraded");
         assert!(index_of_children_read(&connection).contains("runs_by_parent"));
-        let version: i64 = connection
+        let version: u32 = connection
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .expect("the version");
         assert_eq!(version, LATEST_VERSION);
@@ -396,7 +489,7 @@ mod tests {
     /// version.
     fn assert_reopened_at_the_latest_version(config: &Config) {
         let connection = open_writer(config).expect("opened again");
-        let version: i64 = connection
+        let version: u32 = connection
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .expect("the version");
         assert_eq!(version, LATEST_VERSION);
@@ -724,7 +817,7 @@ mod tests {
             let error = connection.execute(refused, []).expect_err(refused);
             assert!(error.to_string().contains("CHECK"), "{refused}: {error}");
         }
-        let version: i64 = connection
+        let version: u32 = connection
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .expect("the version");
         assert_eq!(version, LATEST_VERSION);

@@ -5,6 +5,7 @@ mod api_attachments;
 mod api_memory;
 mod api_runs;
 mod common;
+mod engines;
 mod schedules;
 mod schema;
 mod turn_view;
