@@ -93,8 +93,8 @@ pub struct ImportPlan {
 ///
 /// The cost follows the events given. For an append or an edit, only the events past the mark,
 /// those in `left_out` and the run's own messages matter, so a caller reads just those; a
-/// rebuild needs the whole log (a caller that finds the plan is a rebuild reads the rest and
-/// plans again).
+/// rebuild needs the whole log (a caller that finds the plan is a rebuild reads what
+/// [`rebuild_reads`] names, adds it with [`merged`] and plans again).
 pub fn plan_import(
     log: &[SessionEvent],
     store: &StoreState,
@@ -208,6 +208,38 @@ pub fn plan_import(
             input_event_id: input_id,
         },
     }
+}
+
+/// A range of a log's seqs, both ends included.
+pub type SeqRange = (i64, i64);
+
+/// What a rebuild reads of the log besides `given` (events in seq order, as an append or an
+/// edit reads them: those past the mark that came from no store entry, those left out before,
+/// the run's own messages). A rebuild replays every event of the log, so it needs each seq
+/// `given` lacks, and nothing twice: the gaps between the given seqs from 1 on, and every seq
+/// after the newest given. That last range is open-ended: the log may have grown since `given`
+/// was read (the results a given-up turn's calls got are written to it after the turn's
+/// view), and a rebuild replays those too.
+pub fn rebuild_reads(given: &[SessionEvent]) -> Vec<SeqRange> {
+    let mut ranges = Vec::new();
+    let mut next_seq = 1;
+    for event in given {
+        if event.seq > next_seq {
+            ranges.push((next_seq, event.seq - 1));
+        }
+        next_seq = next_seq.max(event.seq + 1);
+    }
+    ranges.push((next_seq, i64::MAX));
+    ranges
+}
+
+/// The events of `given` and `more` as one log, in seq order, each seq once.
+pub fn merged(given: Vec<SessionEvent>, more: Vec<SessionEvent>) -> Vec<SessionEvent> {
+    let mut by_seq: BTreeMap<i64, SessionEvent> = BTreeMap::new();
+    for event in given.into_iter().chain(more) {
+        by_seq.entry(event.seq).or_insert(event);
+    }
+    by_seq.into_values().collect()
 }
 
 /// A message a person wrote: put to the model once, by the run queued for it.

@@ -230,6 +230,37 @@ pub(crate) fn read_events(
     Ok(events)
 }
 
+/// The session's events in each of `ranges` (seqs, both ends included), in seq order, each
+/// once: what a rebuild reads besides the events it has.
+pub(crate) fn read_event_ranges(
+    connection: &Connection,
+    session_id: SessionId,
+    ranges: &[(i64, i64)],
+) -> Result<Vec<SessionEvent>> {
+    // One snapshot for all of them.
+    let snapshot = connection.unchecked_transaction()?;
+    let mut events: Vec<SessionEvent> = Vec::new();
+    let mut sorted = ranges.to_vec();
+    sorted.sort_unstable();
+    for (from_seq, to_seq) in sorted {
+        let from_seq = events
+            .last()
+            .map_or(from_seq, |last| from_seq.max(last.seq + 1));
+        if from_seq > to_seq {
+            continue;
+        }
+        events.extend(read_events(
+            connection,
+            session_id,
+            from_seq,
+            to_seq,
+            usize::MAX,
+        )?);
+    }
+    snapshot.finish()?;
+    Ok(events)
+}
+
 /// The highest store entry id the session's log was projected from, if any.
 pub(crate) fn max_pi_entry_id(
     connection: &Connection,
@@ -392,6 +423,17 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<SessionEvent>> {
         self.read(move |connection| read_events(connection, session_id, from_seq, to_seq, limit))
+            .await
+    }
+
+    /// The session's events in each of `ranges` (seqs, both ends included), in seq order, each
+    /// once, in one read.
+    pub async fn read_event_ranges(
+        &self,
+        session_id: SessionId,
+        ranges: Vec<(i64, i64)>,
+    ) -> Result<Vec<SessionEvent>> {
+        self.read(move |connection| read_event_ranges(connection, session_id, &ranges))
             .await
     }
 

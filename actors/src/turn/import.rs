@@ -1,14 +1,16 @@
 //! Import: what is pending from the log goes into the store with the turn's input. Read only
 //! what the plan needs (the events past the import mark that came from no store entry, those
-//! left out before, the run's own messages; the whole log for a rebuild), with the files its
-//! messages name, and plan it (pure, `seed_projections::import`).
+//! left out before, the run's own messages; for a rebuild, the rest of the log besides those),
+//! with the files its messages name, each event and file once, and plan it (pure,
+//! `seed_projections::import`).
 
 use std::collections::BTreeSet;
 
 use seed_durable::StoreState;
 use seed_events::EventId;
 use seed_projections::import::{
-    ImportMode, ImportPlan, RunView, SYNC_DOCUMENT, SyncDocument, plan_import,
+    ImportMode, ImportPlan, RunView, SYNC_DOCUMENT, SyncDocument, merged, plan_import,
+    rebuild_reads,
 };
 use seed_store::{PendingEvents, RunRow};
 
@@ -56,7 +58,7 @@ pub(super) async fn plan(
     };
     // An append or an edit needs only the events past the mark that came from no store entry,
     // those left out before, and the run's own messages: read just those. A rebuild needs the
-    // whole log.
+    // rest of the log too.
     let pending = match seen.pending {
         Some(pending) if seen.read_past_mark == Some(sync.mark) => pending,
         _ => store.pending_events(session_id, sync.mark).await?,
@@ -88,7 +90,7 @@ pub(super) async fn plan(
     let takes_images = env
         .provider
         .takes_images(&env.settings.session_model(session));
-    let attached =
+    let mut attached =
         crate::attachments::read_attached(store, session_id, &pending, takes_images).await?;
     let with_files = RunView {
         attached: &attached,
@@ -96,11 +98,15 @@ pub(super) async fn plan(
     };
     let mut plan = plan_import(&pending, state, &sync, with_files, rebuild);
     if plan.mode == ImportMode::Rebuild {
-        let log = store
-            .read_events(session_id, 1, i64::MAX, usize::MAX)
+        // A rebuild replays the whole log: read what the events in hand leave out, and the
+        // files those name.
+        let rest = store
+            .read_event_ranges(session_id, rebuild_reads(&pending))
             .await?;
-        let attached =
-            crate::attachments::read_attached(store, session_id, &log, takes_images).await?;
+        attached.extend(
+            crate::attachments::read_attached(store, session_id, &rest, takes_images).await?,
+        );
+        let log = merged(pending, rest);
         let with_files = RunView {
             attached: &attached,
             ..view

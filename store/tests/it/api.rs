@@ -94,6 +94,11 @@ fn the_log_assigns_gapless_seqs_and_reads_ranges() -> anyhow::Result<()> {
     assert_eq!(middle.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
     let limited = block_on(store.read_events(sessions[0], 1, i64::MAX, 2))?;
     assert_eq!(limited.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
+    // Several ranges in one read, in seq order whatever their order, each event once.
+    let ranges = vec![(4, i64::MAX), (1, 1), (1, 2), (3, 2)];
+    let gathered = block_on(store.read_event_ranges(sessions[0], ranges))?;
+    assert_eq!(gathered.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 4]);
+    assert_eq!(gathered[..2], first[..2]);
 
     assert_eq!(block_on(store.max_pi_entry_id(sessions[0]))?, Some(4));
     assert_eq!(block_on(store.last_seq(sessions[0]))?, 4);

@@ -13,8 +13,12 @@ use seed_durable::{
     Harness, HarnessConfig, MemoryFs, StoreState, Tool, ToolOutput, ToolSet, TurnOutcome,
     TurnRequest,
 };
-use seed_events::{EventId, EventRole, NewEvent, SessionEvent, SessionId};
-use seed_projections::import::{RunView, SYNC_DOCUMENT, SyncDocument, plan_import};
+use seed_events::{EventId, EventRole, NewEvent, SessionEvent, SessionId, message_attachments};
+use seed_projections::attachments::{AttachedContent, AttachedFile};
+use seed_projections::import::{
+    AttachedFiles, ImportMode, ImportPlan, RunView, SYNC_DOCUMENT, SyncDocument, merged,
+    plan_import, rebuild_reads,
+};
 use seed_projections::store_to_log::{entry_events, stale_marks_above, unprojected};
 use seed_providers::{
     Message, Request, ScriptedProvider, ScriptedStep, ToolCall, ToolSpec, UserMessage,
@@ -195,16 +199,19 @@ impl Session {
         self.project(harness.state(), usize::MAX);
         let sync: SyncDocument = harness.state().document(SYNC_DOCUMENT).unwrap_or_default();
         let waiting = BTreeSet::new();
-        let plan = plan_import(
-            &self.log,
-            harness.state(),
-            &sync,
-            RunView {
-                own_event_ids: own,
-                waiting_event_ids: &waiting,
-                attached: &seed_projections::import::NO_FILES,
-            },
+        let import = Import {
+            log: &self.log,
+            store: harness.state(),
+            sync: &sync,
+            own_event_ids: own,
+            waiting_event_ids: &waiting,
             rebuild,
+        };
+        let plan = import.plan_from_the_whole_log();
+        assert_eq!(
+            import.plan_as_a_turn_reads().plan,
+            plan,
+            "the plan from what a turn reads of the log is the plan from the whole log"
         );
         let mut turn = TurnRequest::new(request_id, plan.input.text.clone());
         turn.blocks = blocks;
@@ -229,4 +236,111 @@ impl Session {
 
 pub fn user_text(text: &str) -> UserMessage {
     UserMessage::new(text.to_owned())
+}
+
+/// An import to plan: a whole log, the store it goes into, and the importing run.
+pub struct Import<'a> {
+    pub log: &'a [SessionEvent],
+    pub store: &'a StoreState,
+    pub sync: &'a SyncDocument,
+    pub own_event_ids: &'a [EventId],
+    pub waiting_event_ids: &'a BTreeSet<EventId>,
+    pub rebuild: bool,
+}
+
+/// A plan made from what was read of the log, and how much was read.
+pub struct PlanRead {
+    pub plan: ImportPlan,
+    /// Events read, each time one was read.
+    pub n_events_read: usize,
+    /// Of those, the events read before the plan was known to be a rebuild.
+    pub n_events_read_first: usize,
+}
+
+impl Import<'_> {
+    /// The plan made from every event of the log.
+    pub fn plan_from_the_whole_log(&self) -> ImportPlan {
+        self.plan(self.log, &files_named(self.log))
+    }
+
+    /// The plan made as a turn reads the log: first the events past the mark that came from no
+    /// store entry, those left out before and the run's own messages (what the store's
+    /// `pending_events` and `read_events_at` return), with the files they name; for a
+    /// rebuild, then what `rebuild_reads` names of the log, with its files. The first read
+    /// goes through the log's newest seq, and the mark follows it there.
+    pub fn plan_as_a_turn_reads(&self) -> PlanRead {
+        let mut read = self.read_and_plan();
+        let through_seq = self.log.last().map_or(0, |event| event.seq);
+        read.plan.sync.mark = read.plan.sync.mark.max(through_seq);
+        read
+    }
+
+    fn read_and_plan(&self) -> PlanRead {
+        let first: Vec<SessionEvent> = self
+            .log
+            .iter()
+            .filter(|event| {
+                (event.seq > self.sync.mark && event.pi_entry_id.is_none())
+                    || self.sync.left_out.contains(&event.seq)
+                    || self.own_event_ids.contains(&event.id)
+            })
+            .cloned()
+            .collect();
+        let n_events_read_first = first.len();
+        let mut attached = files_named(&first);
+        let plan = self.plan(&first, &attached);
+        if plan.mode != ImportMode::Rebuild {
+            return PlanRead {
+                plan,
+                n_events_read: n_events_read_first,
+                n_events_read_first,
+            };
+        }
+        let ranges = rebuild_reads(&first);
+        let rest: Vec<SessionEvent> = self
+            .log
+            .iter()
+            .filter(|event| {
+                ranges
+                    .iter()
+                    .any(|(from_seq, to_seq)| (*from_seq..=*to_seq).contains(&event.seq))
+            })
+            .cloned()
+            .collect();
+        attached.extend(files_named(&rest));
+        let n_events_read = n_events_read_first + rest.len();
+        let log = merged(first, rest);
+        PlanRead {
+            plan: self.plan(&log, &attached),
+            n_events_read,
+            n_events_read_first,
+        }
+    }
+
+    fn plan(&self, log: &[SessionEvent], attached: &AttachedFiles) -> ImportPlan {
+        let run = RunView {
+            own_event_ids: self.own_event_ids,
+            waiting_event_ids: self.waiting_event_ids,
+            attached,
+        };
+        plan_import(log, self.store, self.sync, run, self.rebuild)
+    }
+}
+
+/// The files `events` name, as a shell would read them: each a text file that says its id.
+pub fn files_named(events: &[SessionEvent]) -> AttachedFiles {
+    events
+        .iter()
+        .flat_map(|event| message_attachments(&event.content))
+        .map(|named| {
+            let file = AttachedFile {
+                id: named.id.clone(),
+                name: format!("{}.txt", named.id),
+                media_type: "text/plain".to_owned(),
+                size_bytes: 8,
+                content: AttachedContent::Text(format!("file {}", named.id).into_bytes()),
+            };
+            (named.id, file)
+        })
+        .collect()
 }
