@@ -222,6 +222,36 @@ CREATE TABLE approvals (
 CREATE INDEX approvals_due ON approvals (deadline_at)
     WHERE status = 'pending' AND deadline_at IS NOT NULL;
 
+-- The questions MCP servers ask people during Seed's calls (elicitations): pending until a
+-- person answers (accepted with content, declined, cancelled), no one answers in time
+-- (timed_out) or the call that asked ends first (closed; the boot closes what a crash left
+-- pending, as no call outlives its process). A call asks one question at a time; n counts its
+-- questions. Migration 13.
+CREATE TABLE elicitations (
+    session_id        TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    tool_call_id      TEXT NOT NULL,
+    n                 INTEGER NOT NULL,  -- the call's first question is 1, its next 2, ...
+    run_id            TEXT NOT NULL,
+    verb              TEXT NOT NULL,
+    arguments         TEXT NOT NULL,     -- JSON: the call's, as the model wrote them
+    message           TEXT NOT NULL,     -- what the server asks
+    requested_schema  TEXT NOT NULL,     -- JSON Schema of the answer's content
+    status            TEXT NOT NULL
+                      CHECK (status = 'pending' OR status = 'accepted' OR status = 'declined'
+                             OR status = 'cancelled' OR status = 'timed_out'
+                             OR status = 'closed'),
+    content           TEXT,              -- JSON: an accepted answer's content
+    reason            TEXT,              -- why it timed out or was closed
+    created_at        INTEGER NOT NULL,
+    decided_at        INTEGER,
+    deadline_at       INTEGER,           -- no answer by then answers "cancel"
+    PRIMARY KEY (session_id, tool_call_id, n)
+) STRICT, WITHOUT ROWID;
+
+-- The pending elicitations, which the boot closes. Migration 13.
+CREATE INDEX elicitations_pending ON elicitations (session_id)
+    WHERE status = 'pending';
+
 -- Wake-ups a session scheduled for itself (the `schedule` verb). When one is due, one
 -- background run is queued for its session, with its notice in the log, in the transaction
 -- that advances next_due_at (or ends a one-shot), so no occurrence fires twice and none is

@@ -27,6 +27,7 @@ mod closing;
 mod config;
 mod continuations;
 mod effects;
+mod elicitations;
 mod error;
 mod files;
 pub mod floor;
@@ -56,6 +57,10 @@ pub use closing::{PlanCheck, PlanNotice, RunClosing, RunEndOutcome};
 pub use config::{BatchMode, Config, Fault, FaultInjector, Quotas, Synchronous};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use effects::CallEffect;
+pub use elicitations::{
+    AnswerOutcome, AskOutcome, ElicitationAnswer, ElicitationRow, ElicitationStatus,
+    NewElicitation,
+};
 pub use error::{Error, Refusal, Result};
 pub use files::SessionFiles;
 pub use leases::{LeaseOutcome, LeaseRow};

@@ -29,7 +29,7 @@ pub(crate) struct Version {
 /// so versions 2 to 12 have nothing to do there. A change after version 12 goes into both
 /// schema files and here as one version with each engine's SQL; a test checks that the two
 /// engines' schemas agree.
-pub(crate) static VERSIONS: [Version; 12] = [
+pub(crate) static VERSIONS: [Version; 13] = [
     Version {
         sqlite: include_str!("../sqlite-schema.sql"),
         sqlite_hook: None,
@@ -64,6 +64,11 @@ pub(crate) static VERSIONS: [Version; 12] = [
     sqlite_only(include_str!("../migrations/0010-schedules.sql"), None),
     sqlite_only(include_str!("../migrations/0011-approvals.sql"), None),
     sqlite_only(include_str!("../migrations/0012-durable-kept.sql"), None),
+    Version {
+        sqlite: include_str!("../migrations/0013-elicitations.sql"),
+        sqlite_hook: None,
+        postgres: include_str!("../migrations/0013-elicitations.postgres.sql"),
+    },
 ];
 
 /// A version made before PostgreSQL's version 1: it upgrades older SQLite databases alone.

@@ -5,6 +5,7 @@ mod api_attachments;
 mod api_memory;
 mod api_runs;
 mod common;
+mod elicitations;
 mod engines;
 mod schedules;
 mod schema;
