@@ -1,7 +1,8 @@
 //! The `seed` command line: its arguments and what each command runs — `serve`; the clients
 //! that talk to a running service with the local key (`chat`, and in `remote` `sessions`,
 //! `show`, `token`, `tools`, `schedules`, `approvals`); the key and account commands that work
-//! on the data dir directly; and `sim`, the actor simulation.
+//! on the data dir directly; `migrate`, which brings a database's schema up to date; and `sim`,
+//! the actor simulation.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use crate::client::Client;
 use crate::keys::{AccountKey, LOCAL_KEY_FILE, account_id_for, parse_public_key};
 use crate::serve::{self, SERVER_FILE, ServeOptions};
 
+pub(crate) mod migrate;
 pub(crate) mod remote;
 
 pub(crate) use remote::{all_events, describe};
@@ -296,6 +298,20 @@ pub enum Command {
     /// Runs the actor simulation over many seeds (crashes injected) and checks the invariants;
     /// exits 1 when one is broken.
     Sim(crate::sim::SimArgs),
+    /// Brings the schema up to date and says which versions it applied: of the PostgreSQL
+    /// database `--database` names, else of the data dir's SQLite database (made if missing).
+    /// `seed serve` migrates its SQLite database by itself at start; this is for an operator
+    /// who migrates first.
+    Migrate {
+        /// The PostgreSQL database (postgres://user:password@host:port/database, or
+        /// PostgreSQL's key=value form); connections are in plain text (no TLS).
+        #[arg(long, env = "SEED_DATABASE_URL", value_name = "URL")]
+        database: Option<String>,
+        /// Prints the SQL that makes a new database at the newest version (with the record of
+        /// its version) instead, and touches no database.
+        #[arg(long)]
+        print: bool,
+    },
 }
 
 /// `--synchronous`: SQLite's `synchronous` for the WAL.
@@ -439,6 +455,9 @@ pub fn main() -> anyhow::Result<()> {
         Command::Token => with_client(&cli, token),
         Command::Tools => with_client(&cli, tools),
         Command::Sim(args) => crate::sim::run(args),
+        Command::Migrate { database, print } => {
+            migrate::migrate(&cli.data_dir, database.as_deref(), *print)
+        }
     }
 }
 

@@ -13,6 +13,7 @@ mod hardening_requests;
 mod hardening_ws;
 mod kill9;
 mod mcp;
+mod migrate;
 mod quotas;
 mod refusals;
 mod resume;
