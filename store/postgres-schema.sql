@@ -1,9 +1,10 @@
--- Seed's agents database on PostgreSQL: the current schema, applied as PostgreSQL's migration 1
--- by the list in src/schema.rs. It is sqlite-schema.sql (which says what each table is for)
--- in PostgreSQL's types: BIGINT for INTEGER, BYTEA for BLOB, an identity column for each
--- integer key SQLite numbers itself. The same tables, columns, keys, checks and indexes, with
--- the same names: a test reads both schemas back from each engine and compares them. A later
--- change to the schema is a migration of the list for both engines.
+-- Seed's agents database on PostgreSQL: the schema as of version 12, applied as PostgreSQL's
+-- version 1 by the list in src/schema.rs; later versions add to it
+-- (migrations/00NN-name.postgres.sql), and this file stays as it is. It is sqlite-schema.sql
+-- (which says what each table is for) in PostgreSQL's types: BIGINT for INTEGER, BYTEA for
+-- BLOB, an identity column for each integer key SQLite numbers itself. The same tables,
+-- columns, keys, checks and indexes, with the same names: a test reads both schemas back from
+-- each engine and compares them.
 
 CREATE TABLE accounts (
     id          TEXT PRIMARY KEY,

@@ -252,6 +252,10 @@ async fn start_verbs(
     Ok((verbs, Some(servers)))
 }
 
+/// Why a question an MCP server asked is closed at boot: the call that asked is gone.
+const ELICITATION_CLOSED_AT_BOOT: &str =
+    "the service stopped before anyone answered; the call that asked ended with it";
+
 async fn run(options: ServeOptions) -> anyhow::Result<()> {
     // Held until the process exits.
     let _lock = lock_data_dir(&options.data_dir)?;
@@ -315,6 +319,13 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
             }
         };
     let provider = Arc::new(crate::model::Metered { inner });
+    // The calls that asked people questions ended with the process that made them.
+    let n_closed = store
+        .close_pending_elicitations(ELICITATION_CLOSED_AT_BOOT, now_ms())
+        .await?;
+    if n_closed > 0 {
+        tracing::info!(n_closed, "closed the questions of MCP calls a restart ended");
+    }
     let (verbs, mcp) = start_verbs(mcp_config, options.schedule).await?;
     // A verb named for approval that no verb has would leave what was meant unprotected.
     let names = verbs.names();
@@ -345,6 +356,13 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         %boot_id,
         "runtime started"
     );
+    if let Some(mcp) = &mcp {
+        mcp.people().connect(
+            runtime.publisher().clone(),
+            options.approval_timeout,
+            Arc::clone(&clock),
+        );
+    }
     let (drain_sender, draining) = tokio::sync::watch::channel(false);
     let tokens = Tokens::new(options.token_ttl_ms, options.tokens_per_account_max);
     let login_code = tokens.new_login_code(

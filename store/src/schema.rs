@@ -26,9 +26,10 @@ pub(crate) struct Version {
 /// and added here as a version of its own that does nothing where it is already in place, so a
 /// new database and an upgraded one end up the same. PostgreSQL's version 1 is
 /// `postgres-schema.sql`, the whole schema as of version 12 (no PostgreSQL database is older),
-/// so versions 2 to 12 have nothing to do there. A change after version 12 goes into both
-/// schema files and here as one version with each engine's SQL; a test checks that the two
-/// engines' schemas agree.
+/// so versions 2 to 12 have nothing to do there; it stays as it is, and a later version adds to
+/// it (`migrations/00NN-name.postgres.sql`). So a later change goes into `sqlite-schema.sql`
+/// and here as one version with each engine's SQL; a test checks that the two engines' schemas
+/// agree.
 pub(crate) static VERSIONS: [Version; 13] = [
     Version {
         sqlite: include_str!("../sqlite-schema.sql"),
