@@ -86,6 +86,17 @@ pub enum Notification {
         name: String,
         arguments: serde_json::Value,
     },
+    /// An MCP server asks the person a question during a call in flight (an elicitation):
+    /// published once it is recorded pending. `call_id` is the call that asked.
+    ElicitationPending {
+        session_id: SessionId,
+        run_id: RunId,
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+        message: String,
+        requested_schema: serde_json::Value,
+    },
 }
 
 /// Keeps the subscribers and hands every notification to each.

@@ -24,15 +24,17 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::future::join_all;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, ErrorData, FormElicitationCapability, Implementation,
+    ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, QuitReason, RunningService};
+use rmcp::service::{NotificationContext, QuitReason, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
@@ -43,6 +45,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{McpConfig, ServerConfig, Transport};
+use crate::elicitation::{Asker, People, Question, Reply, attribute};
 use crate::limits::{
     RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX, START_TIMEOUT, STDERR_LINE_CHARS_MAX,
     STDERR_LINES_KEPT,
@@ -139,6 +142,8 @@ struct Shared {
     /// Set once `start` returned: clashes found after that are logged (before, they refuse the
     /// start).
     started: AtomicBool,
+    /// Who answers the servers' questions (elicitations), and the questions waiting.
+    people: Arc<People>,
 }
 
 /// One configured server.
@@ -149,6 +154,68 @@ struct Server {
     status: Mutex<Status>,
     /// The last lines of a stdio server's stderr, for the error when it does not start.
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// Seed's calls in flight to it: a question the server asks belongs to one of them.
+    in_flight: Arc<InFlight>,
+}
+
+/// The calls in flight to one server, in the order they were made.
+#[derive(Default)]
+struct InFlight {
+    next_id: AtomicU64,
+    calls: Mutex<Vec<CallInFlight>>,
+}
+
+struct CallInFlight {
+    id: u64,
+    /// Who answers the server's questions during the call; `None` for a call made for no one
+    /// (a reconciliation).
+    asker: Option<Arc<dyn Asker>>,
+    /// Cancelled when the call ends: a question still waiting is closed then.
+    ended: CancellationToken,
+}
+
+/// A call's place in [`InFlight`], given up when the call ends (or its future is dropped).
+struct InFlightGuard {
+    in_flight: Arc<InFlight>,
+    id: u64,
+    ended: CancellationToken,
+}
+
+impl InFlight {
+    fn enter(self: &Arc<Self>, asker: Option<Arc<dyn Asker>>) -> InFlightGuard {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let ended = CancellationToken::new();
+        lock(&self.calls).push(CallInFlight {
+            id,
+            asker,
+            ended: ended.clone(),
+        });
+        InFlightGuard {
+            in_flight: Arc::clone(self),
+            id,
+            ended,
+        }
+    }
+
+    /// Who answers a question the server asks now, and the token of that call's end; or why
+    /// no call can be told.
+    fn asker(&self) -> Result<(Arc<dyn Asker>, CancellationToken), String> {
+        let calls = lock(&self.calls);
+        let can_ask: Vec<bool> = calls.iter().map(|call| call.asker.is_some()).collect();
+        let call = &calls[attribute(&can_ask)?];
+        let asker = call
+            .asker
+            .clone()
+            .expect("attribute picks a call that can ask");
+        Ok((asker, call.ended.clone()))
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        lock(&self.in_flight.calls).retain(|call| call.id != self.id);
+        self.ended.cancel();
+    }
 }
 
 struct Status {
@@ -191,6 +258,7 @@ impl McpServers {
                         state: ServerState::Starting,
                     }),
                     stderr_tail: Arc::default(),
+                    in_flight: Arc::default(),
                 })
             })
             .collect();
@@ -205,6 +273,7 @@ impl McpServers {
             tools: RwLock::default(),
             changes: watch::Sender::new(0),
             started: AtomicBool::new(false),
+            people: Arc::default(),
         });
         let token = CancellationToken::new();
         let mut firsts = Vec::new();
@@ -264,6 +333,12 @@ impl McpServers {
             .cloned()
     }
 
+    /// Who answers the questions servers ask during calls: connect it to the runtime once it
+    /// runs, and hand it the answers people record.
+    pub fn people(&self) -> &Arc<People> {
+        &self.shared.people
+    }
+
     /// The tools' generation: it changes each time [`McpServers::tools`] does.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.shared.changes.subscribe()
@@ -299,6 +374,16 @@ impl McpServers {
         verb_name: &str,
         arguments: serde_json::Value,
     ) -> impl Future<Output = CallOutput> + Send + 'static {
+        self.call_for(verb_name, arguments, None)
+    }
+
+    /// [`McpServers::call`], in flight with `asker` to answer the server's questions.
+    fn call_for(
+        &self,
+        verb_name: &str,
+        arguments: serde_json::Value,
+        asker: Option<Arc<dyn Asker>>,
+    ) -> impl Future<Output = CallOutput> + Send + 'static {
         let tool = self.tool(verb_name);
         let server = tool.as_ref().and_then(|tool| {
             self.shared
@@ -312,6 +397,7 @@ impl McpServers {
             let (Some(tool), Some(server)) = (tool, server) else {
                 return CallOutput::error(format!("no MCP tool is named {verb_name:?}"));
             };
+            let _in_flight = server.in_flight.enter(asker);
             call(&tool, &server, arguments).await
         }
     }
@@ -324,16 +410,19 @@ impl McpServers {
         arguments: serde_json::Value,
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> impl Future<Output = CallOutput> + Send + 'static {
-        let call = self.call(verb_name, arguments);
-        async move {
-            tokio::select! {
-                biased;
-                output = call => output,
-                () = stop => CallOutput::error(
-                    "the call was stopped before it answered; the server was asked to cancel it",
-                ),
-            }
-        }
+        until(self.call(verb_name, arguments), stop)
+    }
+
+    /// [`McpServers::call_until`] for a call whose server may ask the person a question
+    /// (`elicitation/create`): while it is in flight, `asker` answers them.
+    pub fn call_asking(
+        &self,
+        verb_name: &str,
+        arguments: serde_json::Value,
+        stop: impl Future<Output = ()> + Send + 'static,
+        asker: Arc<dyn Asker>,
+    ) -> impl Future<Output = CallOutput> + Send + 'static {
+        until(self.call_for(verb_name, arguments, Some(asker)), stop)
     }
 
     /// Stops every connection and waits for the supervisors to end (a stdio child is closed
@@ -342,6 +431,20 @@ impl McpServers {
         self.stop.token.cancel();
         let tasks = std::mem::take(&mut *lock(&self.stop.tasks));
         join_all(tasks).await;
+    }
+}
+
+/// `call`, stopped when `stop` completes first: dropping the call cancels it on the server.
+async fn until(
+    call: impl Future<Output = CallOutput>,
+    stop: impl Future<Output = ()>,
+) -> CallOutput {
+    tokio::select! {
+        biased;
+        output = call => output,
+        () = stop => CallOutput::error(
+            "the call was stopped before it answered; the server was asked to cancel it",
+        ),
     }
 }
 
@@ -540,6 +643,8 @@ async fn connect(server: &Server, token: CancellationToken) -> Result<Connection
     let (list_changed_sender, list_changed) = mpsc::unbounded_channel();
     let handler = Handler {
         list_changed: list_changed_sender,
+        server: server.config.name.clone(),
+        in_flight: server.in_flight.clone(),
     };
     let running = match &server.config.transport {
         Transport::Stdio(stdio) => {
@@ -717,9 +822,64 @@ async fn keep_stderr(
     }
 }
 
-/// The client side of a connection: Seed's name, and a note when the tools change.
+/// The client side of a connection: Seed's name, a note when the tools change, and the
+/// server's questions (elicitations) put to the person behind the call in flight.
 struct Handler {
     list_changed: mpsc::UnboundedSender<()>,
+    /// The server's name in the configuration, for the logs.
+    server: String,
+    in_flight: Arc<InFlight>,
+}
+
+impl Handler {
+    /// Puts a form question to the person behind the call in flight, and answers the server
+    /// with their reply. One that cannot be tied to a call, or that asks for a URL to be
+    /// opened, is refused with the reason.
+    async fn elicit(
+        &self,
+        request: ElicitRequestParams,
+        withdrawn: CancellationToken,
+    ) -> Result<ElicitResult, ErrorData> {
+        let refuse = |reason: String| {
+            tracing::warn!(server = %self.server, %reason, "an mcp server's question was refused");
+            ErrorData::invalid_request(format!("seed declines the elicitation: {reason}"), None)
+        };
+        let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
+        else {
+            return Err(refuse("seed answers form elicitations only".to_owned()));
+        };
+        let requested_schema = serde_json::to_value(&requested_schema)
+            .map_err(|error| refuse(format!("its schema does not serialize: {error}")))?;
+        let (asker, call_ended) = self.in_flight.asker().map_err(refuse)?;
+        let ended = call_ended.child_token();
+        let ask = asker.ask(
+            Question {
+                message,
+                requested_schema,
+            },
+            ended.clone(),
+        );
+        tokio::pin!(ask);
+        // The server withdrawing its question (notifications/cancelled) closes it like the
+        // call's end does.
+        let reply = loop {
+            tokio::select! {
+                reply = &mut ask => break reply,
+                () = withdrawn.cancelled(), if !ended.is_cancelled() => ended.cancel(),
+            }
+        };
+        Ok(match reply.map_err(refuse)? {
+            Reply::Accept { content } => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(content)
+            }
+            Reply::Decline => ElicitResult::new(ElicitationAction::Decline),
+            Reply::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+        })
+    }
 }
 
 impl ClientHandler for Handler {
@@ -731,9 +891,20 @@ impl ClientHandler for Handler {
         std::future::ready(())
     }
 
+    fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ElicitResult, ErrorData>> + Send + '_ {
+        self.elicit(request, context.ct)
+    }
+
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation =
+            Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("seed", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)

@@ -11,6 +11,8 @@
 //! - [`names`] (pure): a tool's verb name, `SERVER__TOOL`, fitted to the providers' rules.
 //! - [`tools`] (pure): the servers' listed tools as [`McpTool`]s: verb name, class, timeout.
 //! - [`result`] (pure): a `CallToolResult` as [`CallOutput`] (text, is_error, images), capped.
+//! - [`elicitation`]: a server's question to the person during a call, on the approvals path
+//!   (which call asked and the answer's check are pure; the rest is the shell).
 //! - [`client`] (the shell): [`McpServers`], the connections, kept up, and calls.
 //! - [`limits`]: every limit, once.
 //!
@@ -45,6 +47,7 @@
 
 pub mod client;
 pub mod config;
+pub mod elicitation;
 pub mod limits;
 pub mod names;
 pub mod result;

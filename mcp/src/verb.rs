@@ -12,6 +12,9 @@
 //! `{"call_id": …, "arguments": …}` (Seed's call id and the cut-off call's arguments) and answers
 //! with the call's result when the call took effect, or with an error result when it did not
 //! (or cannot tell): then the call is answered "interrupted".
+//!
+//! A question the server asks during a call (an elicitation) goes to the person behind the
+//! call's session, on the approvals path (see [`crate::elicitation`]).
 
 use futures::future::BoxFuture;
 use seed_actors::schema::check_call_arguments;
@@ -26,6 +29,7 @@ use seed_providers::ResultImage;
 use seed_store::NewAttachment;
 
 use crate::client::McpServers;
+use crate::elicitation::PersonAsker;
 use crate::result::CallImage;
 use crate::tools::McpTool;
 
@@ -144,9 +148,19 @@ impl Verb for McpVerb {
             Err(refused) => return Box::pin(async move { refused }),
         };
         let stopped = context.stop.stopped();
+        // A question the server asks during the call goes to the session's person.
+        let asker = Arc::new(PersonAsker {
+            people: Arc::clone(self.servers.people()),
+            store: context.store.clone(),
+            session_id: context.session_id,
+            run_id: context.run_id,
+            tool_call_id: context.tool_call_id.clone(),
+            verb: self.tool.verb_name.clone(),
+            arguments: arguments.clone(),
+        });
         let call = self
             .servers
-            .call_until(&self.tool.verb_name, arguments, stopped);
+            .call_asking(&self.tool.verb_name, arguments, stopped, asker);
         let verb_name = self.tool.verb_name.clone();
         Box::pin(async move {
             let output = call.await;

@@ -345,6 +345,7 @@ pub async fn forward(subscribers: Arc<Subscribers>, publisher: Publisher, store:
             | Notification::TextDelta { session_id, .. }
             | Notification::ToolCall { session_id, .. }
             | Notification::ApprovalPending { session_id, .. }
+            | Notification::ElicitationPending { session_id, .. }
             | Notification::RunFinished { session_id, .. } => match owners.get(session_id) {
                 Some(owner) => *owner,
                 None => {

@@ -67,14 +67,22 @@ pub enum Update {
         name: String,
         arguments: serde_json::Value,
     },
-    /// A call waits for a person's approval (decide it with `POST
-    /// /v1/sessions/{id}/approvals/{call_id}`): sent once its run parked on it.
+    /// A call waits for a person's decision (decide it with `POST
+    /// /v1/sessions/{id}/approvals/{call_id}`): of `kind` `approval`, sent once its run parked
+    /// on it; of `kind` `elicitation`, an MCP server's question during the call (`message`, and
+    /// the `requested_schema` of the answer's content), sent once it is recorded.
     ApprovalPending {
         session_id: SessionId,
         run_id: seed_events::RunId,
         call_id: String,
         name: String,
         arguments: serde_json::Value,
+        #[serde(default = "approval_kind")]
+        kind: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        requested_schema: Option<serde_json::Value>,
     },
     /// Committed events of the session a socket resumes, after the seq it resumed from, in
     /// order (at most a page each): the catch-up that comes before its live updates.
@@ -82,6 +90,11 @@ pub enum Update {
         session_id: SessionId,
         events: Vec<EventInfo>,
     },
+}
+
+/// The kind of a pending decision that is a call's approval.
+fn approval_kind() -> String {
+    "approval".to_owned()
 }
 
 impl Update {
@@ -158,6 +171,27 @@ impl Update {
                 call_id,
                 name,
                 arguments,
+                kind: approval_kind(),
+                message: None,
+                requested_schema: None,
+            },
+            Notification::ElicitationPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+                message,
+                requested_schema,
+            } => Update::ApprovalPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+                kind: "elicitation".to_owned(),
+                message: Some(message),
+                requested_schema: Some(requested_schema),
             },
         }
     }
@@ -245,6 +279,7 @@ pub async fn subscribe(
             let (account_id, expires_at_ms) = state
                 .tokens
                 .check_until(token, state.now_ms())
+                .await?
                 .ok_or_else(|| {
                     ApiError::Unauthorized("the token is unknown or expired".to_owned())
                 })?;

@@ -121,8 +121,8 @@ pub enum ElicitationAnswer {
 /// What asking recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AskOutcome {
-    /// Recorded pending.
-    Asked(ElicitationRow),
+    /// Recorded pending (boxed: a row is large beside `Busy`).
+    Asked(Box<ElicitationRow>),
     /// The call has a pending elicitation already: nothing written.
     Busy,
 }
@@ -244,7 +244,7 @@ fn ask(connection: &Connection, asked: &NewElicitation, now_ms: i64) -> Result<A
         ])?;
     let row = pending(connection, asked.session_id, &asked.tool_call_id)?
         .ok_or_else(|| Error::corrupt("elicitations", "an elicitation just asked is gone"))?;
-    Ok(AskOutcome::Asked(row))
+    Ok(AskOutcome::Asked(Box::new(row)))
 }
 
 fn answer(

@@ -6,6 +6,7 @@ mod attachments;
 mod commit_by_commit;
 mod common;
 mod durability;
+mod elicitations;
 mod failures_shown;
 mod hardening_bodies;
 mod hardening_files;

@@ -20,7 +20,7 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-fn installed() -> PathBuf {
+pub(crate) fn installed() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("target"))
