@@ -57,7 +57,9 @@ install_postgres() {
         echo "create_main_cluster = false" | as_root tee /etc/postgresql-common/createcluster.conf >/dev/null
     fi
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >&2
+    # confold: the createcluster.conf written above is kept, without a question.
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold postgresql >&2
 }
 
 # Runs a command as the cluster's user: as root, the unprivileged $pg_user; else oneself.
@@ -86,7 +88,10 @@ start() {
         useradd --system --no-create-home --shell /usr/sbin/nologin "$pg_user"
     fi
 
-    dir=$(mktemp -d "${TMPDIR:-/tmp}/seed-postgres.XXXXXX")
+    # As root, in /tmp: the cluster's user must reach it, and root's TMPDIR may be its own.
+    local parent=${TMPDIR:-/tmp}
+    [[ $EUID -ne 0 ]] || parent=/tmp
+    dir=$(mktemp -d "$parent/seed-postgres.XXXXXX")
     # What `stop` checks before it removes a dir.
     touch "$dir/.seed-postgres"
     if [[ $EUID -eq 0 ]]; then
