@@ -68,7 +68,6 @@ pub use memory::{MemoryChange, MemoryFileRow};
 pub use memory_disk::MemoryDisk;
 pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome, SignedMessage};
 pub use postgres::Postgres;
-pub use postgres::schema::VERSIONS_TABLE;
 pub use projection::Projection;
 pub use retries::{RetryOutcome, SignedRetry};
 pub use runs::{ClaimFor, NewRun, RunRow, Swept};

@@ -10,7 +10,7 @@ use crate::schema::{LATEST_VERSION, VERSIONS};
 
 /// The table that records which versions of the schema a PostgreSQL database has (SQLite keeps
 /// its version in `PRAGMA user_version`).
-pub const VERSIONS_TABLE: &str = "seed_schema_versions";
+pub(crate) const VERSIONS_TABLE: &str = "seed_schema_versions";
 
 /// Makes [`VERSIONS_TABLE`] where it is missing.
 const CREATE_VERSIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS seed_schema_versions (
