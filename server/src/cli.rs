@@ -18,7 +18,9 @@ pub(crate) mod migrate;
 pub(crate) mod remote;
 
 pub(crate) use remote::{all_events, describe};
-use remote::{approval_request, approvals, schedules, sessions, show, token, tools};
+use remote::{
+    approval_request, approvals, question_request, schedules, sessions, show, token, tools,
+};
 
 /// How long each request head may take by default, in milliseconds: a connection's first from
 /// its opening, a later one from its first byte.
@@ -262,7 +264,10 @@ pub enum Command {
     },
     /// Lists a session's calls that wait for a person's approval (and those decided), or
     /// decides one: `--approve CALL_ID` (with `--arguments JSON` to run it with edited
-    /// arguments) or `--deny CALL_ID` (with `--reason`, which the model reads).
+    /// arguments) or `--deny CALL_ID` (with `--reason`, which the model reads). A question an
+    /// MCP server asks during a call is listed too, with the fields it asks for, and answered
+    /// at the call's id: `--accept CALL_ID --content JSON`, `--decline CALL_ID` or
+    /// `--cancel CALL_ID`.
     Approvals {
         session: String,
         /// Approves this call: it runs once.
@@ -277,6 +282,23 @@ pub enum Command {
         /// The arguments the approved call runs with instead of the model's, as a JSON object.
         #[arg(long, value_name = "JSON", requires = "approve")]
         arguments: Option<String>,
+        /// Answers the question this call's MCP server asks with `--content`.
+        #[arg(
+            long,
+            value_name = "CALL_ID",
+            requires = "content",
+            conflicts_with_all = ["approve", "deny", "decline", "cancel"]
+        )]
+        accept: Option<String>,
+        /// The answer's content, a JSON object with the fields the question asks for.
+        #[arg(long, value_name = "JSON", requires = "accept")]
+        content: Option<String>,
+        /// Declines the question this call's MCP server asks.
+        #[arg(long, value_name = "CALL_ID", conflicts_with_all = ["approve", "deny", "cancel"])]
+        decline: Option<String>,
+        /// Cancels the question this call's MCP server asks.
+        #[arg(long, value_name = "CALL_ID", conflicts_with_all = ["approve", "deny"])]
+        cancel: Option<String>,
     },
     /// Lists the tools sessions are offered, built in and from MCP servers, each with its
     /// class: whether a call cut off by a crash runs again.
@@ -448,8 +470,15 @@ pub fn main() -> anyhow::Result<()> {
             deny,
             reason,
             arguments,
+            accept,
+            content,
+            decline,
+            cancel,
         } => {
-            let decision = approval_request(approve, deny, reason, arguments)?;
+            let decision = match approval_request(approve, deny, reason, arguments)? {
+                Some(decision) => Some(decision),
+                None => question_request(accept, content, decline, cancel)?,
+            };
             with_client(&cli, |client| approvals(client, session.clone(), decision))
         }
         Command::Token => with_client(&cli, token),

@@ -218,6 +218,37 @@ pub async fn chat(client: Client, session: Option<String>) -> anyhow::Result<()>
                     session_id: s,
                     call_id,
                     name,
+                    kind,
+                    message,
+                    requested_schema,
+                    ..
+                } if s == target && kind == "elicitation" => {
+                    seen_seq = print_log(&client, &session_id, seen_seq, &mut view).await?;
+                    let question = Question {
+                        name: &name,
+                        message: message.as_deref().unwrap_or_default(),
+                        schema: requested_schema
+                            .as_ref()
+                            .unwrap_or(&serde_json::Value::Null),
+                    };
+                    if !answer_question(
+                        &client,
+                        &session_id,
+                        &call_id,
+                        &question,
+                        &mut lines,
+                        &mut subscription,
+                    )
+                    .await?
+                    {
+                        println!();
+                        return Ok(());
+                    }
+                }
+                Update::ApprovalPending {
+                    session_id: s,
+                    call_id,
+                    name,
                     arguments,
                     ..
                 } if s == target => {
@@ -360,6 +391,115 @@ async fn ask_approval(
     }
 }
 
+/// An MCP server's question during a call, as `seed chat` puts it.
+struct Question<'a> {
+    /// The call's verb.
+    name: &'a str,
+    message: &'a str,
+    /// The JSON Schema of the answer's content.
+    schema: &'a serde_json::Value,
+}
+
+/// The body an answer to a question stands for: `a JSON` (accept with that content),
+/// `d` (decline) or `c` (cancel); `None` when it is none of them.
+fn question_answer(line: &str) -> Option<serde_json::Value> {
+    let line = line.trim();
+    let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = rest.trim();
+    match word {
+        "a" | "accept" => {
+            let content: serde_json::Value = serde_json::from_str(rest).ok()?;
+            content
+                .is_object()
+                .then(|| serde_json::json!({ "decision": "accept", "content": content }))
+        }
+        "d" | "decline" if rest.is_empty() => Some(serde_json::json!({ "decision": "decline" })),
+        "c" | "cancel" if rest.is_empty() => Some(serde_json::json!({ "decision": "cancel" })),
+        _ => None,
+    }
+}
+
+/// The fields a question asks for, as `name (type, required)`, for the person to fill in.
+pub(crate) fn question_fields(schema: &serde_json::Value) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(serde_json::Value::as_array)
+        .map(|names| names.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(properties) = schema
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+    else {
+        return String::new();
+    };
+    properties
+        .iter()
+        .map(|(name, field)| {
+            let kind = field
+                .get("type")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("string");
+            let mut text = format!("{name} ({kind}");
+            if let Some(values) = field.get("enum").and_then(serde_json::Value::as_array) {
+                let values: Vec<String> = values.iter().map(ToString::to_string).collect();
+                text.push_str(&format!(": {}", values.join(" | ")));
+            }
+            if required.contains(&name.as_str()) {
+                text.push_str(", required");
+            }
+            text.push(')');
+            text
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Asks the person the server's question until an answer is taken (an answer the service
+/// refuses, content that does not fit, is asked again). `false` at the end of input.
+async fn answer_question(
+    client: &Client,
+    session_id: &str,
+    call_id: &str,
+    question: &Question<'_>,
+    lines: &mut futures::channel::mpsc::UnboundedReceiver<String>,
+    subscription: &mut actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>,
+) -> anyhow::Result<bool> {
+    println!(
+        "\n{} asks: {}\n  fields: {}",
+        printable(question.name),
+        printable(question.message),
+        printable(&question_fields(question.schema))
+    );
+    loop {
+        print!("answer? [a]ccept JSON, [d]ecline, [c]ancel: ");
+        std::io::stdout().flush()?;
+        let Some(line) = next_line(lines, subscription).await? else {
+            return Ok(false);
+        };
+        let Some(body) = question_answer(&line) else {
+            println!("  (answer a with the content as a JSON object, d or c)");
+            continue;
+        };
+        let answer = client
+            .request(
+                "POST",
+                &format!("/v1/sessions/{session_id}/approvals/{call_id}"),
+                Some(&body),
+            )
+            .await?;
+        if (200..300).contains(&answer.status) {
+            return Ok(true);
+        }
+        println!(
+            "  (not answered: {})",
+            printable(&String::from_utf8_lossy(&answer.body))
+        );
+        if answer.status != 400 {
+            return Ok(true);
+        }
+    }
+}
+
 /// How many other sessions' updates `seed chat` keeps while a run goes on.
 const OTHERS_KEPT_MAX: usize = 10_000;
 
@@ -474,6 +614,35 @@ mod tests {
         );
         assert_eq!(message_to_retry(&[run("running", 9)]), None);
         assert_eq!(message_to_retry(&[]), None);
+    }
+
+    #[test]
+    fn an_answer_to_a_servers_question() {
+        let cases = [
+            (
+                r#"a {"name": "Ada"}"#,
+                Some(serde_json::json!({"decision": "accept", "content": {"name": "Ada"}})),
+            ),
+            ("d", Some(serde_json::json!({"decision": "decline"}))),
+            (" cancel ", Some(serde_json::json!({"decision": "cancel"}))),
+            ("a Ada", None),
+            ("a [1]", None),
+            ("d because", None),
+            ("y", None),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(question_answer(line), expected, "{line:?}");
+        }
+        assert_eq!(
+            question_fields(&serde_json::json!({
+                "properties": {
+                    "name": {"type": "string"},
+                    "pet": {"type": "string", "enum": ["cat", "dog"]},
+                },
+                "required": ["name"],
+            })),
+            r#"name (string, required), pet (string: "cat" | "dog")"#
+        );
     }
 
     #[test]

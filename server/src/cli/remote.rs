@@ -163,8 +163,39 @@ pub(super) fn approval_request(
     })
 }
 
-/// `seed approvals SESSION [--approve ID | --deny ID]`: the session's approvals, one a line
-/// (call id, status, the call, the reason), or a decision on one.
+/// The answer `seed approvals` was asked to give an MCP server's question, as the call's id
+/// and the request's body; `None` when it was asked for none.
+pub(super) fn question_request(
+    accept: &Option<String>,
+    content: &Option<String>,
+    decline: &Option<String>,
+    cancel: &Option<String>,
+) -> anyhow::Result<Option<(String, serde_json::Value)>> {
+    Ok(match (accept, decline, cancel) {
+        (Some(call_id), _, _) => {
+            let content: serde_json::Value = match content {
+                Some(content) => serde_json::from_str(content).context("--content is not JSON")?,
+                None => serde_json::json!({}),
+            };
+            Some((
+                call_id.clone(),
+                serde_json::json!({ "decision": "accept", "content": content }),
+            ))
+        }
+        (None, Some(call_id), _) => Some((
+            call_id.clone(),
+            serde_json::json!({ "decision": "decline" }),
+        )),
+        (None, None, Some(call_id)) => {
+            Some((call_id.clone(), serde_json::json!({ "decision": "cancel" })))
+        }
+        (None, None, None) => None,
+    })
+}
+
+/// `seed approvals SESSION [--approve ID | --deny ID | --accept ID | --decline ID | --cancel
+/// ID]`: the session's approvals, one a line (call id, status, the call, the reason; for a
+/// server's question, what it asks and the fields, or the answer), or a decision on one.
 pub(super) async fn approvals(
     client: Client,
     session: String,
@@ -175,6 +206,17 @@ pub(super) async fn approvals(
             "{}  {}  {} {}",
             approval.call_id, approval.status, approval.name, approval.arguments
         );
+        if let Some(message) = &approval.message {
+            line.push_str(&format!("  asks: {message}"));
+            match (&approval.content, &approval.requested_schema) {
+                (Some(content), _) => line.push_str(&format!("  answered {content}")),
+                (None, Some(schema)) if approval.status == "pending" => line.push_str(&format!(
+                    "  fields: {}",
+                    crate::chat::question_fields(schema)
+                )),
+                _ => {}
+            }
+        }
         if let Some(reason) = &approval.reason {
             line.push_str(&format!("  ({reason})"));
         }

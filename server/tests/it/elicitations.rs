@@ -336,3 +336,78 @@ async fn an_mcp_servers_question_ends_with_its_call() {
         Some("the call ended before anyone answered")
     );
 }
+
+/// `seed approvals` lists a server's question with the fields it asks for and declines it;
+/// `seed chat` puts a question to the person, asks again when the content does not fit, and
+/// sends the answer, which the tool's result carries.
+#[actix_web::test]
+async fn seed_approvals_and_seed_chat_answer_a_servers_question() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = everything_service(dir.path(), &[]).await;
+    let client = server.client();
+    let data_dir = server.data_dir.clone();
+    let cli = move |args: Vec<String>, stdin: &'static str| {
+        let data_dir = data_dir.clone();
+        std::thread::spawn(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            crate::common::seed_cli(&data_dir, &args, stdin)
+        })
+        .join()
+        .expect("seed ran")
+    };
+
+    let session = new_session(&client).await;
+    let sent = ask(&client, session.id).await;
+    let pending = pending_question(&client, session.id).await;
+    let session_id = session.id.to_string();
+    let listed = cli(vec!["approvals".to_owned(), session_id.clone()], "");
+    assert!(
+        listed.contains(&format!(
+            "{}  pending  {TOOL} {{}}  asks: Please provide inputs for the following fields:",
+            pending.call_id
+        )),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("integer (integer)") && listed.contains("name (string, required)"),
+        "{listed}"
+    );
+    let declined = cli(
+        vec![
+            "approvals".to_owned(),
+            session_id.clone(),
+            "--decline".to_owned(),
+            pending.call_id.clone(),
+        ],
+        "",
+    );
+    assert!(
+        declined.contains(&format!("{}  declined", pending.call_id)),
+        "{declined}"
+    );
+    let run = run_ends(&client, sent.run_id).await;
+    assert_eq!(run.status, "succeeded", "{run:?}");
+
+    let chatted = new_session(&client).await;
+    let printed = cli(
+        vec!["chat".to_owned(), chatted.id.to_string()],
+        "call: everything__trigger-elicitation-request {}\nmaybe\na {\"integer\": 7}\na {\"name\": \"Ada\", \"integer\": 7}\n",
+    );
+    assert!(
+        printed.contains(&format!(
+            "{TOOL} asks: Please provide inputs for the following fields:"
+        )),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("(answer a with the content as a JSON object, d or c)"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("(not answered:") && printed.contains("content.name"),
+        "{printed}"
+    );
+    let results = tool_results(&client, chatted.id).await;
+    assert!(results[0].contains("- Name: Ada"), "{results:?}");
+    assert!(results[0].contains("- Favorite Integer: 7"), "{results:?}");
+}
