@@ -217,23 +217,3 @@ CREATE TABLE session_durable_kept (
     entries_from_id  BIGINT NOT NULL,
     kept             TEXT NOT NULL
 );
-
--- Bearer tokens and one-time login codes, by the SHA-256 of each (hex; the token itself is
--- never stored): in the database, a restart keeps browsers signed in and any process sharing
--- the database can check them. Swept once expired; they go with their account. Version 14.
-CREATE TABLE bearer_tokens (
-    token_hash  TEXT PRIMARY KEY,
-    account_id  TEXT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
-    expires_at  BIGINT NOT NULL
-);
-
-CREATE INDEX bearer_tokens_by_account ON bearer_tokens (account_id, expires_at);
-CREATE INDEX bearer_tokens_by_expiry ON bearer_tokens (expires_at);
-
-CREATE TABLE login_codes (
-    code_hash   TEXT PRIMARY KEY,
-    account_id  TEXT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
-    expires_at  BIGINT NOT NULL
-);
-
-CREATE INDEX login_codes_by_account ON login_codes (account_id);

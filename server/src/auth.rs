@@ -13,7 +13,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::VerifyingKey;
 use seed_events::AccountId;
-use seed_store::{RequestNonce, Store};
+use seed_store::{LoginCodeOutcome, MintOutcome, NonceOutcome, RequestNonce, Store};
 
 use crate::error::ApiError;
 use crate::signing::{self, RequestParts};
@@ -88,37 +88,34 @@ pub enum LoginRefused {
     Expired,
 }
 
-/// Bearer tokens and one-time login codes, in memory: a restart signs browsers out. The table is
-/// bounded: an account holds at most `per_account_max` tokens, and expired ones are swept (at
-/// each mint, and by the service every minute).
-#[derive(Debug)]
+/// Bearer tokens and one-time login codes, kept in the store by their SHA-256 (so a restart
+/// keeps browsers signed in, and any process sharing the database can check them). An account
+/// holds at most `per_account_max` tokens that have not expired; expired ones are swept by the
+/// service every minute.
+#[derive(Debug, Clone)]
 pub struct Tokens {
+    store: Store,
     /// How long a minted token is good for.
     ttl_ms: i64,
     /// Tokens one account may hold at once; one more is refused (429).
-    per_account_max: usize,
-    /// token -> (account, expires_at_ms)
-    tokens: Mutex<HashMap<String, (AccountId, i64)>>,
-    /// code -> (account, expires_at_ms); each is taken once
-    login_codes: Mutex<HashMap<String, (AccountId, i64)>>,
+    per_account_max: i64,
 }
 
-impl Default for Tokens {
-    fn default() -> Self {
-        Tokens::new(
-            TOKEN_TTL_MS_DEFAULT,
-            TOKENS_PER_ACCOUNT_MAX_DEFAULT as usize,
-        )
-    }
+/// The hex SHA-256 of a token or login code: what the store keeps of it.
+pub fn token_hash(token: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 impl Tokens {
-    pub fn new(ttl_ms: u64, per_account_max: usize) -> Tokens {
+    pub fn new(store: Store, ttl_ms: u64, per_account_max: usize) -> Tokens {
         Tokens {
+            store,
             ttl_ms: i64::try_from(ttl_ms).unwrap_or(i64::MAX),
-            per_account_max,
-            tokens: Mutex::default(),
-            login_codes: Mutex::default(),
+            per_account_max: i64::try_from(per_account_max).unwrap_or(i64::MAX),
         }
     }
 
@@ -127,93 +124,98 @@ impl Tokens {
         self.ttl_ms
     }
 
-    /// A new token for `account_id` and when it expires; refused (429) when the account holds
-    /// its most.
-    pub fn mint(&self, account_id: AccountId, now_ms: i64) -> Result<(String, i64), ApiError> {
+    /// A new token for `account_id` and when it expires, recorded with the signed request's
+    /// nonce (when there is one) in one transaction; refused (429) when the account holds its
+    /// most, and (401) when the account is gone, with nothing written.
+    pub async fn mint(
+        &self,
+        nonce: Option<RequestNonce>,
+        account_id: AccountId,
+        now_ms: i64,
+    ) -> Result<NonceOutcome<(String, i64)>, ApiError> {
         let token = random_token()?;
         let expires_at_ms = now_ms.saturating_add(self.ttl_ms);
-        let mut tokens = lock(&self.tokens);
-        tokens.retain(|_, (_, expires)| *expires > now_ms);
-        let held = tokens
-            .values()
-            .filter(|(owner, _)| *owner == account_id)
-            .count();
-        if held >= self.per_account_max {
-            return Err(ApiError::TooMany(format!(
+        let outcome = self
+            .store
+            .mint_token(
+                nonce,
+                token_hash(&token),
+                account_id,
+                expires_at_ms,
+                now_ms,
+                self.per_account_max,
+            )
+            .await?;
+        match outcome {
+            NonceOutcome::Replayed => Ok(NonceOutcome::Replayed),
+            NonceOutcome::Fresh(MintOutcome::Minted) => {
+                Ok(NonceOutcome::Fresh((token, expires_at_ms)))
+            }
+            NonceOutcome::Fresh(MintOutcome::TooMany { .. }) => Err(ApiError::TooMany(format!(
                 "this account holds {} bearer tokens, its most (tokens_per_account_max); sign \
                  one out (DELETE /v1/tokens/current) or wait for one to expire",
                 self.per_account_max
-            )));
+            ))),
+            NonceOutcome::Fresh(MintOutcome::NoAccount) => Err(ApiError::Unauthorized(
+                "the account no longer exists".to_owned(),
+            )),
         }
-        tokens.insert(token.clone(), (account_id, expires_at_ms));
-        Ok((token, expires_at_ms))
     }
 
-    pub fn check(&self, token: &str, now_ms: i64) -> Option<AccountId> {
-        self.check_until(token, now_ms)
-            .map(|(account_id, _)| account_id)
+    /// The token's account, while the token is good.
+    pub async fn check(&self, token: &str, now_ms: i64) -> Result<Option<AccountId>, ApiError> {
+        Ok(self
+            .check_until(token, now_ms)
+            .await?
+            .map(|(account_id, _)| account_id))
     }
 
     /// The token's account and when the token expires, while it is good.
-    pub fn check_until(&self, token: &str, now_ms: i64) -> Option<(AccountId, i64)> {
-        lock(&self.tokens)
-            .get(token)
-            .filter(|(_, expires)| *expires > now_ms)
-            .copied()
+    pub async fn check_until(
+        &self,
+        token: &str,
+        now_ms: i64,
+    ) -> Result<Option<(AccountId, i64)>, ApiError> {
+        Ok(self.store.token_account(token_hash(token), now_ms).await?)
     }
 
-    /// Revokes a token: refused from now on. Whether it was held.
-    pub fn revoke(&self, token: &str) -> bool {
-        lock(&self.tokens).remove(token).is_some()
+    /// Revokes a token: refused from now on. Whether it was good.
+    pub async fn revoke(&self, token: &str, now_ms: i64) -> Result<bool, ApiError> {
+        Ok(self.store.revoke_token(token_hash(token), now_ms).await?)
     }
 
-    /// Revokes every token of a removed account; returns how many.
-    pub fn forget_account(&self, account_id: AccountId) -> usize {
-        let mut tokens = lock(&self.tokens);
-        let before = tokens.len();
-        tokens.retain(|_, (owner, _)| *owner != account_id);
-        lock(&self.login_codes).retain(|_, (owner, _)| *owner != account_id);
-        before - tokens.len()
-    }
-
-    /// Forgets the tokens that expired; returns how many.
-    pub fn sweep(&self, now_ms: i64) -> usize {
-        let mut tokens = lock(&self.tokens);
-        let before = tokens.len();
-        tokens.retain(|_, (_, expires)| *expires > now_ms);
-        before - tokens.len()
-    }
-
-    /// Tokens held, expired or not.
-    pub fn len(&self) -> usize {
-        lock(&self.tokens).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// Forgets the tokens and login codes that expired; how many tokens.
+    pub async fn sweep(&self, now_ms: i64) -> Result<usize, ApiError> {
+        let (n_tokens, _) = self.store.sweep_tokens(now_ms).await?;
+        Ok(n_tokens)
     }
 
     /// A one-time login code for the account, good until `expires_at_ms`.
-    pub fn new_login_code(
+    pub async fn new_login_code(
         &self,
         account_id: AccountId,
         expires_at_ms: i64,
     ) -> Result<String, ApiError> {
         let code = random_token()?;
-        lock(&self.login_codes).insert(code.clone(), (account_id, expires_at_ms));
+        self.store
+            .add_login_code(token_hash(&code), account_id, expires_at_ms)
+            .await?;
         Ok(code)
     }
 
     /// Takes a login code: its account once, before it expires; refused ever after.
-    pub fn take_login_code(&self, code: &str, now_ms: i64) -> Result<AccountId, LoginRefused> {
-        let mut codes = lock(&self.login_codes);
-        // Expired codes go; the one asked for stays long enough to say it expired.
-        codes.retain(|key, (_, expires_at_ms)| *expires_at_ms > now_ms || key == code);
-        match codes.remove(code) {
-            Some((account_id, expires_at_ms)) if expires_at_ms > now_ms => Ok(account_id),
-            Some(_) => Err(LoginRefused::Expired),
-            None => Err(LoginRefused::Unknown),
-        }
+    pub async fn take_login_code(
+        &self,
+        code: &str,
+        now_ms: i64,
+    ) -> Result<Result<AccountId, LoginRefused>, ApiError> {
+        Ok(
+            match self.store.take_login_code(token_hash(code), now_ms).await? {
+                LoginCodeOutcome::Taken(account_id) => Ok(account_id),
+                LoginCodeOutcome::Expired => Err(LoginRefused::Expired),
+                LoginCodeOutcome::Unknown => Err(LoginRefused::Unknown),
+            },
+        )
     }
 }
 
@@ -303,7 +305,7 @@ pub async fn authenticate_head(
 ) -> Result<HeadCaller, ApiError> {
     let headers = request.headers();
     if let Some(token) = bearer_token(request) {
-        return match tokens.check(token, now_ms) {
+        return match tokens.check(token, now_ms).await? {
             Some(account_id) => Ok(HeadCaller {
                 caller: Caller {
                     account_id,
@@ -372,47 +374,104 @@ pub async fn authenticate(
 mod tests {
     use super::*;
 
-    #[test]
-    fn tokens_expire_and_login_codes_work_once() {
-        let tokens = Tokens::default();
+    /// Tokens over a store in a temp dir holding account 7.
+    async fn tokens(per_account_max: usize) -> (tempfile::TempDir, Tokens, AccountId) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store =
+            Store::open(seed_store::Config::new(dir.path().join("seed.db"))).expect("opens");
         let account = AccountId::from_u128(7);
-        let (token, expires_at_ms) = tokens.mint(account, 1_000).expect("mints");
-        assert_eq!(expires_at_ms, 1_000 + TOKEN_TTL_MS_DEFAULT as i64);
-        assert_eq!(tokens.check(&token, 1_001), Some(account));
-        assert_eq!(tokens.check(&token, expires_at_ms), None);
-        assert_eq!(tokens.check("forged", 1_001), None);
-        let code = tokens.new_login_code(account, 2_000).expect("code");
-        assert_eq!(tokens.take_login_code(&code, 1_999), Ok(account));
-        assert_eq!(
-            tokens.take_login_code(&code, 1_999),
-            Err(LoginRefused::Unknown)
-        );
+        store
+            .create_account(account, vec![7; 32], 0)
+            .await
+            .expect("account");
+        let tokens = Tokens::new(store, TOKEN_TTL_MS_DEFAULT, per_account_max);
+        (dir, tokens, account)
     }
 
-    #[test]
-    fn a_login_code_expires() {
-        let tokens = Tokens::default();
-        let account = AccountId::from_u128(7);
-        let code = tokens.new_login_code(account, 2_000).expect("code");
-        let other = tokens.new_login_code(account, 5_000).expect("code");
+    async fn mint(tokens: &Tokens, account: AccountId, now_ms: i64) -> (String, i64) {
+        match tokens.mint(None, account, now_ms).await.expect("mints") {
+            NonceOutcome::Fresh(minted) => minted,
+            NonceOutcome::Replayed => panic!("no nonce, no replay"),
+        }
+    }
+
+    #[actix_web::test]
+    async fn tokens_expire_and_login_codes_work_once() {
+        let (_dir, tokens, account) = tokens(8).await;
+        let (token, expires_at_ms) = mint(&tokens, account, 1_000).await;
+        assert_eq!(expires_at_ms, 1_000 + TOKEN_TTL_MS_DEFAULT as i64);
+        assert_eq!(tokens.check(&token, 1_001).await.ok(), Some(Some(account)));
+        assert_eq!(tokens.check(&token, expires_at_ms).await.ok(), Some(None));
+        assert_eq!(tokens.check("forged", 1_001).await.ok(), Some(None));
+        let code = tokens.new_login_code(account, 2_000).await.expect("code");
         assert_eq!(
-            tokens.take_login_code(&code, 2_000),
-            Err(LoginRefused::Expired)
+            tokens.take_login_code(&code, 1_999).await.ok(),
+            Some(Ok(account))
         );
         assert_eq!(
-            tokens.take_login_code(&code, 2_000),
-            Err(LoginRefused::Unknown),
+            tokens.take_login_code(&code, 1_999).await.ok(),
+            Some(Err(LoginRefused::Unknown))
+        );
+        assert!(tokens.revoke(&token, 1_002).await.expect("revokes"));
+        assert_eq!(tokens.check(&token, 1_003).await.ok(), Some(None));
+        assert!(!tokens.revoke(&token, 1_004).await.expect("revokes"));
+    }
+
+    #[actix_web::test]
+    async fn a_login_code_expires() {
+        let (_dir, tokens, account) = tokens(8).await;
+        let code = tokens.new_login_code(account, 2_000).await.expect("code");
+        let other = tokens.new_login_code(account, 5_000).await.expect("code");
+        assert_eq!(
+            tokens.take_login_code(&code, 2_000).await.ok(),
+            Some(Err(LoginRefused::Expired))
+        );
+        assert_eq!(
+            tokens.take_login_code(&code, 2_000).await.ok(),
+            Some(Err(LoginRefused::Unknown)),
             "an expired code is forgotten once refused"
         );
         assert_eq!(
-            tokens.take_login_code("forged", 2_000),
-            Err(LoginRefused::Unknown)
+            tokens.take_login_code("forged", 2_000).await.ok(),
+            Some(Err(LoginRefused::Unknown))
         );
-        assert_eq!(tokens.take_login_code(&other, 4_999), Ok(account));
+        assert_eq!(
+            tokens.take_login_code(&other, 4_999).await.ok(),
+            Some(Ok(account))
+        );
         assert!(
             LoginRefused::Expired.to_string().contains("expired"),
             "{}",
             LoginRefused::Expired
+        );
+    }
+
+    #[actix_web::test]
+    async fn an_account_holds_its_most_tokens_and_a_sweep_forgets_the_expired() {
+        let (_dir, tokens, account) = tokens(2).await;
+        mint(&tokens, account, 1_000).await;
+        mint(&tokens, account, 2_000).await;
+        let refused = tokens.mint(None, account, 3_000).await;
+        assert!(matches!(refused, Err(ApiError::TooMany(_))), "{refused:?}");
+        assert_eq!(tokens.store.count_tokens().await.ok(), Some(2));
+        // The first token expired: the account has room again, and a sweep forgets it.
+        let later = 1_000 + TOKEN_TTL_MS_DEFAULT as i64;
+        mint(&tokens, account, later).await;
+        assert_eq!(tokens.sweep(later).await.ok(), Some(1));
+        assert_eq!(tokens.store.count_tokens().await.ok(), Some(2));
+        let stranger = tokens.mint(None, AccountId::from_u128(8), 3_000).await;
+        assert!(
+            matches!(stranger, Err(ApiError::Unauthorized(_))),
+            "{stranger:?}"
+        );
+    }
+
+    #[test]
+    fn the_store_keeps_a_hash_not_the_token() {
+        let hash = token_hash("abc");
+        assert_eq!(
+            hash,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
 }

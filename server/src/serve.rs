@@ -324,7 +324,10 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         .close_pending_elicitations(ELICITATION_CLOSED_AT_BOOT, now_ms())
         .await?;
     if n_closed > 0 {
-        tracing::info!(n_closed, "closed the questions of MCP calls a restart ended");
+        tracing::info!(
+            n_closed,
+            "closed the questions of MCP calls a restart ended"
+        );
     }
     let (verbs, mcp) = start_verbs(mcp_config, options.schedule).await?;
     // A verb named for approval that no verb has would leave what was meant unprotected.
@@ -364,11 +367,17 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         );
     }
     let (drain_sender, draining) = tokio::sync::watch::channel(false);
-    let tokens = Tokens::new(options.token_ttl_ms, options.tokens_per_account_max);
-    let login_code = tokens.new_login_code(
-        key.account_id,
-        now_ms() + options.login_code_ttl.as_millis() as i64,
-    )?;
+    let tokens = Tokens::new(
+        store.clone(),
+        options.token_ttl_ms,
+        options.tokens_per_account_max,
+    );
+    let login_code = tokens
+        .new_login_code(
+            key.account_id,
+            now_ms() + options.login_code_ttl.as_millis() as i64,
+        )
+        .await?;
     let state = web::Data::new(AppState {
         runtime,
         store: store.clone(),
@@ -530,7 +539,9 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
             if let Err(error) = prune_store.prune_nonces(now_ms()).await {
                 tracing::warn!(%error, "pruning nonces failed");
             }
-            prune_state.tokens.sweep(now_ms());
+            if let Err(error) = prune_state.tokens.sweep(now_ms()).await {
+                tracing::warn!(%error, "sweeping tokens failed");
+            }
         }
     });
 

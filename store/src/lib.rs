@@ -47,6 +47,7 @@ mod schema;
 mod sessions;
 mod spin;
 mod store;
+mod tokens;
 mod turn_view;
 mod writer;
 
@@ -75,5 +76,6 @@ pub use schedules::{FiredWakeup, NewSchedule, ScheduleRow};
 pub use schema::{Engine, LATEST_VERSION, migrate_sqlite, schema_script};
 pub use sessions::{AccountRow, NewSession, SessionRow, SessionsAfter, SessionsPage, TitleSource};
 pub use store::Store;
+pub use tokens::{LoginCodeOutcome, MintOutcome};
 pub use turn_view::{PendingEvents, TurnView};
 pub use writer::{LatencyHistogram, WriterHold, WriterStats};

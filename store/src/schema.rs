@@ -30,7 +30,7 @@ pub(crate) struct Version {
 /// it (`migrations/00NN-name.postgres.sql`). So a later change goes into `sqlite-schema.sql`
 /// and here as one version with each engine's SQL; a test checks that the two engines' schemas
 /// agree.
-pub(crate) static VERSIONS: [Version; 13] = [
+pub(crate) static VERSIONS: [Version; 14] = [
     Version {
         sqlite: include_str!("../sqlite-schema.sql"),
         sqlite_hook: None,
@@ -69,6 +69,11 @@ pub(crate) static VERSIONS: [Version; 13] = [
         sqlite: include_str!("../migrations/0013-elicitations.sql"),
         sqlite_hook: None,
         postgres: include_str!("../migrations/0013-elicitations.postgres.sql"),
+    },
+    Version {
+        sqlite: include_str!("../migrations/0014-tokens.sql"),
+        sqlite_hook: None,
+        postgres: include_str!("../migrations/0014-tokens.postgres.sql"),
     },
 ];
 

@@ -45,7 +45,6 @@ pub(super) async fn delete_account(
         ));
     };
     state.keys.forget(caller.account_id);
-    state.tokens.forget_account(caller.account_id);
     state.subscribers.close_account(
         caller.account_id,
         &crate::subscribers::Closing::AccountRemoved,

@@ -38,13 +38,14 @@ pub(super) async fn mint_token(
             "a token is minted by a signed request only".to_owned(),
         ));
     }
-    // Minted before the nonce is taken, so that a mint over the account's cap writes nothing;
-    // a replayed request's token is revoked at once.
-    let (token, expires_at_ms) = state.tokens.mint(caller.account_id, state.now_ms())?;
-    if let Err(error) = state.take_nonce(&caller).await {
-        state.tokens.revoke(&token);
-        return Err(error);
-    }
+    // The token is recorded with the request's nonce in one transaction: a mint over the
+    // account's cap, or a replay, writes nothing.
+    let (token, expires_at_ms) = super::fresh(
+        state
+            .tokens
+            .mint(caller.nonce.clone(), caller.account_id, state.now_ms())
+            .await?,
+    )?;
     Ok(HttpResponse::Ok().json(TokenResponse {
         token,
         expires_at_ms,
@@ -78,7 +79,7 @@ pub(super) async fn revoke_token(
                     .to_owned(),
             )
         })?;
-    if !state.tokens.revoke(token) {
+    if !state.tokens.revoke(token, state.now_ms()).await? {
         return Err(ApiError::Unauthorized(
             "the token is unknown or expired".to_owned(),
         ));
@@ -115,8 +116,10 @@ pub(super) async fn login(
     let account_id = state
         .tokens
         .take_login_code(&query.code, state.now_ms())
+        .await?
         .map_err(|refused| ApiError::Unauthorized(refused.to_string()))?;
-    let (token, expires_at_ms) = state.tokens.mint(account_id, state.now_ms())?;
+    let (token, expires_at_ms) =
+        super::fresh(state.tokens.mint(None, account_id, state.now_ms()).await?)?;
     let lasts = crate::auth::describe_ms(state.tokens.ttl_ms());
     // The token travels in meta tags that `/ui/login.js` moves to localStorage (as `seed.token`)
     // before it opens the UI: the page runs no inline script, so the UI's CSP holds here too.

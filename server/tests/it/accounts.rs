@@ -1,6 +1,7 @@
 //! Removing an account (`DELETE /v1/account`) against a real `seed serve`: everything it held
 //! goes, its key signs nothing more, its bearer tokens die with it and its sockets are closed;
-//! the service's own account is refused.
+//! the service's own account is refused. Bearer tokens are kept by their hash and outlive a
+//! restart.
 
 use serde_json::json;
 
@@ -70,4 +71,48 @@ async fn a_removed_accounts_data_tokens_and_sockets_go_with_it() {
         local.get("/v1/sessions").await.expect("lists");
     let ids: Vec<_> = listed.sessions.iter().map(|session| session.id).collect();
     assert_eq!(ids, [kept.id]);
+}
+
+/// A bearer token is kept in the database by its hash: it outlives a restart of the service,
+/// and the database files never hold the token itself.
+#[actix_web::test]
+async fn a_bearer_token_outlives_a_restart_and_the_database_holds_only_its_hash() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let token = mint(&server.client()).await;
+    let data_dir = server.data_dir.clone();
+    assert!(server.terminate().success(), "seed serve drained");
+
+    for name in ["seed.db", "seed.db-wal"] {
+        let Ok(bytes) = std::fs::read(data_dir.join(name)) else {
+            continue;
+        };
+        assert!(
+            !bytes
+                .windows(token.len())
+                .any(|window| window == token.as_bytes()),
+            "{name} holds the token itself"
+        );
+    }
+
+    let server = Server::start(dir.path(), &[]);
+    let bearer = vec![("Authorization", format!("Bearer {token}"))];
+    let listed = server
+        .client()
+        .send_raw("GET", "/v1/sessions", Vec::new(), &bearer)
+        .await
+        .expect("answers");
+    assert_eq!(listed.status, 200, "{:?}", listed.value());
+    let signed_out = server
+        .client()
+        .send_raw("DELETE", "/v1/tokens/current", Vec::new(), &bearer)
+        .await
+        .expect("answers");
+    assert_eq!(signed_out.status, 204);
+    let refused = server
+        .client()
+        .send_raw("GET", "/v1/sessions", Vec::new(), &bearer)
+        .await
+        .expect("answers");
+    assert_eq!(refused.status, 401);
 }
