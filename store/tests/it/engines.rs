@@ -326,7 +326,10 @@ fn migrating_an_up_to_date_database_applies_nothing_on_either_engine() {
         let postgres = Postgres::connect(&database.url)
             .await
             .expect("the test database");
-        assert_eq!(postgres.applied_versions().await.expect("none yet"), Vec::<u32>::new());
+        assert_eq!(
+            postgres.applied_versions().await.expect("none yet"),
+            Vec::<u32>::new()
+        );
         assert_eq!(postgres.migrate().await.expect("the migrations"), every);
         assert_eq!(postgres.migrate().await.expect("again"), Vec::<u32>::new());
         assert_eq!(postgres.applied_versions().await.expect("every one"), every);
