@@ -54,7 +54,9 @@ impl TestDatabase {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |elapsed| elapsed.subsec_nanos());
-        let name = format!("seed_test_{}_{nanos}", std::process::id());
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("seed_test_{}_{made}_{nanos}", std::process::id());
         execute(&admin_url, &format!("CREATE DATABASE {name}"));
         let url = with_database(&admin_url, &name);
         TestDatabase {
