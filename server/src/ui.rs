@@ -68,6 +68,11 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../ui/approvals.js"),
     ),
     (
+        "elicitation.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/elicitation.js"),
+    ),
+    (
         "schedules.js",
         "text/javascript; charset=utf-8",
         include_str!("../ui/schedules.js"),

@@ -3,9 +3,11 @@
 // reason the model reads; Edit the arguments, then approve (POST …/approvals/{call_id}). The
 // pending calls are read (GET …/approvals) when the session opens, and again whenever an update
 // says a call came to wait, was decided, or a run ended. Model text (names, arguments) reaches
-// the page as text nodes only.
+// the page as text nodes only. A question an MCP server asks during a call (`kind`
+// `elicitation`) is listed with them and shown as a form (elicitation.js).
 
 import * as api from "./api.js";
+import { questionCard } from "./elicitation.js";
 import { h } from "./transcript.js";
 
 /**
@@ -73,7 +75,25 @@ export class PendingApprovals {
     });
   }
 
+  /** Posts an answer to a server's question: null once taken, else the problem's text. */
+  async answer(approval, body) {
+    try {
+      await api.post(`/v1/sessions/${this.sessionId}/approvals/${encodeURIComponent(approval.call_id)}`, body);
+    } catch (error) {
+      if (error instanceof api.SignedOut) {
+        this.onSignedOut(error);
+        return "signed out";
+      }
+      return `Could not answer: ${error.message}`;
+    }
+    this.read().catch(() => {});
+    return null;
+  }
+
   card(approval) {
+    if (approval.kind === "elicitation") {
+      return questionCard(approval, { answer: (body) => this.answer(approval, body) });
+    }
     const problem = h("div", { class: "approval-problem", role: "alert" });
     const reason = h("input", { type: "text", class: "approval-reason", placeholder: "Why not (the agent reads it)", "aria-label": "Reason" });
     const editor = h("textarea", { class: "approval-editor", rows: "4", hidden: true, "aria-label": "Arguments" });

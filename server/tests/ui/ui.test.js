@@ -42,6 +42,8 @@ import {
 import "./resume.test.js";
 // The approval card's test, against a service of its own with an MCP server.
 import "./approvals-ui.test.js";
+// A server's question as a form, against a service of its own with the reference MCP server.
+import "./elicitation-ui.test.js";
 // The wake-ups' lines and their Cancel.
 import "./schedules-ui.test.js";
 
