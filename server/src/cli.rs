@@ -132,7 +132,8 @@ pub enum Command {
         run_restarts_max: i64,
         /// How long a call that needs a person's approval waits for a decision, in seconds,
         /// before it is denied with "no answer in N" (the model reads that; the call never
-        /// runs). 0: it waits as long as it takes.
+        /// runs); an MCP server's question during a call waits as long, then is answered
+        /// "cancel". 0: it waits as long as it takes (a question, as long as its call).
         #[arg(long, env = "SEED_APPROVAL_TIMEOUT_SECS", default_value_t = 0)]
         approval_timeout_secs: u64,
         /// Verbs whose calls wait for a person's approval besides those that ask for it
