@@ -13,7 +13,8 @@
 # `useradd --system` when missing). It listens on 127.0.0.1 alone, on a free port, and on a
 # socket in the temp dir; local connections are trusted (no password); the superuser is `seed`.
 # It keeps nothing worth keeping, so it runs without fsync: a test's commits need not survive a
-# power loss, only the tests.
+# power loss, only the tests. With SEED_POSTGRES_DURABLE=1 it syncs every commit, as a host runs
+# PostgreSQL (the bench's floors; options given on the command line outrank ALTER SYSTEM).
 # Messages go to stderr; stdout has the export lines alone, so `eval "$(scripts/postgres.sh start)"`
 # works. scripts/test runs it when SEED_TEST_DATABASE_URL is unset.
 set -euo pipefail
@@ -103,12 +104,16 @@ start() {
         exit 1
     }
 
+    local durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    if [[ ${SEED_POSTGRES_DURABLE:-0} == 1 ]]; then
+        durability="-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+    fi
     # Another process may take the port between free_port and the start: try a few.
     local attempt
     for attempt in 1 2 3 4 5; do
         port=$(free_port)
         if as_pg "$bin/pg_ctl" --pgdata="$dir/data" --log="$dir/postgres.log" --wait \
-            --options="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+            --options="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir $durability -c max_connections=300" \
             start >/dev/null; then
             echo "export SEED_TEST_DATABASE_URL=postgres://seed@127.0.0.1:$port/postgres"
             echo "export SEED_TEST_POSTGRES_DIR=$dir"

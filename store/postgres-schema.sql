@@ -163,30 +163,6 @@ CREATE TABLE approvals (
 CREATE INDEX approvals_due ON approvals (deadline_at)
     WHERE status = 'pending' AND deadline_at IS NOT NULL;
 
-CREATE TABLE elicitations (
-    session_id        TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-    tool_call_id      TEXT NOT NULL,
-    n                 BIGINT NOT NULL,
-    run_id            TEXT NOT NULL,
-    verb              TEXT NOT NULL,
-    arguments         TEXT NOT NULL,
-    message           TEXT NOT NULL,
-    requested_schema  TEXT NOT NULL,
-    status            TEXT NOT NULL
-                      CHECK (status = 'pending' OR status = 'accepted' OR status = 'declined'
-                             OR status = 'cancelled' OR status = 'timed_out'
-                             OR status = 'closed'),
-    content           TEXT,
-    reason            TEXT,
-    created_at        BIGINT NOT NULL,
-    decided_at        BIGINT,
-    deadline_at       BIGINT,
-    PRIMARY KEY (session_id, tool_call_id, n)
-);
-
-CREATE INDEX elicitations_pending ON elicitations (session_id)
-    WHERE status = 'pending';
-
 CREATE TABLE schedules (
     id                  TEXT PRIMARY KEY,
     session_id          TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,

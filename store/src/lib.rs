@@ -59,8 +59,7 @@ pub use config::{BatchMode, Config, Fault, FaultInjector, Quotas, Synchronous};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use effects::CallEffect;
 pub use elicitations::{
-    AnswerOutcome, AskOutcome, ElicitationAnswer, ElicitationRow, ElicitationStatus,
-    NewElicitation,
+    AnswerOutcome, AskOutcome, ElicitationAnswer, ElicitationRow, ElicitationStatus, NewElicitation,
 };
 pub use error::{Error, Refusal, Result};
 pub use files::SessionFiles;
@@ -69,6 +68,7 @@ pub use memory::{MemoryChange, MemoryFileRow};
 pub use memory_disk::MemoryDisk;
 pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome, SignedMessage};
 pub use postgres::Postgres;
+pub use postgres::floor as postgres_floor;
 pub use projection::Projection;
 pub use retries::{RetryOutcome, SignedRetry};
 pub use runs::{ClaimFor, NewRun, RunRow, Swept};

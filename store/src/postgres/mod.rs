@@ -1,7 +1,9 @@
-//! The PostgreSQL engine: a pool of connections to one database, and the runner of the schema's
-//! migrations there (`schema`). The store's tables are the same on both engines (one list of
-//! versions, `crate::schema::VERSIONS`); the statements over them run on SQLite.
+//! The PostgreSQL engine: a pool of connections to one database, the runner of the schema's
+//! migrations there (`schema`), and the raw floor the bench measures against (`floor`). The
+//! store's tables are the same on both engines (one list of versions,
+//! `crate::schema::VERSIONS`); the statements over them run on SQLite.
 
+pub mod floor;
 pub(crate) mod schema;
 
 use std::fmt;

@@ -69,6 +69,11 @@
 //! 10000` times the boot sweep over 10,000 runs a dead boot left `running` with their leases
 //! held, in ms, against a budget of 2,000 ms that the figure is read against, not divided by.
 //!
+//! `floor postgres 1 connection` and `floor postgres 8 connections` (`postgres.rs`) are raw
+//! PostgreSQL floors: one autocommitted insert a transaction, on `SEED_BENCH_DATABASE_URL` or a
+//! throwaway cluster with every commit synced; they run in the `runtime` suite when the filter
+//! names `postgres` or that URL is set.
+//!
 //! The `mcp` suite (`mcp.rs`, `seed_tests::mcp_bench`) calls server-everything's `echo` over
 //! stdio through the whole runtime (installed by scripts/mcp-servers.sh when missing): `mcp call
 //! p50`/`p99` (ms, one session), `mcp calls 64 sessions` (calls/s) and `runtime 64 sessions mcp
@@ -106,6 +111,7 @@ use seed_store::{BatchMode, Config, Synchronous, floor};
 use seed_tests::bench::write_report;
 
 mod mcp;
+mod postgres;
 mod projections;
 mod providers;
 mod runtime;

@@ -59,6 +59,11 @@ pub(crate) fn suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         rows.push(Row::ratio(name, rate, "steps/s", floor_normal));
     }
 
+    // PostgreSQL's raw floors, when the run measures PostgreSQL (see `postgres`).
+    if crate::postgres::wanted(filter) {
+        rows.extend(crate::postgres::floor_rows(filter)?);
+    }
+
     // Opening a session cold: one of 100 entries, and one of 100,000 with a reset near the end
     // (the same context), against it. Verbose: the second never kept too (every line read).
     let small = "runtime reopen 100 entries";
