@@ -97,7 +97,10 @@ fn the_log_assigns_gapless_seqs_and_reads_ranges() -> anyhow::Result<()> {
     // Several ranges in one read, in seq order whatever their order, each event once.
     let ranges = vec![(4, i64::MAX), (1, 1), (1, 2), (3, 2)];
     let gathered = block_on(store.read_event_ranges(sessions[0], ranges))?;
-    assert_eq!(gathered.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 4]);
+    assert_eq!(
+        gathered.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 4]
+    );
     assert_eq!(gathered[..2], first[..2]);
 
     assert_eq!(block_on(store.max_pi_entry_id(sessions[0]))?, Some(4));
