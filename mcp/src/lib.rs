@@ -13,7 +13,8 @@
 //! - [`result`] (pure): a `CallToolResult` as [`CallOutput`] (text, is_error, images), capped.
 //! - [`elicitation`]: a server's question to the person during a call, on the approvals path
 //!   (which call asked and the answer's check are pure; the rest is the shell).
-//! - [`client`] (the shell): [`McpServers`], the connections, kept up, and calls.
+//! - [`client`] (the shell): [`McpServers`], the connections, kept up, and calls; each
+//!   connection's supervisor, handshake and handler in `client/connection.rs`.
 //! - [`limits`]: every limit, once.
 //!
 //! # The API the adapter uses
