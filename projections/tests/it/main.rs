@@ -3,5 +3,6 @@
 mod common;
 mod continuation;
 mod import;
+mod import_reads;
 mod log_and_store;
 mod transcript_properties;
