@@ -20,30 +20,38 @@ fn needs_approval() -> Value {
     json!({"tools": {"count_keyed": {"needs_approval": true}}})
 }
 
-/// Waits (up to 30 s) until the session has a pending approval, and returns it.
-async fn pending_approval(client: &Client, session: uuid::Uuid) -> ApprovalInfo {
+/// The session's approvals and questions, pending and decided.
+pub(crate) async fn approvals(client: &Client, session: uuid::Uuid) -> Vec<ApprovalInfo> {
+    let listed: ApprovalsResponse = client
+        .get(&format!("/v1/sessions/{session}/approvals"))
+        .await
+        .expect("the approvals");
+    listed.approvals
+}
+
+/// Waits (up to 30 s) until the session has a pending approval (or question), and returns it.
+pub(crate) async fn pending_approval(client: &Client, session: uuid::Uuid) -> ApprovalInfo {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let listed: ApprovalsResponse = client
-            .get(&format!("/v1/sessions/{session}/approvals"))
+        if let Some(pending) = approvals(client, session)
             .await
-            .expect("the approvals");
-        if let Some(pending) = listed
-            .approvals
             .into_iter()
             .find(|approval| approval.status == "pending")
         {
             return pending;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no approval came pending"
-        );
+        assert!(std::time::Instant::now() < deadline, "nothing came pending");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-async fn decide(client: &Client, session: uuid::Uuid, call_id: &str, body: Value) -> (u16, Value) {
+/// Decides (or answers) the call's approval with `body`: the status and the JSON answer.
+pub(crate) async fn decide(
+    client: &Client,
+    session: uuid::Uuid,
+    call_id: &str,
+    body: Value,
+) -> (u16, Value) {
     let answer = client
         .request(
             "POST",
@@ -146,12 +154,9 @@ async fn an_approval_pending_over_a_kill_9_runs_the_call_exactly_once() {
         assert_eq!(status, 400, "{bad}: {body}");
         assert_eq!(body["field"], field, "{bad}: {body}");
     }
-    let listed: ApprovalsResponse = client
-        .get(&format!("/v1/sessions/{}/approvals", session.id))
-        .await
-        .expect("the approvals");
-    assert_eq!(listed.approvals.len(), 1);
-    assert_eq!(listed.approvals[0].status, "pending", "nothing written");
+    let listed = approvals(&client, session.id).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, "pending", "nothing written");
 
     let (status, body) = decide(&client, session.id, call_id, json!({"decision": "approve"})).await;
     assert_eq!(status, 200, "{body}");
@@ -238,16 +243,10 @@ async fn a_call_no_one_decides_in_time_is_denied_by_the_service() {
         .expect("the run ends");
     assert_eq!(run.status, "succeeded", "{run:?}");
     assert!(lines_of(&count_file).is_empty(), "it never ran");
-    let listed: ApprovalsResponse = client
-        .get(&format!("/v1/sessions/{}/approvals", session.id))
-        .await
-        .expect("the approvals");
-    assert_eq!(listed.approvals.len(), 1);
-    assert_eq!(listed.approvals[0].status, "timed_out");
-    assert_eq!(
-        listed.approvals[0].reason.as_deref(),
-        Some("no answer in 1 s")
-    );
+    let listed = approvals(&client, session.id).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, "timed_out");
+    assert_eq!(listed[0].reason.as_deref(), Some("no answer in 1 s"));
     let results = tool_results(&client, session.id).await;
     assert!(results[0].contains("no answer in 1 s"), "{results:?}");
 }
@@ -338,12 +337,9 @@ async fn seed_chat_asks_about_a_call_waiting_for_approval() {
         lines_of(&count_file).is_empty(),
         "the denied call never ran"
     );
-    let listed: ApprovalsResponse = client
-        .get(&format!("/v1/sessions/{}/approvals", session.id))
-        .await
-        .expect("the approvals");
-    assert_eq!(listed.approvals[0].status, "denied");
-    assert_eq!(listed.approvals[0].reason.as_deref(), Some("not today"));
+    let listed = approvals(&client, session.id).await;
+    assert_eq!(listed[0].status, "denied");
+    assert_eq!(listed[0].reason.as_deref(), Some("not today"));
 }
 
 /// `--approval-required status`: a built-in verb the configuration names waits for approval

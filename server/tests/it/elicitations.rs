@@ -9,11 +9,12 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::approvals::{approvals, decide, pending_approval};
 use crate::common::{Server, new_session};
 use crate::mcp::{config_file, install, installed, tool_results};
-use seed_server::api::{ApprovalInfo, ApprovalsResponse, MessageSessionResponse, RunInfo};
+use seed_server::api::{MessageSessionResponse, RunInfo};
 use seed_server::client::{Client, next_update};
 use seed_server::ws::Update;
 
@@ -56,46 +57,6 @@ async fn ask(client: &Client, session: uuid::Uuid) -> MessageSessionResponse {
         )
         .await
         .expect("sent")
-}
-
-async fn approvals(client: &Client, session: uuid::Uuid) -> Vec<ApprovalInfo> {
-    let listed: ApprovalsResponse = client
-        .get(&format!("/v1/sessions/{session}/approvals"))
-        .await
-        .expect("the approvals");
-    listed.approvals
-}
-
-/// Waits (up to 30 s) until the session has a pending question, and returns it.
-async fn pending_question(client: &Client, session: uuid::Uuid) -> ApprovalInfo {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(pending) = approvals(client, session)
-            .await
-            .into_iter()
-            .find(|approval| approval.status == "pending")
-        {
-            return pending;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no question came pending"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn answer(client: &Client, session: uuid::Uuid, call_id: &str, body: Value) -> (u16, Value) {
-    let answer = client
-        .request(
-            "POST",
-            &format!("/v1/sessions/{session}/approvals/{call_id}"),
-            Some(&body),
-        )
-        .await
-        .expect("answered");
-    let value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
-    (answer.status, value)
 }
 
 async fn run_ends(client: &Client, run_id: uuid::Uuid) -> RunInfo {
@@ -147,7 +108,7 @@ async fn an_mcp_servers_question_is_answered_through_the_approvals_path() {
     );
     let schema = requested_schema.expect("the requested schema");
     assert_eq!(schema["properties"]["integer"]["type"], "integer");
-    let pending = pending_question(&client, session.id).await;
+    let pending = pending_approval(&client, session.id).await;
     assert_eq!(pending.kind, "elicitation");
     assert_eq!(pending.call_id, call_id);
     assert_eq!(pending.run_id, sent.run_id);
@@ -186,7 +147,7 @@ async fn an_mcp_servers_question_is_answered_through_the_approvals_path() {
         ),
         (json!({"decision": "approve"}), "decision"),
     ] {
-        let (status, body) = answer(&client, session.id, &call_id, bad.clone()).await;
+        let (status, body) = decide(&client, session.id, &call_id, bad.clone()).await;
         assert_eq!(status, 400, "{bad}: {body}");
         assert_eq!(body["field"], field, "{bad}: {body}");
     }
@@ -194,7 +155,7 @@ async fn an_mcp_servers_question_is_answered_through_the_approvals_path() {
     assert_eq!(still.len(), 1);
     assert_eq!(still[0].status, "pending", "nothing written");
 
-    let (status, body) = answer(
+    let (status, body) = decide(
         &client,
         session.id,
         &call_id,
@@ -203,7 +164,7 @@ async fn an_mcp_servers_question_is_answered_through_the_approvals_path() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "accepted");
-    let (status, body) = answer(&client, session.id, &call_id, json!({"decision": "cancel"})).await;
+    let (status, body) = decide(&client, session.id, &call_id, json!({"decision": "cancel"})).await;
     assert_eq!(status, 409, "answered already: {body}");
     let run = run_ends(&client, sent.run_id).await;
     assert_eq!(run.status, "succeeded", "{run:?}");
@@ -218,8 +179,8 @@ async fn an_mcp_servers_question_is_answered_through_the_approvals_path() {
     // Declined: the server hears it, and the turn goes on.
     let declined = new_session(&client).await;
     let sent = ask(&client, declined.id).await;
-    let pending = pending_question(&client, declined.id).await;
-    let (status, body) = answer(
+    let pending = pending_approval(&client, declined.id).await;
+    let (status, body) = decide(
         &client,
         declined.id,
         &pending.call_id,
@@ -268,7 +229,7 @@ async fn an_mcp_servers_question_ends_with_its_call() {
     let client = server.client();
     let session = new_session(&client).await;
     ask(&client, session.id).await;
-    let pending = pending_question(&client, session.id).await;
+    let pending = pending_approval(&client, session.id).await;
     server.child.kill().expect("SIGKILL");
     server.child.wait().expect("the service is gone");
     drop(server);
@@ -358,7 +319,7 @@ async fn seed_approvals_and_seed_chat_answer_a_servers_question() {
 
     let session = new_session(&client).await;
     let sent = ask(&client, session.id).await;
-    let pending = pending_question(&client, session.id).await;
+    let pending = pending_approval(&client, session.id).await;
     let session_id = session.id.to_string();
     let listed = cli(vec!["approvals".to_owned(), session_id.clone()], "");
     assert!(
