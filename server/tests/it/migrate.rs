@@ -7,24 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use seed_store::LATEST_VERSION;
-
-/// A database of its own on the test cluster, dropped when it goes.
-struct TestDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-/// The test cluster's URL; a test that needs it fails with how to start one when it is unset.
-fn cluster_url() -> String {
-    std::env::var("SEED_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!(
-            "SEED_TEST_DATABASE_URL is unset: the PostgreSQL tests need a cluster. Start a \
-             throwaway one with `eval \"$(scripts/postgres.sh start)\"` (scripts/test does)"
-        )
-    })
-}
+use seed_store::{LATEST_VERSION, ScratchDatabase};
 
 /// Runs `sql` (several statements) on the database `url` names; the first column of the last
 /// statement's rows, as text.
@@ -56,61 +39,13 @@ fn query(url: &str, sql: &str) -> Vec<String> {
     })
 }
 
-impl TestDatabase {
-    fn new() -> TestDatabase {
-        let admin_url = cluster_url();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.subsec_nanos());
-        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("seed_test_{}_{made}_{nanos}", std::process::id());
-        query(&admin_url, &format!("CREATE DATABASE {name}"));
-        let url = with_database(&admin_url, &name);
-        TestDatabase {
-            admin_url,
-            name,
-            url,
-        }
-    }
-
-    /// The tables of the database, by name.
-    fn tables(&self) -> Vec<String> {
-        query(
-            &self.url,
-            "SELECT table_name FROM information_schema.tables
-             WHERE table_schema = 'public' ORDER BY table_name",
-        )
-    }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        query(
-            &self.admin_url,
-            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-        );
-    }
-}
-
-/// `url` (postgres://user@host:port/database?options) naming the database `name` instead.
-fn with_database(url: &str, name: &str) -> String {
-    let (base, options) = url
-        .split_once('?')
-        .map_or((url, None), |(b, o)| (b, Some(o)));
-    let authority_start = base
-        .find("://")
-        .unwrap_or_else(|| panic!("SEED_TEST_DATABASE_URL is not a postgres:// URL: {url}"))
-        + 3;
-    let authority_end = base[authority_start..]
-        .find('/')
-        .map_or(base.len(), |slash| authority_start + slash);
-    let mut named = format!("{}/{name}", &base[..authority_end]);
-    if let Some(options) = options {
-        named.push('?');
-        named.push_str(options);
-    }
-    named
+/// The tables of the database `url` reaches, by name.
+fn tables(url: &str) -> Vec<String> {
+    query(
+        url,
+        "SELECT table_name FROM information_schema.tables
+         WHERE table_schema = 'public' ORDER BY table_name",
+    )
 }
 
 /// `seed --data-dir DIR migrate ARGS`: (exit code, stdout, stderr). SEED_DATABASE_URL is
@@ -143,26 +78,26 @@ fn nothing_to_apply() -> String {
 #[test]
 fn seed_migrate_prints_then_applies_the_postgres_schema_and_reports_its_versions() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let database = TestDatabase::new();
+    let database = ScratchDatabase::on_test_cluster();
 
     let (code, printed, stderr) =
-        seed_migrate(dir.path(), &["--database", &database.url, "--print"]);
+        seed_migrate(dir.path(), &["--database", database.url(), "--print"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(printed.contains("CREATE TABLE sessions ("), "{printed}");
     assert!(printed.contains("seed_schema_versions"), "{printed}");
     assert_eq!(
-        database.tables(),
+        tables(database.url()),
         Vec::<String>::new(),
         "--print applied something"
     );
 
-    let (code, stdout, stderr) = seed_migrate(dir.path(), &["--database", &database.url]);
+    let (code, stdout, stderr) = seed_migrate(dir.path(), &["--database", database.url()]);
     assert_eq!((code, stdout), (0, applied_every_version()), "{stderr}");
-    assert!(database.tables().contains(&"sessions".to_owned()));
-    let versions = query(&database.url, "SELECT count(*) FROM seed_schema_versions");
+    assert!(tables(database.url()).contains(&"sessions".to_owned()));
+    let versions = query(database.url(), "SELECT count(*) FROM seed_schema_versions");
     assert_eq!(versions, [LATEST_VERSION.to_string()]);
 
-    let (code, stdout, stderr) = seed_migrate(dir.path(), &["--database", &database.url]);
+    let (code, stdout, stderr) = seed_migrate(dir.path(), &["--database", database.url()]);
     assert_eq!((code, stdout), (0, nothing_to_apply()), "{stderr}");
     assert!(
         !dir.path().join(seed_server::serve::DATABASE_FILE).exists(),
@@ -170,10 +105,10 @@ fn seed_migrate_prints_then_applies_the_postgres_schema_and_reports_its_versions
     );
 
     // What --print prints, applied by hand to a new database, is what `seed migrate` makes.
-    let by_hand = TestDatabase::new();
-    query(&by_hand.url, &printed);
-    assert_eq!(by_hand.tables(), database.tables());
-    let (code, stdout, stderr) = seed_migrate(dir.path(), &["--database", &by_hand.url]);
+    let by_hand = ScratchDatabase::on_test_cluster();
+    query(by_hand.url(), &printed);
+    assert_eq!(tables(by_hand.url()), tables(database.url()));
+    let (code, stdout, stderr) = seed_migrate(dir.path(), &["--database", by_hand.url()]);
     assert_eq!((code, stdout), (0, nothing_to_apply()), "{stderr}");
 }
 

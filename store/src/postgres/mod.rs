@@ -1,10 +1,12 @@
 //! The PostgreSQL engine: a pool of connections to one database, the runner of the schema's
-//! migrations there (`schema`), and the raw floor the bench measures against (`floor`). The
+//! migrations there (`schema`), the raw floor the bench measures against (`floor`), and a
+//! database of its own for a test or a bench run (`scratch`). The
 //! store's tables are the same on both engines (one list of versions,
 //! `crate::schema::VERSIONS`); the statements over them run on SQLite.
 
 pub mod floor;
 pub(crate) mod schema;
+pub mod scratch;
 
 use std::fmt;
 use std::str::FromStr as _;

@@ -5,24 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use seed_store::{Config, LATEST_VERSION, Postgres};
-
-/// A database of its own on the test cluster, dropped when it goes.
-struct TestDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-/// The test cluster's URL; a test that needs it fails with how to start one when it is unset.
-fn cluster_url() -> String {
-    std::env::var("SEED_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!(
-            "SEED_TEST_DATABASE_URL is unset: the PostgreSQL tests need a cluster. Start a \
-             throwaway one with `eval \"$(scripts/postgres.sh start)\"` (scripts/test does)"
-        )
-    })
-}
+use seed_store::{Config, LATEST_VERSION, Postgres, ScratchDatabase};
 
 /// A runtime for the driver's calls.
 fn runtime() -> tokio::runtime::Runtime {
@@ -30,70 +13,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("a tokio runtime")
-}
-
-/// Runs `sql` on the database `url` names, on a connection of its own.
-fn execute(url: &str, sql: &str) {
-    runtime().block_on(async {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap_or_else(|e| panic!("connecting to {url}: {e:?}"));
-        let connection = tokio::spawn(connection);
-        client
-            .batch_execute(sql)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
-        drop(client);
-        let _ = connection.await;
-    });
-}
-
-impl TestDatabase {
-    fn new() -> TestDatabase {
-        let admin_url = cluster_url();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.subsec_nanos());
-        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("seed_test_{}_{made}_{nanos}", std::process::id());
-        execute(&admin_url, &format!("CREATE DATABASE {name}"));
-        let url = with_database(&admin_url, &name);
-        TestDatabase {
-            admin_url,
-            name,
-            url,
-        }
-    }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        execute(
-            &self.admin_url,
-            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-        );
-    }
-}
-
-/// `url` (postgres://user@host:port/database?options) naming the database `name` instead.
-fn with_database(url: &str, name: &str) -> String {
-    let (base, options) = url
-        .split_once('?')
-        .map_or((url, None), |(b, o)| (b, Some(o)));
-    let authority_start = base
-        .find("://")
-        .unwrap_or_else(|| panic!("SEED_TEST_DATABASE_URL is not a postgres:// URL: {url}"))
-        + 3;
-    let authority_end = base[authority_start..]
-        .find('/')
-        .map_or(base.len(), |slash| authority_start + slash);
-    let mut named = format!("{}/{name}", &base[..authority_end]);
-    if let Some(options) = options {
-        named.push('?');
-        named.push_str(options);
-    }
-    named
 }
 
 /// What a SQLite database's schema holds, one line per table, column, key, foreign key and
@@ -285,13 +204,13 @@ fn both_engines_have_the_same_tables_columns_keys_and_indexes() {
     seed_store::migrate_sqlite(&config).expect("a new SQLite database");
     let sqlite = sqlite_schema(&rusqlite::Connection::open(&config.path).expect("the database"));
 
-    let database = TestDatabase::new();
+    let database = ScratchDatabase::on_test_cluster();
     let postgres = runtime().block_on(async {
-        let postgres = Postgres::connect(&database.url)
+        let postgres = Postgres::connect(database.url())
             .await
             .expect("the test database");
         postgres.migrate().await.expect("the migrations");
-        let (client, connection) = tokio_postgres::connect(&database.url, tokio_postgres::NoTls)
+        let (client, connection) = tokio_postgres::connect(database.url(), tokio_postgres::NoTls)
             .await
             .expect("a connection");
         let connection = tokio::spawn(connection);
@@ -323,9 +242,9 @@ fn migrating_an_up_to_date_database_applies_nothing_on_either_engine() {
     let second = seed_store::migrate_sqlite(&config).expect("the database again");
     assert!(second.is_empty(), "{second:?}");
 
-    let database = TestDatabase::new();
+    let database = ScratchDatabase::on_test_cluster();
     runtime().block_on(async {
-        let postgres = Postgres::connect(&database.url)
+        let postgres = Postgres::connect(database.url())
             .await
             .expect("the test database");
         assert_eq!(
@@ -341,11 +260,11 @@ fn migrating_an_up_to_date_database_applies_nothing_on_either_engine() {
 /// Two processes that start on one new database at once: each version is applied by one.
 #[test]
 fn migrations_run_at_once_apply_each_version_once() {
-    let database = TestDatabase::new();
+    let database = ScratchDatabase::on_test_cluster();
     runtime().block_on(async {
         let (a, b) = (
-            Postgres::connect(&database.url).await.expect("a pool"),
-            Postgres::connect(&database.url)
+            Postgres::connect(database.url()).await.expect("a pool"),
+            Postgres::connect(database.url())
                 .await
                 .expect("another pool"),
         );

@@ -1,14 +1,15 @@
 //! The raw PostgreSQL floors of the `runtime` suite: one `INSERT` a transaction from one
-//! connection and from eight (`seed_store::postgres_floor`), on the database
-//! `SEED_BENCH_DATABASE_URL` names, or else on a throwaway cluster `scripts/postgres.sh` starts
-//! for the run (`SEED_POSTGRES_DURABLE=1`: every commit synced, as a host runs it) and removes
-//! after. They run when the filter names `postgres` or the URL is set.
+//! connection and from eight (`seed_store::postgres_floor`), in a database of their own
+//! (dropped after) on the server `SEED_BENCH_DATABASE_URL` names, or else on a throwaway cluster
+//! `scripts/postgres.sh` starts for the run (`SEED_POSTGRES_DURABLE=1`: every commit synced, as
+//! a host runs it) and removes after. They run when the filter names `postgres` or the URL is
+//! set.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use seed_store::{Postgres, postgres_floor};
+use seed_store::{Postgres, ScratchDatabase, postgres_floor};
 use seed_tests::bench::Row;
 
 use crate::{per_second, selected};
@@ -32,13 +33,15 @@ pub(crate) fn floor_rows(filter: &str) -> anyhow::Result<Vec<Row>> {
         Ok(url) => Cluster { url, dir: None },
         Err(_) => Cluster::start()?,
     };
+    // A database of its own, dropped (before the cluster stops) when the rows are measured.
+    let scratch = ScratchDatabase::create(&cluster.url)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let mut rows = Vec::new();
     runtime.block_on(async {
-        let postgres = Postgres::connect(&cluster.url).await?;
+        let postgres = Postgres::connect(scratch.url()).await?;
         eprintln!(
             "PostgreSQL floors: {}",
             postgres_floor::durability(&postgres).await?
