@@ -1,7 +1,8 @@
 //! What the service reads and writes beyond the runtime's APIs: accounts by public key, whose a
 //! session is, the service's own leases at shutdown, and counts for metrics and tests.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension};
 use seed_events::{AccountId, SessionId};
 
 use crate::{Error, Result, Store};
@@ -39,18 +40,19 @@ fn account_by_public_key(connection: &Connection, public_key: &[u8]) -> Result<O
 fn runs_by_status(connection: &Connection) -> Result<Vec<(String, i64)>> {
     let mut statement =
         connection.prepare_cached("SELECT status, count(*) FROM runs GROUP BY status")?;
-    let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let rows = statement.query_map(params![], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    rows.collect::<Result<_>>()
 }
 
 fn row_counts(connection: &Connection) -> Result<Vec<(&'static str, i64)>> {
     TABLES
         .into_iter()
         .map(|table| {
-            let n_rows: i64 =
-                connection.query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
-                    row.get(0)
-                })?;
+            let n_rows: i64 = connection.query_row(
+                &format!("SELECT count(*) FROM {table}"),
+                params![],
+                |row| row.get(0),
+            )?;
             Ok((table, n_rows))
         })
         .collect()
@@ -116,9 +118,9 @@ mod tests {
             )
             .expect("prepares");
         let tables: Vec<String> = statement
-            .query_map([], |row| row.get(0))
+            .query_map(params![], |row| row.get(0))
             .expect("reads")
-            .collect::<rusqlite::Result<_>>()
+            .collect::<Result<_>>()
             .expect("reads");
         let mut counted: Vec<&str> = TABLES.to_vec();
         counted.sort_unstable();

@@ -4,7 +4,8 @@
 //! While a session has a pending approval no other run of it is claimed: the person's answer
 //! comes before anything else the session does.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::{AccountId, RunId, SessionId};
 
 use crate::children::ParkOutcome;
@@ -109,7 +110,7 @@ fn json_column(text: &str) -> Result<serde_json::Value> {
     serde_json::from_str(text).map_err(|error| Error::corrupt("approvals", error))
 }
 
-fn row_of(row: &Row<'_>) -> rusqlite::Result<Result<ApprovalRow>> {
+fn row_of(row: &Row<'_>) -> Result<Result<ApprovalRow>> {
     let session_id: String = row.get(0)?;
     let run_id: String = row.get(1)?;
     let arguments: String = row.get(4)?;

@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::{AccountId, SessionId};
 
 use crate::error::collect_rows;
@@ -169,7 +170,7 @@ fn insert_row(connection: &Connection, row: &AttachmentRow) -> Result<()> {
 
 const ATTACHMENT_COLUMNS: &str = "session_id, id, name, media_type, size_bytes, path, created_at";
 
-fn attachment_from_row(row: &Row<'_>) -> rusqlite::Result<Result<AttachmentRow>> {
+fn attachment_from_row(row: &Row<'_>) -> Result<Result<AttachmentRow>> {
     let session_id: String = row.get(0)?;
     let parsed = (|| {
         Ok(AttachmentRow {
@@ -251,14 +252,14 @@ pub(crate) fn account_attachment_bytes(
     connection: &Connection,
     account_id: AccountId,
 ) -> Result<i64> {
-    Ok(connection
+    connection
         .prepare_cached(
             "SELECT coalesce(sum(size_bytes), 0) FROM (
                  SELECT DISTINCT attachments.id, attachments.size_bytes
                  FROM attachments JOIN sessions ON sessions.id = attachments.session_id
                  WHERE sessions.account_id = ?1)",
         )?
-        .query_row(params![account_id.to_string()], |row| row.get(0))?)
+        .query_row(params![account_id.to_string()], |row| row.get(0))
 }
 
 /// The attachment `id` as the account holds it: `session_id`'s own when it has one, else

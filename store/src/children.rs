@@ -3,7 +3,8 @@
 //! ends it (a notice instead when the call already has a result); a parent parked on its
 //! children, or resumed for a later pass once they have all ended.
 
-use rusqlite::{Connection, params};
+use crate::params;
+use crate::sql::Connection;
 use seed_events::{
     EventRole, NewEvent, NoticeBody, RunId, RunStatus, SessionEvent, SessionId, ToolResultBody,
 };

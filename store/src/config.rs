@@ -74,6 +74,10 @@ pub enum BatchMode {
 pub struct Config {
     /// The database file. Its `-wal` and `-shm` files sit beside it.
     pub path: PathBuf,
+    /// A PostgreSQL database (`postgres://user@host:port/name`) to use instead of the SQLite
+    /// file at `path`; the settings of SQLite's file (`synchronous`, `busy_timeout`,
+    /// `max_page_count`) then do not apply.
+    pub database: Option<DatabaseUrl>,
     pub synchronous: Synchronous,
     /// How long a connection waits for a lock before giving up.
     pub busy_timeout: Duration,
@@ -134,6 +138,43 @@ impl Default for Quotas {
     }
 }
 
+/// The URL of a PostgreSQL database. Shown without its password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseUrl(pub String);
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&redact_password(&self.0))
+    }
+}
+
+/// `url` with the password of its user part (`user:password@`) replaced by `***`.
+pub fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        // PostgreSQL's `key=value` form: the password is a key of its own.
+        return url
+            .split_whitespace()
+            .map(|pair| {
+                if pair.starts_with("password=") {
+                    "password=***"
+                } else {
+                    pair
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or_default();
+            format!("{scheme}://{name}:***@{host}{tail}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
 /// Decides, commit by commit, whether the commit fails now, and how. See [`Config::faults`].
 #[derive(Clone)]
 pub struct FaultInjector(pub std::sync::Arc<dyn Fn() -> Option<Fault> + Send + Sync>);
@@ -157,6 +198,7 @@ impl Config {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Config {
             path: path.into(),
+            database: None,
             synchronous: Synchronous::Normal,
             busy_timeout: Duration::from_secs(5),
             n_readers: 4,
@@ -170,5 +212,26 @@ impl Config {
             faults: None,
             quotas: Quotas::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_password;
+
+    #[test]
+    fn a_database_url_is_shown_without_its_password() {
+        assert_eq!(
+            redact_password("postgres://seed:hunter2@db:5432/seed?sslmode=disable"),
+            "postgres://seed:***@db:5432/seed?sslmode=disable"
+        );
+        assert_eq!(
+            redact_password("postgres://seed@db/seed"),
+            "postgres://seed@db/seed"
+        );
+        assert_eq!(
+            redact_password("host=db user=seed password=hunter2"),
+            "host=db user=seed password=***"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Continuation edges: `session_continuations`, one row per predecessor → successor.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::{ContinuationId, ContinuationLink, EventId, NewEvent, SessionEvent, SessionId};
 
 use crate::Store;
@@ -50,7 +51,7 @@ pub(crate) fn insert_continuation(connection: &Connection, edge: &NewContinuatio
 const EDGE_COLUMNS: &str = "id, predecessor_session_id, successor_session_id, origin_session_id,
      tool_call_id, initiating_event_id, reason, manifest_cbor, created_at";
 
-fn edge_from_row(row: &Row<'_>) -> rusqlite::Result<Result<ContinuationRow>> {
+fn edge_from_row(row: &Row<'_>) -> Result<Result<ContinuationRow>> {
     let ids: [String; 4] = [row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?];
     let tool_call_id: String = row.get(4)?;
     let initiating_event_id: i64 = row.get(5)?;
@@ -195,7 +196,7 @@ pub(crate) fn successors_without_their_run(connection: &Connection) -> Result<Ve
                WHERE r.session_id = s.id AND j.value = e.id)
          ORDER BY s.key",
     )?;
-    let ids = statement.query_map([], |row| row.get::<_, String>(0))?;
+    let ids = statement.query_map(params![], |row| row.get::<_, String>(0))?;
     let mut successors = Vec::new();
     for id in ids {
         successors.push(Error::parse_column("sessions", &id?)?);

@@ -3,7 +3,8 @@
 //! before its result reached the store, the verb's reconcile finds the row by the call's id and
 //! the call is answered with that result instead of as interrupted; it never runs again.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension};
 use seed_events::SessionId;
 
 use crate::sessions::{key_for_read, key_for_write};
@@ -47,7 +48,7 @@ pub(crate) fn find(
     tool_call_id: &str,
 ) -> Result<Option<CallEffect>> {
     let session_key = key_for_read(connection, session_id)?;
-    Ok(connection
+    connection
         .prepare_cached(
             "SELECT verb, result FROM call_effects WHERE session_key = ?1 AND tool_call_id = ?2",
         )?
@@ -59,7 +60,7 @@ pub(crate) fn find(
                 result: row.get(1)?,
             })
         })
-        .optional()?)
+        .optional()
 }
 
 impl Store {

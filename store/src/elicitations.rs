@@ -8,7 +8,8 @@
 //! the process: the call's end closes it, and the next boot closes any a crash left pending.
 //! A call has at most one pending elicitation, so its call id names it.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::{AccountId, RunId, SessionId};
 
 use crate::error::collect_rows;
@@ -144,7 +145,7 @@ fn json_column(text: &str) -> Result<serde_json::Value> {
     serde_json::from_str(text).map_err(|error| Error::corrupt("elicitations", error))
 }
 
-fn row_of(row: &Row<'_>) -> rusqlite::Result<Result<ElicitationRow>> {
+fn row_of(row: &Row<'_>) -> Result<Result<ElicitationRow>> {
     let session_id: String = row.get(0)?;
     let tool_call_id: String = row.get(1)?;
     let n: i64 = row.get(2)?;
@@ -371,12 +372,12 @@ impl Store {
     pub async fn close_pending_elicitations(&self, reason: &str, now_ms: i64) -> Result<usize> {
         let reason = reason.to_owned();
         self.write(None, move |connection| {
-            Ok(connection
+            connection
                 .prepare_cached(
                     "UPDATE elicitations SET status = 'closed', reason = ?1, decided_at = ?2
                      WHERE status = 'pending'",
                 )?
-                .execute(params![reason, now_ms])?)
+                .execute(params![reason, now_ms])
         })
         .await
     }

@@ -35,6 +35,9 @@ pub enum Error {
     },
     #[error("store is closed")]
     Closed,
+    /// A query for one row found none (`optional()` turns it into `None`).
+    #[error("query returned no rows")]
+    NoRows,
     // The foreign errors below are shown in this error's own text ("sqlite: database or disk
     // is full") rather than as its `source`, so every surface that prints the error, even with
     // `to_string`, names the cause, and a printed chain (`{:#}`) does not repeat it.
@@ -155,9 +158,7 @@ impl Error {
 }
 
 /// Collects rows that each parse on their own: the first SQLite or parse error wins.
-pub(crate) fn collect_rows<T>(
-    rows: impl Iterator<Item = rusqlite::Result<Result<T>>>,
-) -> Result<Vec<T>> {
+pub(crate) fn collect_rows<T>(rows: impl Iterator<Item = Result<Result<T>>>) -> Result<Vec<T>> {
     let mut parsed = Vec::new();
     for row in rows {
         parsed.push(row??);

@@ -3,7 +3,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use rusqlite::{Connection, params};
+use crate::params;
+use crate::sql::Connection;
 use seed_durable::{Append, DurableFs, FileName};
 use seed_events::SessionId;
 
@@ -91,7 +92,7 @@ pub(crate) fn read_lines(
     )?;
     let lines = statement
         .query_map(params![session_key, file.code()], |row| row.get(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
+        .collect::<Result<Vec<String>>>()?;
     Ok(lines)
 }
 

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension};
 use seed_durable::{FileName, Kept, OpenLines};
 use seed_events::SessionId;
 
@@ -54,7 +55,7 @@ fn lines_from(
         .query_map(params![key, file.code(), from_id], |row| {
             Ok((row.get(0)?, row.get(1)?))
         })?
-        .collect::<rusqlite::Result<Vec<(i64, String)>>>()?;
+        .collect::<Result<Vec<(i64, String)>>>()?;
     Ok(lines)
 }
 

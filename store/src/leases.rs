@@ -1,6 +1,7 @@
 //! Store leases: which harness owns a session's store now. A second holder is refused.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension};
 use seed_events::{RunId, SessionId};
 
 use crate::Store;

@@ -46,6 +46,7 @@ mod schedules;
 mod schema;
 mod sessions;
 mod spin;
+mod sql;
 mod store;
 mod tokens;
 mod turn_view;
@@ -55,7 +56,7 @@ pub use approvals::{ApprovalDecision, ApprovalRow, ApprovalStatus, DecideOutcome
 pub use attachments::{AttachmentRow, NewAttachment, UploadOutcome};
 pub use children::{ChildDelivery, DELEGATED_BY, DeliveringChild, ParkOutcome, delegated_by};
 pub use closing::{PlanCheck, PlanNotice, RunClosing, RunEndOutcome};
-pub use config::{BatchMode, Config, Fault, FaultInjector, Quotas, Synchronous};
+pub use config::{BatchMode, Config, DatabaseUrl, Fault, FaultInjector, Quotas, Synchronous};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use effects::CallEffect;
 pub use elicitations::{

@@ -1,6 +1,8 @@
 //! The log: `session_events`, the canonical record of each session.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::params;
+use crate::schema::Engine;
+use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::{EventId, NewEvent, SessionEvent, SessionId};
 
 use crate::Store;
@@ -78,11 +80,19 @@ pub(crate) fn insert_rows_of_key(
     // `newest_pi_entry_id`): checked at every append the tests make.
     #[cfg(debug_assertions)]
     let mut newest_mark = newest_pi_entry_id(connection, session_key)?;
-    let mut insert = connection.prepare_cached(
-        "INSERT INTO session_events
-             (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?;
+    // SQLite names the new row's id without a RETURNING clause, which costs it more.
+    let mut insert = connection.prepare_cached(match connection.engine() {
+        Engine::Sqlite => {
+            "INSERT INTO session_events
+                 (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+        }
+        Engine::Postgres => {
+            "INSERT INTO session_events
+                 (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id"
+        }
+    })?;
     let mut placed = Vec::with_capacity(rows.len());
     for (row_idx, row) in rows.iter().enumerate() {
         let seq = last_seq + 1 + row_idx as i64;
@@ -94,7 +104,7 @@ pub(crate) fn insert_rows_of_key(
             );
             newest_mark = Some(entry_id);
         }
-        insert.execute(params![
+        let values = params![
             session_key,
             seq,
             row.kind,
@@ -105,8 +115,15 @@ pub(crate) fn insert_rows_of_key(
             row.run_id,
             row.pi_entry_id,
             row.created_at_ms,
-        ])?;
-        placed.push((EventId(connection.last_insert_rowid()), seq));
+        ];
+        let id = match connection.sqlite() {
+            Some(sqlite) => {
+                insert.execute(values)?;
+                sqlite.last_insert_rowid()
+            }
+            None => insert.query_row(values, |row| row.get(0))?,
+        };
+        placed.push((EventId(id), seq));
     }
     Ok(placed)
 }
@@ -166,10 +183,7 @@ pub(crate) fn stored_events(
 pub(crate) const EVENT_COLUMNS: &str =
     "id, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at";
 
-pub(crate) fn event_from_row(
-    session_id: SessionId,
-    row: &Row<'_>,
-) -> rusqlite::Result<Result<SessionEvent>> {
+pub(crate) fn event_from_row(session_id: SessionId, row: &Row<'_>) -> Result<Result<SessionEvent>> {
     let role: Option<String> = row.get(3)?;
     let content: String = row.get(5)?;
     let meta: String = row.get(6)?;
@@ -238,7 +252,7 @@ pub(crate) fn read_event_ranges(
     ranges: &[(i64, i64)],
 ) -> Result<Vec<SessionEvent>> {
     // One snapshot for all of them.
-    let snapshot = connection.unchecked_transaction()?;
+    let snapshot = connection.snapshot()?;
     let mut events: Vec<SessionEvent> = Vec::new();
     let mut sorted = ranges.to_vec();
     sorted.sort_unstable();
@@ -281,10 +295,10 @@ pub(crate) const NEWEST_PI_ENTRY_ID: &str = "SELECT pi_entry_id FROM session_eve
 /// kept, which would cost every projected event an entry on a leaf of its session's
 /// (migration 7 drops the one there was).
 fn newest_pi_entry_id(connection: &Connection, session_key: i64) -> Result<Option<i64>> {
-    Ok(connection
+    connection
         .prepare_cached(NEWEST_PI_ENTRY_ID)?
         .query_row(params![session_key], |row| row.get(0))
-        .optional()?)
+        .optional()
 }
 
 /// The session's highest seq, 0 for an empty log.
@@ -293,9 +307,9 @@ pub(crate) fn last_seq(connection: &Connection, session_id: SessionId) -> Result
 }
 
 pub(crate) fn last_seq_of_key(connection: &Connection, session_key: i64) -> Result<i64> {
-    Ok(connection
+    connection
         .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_key = ?1")?
-        .query_row(params![session_key], |row| row.get(0))?)
+        .query_row(params![session_key], |row| row.get(0))
 }
 
 /// Clears the `pi_entry_id` marks above `entry_id`: the store was lost or restored from an older
@@ -307,12 +321,12 @@ pub(crate) fn clear_pi_entry_ids_above(
     entry_id: i64,
 ) -> Result<usize> {
     let session_key = key_for_write(connection, session_id)?;
-    Ok(connection
+    connection
         .prepare_cached(
             "UPDATE session_events SET pi_entry_id = NULL
              WHERE session_key = ?1 AND pi_entry_id > ?2",
         )?
-        .execute(params![session_key, entry_id])?)
+        .execute(params![session_key, entry_id])
 }
 
 /// The session's newest message written by a user or a trigger (the message a continuation
@@ -388,13 +402,13 @@ pub(crate) fn has_tool_result(
     tool_call_id: &str,
 ) -> Result<bool> {
     let session_key = key_for_read(connection, session_id)?;
-    Ok(connection
+    connection
         .prepare_cached(
             "SELECT EXISTS (SELECT 1 FROM session_events
              WHERE session_key = ?1 AND type = 'tool_result'
                  AND json_extract(content, '$.tool_call_id') = ?2)",
         )?
-        .query_row(params![session_key, tool_call_id], |row| row.get(0))?)
+        .query_row(params![session_key, tool_call_id], |row| row.get(0))
 }
 
 impl Store {

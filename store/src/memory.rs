@@ -1,7 +1,8 @@
 //! Memory files: what an agent keeps under `~/memory/`, one row of `memory_files` per file,
 //! scoped to the account.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension};
 use seed_events::AccountId;
 
 use crate::effects::{self, CallEffect};
@@ -136,10 +137,10 @@ pub(crate) fn read_memory(
     path: &str,
 ) -> Result<Option<String>> {
     validate_path(path)?;
-    Ok(connection
+    connection
         .prepare_cached("SELECT content FROM memory_files WHERE account_id = ?1 AND path = ?2")?
         .query_row(params![account_id.to_string(), path], |row| row.get(0))
-        .optional()?)
+        .optional()
 }
 
 /// The account's memory files, sorted by path (byte order).

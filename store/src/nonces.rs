@@ -6,7 +6,8 @@
 //! Each signed write checks first (the session is the account's, the queue has room), then
 //! takes the nonce, then writes: a rejection is a value, returned before anything was written.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension};
 use seed_events::{AccountId, NewEvent, Queue, RunId, SessionEvent, SessionId};
 
 use crate::{NewSession, Result, RunRow, Store, runs, sessions};
@@ -87,16 +88,16 @@ pub(crate) fn queued_runs_of_account(
     connection: &Connection,
     account_id: AccountId,
 ) -> Result<i64> {
-    Ok(connection
+    connection
         .prepare_cached("SELECT count(*) FROM runs WHERE account_id = ?1 AND status = 'queued'")?
-        .query_row(params![account_id.to_string()], |row| row.get(0))?)
+        .query_row(params![account_id.to_string()], |row| row.get(0))
 }
 
 /// Deletes the nonces whose signatures can no longer be accepted.
 pub(crate) fn prune_nonces(connection: &Connection, now_ms: i64) -> Result<usize> {
-    Ok(connection
+    connection
         .prepare_cached("DELETE FROM request_nonces WHERE expires_at < ?1")?
-        .execute(params![now_ms])?)
+        .execute(params![now_ms])
 }
 
 impl Store {

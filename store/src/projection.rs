@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use seed_durable::Append;
 use seed_events::body::kind;
 use seed_events::{EventBody, NewEvent, SessionEvent, SessionId};

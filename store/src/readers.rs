@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::sql::Connection;
 use crossbeam_channel::Sender;
 use futures::channel::oneshot;
-use rusqlite::Connection;
 
 use crate::spin::Replies;
 use crate::{Config, Error, Result};
@@ -28,7 +28,9 @@ impl Readers {
         if config.inline {
             return Ok(Readers {
                 sender: None,
-                inline: Some(std::sync::Mutex::new(crate::schema::open_reader(config)?)),
+                inline: Some(std::sync::Mutex::new(crate::sql::Connection::open_reader(
+                    config,
+                )?)),
                 threads: Vec::new(),
                 replies,
             });
@@ -36,7 +38,7 @@ impl Readers {
         let (sender, receiver) = crossbeam_channel::unbounded::<ReadJob>();
         let mut threads = Vec::new();
         for reader_idx in 0..config.n_readers.max(1) {
-            let connection = crate::schema::open_reader(config)?;
+            let connection = crate::sql::Connection::open_reader(config)?;
             let receiver = receiver.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("seed-store-reader-{reader_idx}"))

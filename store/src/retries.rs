@@ -2,7 +2,8 @@
 //! successor's copied message whose run a crash took) gets a run of its own again. The checks
 //! and the new run are one transaction, so a message never has two open runs.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension};
 use seed_events::body::kind;
 use seed_events::{AccountId, EventId, Queue, RunId, SessionEvent, SessionId};
 

@@ -4,7 +4,8 @@
 mod claim;
 mod sweep;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::{EventId, NewEvent, Queue, RunId, RunResult, RunStatus, SessionEvent, SessionId};
 
 use crate::error::collect_rows;
@@ -147,7 +148,7 @@ macro_rules! run_is_open {
 }
 pub(crate) use run_is_open;
 
-pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<RunRow>> {
+pub(crate) fn run_from_row(row: &Row<'_>) -> Result<Result<RunRow>> {
     let id: String = row.get(0)?;
     let session_id: String = row.get(1)?;
     let queue: String = row.get(2)?;
@@ -239,7 +240,7 @@ pub(crate) fn list_running(connection: &Connection) -> Result<Vec<RunRow>> {
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running' ORDER BY rowid"
     ))?;
-    collect_rows(statement.query_map([], run_from_row)?)
+    collect_rows(statement.query_map(params![], run_from_row)?)
 }
 
 /// Every run not in a terminal state (queued, running or parked), oldest first.
@@ -251,7 +252,7 @@ pub(crate) fn list_open(connection: &Connection) -> Result<Vec<RunRow>> {
         run_is_open!(),
         " ORDER BY rowid"
     ))?;
-    collect_rows(statement.query_map([], run_from_row)?)
+    collect_rows(statement.query_map(params![], run_from_row)?)
 }
 
 /// The session's newest `limit` runs (all of them for `None`), oldest first.
@@ -311,7 +312,7 @@ pub(crate) fn sessions_with_open_runs(connection: &Connection) -> Result<Vec<Ses
         run_is_open!(),
         " GROUP BY session_id ORDER BY MIN(rowid)"
     ))?;
-    let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+    let rows = statement.query_map(params![], |row| row.get::<_, String>(0))?;
     let mut session_ids = Vec::new();
     for row in rows {
         session_ids.push(Error::parse_column("runs", &row?)?);
@@ -494,7 +495,7 @@ mod tests {
     use crate::schema::{database_with_a_session, new_database};
 
     fn builds_a_temporary_btree(connection: &Connection, sql: &str) -> bool {
-        crate::schema::program(connection, sql)
+        crate::schema::program(connection.sqlite().expect("a SQLite connection"), sql)
             .iter()
             .any(|op| op == "OpenEphemeral")
     }
@@ -513,7 +514,8 @@ mod tests {
                 serde_json::json!({"text": "hello"}),
                 now_ms,
             );
-            let before = connection.total_changes();
+            let sqlite = connection.sqlite().expect("a SQLite connection");
+            let before = sqlite.total_changes();
             let (_, run) = send_user_message(
                 &connection,
                 session_id,
@@ -524,7 +526,7 @@ mod tests {
                 Some(&ClaimFor::unshared("boot-a")),
             )
             .expect("sent");
-            (run, connection.total_changes() - before)
+            (run, sqlite.total_changes() - before)
         };
         let (started, n_rows) = send(1, 10);
         assert_eq!(
@@ -612,7 +614,7 @@ mod tests {
                 .execute(
                     "INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
                      VALUES (?1, 'ses', 'interactive', ?1, 0, 0)",
-                    [status.as_str()],
+                    params![status.as_str()],
                 )
                 .expect("a run");
         }
@@ -624,7 +626,7 @@ mod tests {
             ))
             .expect("the query");
         let open: Vec<String> = statement
-            .query_map([], |row| row.get(0))
+            .query_map(params![], |row| row.get(0))
             .and_then(Iterator::collect)
             .expect("the open runs");
         let expected: Vec<String> = RunStatus::ALL

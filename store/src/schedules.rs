@@ -4,7 +4,8 @@
 //! leaves either all of a firing or none of it, so no occurrence fires twice and none is lost.
 //! The rules of when a wake-up is due are pure (`seed_events::schedule`).
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::schedule::{ScheduleKind, Wakeup, When, describe};
 use seed_events::{
     AccountId, EventRole, MessageBody, NewEvent, Queue, RunId, ScheduleId, SessionEvent, SessionId,
@@ -70,7 +71,7 @@ pub struct FiredWakeup {
 const SCHEDULE_COLUMNS: &str = "id, session_id, kind, spec, note, next_due_at, created_by_call_id, \
      fired, last_fired_at, ended, created_at";
 
-fn schedule_from_row(row: &Row<'_>) -> rusqlite::Result<Result<ScheduleRow>> {
+fn schedule_from_row(row: &Row<'_>) -> Result<Result<ScheduleRow>> {
     let id: String = row.get(0)?;
     let session_id: String = row.get(1)?;
     let kind: String = row.get(2)?;
@@ -198,9 +199,9 @@ fn cancel(
 
 /// The soonest a schedule is due, if any is still to fire.
 fn next_due(connection: &Connection) -> Result<Option<i64>> {
-    Ok(connection
+    connection
         .prepare_cached("SELECT MIN(next_due_at) FROM schedules WHERE ended IS NULL")?
-        .query_row([], |row| row.get(0))?)
+        .query_row(params![], |row| row.get(0))
 }
 
 /// Fires the schedules due at `now_ms`, soonest first, one per id in `run_ids` at most: for

@@ -341,11 +341,11 @@ pub fn apply_pragmas(connection: &Connection, config: &Config) -> Result<()> {
 
 /// A new database in a temporary dir: what a test of the store's statements starts from.
 #[cfg(test)]
-pub(crate) fn new_database() -> (tempfile::TempDir, Connection) {
+pub(crate) fn new_database() -> (tempfile::TempDir, crate::sql::Connection) {
     let dir = tempfile::tempdir().expect("a temporary dir");
     let connection =
         open_writer(&Config::new(dir.path().join("agents.db"))).expect("a new database");
-    (dir, connection)
+    (dir, connection.into())
 }
 
 /// The SQL that stores the account `account_id` and its session `session_id`.
@@ -360,7 +360,9 @@ pub(crate) fn account_and_session(account_id: &str, session_id: &str) -> String 
 
 /// [`new_database`] holding the account `acc` and its session `session_id`.
 #[cfg(test)]
-pub(crate) fn database_with_a_session(session_id: &str) -> (tempfile::TempDir, Connection) {
+pub(crate) fn database_with_a_session(
+    session_id: &str,
+) -> (tempfile::TempDir, crate::sql::Connection) {
     let (dir, connection) = new_database();
     connection
         .execute_batch(&account_and_session("acc", session_id))

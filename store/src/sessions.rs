@@ -3,7 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::{AccountId, SessionId, UnknownName};
 
 use crate::Store;
@@ -138,7 +139,6 @@ pub(crate) fn get_account(connection: &Connection, id: AccountId) -> Result<Opti
             })
         })
         .optional()
-        .map_err(Error::from)
 }
 
 pub(crate) fn insert_session(connection: &Connection, session: &NewSession) -> Result<()> {
@@ -167,7 +167,7 @@ pub(crate) fn insert_session(connection: &Connection, session: &NewSession) -> R
 const SESSION_COLUMNS: &str = "id, account_id, title, description, title_source, model_override,
      reasoning_level, plan, parent_session_id, created_at, updated_at";
 
-fn session_from_row(row: &Row<'_>) -> rusqlite::Result<Result<SessionRow>> {
+fn session_from_row(row: &Row<'_>) -> Result<Result<SessionRow>> {
     let id: String = row.get(0)?;
     let account_id: String = row.get(1)?;
     let title_source: String = row.get(4)?;
@@ -297,10 +297,10 @@ pub(crate) fn session_exists(connection: &Connection, id: SessionId) -> Result<b
 
 /// The session's integer key, by which the per-step tables refer to it.
 pub(crate) fn session_key(connection: &Connection, id: SessionId) -> Result<Option<i64>> {
-    Ok(connection
+    connection
         .prepare_cached("SELECT key FROM sessions WHERE id = ?1")?
         .query_row(params![id.to_string()], |row| row.get(0))
-        .optional()?)
+        .optional()
 }
 
 /// The session's plan as stored (`None` when it has none, or the session is gone).

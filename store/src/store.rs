@@ -6,7 +6,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rusqlite::Connection;
+use crate::params;
+use crate::sql::Connection;
 use seed_events::SessionId;
 
 use crate::readers::Readers;
@@ -39,7 +40,7 @@ impl fmt::Debug for Store {
 impl Store {
     /// Opens (creating if needed) the database, migrates it, and starts the writer and readers.
     pub fn open(config: Config) -> Result<Store> {
-        let connection = crate::schema::open_writer(&config)?;
+        let connection = crate::sql::Connection::open_writer(&config)?;
         // One count of waiting callers for both: a caller spins only while it waits alone.
         let replies = Arc::new(crate::spin::Replies::new(config.spin));
         let writer = Writer::start(connection, &config, Arc::clone(&replies))?;
@@ -135,8 +136,10 @@ impl Store {
     /// How many pages the database holds (`PRAGMA page_count`): its size in pages, as
     /// `Config::max_page_count` counts them.
     pub async fn page_count(&self) -> Result<u32> {
-        self.read(|connection| Ok(connection.query_row("PRAGMA page_count", [], |row| row.get(0))?))
-            .await
+        self.read(|connection| {
+            connection.query_row("PRAGMA page_count", params![], |row| row.get(0))
+        })
+        .await
     }
 
     /// SQLite's own checks of the file: `PRAGMA integrity_check` and `foreign_key_check`.
@@ -145,14 +148,14 @@ impl Store {
         self.read(|connection| {
             let mut problems = Vec::new();
             let mut integrity = connection.prepare("PRAGMA integrity_check")?;
-            for row in integrity.query_map([], |row| row.get::<_, String>(0))? {
+            for row in integrity.query_map(params![], |row| row.get::<_, String>(0))? {
                 let row = row?;
                 if row != "ok" {
                     problems.push(row);
                 }
             }
             let mut foreign_keys = connection.prepare("PRAGMA foreign_key_check")?;
-            for row in foreign_keys.query_map([], |row| {
+            for row in foreign_keys.query_map(params![], |row| {
                 Ok(format!(
                     "foreign key: {} row {} -> {}",
                     row.get::<_, String>(0)?,

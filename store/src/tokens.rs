@@ -3,7 +3,8 @@
 //! keeps browsers signed in and a request may reach any process that shares the database.
 //! Both go with their account (`ON DELETE CASCADE`).
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension};
 use seed_events::AccountId;
 
 use crate::nonces::{NonceOutcome, RequestNonce, take_nonce};
@@ -211,9 +212,9 @@ impl Store {
     /// Tokens held, expired or not (a figure for metrics and tests).
     pub async fn count_tokens(&self) -> Result<i64> {
         self.read(|connection| {
-            Ok(connection
+            connection
                 .prepare_cached("SELECT COUNT(*) FROM bearer_tokens")?
-                .query_row([], |row| row.get(0))?)
+                .query_row(params![], |row| row.get(0))
         })
         .await
     }

@@ -1,7 +1,8 @@
 //! What a turn reads before it starts, in one read transaction: one snapshot of the session, its
 //! runs, its log and its account's memory, in one trip to a reader instead of one trip each.
 
-use rusqlite::{Connection, params};
+use crate::params;
+use crate::sql::Connection;
 use seed_events::{EventId, RunId, SessionEvent, SessionId};
 
 use crate::log::{EVENT_COLUMNS, event_from_row, last_seq_of_key, max_pi_entry_id};
@@ -48,7 +49,7 @@ impl Store {
     ) -> Result<Option<TurnView>> {
         self.read(move |connection| {
             // One snapshot for all of it.
-            let snapshot = connection.unchecked_transaction()?;
+            let snapshot = connection.snapshot()?;
             let Some(session) = get_session(connection, session_id)? else {
                 return Ok(None);
             };

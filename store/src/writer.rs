@@ -13,13 +13,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::sql::Connection;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use futures::channel::oneshot;
-use rusqlite::Connection;
 use seed_events::SessionId;
 
 use crate::checkpoint::Checkpointer;
 use crate::error::classify;
+use crate::params;
 use crate::spin::Replies;
 use crate::{BatchMode, Config, Error, Result};
 
@@ -222,10 +223,11 @@ impl Writer {
         let in_flight = Arc::new(AtomicUsize::new(0));
         // Inline (one thread for everything) and in memory (no WAL), SQLite checkpoints on
         // the writer's connection as usual.
-        let checkpointer = if config.inline || crate::memory_disk::is_memory(config) {
-            None
-        } else {
-            Some(Checkpointer::start(&connection, config)?)
+        let checkpointer = match connection.sqlite() {
+            Some(sqlite) if !config.inline && !crate::memory_disk::is_memory(config) => {
+                Some(Checkpointer::start(sqlite, config)?)
+            }
+            _ => None,
         };
         let core = Arc::new(Mutex::new(WriterCore {
             checkpointer,
@@ -517,7 +519,10 @@ struct WriterCore {
 impl WriterCore {
     /// A fenced store is left as a crashed process leaves it: WAL not checkpointed on close.
     fn skip_close_checkpoint(&self) {
-        if let Err(error) = self.connection.set_db_config(
+        let Some(sqlite) = self.connection.sqlite() else {
+            return;
+        };
+        if let Err(error) = sqlite.set_db_config(
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
         ) {
@@ -529,8 +534,10 @@ impl WriterCore {
     /// that falls to the writer: it delays the next group only.
     fn commit_and_checkpoint(&self, group: Vec<Box<dyn Job>>) {
         self.commit_group(group);
-        if let Some(checkpointer) = &self.checkpointer {
-            checkpointer.after_commit(&self.connection);
+        if let Some(checkpointer) = &self.checkpointer
+            && let Some(sqlite) = self.connection.sqlite()
+        {
+            checkpointer.after_commit(sqlite);
         }
     }
 
@@ -665,8 +672,11 @@ impl WriterCore {
 
     fn begin(&self) -> Result<()> {
         self.connection
-            .prepare_cached("BEGIN IMMEDIATE")?
-            .execute([])?;
+            .prepare_cached(match self.connection.engine() {
+                crate::Engine::Sqlite => "BEGIN IMMEDIATE",
+                crate::Engine::Postgres => "BEGIN",
+            })?
+            .execute(params![])?;
         Ok(())
     }
 
@@ -688,7 +698,9 @@ impl WriterCore {
             )));
         }
         let started = Instant::now();
-        self.connection.prepare_cached("COMMIT")?.execute([])?;
+        self.connection
+            .prepare_cached("COMMIT")?
+            .execute(params![])?;
         self.stats.commit_latency.observe(started.elapsed());
         Ok(())
     }
@@ -776,7 +788,7 @@ mod tests {
                 .await?;
             let n_rows: i64 = store
                 .read(|connection| {
-                    Ok(connection.query_row("SELECT count(*) FROM probe", [], |row| row.get(0))?)
+                    connection.query_row("SELECT count(*) FROM probe", params![], |row| row.get(0))
                 })
                 .await?;
             assert!(n_rows >= 1, "the write landed");

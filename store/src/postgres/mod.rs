@@ -4,6 +4,7 @@
 //! store's tables are the same on both engines (one list of versions,
 //! `crate::schema::VERSIONS`); the statements over them run on SQLite.
 
+pub(crate) mod connection;
 pub mod floor;
 pub(crate) mod schema;
 pub mod scratch;
@@ -43,10 +44,7 @@ impl Postgres {
     /// parse, a database that cannot be reached and a refused login are each an error here.
     /// Connections are in plain text (no TLS).
     pub async fn connect(url: &str) -> Result<Postgres> {
-        let mut config = tokio_postgres::Config::from_str(url).map_err(Error::Postgres)?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
+        let config = config(url)?;
         let manager = Manager::from_config(
             config,
             tokio_postgres::NoTls,
@@ -90,6 +88,16 @@ impl From<tokio_postgres::Error> for Error {
     fn from(error: tokio_postgres::Error) -> Self {
         Error::Postgres(error)
     }
+}
+
+/// The driver's settings for the database `url` names, with a timeout to connect when the URL
+/// has none.
+pub(crate) fn config(url: &str) -> Result<tokio_postgres::Config> {
+    let mut config = tokio_postgres::Config::from_str(url).map_err(Error::Postgres)?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    Ok(config)
 }
 
 /// A PostgreSQL error with its causes ("error connecting to server: Connection refused"): the

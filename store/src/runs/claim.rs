@@ -10,7 +10,8 @@
 //! counted in `runs_running_by_account`, an index of just the running runs, and only up to its
 //! share: a claim costs a few seeks per waiting account, whatever the length of the queue.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::params;
+use crate::sql::{Connection, OptionalExtension};
 use seed_events::{Queue, RunId, RunStatus, SessionId};
 
 use super::{RUN_COLUMNS_COUNT, RunRow, run_columns, run_from_row};
@@ -107,7 +108,7 @@ pub(crate) const SESSION_FREE_FOR_NEW_RUN: &str = concat!(
 fn waiting_accounts(connection: &Connection) -> Result<Vec<Option<String>>> {
     let first: Option<Option<String>> = connection
         .prepare_cached(FIRST_WAITING_ACCOUNT)?
-        .query_row([], |row| row.get(0))
+        .query_row(params![], |row| row.get(0))
         .optional()?;
     let Some(first) = first else {
         return Ok(Vec::new());

@@ -1,7 +1,8 @@
 //! The boot sweep over runs: what a previous process left `running` goes back to the queue,
 //! or, cut off by too many restarts, is left for the runtime to fail.
 
-use rusqlite::{Connection, params};
+use crate::params;
+use crate::sql::Connection;
 use seed_events::RunStatus;
 
 use super::{RUN_COLUMNS, RUN_COLUMNS_COUNT, RunRow, run_from_row};
@@ -30,7 +31,7 @@ pub(crate) fn requeue_running(
     let mut listed = connection.prepare_cached(&format!(
         "SELECT {RUN_COLUMNS}, restarts FROM runs WHERE status = 'running' ORDER BY rowid"
     ))?;
-    let running = collect_rows(listed.query_map([], |row| {
+    let running = collect_rows(listed.query_map(params![], |row| {
         let restarts: i64 = row.get(RUN_COLUMNS_COUNT)?;
         Ok(run_from_row(row)?.map(|run| (run, restarts + 1)))
     })?)?;

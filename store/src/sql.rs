@@ -1,0 +1,664 @@
+//! One body of SQL, two engines. Every store function is a plain function over a
+//! [`Connection`], which is SQLite's connection or a PostgreSQL one, and speaks the SQL both
+//! engines read: `?N` placeholders (rewritten to PostgreSQL's `$N` once per statement text),
+//! `ON CONFLICT` for SQLite's `OR IGNORE`/`OR REPLACE`, `RETURNING`, `CASE`. The few statements
+//! that cannot be shared name both texts ([`Connection::engine`]).
+//!
+//! The API is the small part of rusqlite's the store uses (`prepare_cached`, `execute`,
+//! `query_row`, `query_map`, `optional`), so a function reads the same as it did over rusqlite;
+//! values cross as [`Value`] (the handful of types the schema holds), bound to SQLite through
+//! rusqlite and to PostgreSQL through tokio-postgres. On SQLite a call is one `match` away from
+//! rusqlite's own.
+
+use std::marker::PhantomData;
+
+use crate::postgres::connection::PgConnection;
+use crate::schema::Engine;
+use crate::{Config, Error, Result};
+
+/// A value bound to a statement or read from a row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Value<'a> {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(&'a str),
+    Blob(&'a [u8]),
+}
+
+impl Value<'_> {
+    fn kind(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Integer(_) => "integer",
+            Value::Real(_) => "real",
+            Value::Text(_) => "text",
+            Value::Blob(_) => "blob",
+        }
+    }
+}
+
+/// What may be bound to a statement's parameter.
+pub(crate) trait ToSql {
+    fn to_sql(&self) -> Value<'_>;
+}
+
+/// The parameters of a statement, as [`params!`](crate::params) makes them.
+pub(crate) type Params<'p> = &'p [&'p dyn ToSql];
+
+/// The parameters of a statement: `params![a, b]`, or `params![]` for none.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! params {
+    () => {
+        &[] as &[&dyn $crate::sql::ToSql]
+    };
+    ($($param:expr),+ $(,)?) => {
+        &[$(&$param as &dyn $crate::sql::ToSql),+] as &[&dyn $crate::sql::ToSql]
+    };
+}
+
+impl ToSql for i64 {
+    fn to_sql(&self) -> Value<'_> {
+        Value::Integer(*self)
+    }
+}
+
+macro_rules! integer_to_sql {
+    ($($t:ty),*) => {$(
+        impl ToSql for $t {
+            fn to_sql(&self) -> Value<'_> {
+                Value::Integer(i64::from(*self))
+            }
+        }
+    )*};
+}
+integer_to_sql!(i32, u32, u16, u8, bool);
+
+impl ToSql for usize {
+    fn to_sql(&self) -> Value<'_> {
+        // Counts and sizes in memory; none comes near i64::MAX.
+        Value::Integer(i64::try_from(*self).unwrap_or(i64::MAX))
+    }
+}
+
+impl ToSql for u64 {
+    fn to_sql(&self) -> Value<'_> {
+        Value::Integer(i64::try_from(*self).unwrap_or(i64::MAX))
+    }
+}
+
+impl ToSql for f64 {
+    fn to_sql(&self) -> Value<'_> {
+        Value::Real(*self)
+    }
+}
+
+impl ToSql for str {
+    fn to_sql(&self) -> Value<'_> {
+        Value::Text(self)
+    }
+}
+
+impl ToSql for String {
+    fn to_sql(&self) -> Value<'_> {
+        Value::Text(self)
+    }
+}
+
+impl ToSql for [u8] {
+    fn to_sql(&self) -> Value<'_> {
+        Value::Blob(self)
+    }
+}
+
+impl ToSql for Vec<u8> {
+    fn to_sql(&self) -> Value<'_> {
+        Value::Blob(self)
+    }
+}
+
+impl<T: ToSql + ?Sized> ToSql for &T {
+    fn to_sql(&self) -> Value<'_> {
+        (**self).to_sql()
+    }
+}
+
+impl<T: ToSql + ?Sized> ToSql for Box<T> {
+    fn to_sql(&self) -> Value<'_> {
+        (**self).to_sql()
+    }
+}
+
+impl<T: ToSql> ToSql for Option<T> {
+    fn to_sql(&self) -> Value<'_> {
+        match self {
+            Some(value) => value.to_sql(),
+            None => Value::Null,
+        }
+    }
+}
+
+impl ToSql for Value<'_> {
+    fn to_sql(&self) -> Value<'_> {
+        *self
+    }
+}
+
+/// What may be read from a row's column.
+pub(crate) trait FromSql: Sized {
+    /// `Err` says what was found instead.
+    fn from_sql(value: Value<'_>) -> std::result::Result<Self, String>;
+}
+
+fn mismatch<T>(wanted: &str, found: Value<'_>) -> std::result::Result<T, String> {
+    Err(format!("expected {wanted}, found {}", found.kind()))
+}
+
+impl FromSql for i64 {
+    fn from_sql(value: Value<'_>) -> std::result::Result<Self, String> {
+        match value {
+            Value::Integer(n) => Ok(n),
+            other => mismatch("an integer", other),
+        }
+    }
+}
+
+macro_rules! integer_from_sql {
+    ($($t:ty),*) => {$(
+        impl FromSql for $t {
+            fn from_sql(value: Value<'_>) -> std::result::Result<Self, String> {
+                let n = i64::from_sql(value)?;
+                <$t>::try_from(n).map_err(|_| format!("{n} is out of range for {}", stringify!($t)))
+            }
+        }
+    )*};
+}
+integer_from_sql!(i32, u32, u16, u8, u64, usize);
+
+impl FromSql for bool {
+    fn from_sql(value: Value<'_>) -> std::result::Result<Self, String> {
+        Ok(i64::from_sql(value)? != 0)
+    }
+}
+
+impl FromSql for f64 {
+    fn from_sql(value: Value<'_>) -> std::result::Result<Self, String> {
+        match value {
+            Value::Real(x) => Ok(x),
+            #[expect(
+                clippy::cast_precision_loss,
+                reason = "as SQLite reads an integer as real"
+            )]
+            Value::Integer(n) => Ok(n as f64),
+            other => mismatch("a number", other),
+        }
+    }
+}
+
+impl FromSql for String {
+    fn from_sql(value: Value<'_>) -> std::result::Result<Self, String> {
+        match value {
+            Value::Text(text) => Ok(text.to_owned()),
+            other => mismatch("text", other),
+        }
+    }
+}
+
+impl FromSql for Vec<u8> {
+    fn from_sql(value: Value<'_>) -> std::result::Result<Self, String> {
+        match value {
+            Value::Blob(bytes) => Ok(bytes.to_vec()),
+            Value::Text(text) => Ok(text.as_bytes().to_vec()),
+            other => mismatch("a blob", other),
+        }
+    }
+}
+
+impl<T: FromSql> FromSql for Option<T> {
+    fn from_sql(value: Value<'_>) -> std::result::Result<Self, String> {
+        match value {
+            Value::Null => Ok(None),
+            other => T::from_sql(other).map(Some),
+        }
+    }
+}
+
+/// A connection to the store's database, on either engine. It lives on one thread at a time.
+pub(crate) enum Connection {
+    Sqlite(rusqlite::Connection),
+    Postgres(PgConnection),
+}
+
+impl From<rusqlite::Connection> for Connection {
+    fn from(connection: rusqlite::Connection) -> Self {
+        Connection::Sqlite(connection)
+    }
+}
+
+impl Connection {
+    /// Opens the writer's connection to the database `config` names, bringing its schema up
+    /// to date.
+    pub(crate) fn open_writer(config: &Config) -> Result<Connection> {
+        match &config.database {
+            Some(url) => {
+                let mut connection = PgConnection::connect(&url.0)?;
+                connection.migrate()?;
+                Ok(Connection::Postgres(connection))
+            }
+            None => Ok(Connection::Sqlite(crate::schema::open_writer(config)?)),
+        }
+    }
+
+    /// Opens a read-only connection to a database the writer has set up.
+    pub(crate) fn open_reader(config: &Config) -> Result<Connection> {
+        match &config.database {
+            Some(url) => {
+                let connection = PgConnection::connect(&url.0)?;
+                connection.batch_execute("SET default_transaction_read_only = on")?;
+                Ok(Connection::Postgres(connection))
+            }
+            None => Ok(Connection::Sqlite(crate::schema::open_reader(config)?)),
+        }
+    }
+
+    pub(crate) fn engine(&self) -> Engine {
+        match self {
+            Connection::Sqlite(_) => Engine::Sqlite,
+            Connection::Postgres(_) => Engine::Postgres,
+        }
+    }
+
+    /// SQLite's own connection, for what only SQLite has (pragmas, the WAL, hooks).
+    pub(crate) fn sqlite(&self) -> Option<&rusqlite::Connection> {
+        match self {
+            Connection::Sqlite(connection) => Some(connection),
+            Connection::Postgres(_) => None,
+        }
+    }
+
+    /// Whether no transaction is open. On PostgreSQL the store opens and ends every
+    /// transaction itself, so this is only asked of SQLite, which may roll one back on its
+    /// own (a full disk): there it is always `false`.
+    pub(crate) fn is_autocommit(&self) -> bool {
+        match self {
+            Connection::Sqlite(connection) => connection.is_autocommit(),
+            Connection::Postgres(_) => false,
+        }
+    }
+
+    /// A statement kept prepared on this connection for its text.
+    pub(crate) fn prepare_cached(&self, sql: &str) -> Result<Statement<'_>> {
+        Ok(Statement {
+            inner: match self {
+                Connection::Sqlite(connection) => {
+                    StatementInner::SqliteCached(connection.prepare_cached(sql)?)
+                }
+                Connection::Postgres(connection) => StatementInner::Postgres {
+                    statement: connection.prepare_cached(sql)?,
+                    connection,
+                },
+            },
+        })
+    }
+
+    /// A statement prepared for one use (a text made at run time).
+    pub(crate) fn prepare(&self, sql: &str) -> Result<Statement<'_>> {
+        Ok(Statement {
+            inner: match self {
+                Connection::Sqlite(connection) => StatementInner::Sqlite(connection.prepare(sql)?),
+                Connection::Postgres(connection) => StatementInner::Postgres {
+                    statement: connection.prepare(sql)?,
+                    connection,
+                },
+            },
+        })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize> {
+        self.prepare(sql)?.execute(params)
+    }
+
+    pub(crate) fn query_row<T, F>(&self, sql: &str, params: Params<'_>, f: F) -> Result<T>
+    where
+        F: FnOnce(&Row<'_>) -> Result<T>,
+    {
+        self.prepare(sql)?.query_row(params, f)
+    }
+
+    /// Runs statements that take no parameters and return no rows, separated by `;`.
+    pub(crate) fn execute_batch(&self, sql: &str) -> Result<()> {
+        match self {
+            Connection::Sqlite(connection) => Ok(connection.execute_batch(sql)?),
+            Connection::Postgres(connection) => connection.batch_execute(sql),
+        }
+    }
+
+    /// A read-only view of the database as of now, for reads that must agree with each other:
+    /// a transaction rolled back when the snapshot is dropped.
+    pub(crate) fn snapshot(&self) -> Result<Snapshot<'_>> {
+        self.execute_batch(match self.engine() {
+            Engine::Sqlite => "BEGIN DEFERRED",
+            Engine::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        })?;
+        Ok(Snapshot {
+            connection: self,
+            open: true,
+        })
+    }
+}
+
+/// A transaction of reads, rolled back when dropped ([`Connection::snapshot`]).
+pub(crate) struct Snapshot<'c> {
+    connection: &'c Connection,
+    open: bool,
+}
+
+impl Snapshot<'_> {
+    /// Ends the snapshot, saying whether its transaction ended cleanly.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        self.open = false;
+        self.connection.execute_batch("COMMIT")
+    }
+}
+
+impl std::ops::Deref for Snapshot<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.connection
+    }
+}
+
+impl Drop for Snapshot<'_> {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        // Nothing was written; a connection that cannot roll back is broken for its next use,
+        // which will say so.
+        let _ = self.connection.execute_batch("ROLLBACK");
+    }
+}
+
+/// A prepared statement.
+pub(crate) struct Statement<'c> {
+    inner: StatementInner<'c>,
+}
+
+enum StatementInner<'c> {
+    SqliteCached(rusqlite::CachedStatement<'c>),
+    Sqlite(rusqlite::Statement<'c>),
+    Postgres {
+        connection: &'c PgConnection,
+        statement: tokio_postgres::Statement,
+    },
+}
+
+/// SQLite's binding of a [`Value`].
+impl rusqlite::ToSql for Value<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::ValueRef;
+        Ok(rusqlite::types::ToSqlOutput::Borrowed(match *self {
+            Value::Null => ValueRef::Null,
+            Value::Integer(n) => ValueRef::Integer(n),
+            Value::Real(x) => ValueRef::Real(x),
+            Value::Text(text) => ValueRef::Text(text.as_bytes()),
+            Value::Blob(bytes) => ValueRef::Blob(bytes),
+        }))
+    }
+}
+
+fn sqlite_params<'p>(
+    params: Params<'p>,
+) -> rusqlite::ParamsFromIter<impl Iterator<Item = Value<'p>>> {
+    rusqlite::params_from_iter(params.iter().map(|param| param.to_sql()))
+}
+
+impl<'c> Statement<'c> {
+    /// Runs the statement; returns how many rows it changed.
+    pub(crate) fn execute(&mut self, params: Params<'_>) -> Result<usize> {
+        match &mut self.inner {
+            StatementInner::SqliteCached(statement) => {
+                Ok(statement.execute(sqlite_params(params))?)
+            }
+            StatementInner::Sqlite(statement) => Ok(statement.execute(sqlite_params(params))?),
+            StatementInner::Postgres {
+                connection,
+                statement,
+            } => connection.execute(statement, params),
+        }
+    }
+
+    /// The first row's `f`; [`Error::NoRows`] when there is none.
+    pub(crate) fn query_row<T, F>(&mut self, params: Params<'_>, f: F) -> Result<T>
+    where
+        F: FnOnce(&Row<'_>) -> Result<T>,
+    {
+        let mut rows = self.query(params)?;
+        match rows.next()? {
+            Some(row) => f(&row),
+            None => Err(Error::NoRows),
+        }
+    }
+
+    /// `f` of each row, in order.
+    pub(crate) fn query_map<T, F>(&mut self, params: Params<'_>, f: F) -> Result<MappedRows<'_, F>>
+    where
+        F: FnMut(&Row<'_>) -> Result<T>,
+    {
+        Ok(MappedRows {
+            rows: self.query(params)?,
+            f,
+        })
+    }
+
+    /// The rows, read one at a time with [`Rows::next`].
+    pub(crate) fn query(&mut self, params: Params<'_>) -> Result<Rows<'_>> {
+        let inner = match &mut self.inner {
+            StatementInner::SqliteCached(statement) => {
+                RowsInner::Sqlite(statement.query(sqlite_params(params))?)
+            }
+            StatementInner::Sqlite(statement) => {
+                RowsInner::Sqlite(statement.query(sqlite_params(params))?)
+            }
+            StatementInner::Postgres {
+                connection,
+                statement,
+            } => RowsInner::Postgres(connection.query(statement, params)?.into_iter()),
+        };
+        Ok(Rows { inner })
+    }
+}
+
+/// The rows of a query.
+pub(crate) struct Rows<'s> {
+    inner: RowsInner<'s>,
+}
+
+enum RowsInner<'s> {
+    Sqlite(rusqlite::Rows<'s>),
+    Postgres(std::vec::IntoIter<tokio_postgres::Row>),
+}
+
+/// One row of a query, read with [`Row::get`].
+pub(crate) struct Row<'r> {
+    inner: RowInner<'r>,
+}
+
+enum RowInner<'r> {
+    Sqlite(&'r rusqlite::Row<'r>),
+    Postgres(tokio_postgres::Row, PhantomData<&'r ()>),
+}
+
+impl Rows<'_> {
+    /// The next row, `None` after the last.
+    pub(crate) fn next(&mut self) -> Result<Option<Row<'_>>> {
+        Ok(match &mut self.inner {
+            RowsInner::Sqlite(rows) => rows.next()?.map(|row| Row {
+                inner: RowInner::Sqlite(row),
+            }),
+            RowsInner::Postgres(rows) => rows.next().map(|row| Row {
+                inner: RowInner::Postgres(row, PhantomData),
+            }),
+        })
+    }
+}
+
+impl Row<'_> {
+    /// The value of column `index` (from 0) as `T`; a value of another type is a corrupt row.
+    pub(crate) fn get<I: RowIndex, T: FromSql>(&self, index: I) -> Result<T> {
+        let index = index.index();
+        let converted = match &self.inner {
+            RowInner::Sqlite(row) => T::from_sql(sqlite_value(row.get_ref(index)?)),
+            RowInner::Postgres(row, _) => {
+                T::from_sql(crate::postgres::connection::column_value(row, index)?)
+            }
+        };
+        converted.map_err(|detail| Error::corrupt("row", format_args!("column {index}: {detail}")))
+    }
+}
+
+/// A column's place in a row (from 0), as rusqlite's `get` takes it.
+pub(crate) trait RowIndex {
+    fn index(self) -> usize;
+}
+
+impl RowIndex for usize {
+    fn index(self) -> usize {
+        self
+    }
+}
+
+fn sqlite_value(value: rusqlite::types::ValueRef<'_>) -> Value<'_> {
+    use rusqlite::types::ValueRef;
+    match value {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(n) => Value::Integer(n),
+        ValueRef::Real(x) => Value::Real(x),
+        // SQLite's text is UTF-8 as the store writes it; text that is not is read as a blob
+        // so that reading it as a string says the row is corrupt.
+        ValueRef::Text(text) => std::str::from_utf8(text).map_or(Value::Blob(text), Value::Text),
+        ValueRef::Blob(bytes) => Value::Blob(bytes),
+    }
+}
+
+/// `f` of each row of a query, an iterator of results.
+pub(crate) struct MappedRows<'s, F> {
+    rows: Rows<'s>,
+    f: F,
+}
+
+impl<T, F> Iterator for MappedRows<'_, F>
+where
+    F: FnMut(&Row<'_>) -> Result<T>,
+{
+    type Item = Result<T>;
+
+    fn next(&mut self) -> Option<Result<T>> {
+        match self.rows.next() {
+            Ok(Some(row)) => Some((self.f)(&row)),
+            Ok(None) => None,
+            Err(error) => Some(Err(error)),
+        }
+    }
+}
+
+/// `optional()` on a query's result: no row is `None`.
+pub(crate) trait OptionalExtension<T> {
+    fn optional(self) -> Result<Option<T>>;
+}
+
+impl<T> OptionalExtension<T> for Result<T> {
+    fn optional(self) -> Result<Option<T>> {
+        match self {
+            Ok(value) => Ok(Some(value)),
+            Err(Error::NoRows) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// PostgreSQL's text of a statement written with SQLite's `?N` placeholders: each `?N` outside
+/// a quoted string or identifier becomes `$N`.
+pub(crate) fn postgres_text(sql: &str) -> String {
+    let mut text = String::with_capacity(sql.len() + 8);
+    let mut quote: Option<char> = None;
+    for c in sql.chars() {
+        match quote {
+            Some(open) if c == open => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None if c == '?' => {
+                text.push('$');
+                continue;
+            }
+            None => {}
+        }
+        text.push(c);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_become_postgres_ones_outside_quotes() {
+        assert_eq!(
+            postgres_text("SELECT a FROM t WHERE b = ?1 AND c = '?2' AND \"?3\" = ?12"),
+            "SELECT a FROM t WHERE b = $1 AND c = '?2' AND \"?3\" = $12"
+        );
+        assert_eq!(
+            postgres_text("x = 'it''s ?1' OR y = ?2"),
+            "x = 'it''s ?1' OR y = $2"
+        );
+    }
+
+    #[test]
+    fn values_read_back_as_their_types_or_say_what_they_are() {
+        assert_eq!(i64::from_sql(Value::Integer(7)), Ok(7));
+        assert_eq!(Option::<i64>::from_sql(Value::Null), Ok(None));
+        assert_eq!(bool::from_sql(Value::Integer(1)), Ok(true));
+        assert_eq!(
+            String::from_sql(Value::Integer(1)),
+            Err("expected text, found integer".to_owned())
+        );
+        assert_eq!(
+            u8::from_sql(Value::Integer(300)),
+            Err("300 is out of range for u8".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_sqlite_connection_runs_the_shared_api() -> Result<()> {
+        let connection = Connection::from(rusqlite::Connection::open_in_memory()?);
+        connection.execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT, b BLOB)")?;
+        let inserted = connection
+            .prepare_cached("INSERT INTO t (v, b) VALUES (?1, ?2) ON CONFLICT DO NOTHING")?
+            .execute(crate::params!["one", vec![1_u8, 2]])?;
+        assert_eq!(inserted, 1);
+        connection.execute(
+            "INSERT INTO t (v) VALUES (?1)",
+            crate::params![None::<String>],
+        )?;
+        let values: Vec<(i64, Option<String>)> = connection
+            .prepare_cached("SELECT k, v FROM t ORDER BY k")?
+            .query_map(crate::params![], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<Result<_>>()?;
+        assert_eq!(values, vec![(1, Some("one".to_owned())), (2, None)]);
+        let missing = connection
+            .prepare_cached("SELECT v FROM t WHERE k = ?1")?
+            .query_row(crate::params![9], |row| row.get::<_, String>(0))
+            .optional()?;
+        assert_eq!(missing, None);
+        let blob: Vec<u8> =
+            connection.query_row("SELECT b FROM t WHERE k = 1", crate::params![], |row| {
+                row.get(0)
+            })?;
+        assert_eq!(blob, vec![1, 2]);
+        Ok(())
+    }
+}
