@@ -70,6 +70,7 @@ pub use memory_disk::MemoryDisk;
 pub use nonces::{ModelChange, NonceOutcome, RequestNonce, SendOutcome, SignedMessage};
 pub use postgres::Postgres;
 pub use postgres::floor as postgres_floor;
+pub use postgres::notices;
 pub use postgres::scratch::{ScratchDatabase, TEST_CLUSTER_VAR};
 pub use projection::Projection;
 pub use retries::{RetryOutcome, SignedRetry};

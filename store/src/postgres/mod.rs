@@ -6,6 +6,7 @@
 
 pub(crate) mod connection;
 pub mod floor;
+pub mod notices;
 pub(crate) mod schema;
 pub mod scratch;
 
