@@ -1,0 +1,224 @@
+//! Notices between nodes over PostgreSQL's LISTEN/NOTIFY: what one connection sends in a
+//! transaction reaches another connection's listener at commit, in order, and never when the
+//! transaction rolls back; a long text delta arrives as chunks that reassemble; a listener
+//! whose connection is cut yields a gap, then hears what comes after. Against the cluster
+//! SEED_TEST_DATABASE_URL names, each test in a database of its own.
+
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use seed_events::{RunId, RunStatus, SessionId};
+use seed_store::ScratchDatabase;
+use seed_store::notices::{
+    CHANNEL, Gap, Heard, Listener, NOTICES_BUFFERED_MAX_DEFAULT, NOTIFY_PAYLOAD_BYTES_MAX, Notice,
+    Notify, notify_sql,
+};
+use tokio_postgres::GenericClient;
+
+/// How long a test waits for a notice before it fails rather than hangs.
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// A connection of the test's own, driven by a task of its own.
+async fn connect(database: &ScratchDatabase) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(database.url(), tokio_postgres::NoTls)
+        .await
+        .expect("a connection to the test database");
+    tokio::spawn(connection);
+    client
+}
+
+async fn listen(database: &ScratchDatabase) -> Listener {
+    Listener::connect(database.url(), CHANNEL, NOTICES_BUFFERED_MAX_DEFAULT)
+        .await
+        .expect("a listener")
+}
+
+/// Sends `notice` over `client` (a connection or a transaction), as the writer would.
+async fn send(client: &impl GenericClient, notice: &Notice) {
+    for notify in notify_sql(CHANNEL, notice).expect("a notice that fits") {
+        let [channel, payload] = notify.params();
+        client
+            .execute(Notify::SQL, &[&channel, &payload])
+            .await
+            .expect("pg_notify");
+    }
+}
+
+/// What the listener yields next.
+async fn next(listener: &mut Listener) -> Heard {
+    tokio::time::timeout(HANG_GUARD, listener.next())
+        .await
+        .expect("the listener yields something within the hang guard")
+        .expect("a listener goes on until it is dropped")
+}
+
+fn events(session_key: i64, from_seq: i64) -> Notice {
+    Notice::EventsCommitted {
+        session_key,
+        from_seq,
+        to_seq: from_seq + 1,
+    }
+}
+
+#[tokio::test]
+async fn notices_of_a_transaction_arrive_at_its_commit_in_order() {
+    let database = ScratchDatabase::on_test_cluster();
+    let mut listener = listen(&database).await;
+    let mut writer = connect(&database).await;
+    let other = connect(&database).await;
+    let (session_id, run_id) = (SessionId::new_v7(), RunId::new_v7());
+    let in_transaction = [
+        events(1, 1),
+        Notice::TextDelta {
+            session_id,
+            run_id,
+            offset_bytes: 0,
+            chunk: "hello, world".to_owned(),
+        },
+        Notice::RunFinished {
+            session_id,
+            run_id,
+            status: RunStatus::Succeeded,
+        },
+        Notice::SessionChanged {
+            session_id,
+            reason: "title".to_owned(),
+        },
+    ];
+
+    let transaction = writer.transaction().await.expect("a transaction");
+    for notice in &in_transaction {
+        send(&transaction, notice).await;
+    }
+    // Committed while the transaction is still open: heard first.
+    let meanwhile = events(2, 1);
+    send(&other, &meanwhile).await;
+    transaction.commit().await.expect("the commit");
+    let after = events(1, 3);
+    send(&other, &after).await;
+
+    assert_eq!(next(&mut listener).await, Heard::Notice(meanwhile));
+    for notice in in_transaction {
+        assert_eq!(next(&mut listener).await, Heard::Notice(notice));
+    }
+    assert_eq!(next(&mut listener).await, Heard::Notice(after));
+}
+
+#[tokio::test]
+async fn notices_of_a_rolled_back_transaction_never_arrive() {
+    let database = ScratchDatabase::on_test_cluster();
+    let mut listener = listen(&database).await;
+    let mut writer = connect(&database).await;
+
+    let transaction = writer.transaction().await.expect("a transaction");
+    send(&transaction, &events(1, 1)).await;
+    send(&transaction, &events(1, 3)).await;
+    transaction.rollback().await.expect("the rollback");
+    // Notifications arrive in commit order, so what comes after the rolled-back ones shows
+    // they were not sent.
+    let committed = events(1, 5);
+    send(&writer, &committed).await;
+
+    assert_eq!(next(&mut listener).await, Heard::Notice(committed));
+}
+
+#[tokio::test]
+async fn a_long_text_delta_arrives_as_chunks_that_reassemble() {
+    let database = ScratchDatabase::on_test_cluster();
+    let mut listener = listen(&database).await;
+    let mut writer = connect(&database).await;
+
+    // PostgreSQL takes a payload of the limit and refuses one byte more.
+    let at_limit = "a".repeat(NOTIFY_PAYLOAD_BYTES_MAX);
+    writer
+        .execute(Notify::SQL, &[&"elsewhere", &at_limit])
+        .await
+        .expect("a payload of the limit is taken");
+    let past = writer
+        .execute(Notify::SQL, &[&"elsewhere", &format!("{at_limit}a")])
+        .await
+        .expect_err("one byte past the limit is refused");
+    assert!(
+        past.as_db_error()
+            .is_some_and(|error| error.message().contains("too long")),
+        "{past:?}"
+    );
+
+    // 20 000 bytes of one-, two-, three- and four-byte chars and the chars the payload
+    // escapes, so that chunks end inside what would be a char and inside an escape.
+    let pattern = ['a', ' ', 'é', '✓', '🦀', '\\', '\0', '\n'];
+    let mut text = String::new();
+    for c in pattern.iter().cycle() {
+        if text.len() + c.len_utf8() > 20_000 {
+            break;
+        }
+        text.push(*c);
+    }
+    while text.len() < 20_000 {
+        text.push('a');
+    }
+    let (session_id, run_id) = (SessionId::new_v7(), RunId::new_v7());
+    let offset_bytes = 1_234;
+    let delta = Notice::TextDelta {
+        session_id,
+        run_id,
+        offset_bytes,
+        chunk: text.clone(),
+    };
+    let n_payloads = delta.payloads().expect("a delta is split").len();
+    assert!(n_payloads >= 3, "{n_payloads} payloads for 20 000 bytes");
+    let transaction = writer.transaction().await.expect("a transaction");
+    send(&transaction, &delta).await;
+    transaction.commit().await.expect("the commit");
+
+    let mut reassembled = String::new();
+    for _ in 0..n_payloads {
+        let Heard::Notice(Notice::TextDelta {
+            session_id: chunk_session,
+            run_id: chunk_run,
+            offset_bytes: chunk_offset,
+            chunk,
+        }) = next(&mut listener).await
+        else {
+            panic!("a chunk of the delta");
+        };
+        assert_eq!((chunk_session, chunk_run), (session_id, run_id));
+        assert_eq!(
+            chunk_offset,
+            offset_bytes + reassembled.len() as u64,
+            "each chunk continues the one before"
+        );
+        reassembled.push_str(&chunk);
+    }
+    assert_eq!(reassembled.len(), text.len());
+    assert!(reassembled == text, "the chunks reassemble to the text");
+}
+
+#[tokio::test]
+async fn a_listener_whose_connection_is_cut_yields_a_gap_then_what_comes_after() {
+    let database = ScratchDatabase::on_test_cluster();
+    let mut listener = listen(&database).await;
+    let writer = connect(&database).await;
+
+    send(&writer, &events(1, 1)).await;
+    assert_eq!(next(&mut listener).await, Heard::Notice(events(1, 1)));
+
+    let terminated = writer
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()
+                 AND query LIKE 'LISTEN %'",
+            &[],
+        )
+        .await
+        .expect("the listener's connection ended");
+    assert_eq!(terminated.len(), 1, "one listener's connection to end");
+    assert!(
+        terminated[0].get::<_, bool>(0),
+        "the listener's connection ended"
+    );
+
+    assert_eq!(next(&mut listener).await, Heard::Gap(Gap::Reconnected));
+    send(&writer, &events(1, 3)).await;
+    assert_eq!(next(&mut listener).await, Heard::Notice(events(1, 3)));
+}
