@@ -173,9 +173,10 @@ pub(crate) fn park_on(
 ) -> Result<ParkOutcome> {
     connection
         .prepare_cached(
-            "INSERT OR IGNORE INTO approvals
+            "INSERT INTO approvals
                  (session_id, run_id, tool_call_id, verb, arguments, status, created_at, deadline_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7)",
+             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7)
+             ON CONFLICT DO NOTHING",
         )?
         .execute(params![
             approval.session_id.to_string(),

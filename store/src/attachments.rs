@@ -254,10 +254,10 @@ pub(crate) fn account_attachment_bytes(
 ) -> Result<i64> {
     connection
         .prepare_cached(
-            "SELECT coalesce(sum(size_bytes), 0) FROM (
+            "SELECT CAST(coalesce(sum(size_bytes), 0) AS BIGINT) FROM (
                  SELECT DISTINCT attachments.id, attachments.size_bytes
                  FROM attachments JOIN sessions ON sessions.id = attachments.session_id
-                 WHERE sessions.account_id = ?1)",
+                 WHERE sessions.account_id = ?1) AS owned",
         )?
         .query_row(params![account_id.to_string()], |row| row.get(0))
 }

@@ -1,6 +1,7 @@
 //! Continuation edges: `session_continuations`, one row per predecessor → successor.
 
 use crate::params;
+use crate::schema::Engine;
 use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::{ContinuationId, ContinuationLink, EventId, NewEvent, SessionEvent, SessionId};
 
@@ -187,15 +188,26 @@ pub(crate) fn edge_from_message(
 /// the edge with it; and a person may have written to the successor meanwhile, so it may have
 /// other runs. One indexed lookup per session. Oldest first.
 pub(crate) fn successors_without_their_run(connection: &Connection) -> Result<Vec<SessionId>> {
-    let mut statement = connection.prepare_cached(
-        "SELECT s.id FROM sessions s
-         JOIN session_events e ON e.session_key = s.key AND e.seq = 2
-         WHERE json_extract(e.meta, '$.continued_from') IS NOT NULL
-           AND NOT EXISTS (
-               SELECT 1 FROM runs r, json_each(r.user_event_ids) j
-               WHERE r.session_id = s.id AND j.value = e.id)
-         ORDER BY s.key",
-    )?;
+    let mut statement = connection.prepare_cached(match connection.engine() {
+        Engine::Sqlite => {
+            "SELECT s.id FROM sessions s
+             JOIN session_events e ON e.session_key = s.key AND e.seq = 2
+             WHERE json_extract(e.meta, '$.continued_from') IS NOT NULL
+               AND NOT EXISTS (
+                   SELECT 1 FROM runs r, json_each(r.user_event_ids) j
+                   WHERE r.session_id = s.id AND j.value = e.id)
+             ORDER BY s.key"
+        }
+        Engine::Postgres => {
+            "SELECT s.id FROM sessions s
+             JOIN session_events e ON e.session_key = s.key AND e.seq = 2
+             WHERE e.meta::json ->> 'continued_from' IS NOT NULL
+               AND NOT EXISTS (
+                   SELECT 1 FROM runs r, json_array_elements_text(r.user_event_ids::json) j
+                   WHERE r.session_id = s.id AND j.value = e.id::text)
+             ORDER BY s.key"
+        }
+    })?;
     let ids = statement.query_map(params![], |row| row.get::<_, String>(0))?;
     let mut successors = Vec::new();
     for id in ids {

@@ -28,8 +28,10 @@ pub(crate) fn record(connection: &Connection, effect: &CallEffect, now_ms: i64) 
     let session_key = key_for_write(connection, effect.session_id)?;
     connection
         .prepare_cached(
-            "INSERT OR REPLACE INTO call_effects (session_key, tool_call_id, verb, result, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO call_effects (session_key, tool_call_id, verb, result, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (session_key, tool_call_id) DO UPDATE SET verb = excluded.verb,
+                 result = excluded.result, created_at = excluded.created_at",
         )?
         .execute(params![
             session_key,

@@ -174,6 +174,9 @@ pub(crate) fn classify(
     session_id: Option<SessionId>,
     session_exists: impl FnOnce(SessionId) -> bool,
 ) -> Error {
+    if let Error::Postgres(postgres) = &error {
+        return classify_postgres(postgres, session_id, session_exists).unwrap_or(error);
+    }
     let Error::Sqlite(rusqlite::Error::SqliteFailure(failure, message)) = &error else {
         return error;
     };
@@ -193,6 +196,37 @@ pub(crate) fn classify(
         _ => return error,
     };
     Error::Refused { session_id, reason }
+}
+
+/// [`classify`] for PostgreSQL's errors, by their SQLSTATE; `None` for one that is not a
+/// refusal of the write.
+fn classify_postgres(
+    error: &tokio_postgres::Error,
+    session_id: Option<SessionId>,
+    session_exists: impl FnOnce(SessionId) -> bool,
+) -> Option<Error> {
+    use tokio_postgres::error::SqlState;
+    let db_error = error.as_db_error()?;
+    let detail = match db_error.detail() {
+        Some(detail) => format!("{}: {detail}", db_error.message()),
+        None => db_error.message().to_owned(),
+    };
+    let code = db_error.code();
+    let reason = if *code == SqlState::DISK_FULL {
+        Refusal::DiskFull
+    } else if *code == SqlState::UNIQUE_VIOLATION {
+        Refusal::Duplicate { detail }
+    } else if *code == SqlState::FOREIGN_KEY_VIOLATION
+        && session_id.is_some_and(|id| !session_exists(id))
+    {
+        Refusal::SessionDeleted
+    } else if code.code().starts_with("23") {
+        // Class 23: integrity constraint violations (checks, not-null, foreign keys).
+        Refusal::Constraint { detail }
+    } else {
+        return None;
+    };
+    Some(Error::Refused { session_id, reason })
 }
 
 #[cfg(test)]

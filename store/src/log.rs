@@ -343,7 +343,7 @@ pub(crate) fn newest_person_message(
         .prepare_cached(&format!(
             "SELECT {EVENT_COLUMNS} FROM session_events
              WHERE session_key = ?1 AND type = 'message' AND role = 'user'
-                 AND actor IN ('user', 'trigger') AND (?2 IS NULL OR id <= ?2)
+                 AND actor IN ('user', 'trigger') AND (CAST(?2 AS BIGINT) IS NULL OR id <= ?2)
              ORDER BY seq DESC LIMIT 1"
         ))?
         .query_row(params![session_key, at_or_before.map(|id| id.0)], |row| {
@@ -403,11 +403,18 @@ pub(crate) fn has_tool_result(
 ) -> Result<bool> {
     let session_key = key_for_read(connection, session_id)?;
     connection
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM session_events
-             WHERE session_key = ?1 AND type = 'tool_result'
-                 AND json_extract(content, '$.tool_call_id') = ?2)",
-        )?
+        .prepare_cached(match connection.engine() {
+            Engine::Sqlite => {
+                "SELECT EXISTS (SELECT 1 FROM session_events
+                 WHERE session_key = ?1 AND type = 'tool_result'
+                     AND json_extract(content, '$.tool_call_id') = ?2)"
+            }
+            Engine::Postgres => {
+                "SELECT EXISTS (SELECT 1 FROM session_events
+                 WHERE session_key = ?1 AND type = 'tool_result'
+                     AND content::json ->> 'tool_call_id' = ?2)"
+            }
+        })?
         .query_row(params![session_key, tool_call_id], |row| row.get(0))
 }
 

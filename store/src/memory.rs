@@ -110,7 +110,7 @@ pub(crate) fn append_memory(
             "INSERT INTO memory_files (account_id, path, content, updated_at)
              VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (account_id, path)
-             DO UPDATE SET content = content || excluded.content,
+             DO UPDATE SET content = memory_files.content || excluded.content,
                            updated_at = excluded.updated_at",
         )?
         .execute(params![account_id.to_string(), path, text, now_ms])?;
@@ -149,7 +149,7 @@ pub(crate) fn list_memory(
     account_id: AccountId,
 ) -> Result<Vec<MemoryFileRow>> {
     let mut statement = connection.prepare_cached(
-        "SELECT path, length(CAST(content AS BLOB)), updated_at FROM memory_files
+        "SELECT path, octet_length(content), updated_at FROM memory_files
          WHERE account_id = ?1 ORDER BY path",
     )?;
     let rows = statement.query_map(params![account_id.to_string()], |row| {
@@ -173,7 +173,8 @@ pub(crate) fn list_memory(
 
 /// What the account's memory files hold now: how many, their bytes together, and the bytes of
 /// the one at `path` (`None` when there is none).
-const MEMORY_USAGE: &str = "SELECT COUNT(*), COALESCE(SUM(octet_length(content)), 0),
+const MEMORY_USAGE: &str =
+    "SELECT COUNT(*), CAST(COALESCE(SUM(octet_length(content)), 0) AS BIGINT),
          (SELECT octet_length(content) FROM memory_files WHERE account_id = ?1 AND path = ?2)
      FROM memory_files WHERE account_id = ?1";
 

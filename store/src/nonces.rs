@@ -51,7 +51,8 @@ pub(crate) fn take_nonce(connection: &Connection, nonce: Option<&RequestNonce>) 
     };
     let n_inserted = connection
         .prepare_cached(
-            "INSERT OR IGNORE INTO request_nonces (key_id, nonce, expires_at) VALUES (?1, ?2, ?3)",
+            "INSERT INTO request_nonces (key_id, nonce, expires_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT DO NOTHING",
         )?
         .execute(params![
             nonce.key_id.to_string(),
@@ -271,8 +272,8 @@ impl Store {
             let n_updated = connection
                 .prepare_cached(
                     "UPDATE sessions SET
-                         model_override = IIF(?2, ?3, model_override),
-                         reasoning_level = IIF(?4, ?5, reasoning_level),
+                         model_override = CASE WHEN ?2 THEN ?3 ELSE model_override END,
+                         reasoning_level = CASE WHEN ?4 THEN ?5 ELSE reasoning_level END,
                          updated_at = ?6
                      WHERE id = ?1",
                 )?

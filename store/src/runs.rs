@@ -97,8 +97,8 @@ fn insert_run_as(connection: &Connection, run: &NewRun, owner: Option<&str>) -> 
         .prepare_cached(
             "INSERT INTO runs (id, session_id, queue, status, user_event_ids, parent_run_id,
                  typed, owner, attempts, created_at, updated_at, account_id)
-             VALUES (?1, ?2, ?3, IIF(?8 IS NULL, 'queued', 'running'), ?4, ?5, ?6, ?8,
-                 IIF(?8 IS NULL, 0, 1), ?7, ?7, (SELECT account_id FROM sessions WHERE id = ?2))",
+             VALUES (?1, ?2, ?3, CASE WHEN CAST(?8 AS TEXT) IS NULL THEN 'queued' ELSE 'running' END, ?4, ?5, ?6, ?8,
+                 CASE WHEN CAST(?8 AS TEXT) IS NULL THEN 0 ELSE 1 END, ?7, ?7, (SELECT account_id FROM sessions WHERE id = ?2))",
         )?
         .execute(params![
             run.id.to_string(),
@@ -263,9 +263,9 @@ pub(crate) fn list_session_runs(
 ) -> Result<Vec<RunRow>> {
     let mut statement = connection.prepare_cached(&format!(
         "SELECT * FROM (SELECT {RUN_COLUMNS}, rowid AS n FROM runs WHERE session_id = ?1
-             ORDER BY rowid DESC LIMIT ?2) ORDER BY n"
+             ORDER BY rowid DESC LIMIT ?2) AS newest ORDER BY n"
     ))?;
-    let limit = limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+    let limit = limit.map_or(i64::MAX, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
     collect_rows(statement.query_map(params![session_id.to_string(), limit], run_from_row)?)
 }
 

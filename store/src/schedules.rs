@@ -284,7 +284,7 @@ fn fire_due(
         connection
             .prepare_cached(
                 "UPDATE schedules SET next_due_at = ?2, fired = fired + 1, last_fired_at = ?3,
-                     ended = IIF(?2 IS NULL, 'done', NULL), updated_at = ?3
+                     ended = CASE WHEN CAST(?2 AS BIGINT) IS NULL THEN 'done' ELSE NULL END, updated_at = ?3
                  WHERE id = ?1",
             )?
             .execute(params![

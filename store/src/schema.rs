@@ -30,7 +30,7 @@ pub(crate) struct Version {
 /// it (`migrations/00NN-name.postgres.sql`). So a later change goes into `sqlite-schema.sql`
 /// and here as one version with each engine's SQL; a test checks that the two engines' schemas
 /// agree.
-pub(crate) static VERSIONS: [Version; 14] = [
+pub(crate) static VERSIONS: [Version; 15] = [
     Version {
         sqlite: include_str!("../sqlite-schema.sql"),
         sqlite_hook: None,
@@ -74,6 +74,12 @@ pub(crate) static VERSIONS: [Version; 14] = [
         sqlite: include_str!("../migrations/0014-tokens.sql"),
         sqlite_hook: None,
         postgres: include_str!("../migrations/0014-tokens.postgres.sql"),
+    },
+    Version {
+        // SQLite numbers its rows itself.
+        sqlite: "",
+        sqlite_hook: None,
+        postgres: include_str!("../migrations/0015-row-order.postgres.sql"),
     },
 ];
 

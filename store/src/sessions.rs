@@ -214,7 +214,7 @@ pub(crate) fn list_sessions(
 ) -> Result<Vec<SessionRow>> {
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {SESSION_COLUMNS} FROM sessions WHERE account_id = ?1
-         ORDER BY updated_at DESC, rowid DESC"
+         ORDER BY updated_at DESC, key DESC"
     ))?;
     collect_rows(statement.query_map(params![account_id.to_string()], session_from_row)?)
 }
@@ -228,7 +228,7 @@ pub(crate) fn count_account_sessions(
     let up_to = i64::try_from(up_to).unwrap_or(i64::MAX);
     let n_sessions: i64 = connection
         .prepare_cached(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM sessions WHERE account_id = ?1 LIMIT ?2)",
+            "SELECT COUNT(*) FROM (SELECT 1 FROM sessions WHERE account_id = ?1 LIMIT ?2) AS counted",
         )?
         .query_row(params![account_id.to_string(), up_to], |row| row.get(0))?;
     u64::try_from(n_sessions).map_err(|e| Error::corrupt("sessions", e))

@@ -241,11 +241,7 @@ impl Connection {
     /// to date.
     pub(crate) fn open_writer(config: &Config) -> Result<Connection> {
         match &config.database {
-            Some(url) => {
-                let mut connection = PgConnection::connect(&url.0)?;
-                connection.migrate()?;
-                Ok(Connection::Postgres(connection))
-            }
+            Some(url) => Ok(Connection::Postgres(PgConnection::open(&url.0, true)?)),
             None => Ok(Connection::Sqlite(crate::schema::open_writer(config)?)),
         }
     }
@@ -254,7 +250,7 @@ impl Connection {
     pub(crate) fn open_reader(config: &Config) -> Result<Connection> {
         match &config.database {
             Some(url) => {
-                let connection = PgConnection::connect(&url.0)?;
+                let connection = PgConnection::open(&url.0, false)?;
                 connection.batch_execute("SET default_transaction_read_only = on")?;
                 Ok(Connection::Postgres(connection))
             }
@@ -581,8 +577,25 @@ impl<T> OptionalExtension<T> for Result<T> {
 }
 
 /// PostgreSQL's text of a statement written with SQLite's `?N` placeholders: each `?N` outside
-/// a quoted string or identifier becomes `$N`.
+/// a quoted string or identifier becomes `$N`, and SQLite's index hints (`INDEXED BY name`)
+/// are dropped.
 pub(crate) fn postgres_text(sql: &str) -> String {
+    let text = placeholders(sql);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find(" INDEXED BY ") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + " INDEXED BY ".len()..];
+        let name_len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        rest = &after[name_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn placeholders(sql: &str) -> String {
     let mut text = String::with_capacity(sql.len() + 8);
     let mut quote: Option<char> = None;
     for c in sql.chars() {

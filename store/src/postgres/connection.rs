@@ -14,37 +14,52 @@ use crate::{Error, Result};
 
 /// One connection to the database, used from one thread at a time.
 pub(crate) struct PgConnection {
-    runtime: tokio::runtime::Runtime,
+    /// Taken only when the connection is dropped.
+    runtime: Option<tokio::runtime::Runtime>,
     client: tokio_postgres::Client,
     /// Statements prepared on this connection, by their text as the store writes it.
     statements: RefCell<HashMap<Box<str>, tokio_postgres::Statement>>,
 }
 
 impl PgConnection {
-    /// Connects to the database `url` names; the driver's connection runs on this
-    /// connection's own runtime, driven while a statement waits.
-    pub(crate) fn connect(url: &str) -> Result<PgConnection> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+    /// Connects to the database `url` names, bringing its schema up to date first when
+    /// `migrate` says so. The driver's connection runs on this connection's own runtime,
+    /// driven while a statement waits. Connecting happens on a thread of its own, so that a
+    /// store may be opened from within an async runtime.
+    pub(crate) fn open(url: &str, migrate: bool) -> Result<PgConnection> {
         let config = super::config(url)?;
-        let (client, connection) = runtime.block_on(config.connect(tokio_postgres::NoTls))?;
-        runtime.spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::warn!(error = %super::describe(&error), "postgres connection ended");
-            }
-        });
-        Ok(PgConnection {
-            runtime,
-            client,
-            statements: RefCell::new(HashMap::new()),
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    let (mut client, connection) =
+                        runtime.block_on(config.connect(tokio_postgres::NoTls))?;
+                    runtime.spawn(async move {
+                        if let Err(error) = connection.await {
+                            tracing::warn!(error = %super::describe(&error), "postgres connection ended");
+                        }
+                    });
+                    if migrate {
+                        runtime.block_on(super::schema::migrate(&mut client))?;
+                    }
+                    Ok(PgConnection {
+                        runtime: Some(runtime),
+                        client,
+                        statements: RefCell::new(HashMap::new()),
+                    })
+                })
+                .join()
+                .map_err(|_| Error::PostgresPool("connecting panicked".to_owned()))?
         })
     }
 
-    /// Brings the database's schema up to date ([`super::schema::migrate`]).
-    pub(crate) fn migrate(&mut self) -> Result<Vec<u32>> {
+    fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
         self.runtime
-            .block_on(super::schema::migrate(&mut self.client))
+            .as_ref()
+            .expect("the runtime lives as long as the connection")
+            .block_on(future)
     }
 
     pub(crate) fn prepare_cached(&self, sql: &str) -> Result<tokio_postgres::Statement> {
@@ -60,7 +75,7 @@ impl PgConnection {
 
     pub(crate) fn prepare(&self, sql: &str) -> Result<tokio_postgres::Statement> {
         let text = crate::sql::postgres_text(sql);
-        Ok(self.runtime.block_on(self.client.prepare(&text))?)
+        Ok(self.block_on(self.client.prepare(&text))?)
     }
 
     pub(crate) fn execute(
@@ -69,9 +84,7 @@ impl PgConnection {
         params: Params<'_>,
     ) -> Result<usize> {
         let values = bound(params);
-        let n_changed = self
-            .runtime
-            .block_on(self.client.execute(statement, &refs(&values)))?;
+        let n_changed = self.block_on(self.client.execute(statement, &refs(&values)))?;
         Ok(usize::try_from(n_changed).unwrap_or(usize::MAX))
     }
 
@@ -81,13 +94,21 @@ impl PgConnection {
         params: Params<'_>,
     ) -> Result<Vec<tokio_postgres::Row>> {
         let values = bound(params);
-        Ok(self
-            .runtime
-            .block_on(self.client.query(statement, &refs(&values)))?)
+        Ok(self.block_on(self.client.query(statement, &refs(&values)))?)
     }
 
     pub(crate) fn batch_execute(&self, sql: &str) -> Result<()> {
-        Ok(self.runtime.block_on(self.client.batch_execute(sql))?)
+        Ok(self.block_on(self.client.batch_execute(sql))?)
+    }
+}
+
+impl Drop for PgConnection {
+    /// Closes the connection without blocking: a store may be dropped within an async
+    /// runtime, where blocking on another runtime is not allowed.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 

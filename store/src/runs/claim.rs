@@ -64,10 +64,10 @@ macro_rules! session_free {
          AND NOT EXISTS (SELECT 1 FROM approvals AS waiting
                          WHERE waiting.session_id = queued.session_id
                            AND waiting.status = 'pending')
-         AND (?2 IS NULL
+         AND (CAST(?2 AS TEXT) IS NULL
               OR NOT EXISTS (SELECT 1 FROM session_leases AS lease
                              WHERE lease.session_id = queued.session_id
-                               AND NOT (lease.owner = ?2 AND lease.run_id IS queued.id)))"
+                               AND NOT (lease.owner = ?2 AND lease.run_id IS NOT DISTINCT FROM queued.id)))"
     };
 }
 
@@ -82,7 +82,7 @@ pub(crate) const NEXT_WAITING_ACCOUNT: &str = "SELECT account_id
 
 /// The runs of account `?1` in flight, counted up to `?2`.
 pub(crate) const ACCOUNT_RUNS_IN_FLIGHT: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM runs
-     WHERE account_id IS ?1 AND status = 'running' LIMIT ?2)";
+     WHERE account_id IS NOT DISTINCT FROM ?1 AND status = 'running' LIMIT ?2) AS in_flight";
 
 /// The oldest queued run on queue `?1` of account `?3` that may start (for owner `?2`, see
 /// [`session_free!`]), with its row id.
@@ -90,15 +90,17 @@ pub(crate) const NEXT_CLAIMABLE_OF_ACCOUNT: &str = concat!(
     "SELECT ",
     run_columns!(),
     ", queued.rowid FROM runs AS queued INDEXED BY runs_queued_by_account
-     WHERE queued.account_id IS ?3 AND queued.status = 'queued' AND queued.queue = ?1 AND ",
+     WHERE queued.account_id IS NOT DISTINCT FROM ?3 AND queued.status = 'queued' AND queued.queue = ?1 AND ",
     session_free!(),
     " ORDER BY queued.rowid LIMIT 1"
 );
 
 /// Whether the session `?3` of the new run `?4` is free for owner `?2`, by the same
-/// [`session_free!`] as a queued run's, over a row that stands for the run not yet inserted.
+/// [`session_free!`] as a queued run's, over a row that stands for the run not yet inserted
+/// (its queue `?1` too, which the check does not read: PostgreSQL wants every parameter typed).
 pub(crate) const SESSION_FREE_FOR_NEW_RUN: &str = concat!(
-    "SELECT EXISTS (SELECT 1 FROM (SELECT ?3 AS session_id, ?4 AS id) AS queued WHERE ",
+    "SELECT EXISTS (SELECT 1 FROM (SELECT CAST(?3 AS TEXT) AS session_id, CAST(?4 AS TEXT) AS id,
+                              CAST(?1 AS TEXT) AS queue) AS queued WHERE ",
     session_free!(),
     ")"
 );
@@ -248,8 +250,9 @@ pub(super) fn take_lease(
     // Held already by this owner for this run (a claim redone), or taken now.
     connection
         .prepare_cached(
-            "INSERT OR IGNORE INTO session_leases (session_id, owner, run_id, acquired_at)
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO session_leases (session_id, owner, run_id, acquired_at)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT DO NOTHING",
         )?
         .execute(params![
             run.session_id.to_string(),

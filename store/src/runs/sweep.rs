@@ -38,8 +38,8 @@ pub(crate) fn requeue_running(
     let n_updated = connection
         .prepare_cached(
             "UPDATE runs SET restarts = restarts + 1, updated_at = ?1,
-                 status = IIF(restarts < ?2, 'queued', status),
-                 owner = IIF(restarts < ?2, NULL, owner)
+                 status = CASE WHEN restarts < ?2 THEN 'queued' ELSE status END,
+                 owner = CASE WHEN restarts < ?2 THEN NULL ELSE owner END
              WHERE status = 'running'",
         )?
         .execute(params![now_ms, restarts_max])?;

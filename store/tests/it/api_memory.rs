@@ -135,9 +135,7 @@ fn invalid_memory_paths_are_refused_and_write_nothing() -> anyhow::Result<()> {
         listed(&fixture, account())?,
         [("~/memory/kept.md".to_owned(), 4, 1)]
     );
-    let n_rows: i64 = fixture
-        .raw()?
-        .query_row("SELECT COUNT(*) FROM memory_files", [], |row| row.get(0))?;
+    let n_rows: i64 = fixture.raw_i64("SELECT COUNT(*) FROM memory_files", &[])?;
     assert_eq!(n_rows, 1);
     assert_eq!(
         fixture

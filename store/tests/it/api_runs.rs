@@ -24,9 +24,8 @@ fn run(idx: u128, session_id: SessionId, user_event_ids: &[i64]) -> NewRun {
 
 /// Rows in the whole database, read behind the store's back: (log events, runs).
 fn n_rows(fixture: &Fixture) -> anyhow::Result<(i64, i64)> {
-    let raw = fixture.raw()?;
-    let n_events = raw.query_row("SELECT COUNT(*) FROM session_events", [], |row| row.get(0))?;
-    let n_runs = raw.query_row("SELECT COUNT(*) FROM runs", [], |row| row.get(0))?;
+    let n_events = fixture.raw_i64("SELECT COUNT(*) FROM session_events", &[])?;
+    let n_runs = fixture.raw_i64("SELECT COUNT(*) FROM runs", &[])?;
     Ok((n_events, n_runs))
 }
 

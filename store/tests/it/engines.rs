@@ -136,7 +136,9 @@ async fn postgres_schema(client: &tokio_postgres::Client) -> BTreeSet<String> {
                    ELSE data_type END
             || CASE is_nullable WHEN 'NO' THEN ' not null' ELSE '' END
         FROM information_schema.columns
-        WHERE table_schema = 'public' AND table_name <> 'seed_schema_versions'";
+        WHERE table_schema = 'public' AND table_name <> 'seed_schema_versions'
+            -- SQLite's row number, which it keeps without a column (migration 15)
+            AND column_name <> 'rowid'";
     // The columns of each key, unique constraint and foreign key, in their order.
     const CONSTRAINTS: &str = "
         SELECT CASE c.contype WHEN 'p' THEN 'primary key ' WHEN 'u' THEN 'unique '

@@ -156,11 +156,10 @@ fn a_firing_that_fails_to_commit_leaves_neither_its_run_nor_its_advance() -> any
         panic!("the schedule is still to fire");
     };
     assert_eq!((row.fired, row.next_due_at_ms), (0, Some(due)));
-    let n_events: i64 = fixture.raw()?.query_row(
+    let n_events: i64 = fixture.raw_i64(
         "SELECT COUNT(*) FROM session_events WHERE session_key =
              (SELECT key FROM sessions WHERE id = ?1)",
-        [session.to_string()],
-        |row| row.get(0),
+        &[&session.to_string()],
     )?;
     assert_eq!(n_events, 0, "no notice without its run");
 

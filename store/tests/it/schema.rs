@@ -47,18 +47,16 @@ fn a_duplicate_session_seq_is_refused() -> anyhow::Result<()> {
             .store
             .append_events(session, vec![user_message("hi")]),
     )?;
-    let raw = fixture.raw()?;
-    let duplicate = raw.execute(
+    let duplicate = fixture.raw_execute(
         "INSERT INTO session_events (session_key, seq, type, content, meta, created_at)
          VALUES ((SELECT key FROM sessions WHERE id = ?1), 1, 'message', '{}', '{}', 0)",
-        [session.to_string()],
-    );
-    let Err(rusqlite::Error::SqliteFailure(failure, _)) = duplicate else {
-        panic!("a second (session_id, seq = 1) was accepted: {duplicate:?}");
-    };
-    assert_eq!(
-        failure.extended_code,
-        rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+        &[&session.to_string()],
+    )?;
+    assert!(
+        duplicate
+            .as_ref()
+            .is_err_and(|error| error.starts_with("unique")),
+        "a second (session_id, seq = 1) was accepted: {duplicate:?}"
     );
     Ok(())
 }
@@ -99,8 +97,8 @@ fn a_second_edge_with_the_same_successor_or_tool_call_is_refused() -> anyhow::Re
     Ok(())
 }
 
-fn count(raw: &rusqlite::Connection, sql: &str, session: SessionId) -> anyhow::Result<i64> {
-    Ok(raw.query_row(sql, [session.to_string()], |row| row.get(0))?)
+fn count(fixture: &Fixture, sql: &str, session: SessionId) -> anyhow::Result<i64> {
+    fixture.raw_i64(sql, &[&session.to_string()])
 }
 
 #[test]
@@ -132,7 +130,6 @@ fn deleting_a_session_removes_everything_it_owns() -> anyhow::Result<()> {
     block_on(store.insert_continuation(edge(before, doomed, "into-doomed", 1)))?;
     block_on(store.insert_continuation(edge(doomed, after, "out-of-doomed", 2)))?;
     block_on(store.insert_continuation(edge(before, other, "unrelated", 3)))?;
-    let raw = fixture.raw()?;
     // Attachments with their files; the neighbour's file stays.
     let mut files = Vec::new();
     for session in [doomed, before] {
@@ -169,10 +166,13 @@ fn deleting_a_session_removes_everything_it_owns() -> anyhow::Result<()> {
         "SELECT COUNT(*) FROM sessions WHERE id = ?1 OR parent_session_id = ?1",
     ];
     for sql in owned_tables {
-        assert_eq!(count(&raw, sql, doomed)?, 0, "left behind: {sql}");
+        assert_eq!(count(&fixture, sql, doomed)?, 0, "left behind: {sql}");
         // The neighbour keeps its own rows.
         if !sql.contains("attachments") && !sql.contains("FROM sessions") {
-            assert!(count(&raw, sql, before)? > 0, "neighbour lost rows: {sql}");
+            assert!(
+                count(&fixture, sql, before)? > 0,
+                "neighbour lost rows: {sql}"
+            );
         }
     }
     assert!(block_on(store.get_session(child))?.is_none());

@@ -3,7 +3,16 @@
 #![allow(dead_code)]
 
 use seed_events::{AccountId, SessionId};
-use seed_store::{Config, NewSession, Store};
+use seed_store::{Config, DatabaseUrl, NewSession, ScratchDatabase, Store};
+
+/// Set to `postgres` to run the store's tests on PostgreSQL (a database of their own on the
+/// cluster `SEED_TEST_DATABASE_URL` names) rather than SQLite; scripts/test runs them on both.
+pub const ENGINE_VAR: &str = "SEED_TEST_STORE_ENGINE";
+
+/// Whether these tests run on PostgreSQL ([`ENGINE_VAR`]).
+pub fn on_postgres() -> bool {
+    std::env::var(ENGINE_VAR).is_ok_and(|engine| engine == "postgres")
+}
 
 pub fn account() -> AccountId {
     AccountId::from_u128(0xacc)
@@ -15,8 +24,10 @@ pub fn session(idx: u128) -> SessionId {
 
 /// A fresh database in a temp dir, with one account.
 pub struct Fixture {
-    pub dir: tempfile::TempDir,
     pub store: Store,
+    /// The PostgreSQL database, when the tests run there; dropped after the store.
+    pub database: Option<ScratchDatabase>,
+    pub dir: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -27,10 +38,18 @@ impl Fixture {
     pub fn with(configure: impl FnOnce(&mut Config)) -> anyhow::Result<Fixture> {
         let dir = tempfile::tempdir()?;
         let mut config = Config::new(dir.path().join("seed.db"));
+        let database = on_postgres().then(ScratchDatabase::on_test_cluster);
+        config.database = database
+            .as_ref()
+            .map(|database| DatabaseUrl(database.url().to_owned()));
         configure(&mut config);
         let store = Store::open(config)?;
         futures::executor::block_on(store.create_account(account(), vec![1, 2, 3], 0))?;
-        Ok(Fixture { dir, store })
+        Ok(Fixture {
+            store,
+            database,
+            dir,
+        })
     }
 
     pub fn db_path(&self) -> std::path::PathBuf {
@@ -52,13 +71,123 @@ impl Fixture {
         Ok(ids)
     }
 
-    /// A raw connection to the same database, for checks the typed API does not offer.
+    /// The first column of the first row of `sql` (`?1`… placeholders, text parameters), run
+    /// behind the store's back on whichever engine the tests use: for counts the typed API
+    /// does not offer.
+    pub fn raw_i64(&self, sql: &str, params: &[&str]) -> anyhow::Result<i64> {
+        match &self.database {
+            None => {
+                let raw = self.raw()?;
+                Ok(raw.query_row(sql, rusqlite::params_from_iter(params), |row| row.get(0))?)
+            }
+            Some(database) => on_postgres_client(database.url(), |client, runtime| {
+                let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                    .iter()
+                    .map(|param| param as &(dyn tokio_postgres::types::ToSql + Sync))
+                    .collect();
+                let row = runtime.block_on(client.query_one(&dollars(sql), &params))?;
+                Ok(row.try_get(0)?)
+            }),
+        }
+    }
+
+    /// Runs `sql` behind the store's back; `Err` names a refusal by its kind first
+    /// ("unique: …") on either engine.
+    pub fn raw_execute(&self, sql: &str, params: &[&str]) -> anyhow::Result<Result<u64, String>> {
+        match &self.database {
+            None => {
+                let raw = self.raw()?;
+                Ok(match raw.execute(sql, rusqlite::params_from_iter(params)) {
+                    Ok(n) => Ok(n as u64),
+                    Err(rusqlite::Error::SqliteFailure(failure, message))
+                        if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+                    {
+                        Err(format!("unique: {message:?}"))
+                    }
+                    Err(error) => Err(error.to_string()),
+                })
+            }
+            Some(database) => on_postgres_client(database.url(), |client, runtime| {
+                let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                    .iter()
+                    .map(|param| param as &(dyn tokio_postgres::types::ToSql + Sync))
+                    .collect();
+                Ok(
+                    match runtime.block_on(client.execute(&dollars(sql), &params)) {
+                        Ok(n) => Ok(n),
+                        Err(error)
+                            if error.code()
+                                == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) =>
+                        {
+                            Err(format!("unique: {error}"))
+                        }
+                        Err(error) => Err(error.to_string()),
+                    },
+                )
+            }),
+        }
+    }
+
+    /// Runs statements behind the store's back: `sqlite`'s on SQLite, `postgres`'s on
+    /// PostgreSQL (for what the two say differently, a trigger say).
+    pub fn raw_batch(&self, sqlite: &str, postgres: &str) -> anyhow::Result<()> {
+        match &self.database {
+            None => Ok(self.raw()?.execute_batch(sqlite)?),
+            Some(database) => on_postgres_client(database.url(), |client, runtime| {
+                Ok(runtime.block_on(client.batch_execute(postgres))?)
+            }),
+        }
+    }
+
+    /// A raw connection to the same SQLite database, for what only SQLite has (its pages, its
+    /// WAL).
     pub fn raw(&self) -> anyhow::Result<rusqlite::Connection> {
+        anyhow::ensure!(
+            !on_postgres(),
+            "a raw SQLite connection to a PostgreSQL store"
+        );
         let connection = rusqlite::Connection::open(self.db_path())?;
         connection.pragma_update(None, "foreign_keys", true)?;
         connection.busy_timeout(std::time::Duration::from_secs(5))?;
         Ok(connection)
     }
+}
+
+/// Whether a test of what only SQLite has (its pages, its WAL) runs: not on PostgreSQL, where
+/// it says so and passes.
+pub fn sqlite_only(what: &str) -> bool {
+    if on_postgres() {
+        eprintln!("not on PostgreSQL: {what} is SQLite's");
+        return false;
+    }
+    true
+}
+
+/// `sql` with PostgreSQL's `$N` for SQLite's `?N`.
+fn dollars(sql: &str) -> String {
+    sql.replace('?', "$")
+}
+
+/// Runs `f` with a client of the database `url`, on a thread of its own (a test may run inside
+/// an async runtime).
+fn on_postgres_client<T: Send>(
+    url: &str,
+    f: impl FnOnce(&tokio_postgres::Client, &tokio::runtime::Runtime) -> anyhow::Result<T> + Send,
+) -> anyhow::Result<T> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                let (client, connection) =
+                    runtime.block_on(tokio_postgres::connect(url, tokio_postgres::NoTls))?;
+                runtime.spawn(connection);
+                f(&client, &runtime)
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the PostgreSQL client panicked"))?
+    })
 }
 
 /// A person's message, as the log takes it.
