@@ -222,3 +222,63 @@ async fn a_listener_whose_connection_is_cut_yields_a_gap_then_what_comes_after()
     send(&writer, &events(1, 3)).await;
     assert_eq!(next(&mut listener).await, Heard::Notice(events(1, 3)));
 }
+
+/// A reader that does not keep up loses notices, but never without a gap where they were: the
+/// notices it gets come in the order they were sent, and a gap comes before any that does not
+/// follow the one before. The reader reads on until a marker (another session's notice) arrives:
+/// one sent after the notices, and another after each gap, since a marker that comes while the
+/// buffer is full is dropped too.
+#[tokio::test]
+async fn a_reader_that_falls_behind_gets_a_gap_where_notices_were_dropped() {
+    const N_SENT: i64 = 2_000;
+    const MARKER_KEY: i64 = 2;
+    let database = ScratchDatabase::on_test_cluster();
+    // Room for a notice or two: the connection hears hundreds at a time, and the reader
+    // reads none of them until all are committed.
+    let mut listener = Listener::connect(database.url(), CHANNEL, 1)
+        .await
+        .expect("a listener");
+    let mut writer = connect(&database).await;
+    let transaction = writer.transaction().await.expect("a transaction");
+    for seq in 1..=N_SENT {
+        send(&transaction, &events(1, seq)).await;
+    }
+    transaction.commit().await.expect("the commit");
+    send(&writer, &events(MARKER_KEY, 0)).await;
+
+    let mut last_seq = 0;
+    let mut gap_before = false;
+    let mut n_gaps = 0;
+    loop {
+        match next(&mut listener).await {
+            Heard::Gap(gap) => {
+                assert_eq!(gap, Gap::FellBehind);
+                gap_before = true;
+                n_gaps += 1;
+                send(&writer, &events(MARKER_KEY, n_gaps)).await;
+            }
+            Heard::Notice(Notice::EventsCommitted {
+                session_key: MARKER_KEY,
+                ..
+            }) => break,
+            Heard::Notice(Notice::EventsCommitted {
+                session_key: 1,
+                from_seq,
+                ..
+            }) => {
+                assert!(from_seq > last_seq, "{from_seq} after {last_seq}");
+                assert!(
+                    from_seq == last_seq + 1 || gap_before,
+                    "{from_seq} after {last_seq} without a gap between"
+                );
+                last_seq = from_seq;
+                gap_before = false;
+            }
+            other => panic!("not a notice that was sent: {other:?}"),
+        }
+    }
+    assert!(
+        n_gaps >= 1,
+        "{N_SENT} notices fit in a buffer of one or two"
+    );
+}
