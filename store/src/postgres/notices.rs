@@ -372,8 +372,8 @@ pub enum Heard {
 pub enum Gap {
     /// The connection was lost and made again; it listens again from here on.
     Reconnected,
-    /// The reader fell [`NOTICES_BUFFERED_MAX_DEFAULT`] (or its own limit) behind, and what came
-    /// meanwhile was dropped.
+    /// More notices came than the reader's buffer holds (the `buffered_max` of
+    /// [`Listener::connect`]), and those that found no room were dropped.
     FellBehind,
     /// A payload was not a notice (logged).
     Unreadable,
@@ -382,7 +382,8 @@ pub enum Gap {
 /// Listens on one channel on a connection of its own and yields what it hears ([`Heard`]), in
 /// the order PostgreSQL delivers it. A lost connection is made again, with a backoff, and a
 /// [`Gap::Reconnected`] is yielded once it listens again. The connection is closed when the
-/// listener is dropped. Made and used inside a tokio runtime, which drives the connection.
+/// listener is dropped. Made and used inside a tokio runtime with its time driver (the backoff
+/// sleeps), which drives the connection.
 #[derive(Debug)]
 pub struct Listener {
     heard: mpsc::Receiver<Heard>,

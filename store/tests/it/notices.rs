@@ -282,3 +282,48 @@ async fn a_reader_that_falls_behind_gets_a_gap_where_notices_were_dropped() {
         "{N_SENT} notices fit in a buffer of one or two"
     );
 }
+
+/// The listener's backends in the test's database.
+async fn n_listening(client: &tokio_postgres::Client) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+            &[],
+        )
+        .await
+        .expect("the database's backends")
+        .get(0)
+}
+
+#[tokio::test]
+async fn dropping_a_listener_closes_its_connection() {
+    let database = ScratchDatabase::on_test_cluster();
+    let listener = listen(&database).await;
+    let client = connect(&database).await;
+    assert_eq!(n_listening(&client).await, 1);
+
+    drop(listener);
+    // The backend goes once the connection closes, which the server sees a moment later.
+    tokio::time::timeout(HANG_GUARD, async {
+        while n_listening(&client).await > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the listener's backend ends within the hang guard");
+}
+
+#[tokio::test]
+async fn a_listener_on_a_database_that_cannot_be_reached_is_an_error() {
+    // A port nothing listens on: one just let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("postgres://seed@127.0.0.1:{port}/seed");
+    let error = Listener::connect(&url, CHANNEL, NOTICES_BUFFERED_MAX_DEFAULT)
+        .await
+        .expect_err("nothing listens there");
+    assert!(error.to_string().contains("connect"), "{error}");
+}
