@@ -218,10 +218,19 @@ pub enum Command {
             value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600)
         )]
         login_code_ttl_secs: u64,
-        /// How durable a commit is: `normal` survives a crash of the process (a power loss may
-        /// roll back the newest commits); `full` syncs the WAL at every commit, so a commit
-        /// survives a power loss too, at the cost of one fsync per group of commits (see the
-        /// README's "Configure the store" for the figures).
+        /// The PostgreSQL database to keep the store in
+        /// (postgres://user:password@host:port/database, or PostgreSQL's key=value form;
+        /// connections are in plain text, no TLS), migrated at start; without it, the SQLite
+        /// database in the data dir. The data dir still holds the local key, the lock,
+        /// server.json and attachments. A URL that does not parse or a database that cannot be
+        /// reached stops the start, naming the cause.
+        #[arg(long, env = "SEED_DATABASE_URL", value_name = "URL")]
+        database: Option<String>,
+        /// How durable a commit is, on SQLite (with --database, the PostgreSQL server's own
+        /// settings decide): `normal` survives a crash of the process (a power loss may roll
+        /// back the newest commits); `full` syncs the WAL at every commit, so a commit survives
+        /// a power loss too, at the cost of one fsync per group of commits (see the README's
+        /// "Configure the store" for the figures).
         #[arg(long, env = "SEED_SYNCHRONOUS", value_enum, default_value_t = SynchronousArg::Normal)]
         synchronous: SynchronousArg,
         /// The shortest interval the agent may schedule a repeating wake-up at (the schedule
@@ -347,7 +356,13 @@ pub enum SynchronousArg {
 #[derive(Debug, Subcommand)]
 pub enum AccountCommand {
     /// Registers another account by its public key (base64, as `seed key` prints it).
-    Add { public_key: String },
+    Add {
+        public_key: String,
+        /// The PostgreSQL database the service keeps its store in (as `seed serve
+        /// --database`); without it, the data dir's SQLite database.
+        #[arg(long, env = "SEED_DATABASE_URL", value_name = "URL")]
+        database: Option<String>,
+    },
 }
 
 /// Runs the command line.
@@ -382,6 +397,7 @@ pub fn main() -> anyhow::Result<()> {
             connections_max,
             public_url,
             login_code_ttl_secs,
+            database,
             synchronous,
             token_ttl_ms,
             tokens_per_account_max,
@@ -441,6 +457,7 @@ pub fn main() -> anyhow::Result<()> {
                 connections_max: *connections_max as usize,
                 public_url: public_url.clone(),
                 login_code_ttl: Duration::from_secs(*login_code_ttl_secs),
+                database: database.clone().map(seed_store::DatabaseUrl),
                 synchronous: match synchronous {
                     SynchronousArg::Normal => seed_store::Synchronous::Normal,
                     SynchronousArg::Full => seed_store::Synchronous::Full,
@@ -455,8 +472,12 @@ pub fn main() -> anyhow::Result<()> {
         }
         Command::Key { new } => key(&cli, new.as_deref()),
         Command::Account {
-            command: AccountCommand::Add { public_key },
-        } => account_add(&cli, public_key),
+            command:
+                AccountCommand::Add {
+                    public_key,
+                    database,
+                },
+        } => account_add(&cli, public_key, database.as_deref()),
         Command::Chat { session } => {
             with_client(&cli, |client| crate::chat::chat(client, session.clone()))
         }
@@ -579,11 +600,14 @@ fn key(cli: &Cli, new: Option<&std::path::Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn account_add(cli: &Cli, public_key: &str) -> anyhow::Result<()> {
+fn account_add(cli: &Cli, public_key: &str, database: Option<&str>) -> anyhow::Result<()> {
     let public_key = parse_public_key(public_key).map_err(|error| anyhow::anyhow!(error))?;
     let account_id = account_id_for(&public_key);
     let store = serve::open_store(
         &cli.data_dir,
+        database
+            .map(|url| seed_store::DatabaseUrl(url.to_owned()))
+            .as_ref(),
         seed_store::Quotas::default(),
         seed_store::Synchronous::Normal,
     )?;

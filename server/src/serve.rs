@@ -83,7 +83,11 @@ pub struct ServeOptions {
     pub public_url: Option<crate::guard::PublicUrl>,
     /// How long the login link printed at start is good for.
     pub login_code_ttl: Duration,
-    /// Whether a commit survives a power loss (`Full`) or a process crash (`Normal`).
+    /// The PostgreSQL database the store lives in (`--database`); `None`: the data dir's SQLite
+    /// database.
+    pub database: Option<seed_store::DatabaseUrl>,
+    /// Whether a commit survives a power loss (`Full`) or a process crash (`Normal`); SQLite's
+    /// alone.
     pub synchronous: seed_store::Synchronous,
     /// The schedule verb's limits: the shortest interval, the wake-ups a session may have.
     pub schedule: seed_actors::verbs::schedule::Schedule,
@@ -113,9 +117,13 @@ pub fn local_key(data_dir: &Path) -> anyhow::Result<(AccountKey, bool)> {
     Ok((key, true))
 }
 
-/// Opens the data dir's database, with each account's `quotas`.
+/// Opens the store, with each account's `quotas`: on the PostgreSQL `database` when one is
+/// named (migrating it), else on the data dir's SQLite database. A URL that does not parse or a
+/// database that cannot be reached is an error naming the database (without its password) and
+/// the cause.
 pub fn open_store(
     data_dir: &Path,
+    database: Option<&seed_store::DatabaseUrl>,
     quotas: seed_store::Quotas,
     synchronous: seed_store::Synchronous,
 ) -> anyhow::Result<Store> {
@@ -128,9 +136,31 @@ pub fn open_store(
         spin: Duration::ZERO,
         quotas,
         synchronous,
+        database: database.cloned(),
         ..Config::new(data_dir.join(DATABASE_FILE))
     };
-    Ok(Store::open(config)?)
+    match database {
+        Some(url) => Store::open(config).with_context(|| {
+            format!(
+                "cannot open the PostgreSQL database {}",
+                describe_database(url)
+            )
+        }),
+        None => Ok(Store::open(config)?),
+    }
+}
+
+/// The PostgreSQL database `database` names, for people: its URL without the password.
+pub fn describe_database(database: &seed_store::DatabaseUrl) -> String {
+    seed_store::redact_password(&database.0)
+}
+
+/// The engine a store runs on, as `/healthz` and the start name it.
+pub fn engine_name(store: &Store) -> &'static str {
+    match store.config().database {
+        Some(_) => "postgres",
+        None => "sqlite",
+    }
 }
 
 /// Registers an account for a key unless it exists. Returns whether it was new.
@@ -265,7 +295,12 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         .as_deref()
         .map(read_mcp_config)
         .transpose()?;
-    let store = open_store(&options.data_dir, options.quotas, options.synchronous)?;
+    let store = open_store(
+        &options.data_dir,
+        options.database.as_ref(),
+        options.quotas,
+        options.synchronous,
+    )?;
     let (key, key_created) = local_key(&options.data_dir)?;
     ensure_account(&store, &key).await?;
     if key_created {
@@ -391,6 +426,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         mcp: mcp.clone(),
         subscribers: crate::subscribers::Subscribers::new(options.subscriber_limits.clone()),
         local_account_id: key.account_id,
+        node_id: boot_id.clone(),
     });
     actix_web::rt::spawn(crate::subscribers::forward(
         Arc::clone(&state.subscribers),
@@ -511,7 +547,20 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     println!("seed: listening on {url}");
     println!("{model_line}");
     println!("data dir: {}", options.data_dir.display());
-    println!("durability: {}", options.synchronous.describe());
+    match &options.database {
+        Some(database) => {
+            println!("database: {}", describe_database(database));
+            println!("durability: the PostgreSQL server's (its synchronous_commit)");
+        }
+        None => {
+            println!(
+                "database: sqlite {}",
+                options.data_dir.join(DATABASE_FILE).display()
+            );
+            println!("durability: {}", options.synchronous.describe());
+        }
+    }
+    println!("node: {boot_id}");
     println!(
         "account: {} (key in {})",
         key.account_id,

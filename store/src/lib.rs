@@ -56,7 +56,9 @@ pub use approvals::{ApprovalDecision, ApprovalRow, ApprovalStatus, DecideOutcome
 pub use attachments::{AttachmentRow, NewAttachment, UploadOutcome};
 pub use children::{ChildDelivery, DELEGATED_BY, DeliveringChild, ParkOutcome, delegated_by};
 pub use closing::{PlanCheck, PlanNotice, RunClosing, RunEndOutcome};
-pub use config::{BatchMode, Config, DatabaseUrl, Fault, FaultInjector, Quotas, Synchronous};
+pub use config::{
+    BatchMode, Config, DatabaseUrl, Fault, FaultInjector, Quotas, Synchronous, redact_password,
+};
 pub use continuations::{ContinuationRow, CreatedSuccessor, NewContinuation, NewSuccessor};
 pub use effects::CallEffect;
 pub use elicitations::{

@@ -133,6 +133,17 @@ impl Store {
         SessionFiles::new(self.clone(), session_id)
     }
 
+    /// Whether the database answers: one `SELECT 1` through a reader, so that a health check
+    /// costs one round trip and never waits behind the writer.
+    pub async fn ping(&self) -> Result<()> {
+        self.read(|connection| {
+            connection
+                .prepare_cached("SELECT 1")?
+                .query_row(params![], |_| Ok(()))
+        })
+        .await
+    }
+
     /// How many pages the database holds (`PRAGMA page_count`): its size in pages, as
     /// `Config::max_page_count` counts them.
     pub async fn page_count(&self) -> Result<u32> {

@@ -119,6 +119,8 @@ pub struct AppState {
     pub subscribers: Arc<crate::subscribers::Subscribers>,
     /// The service's own account (`local.key`), which cannot be removed while it runs.
     pub local_account_id: AccountId,
+    /// This process among the nodes on one database: the boot id it claims runs with.
+    pub node_id: String,
 }
 
 impl std::fmt::Debug for AppState {
