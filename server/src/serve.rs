@@ -140,12 +140,16 @@ pub fn open_store(
         ..Config::new(data_dir.join(DATABASE_FILE))
     };
     match database {
-        Some(url) => Store::open(config).with_context(|| {
-            format!(
-                "cannot open the PostgreSQL database {}",
-                describe_database(url)
-            )
-        }),
+        // Opened on a thread of its own: the PostgreSQL connections block on each statement
+        // while they are set up, which a thread that drives async tasks may not do.
+        Some(url) => std::thread::scope(|scope| scope.spawn(|| Store::open(config)).join())
+            .map_err(|_| anyhow::anyhow!("opening the store panicked"))?
+            .with_context(|| {
+                format!(
+                    "cannot open the PostgreSQL database {}",
+                    describe_database(url)
+                )
+            }),
         None => Ok(Store::open(config)?),
     }
 }

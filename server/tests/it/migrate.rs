@@ -11,7 +11,7 @@ use seed_store::{LATEST_VERSION, ScratchDatabase};
 
 /// Runs `sql` (several statements) on the database `url` names; the first column of the last
 /// statement's rows, as text.
-fn query(url: &str, sql: &str) -> Vec<String> {
+pub(crate) fn query(url: &str, sql: &str) -> Vec<String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -151,8 +151,7 @@ async fn sigterm_during_a_turn_then_restart_completes_the_run_once() {
         "seed serve drained and exited 0: {status:?}"
     );
     {
-        let store = seed_store::Store::open(seed_store::Config::new(data_dir.join("seed.db")))
-            .expect("opens");
+        let store = common::open_store(&data_dir);
         let counts = row_counts(&store).await;
         assert!(
             counts.contains(&("session_leases", 0)),
