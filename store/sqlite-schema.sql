@@ -142,7 +142,8 @@ CREATE TABLE session_leases (
     session_id   TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
     owner        TEXT NOT NULL,       -- boot id of the holding process
     run_id       TEXT,
-    acquired_at  INTEGER NOT NULL
+    acquired_at  INTEGER NOT NULL,
+    epoch        INTEGER NOT NULL DEFAULT 0   -- the holding node's epoch (nodes.epoch); migration 16
 ) STRICT;
 
 -- One row per continuation edge. A session has one immediate predecessor (successor unique);
@@ -317,3 +318,17 @@ CREATE TABLE login_codes (
 ) STRICT, WITHOUT ROWID;
 
 CREATE INDEX login_codes_by_account ON login_codes (account_id);
+
+-- The processes serving one database (several only on PostgreSQL), by boot id: a node's
+-- leases hold while its row is renewed (expires_at, in the database's clock, unix ms); once
+-- it lapses, any other node sweeps the node's leases and runs as a boot sweep would, and the
+-- node's writes are refused. epoch numbers the nodes in the order they joined; rows stay
+-- (ended_at set once swept) so that it only grows. Migration 16.
+CREATE TABLE nodes (
+    id          TEXT PRIMARY KEY,
+    epoch       INTEGER NOT NULL UNIQUE,
+    started_at  INTEGER NOT NULL,
+    renewed_at  INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    ended_at    INTEGER
+) STRICT, WITHOUT ROWID;

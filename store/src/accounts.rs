@@ -8,7 +8,7 @@ use seed_events::{AccountId, SessionId};
 use crate::{Error, Result, Store};
 
 /// Every table of the schema, for row counts.
-const TABLES: [&str; 17] = [
+const TABLES: [&str; 18] = [
     "accounts",
     "memory_files",
     "sessions",
@@ -26,6 +26,7 @@ const TABLES: [&str; 17] = [
     "session_durable_kept",
     "bearer_tokens",
     "login_codes",
+    "nodes",
 ];
 
 fn account_by_public_key(connection: &Connection, public_key: &[u8]) -> Result<Option<AccountId>> {

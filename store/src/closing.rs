@@ -30,49 +30,56 @@ impl Store {
             notice,
         } = closing;
         let scope = lease.as_ref().map(|(session_id, _)| *session_id);
+        let fencing_scope = scope;
         // Serialized here, not on the writer's thread, which every session's commits wait on.
         let result = result.map(|result| result.to_string());
         let notice = notice.map(log::PreparedEvent::of);
-        self.write(scope, move |connection| {
-            if let Some((session_id, owner)) = &lease {
-                leases::release_lease(connection, *session_id, owner)?;
-            }
-            // The plan is read here, in the end's own transaction, so what it owes is decided
-            // from the plan as it is when the run ends. Only a run still running is resumed
-            // (one stopped meanwhile is owed nothing); its notice follows the turn's entries.
-            if let Some(check) = &plan_check
-                && let Some(notice) =
-                    (check.notice)(sessions::plan_of(connection, check.session_id)?.as_ref())
-                && children::resume_run(connection, run_id, now_ms)?
-            {
-                let written = log::append_events(connection, check.session_id, &[notice])?;
-                return Ok(RunEndOutcome::LaterPass {
-                    notice_seq: written.first().map_or(0, |event| event.seq),
-                });
-            }
-            let (ended, delivered_seq) = children::finish_run_delivering(
-                connection,
-                run_id,
-                status,
-                result.as_deref(),
-                now_ms,
-                delivery.as_ref(),
-            )?;
-            if !ended {
-                return Ok(RunEndOutcome::Unchanged);
-            }
-            let notice_seq = match (&notice, &lease) {
-                (Some(notice), Some((session_id, _))) => {
-                    Some(notice.append(connection, *session_id)?.seq)
+        let outcome = self
+            .write(scope, move |connection| {
+                if let Some((session_id, owner)) = &lease {
+                    leases::release_lease(connection, *session_id, owner)?;
                 }
-                _ => None,
-            };
-            Ok(RunEndOutcome::Ended {
-                delivered_seq,
-                notice_seq,
+                // The plan is read here, in the end's own transaction, so what it owes is decided
+                // from the plan as it is when the run ends. Only a run still running is resumed
+                // (one stopped meanwhile is owed nothing); its notice follows the turn's entries.
+                if let Some(check) = &plan_check
+                    && let Some(notice) =
+                        (check.notice)(sessions::plan_of(connection, check.session_id)?.as_ref())
+                    && children::resume_run(connection, run_id, now_ms)?
+                {
+                    let written = log::append_events(connection, check.session_id, &[notice])?;
+                    return Ok(RunEndOutcome::LaterPass {
+                        notice_seq: written.first().map_or(0, |event| event.seq),
+                    });
+                }
+                let (ended, delivered_seq) = children::finish_run_delivering(
+                    connection,
+                    run_id,
+                    status,
+                    result.as_deref(),
+                    now_ms,
+                    delivery.as_ref(),
+                )?;
+                if !ended {
+                    return Ok(RunEndOutcome::Unchanged);
+                }
+                let notice_seq = match (&notice, &lease) {
+                    (Some(notice), Some((session_id, _))) => {
+                        Some(notice.append(connection, *session_id)?.seq)
+                    }
+                    _ => None,
+                };
+                Ok(RunEndOutcome::Ended {
+                    delivered_seq,
+                    notice_seq,
+                })
             })
-        })
-        .await
+            .await;
+        // The lease was let go with the end (or the end was refused, the lease lost).
+        if let Some(session_id) = fencing_scope {
+            self.fencing().let_go(session_id);
+        }
+        outcome
     }
 }
 

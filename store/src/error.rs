@@ -79,6 +79,9 @@ pub enum Refusal {
     Duplicate { detail: String },
     /// Another constraint (a check, a foreign key other than the session's) refused it.
     Constraint { detail: String },
+    /// This node no longer holds the session's lease: its row lapsed (the process was paused
+    /// or cut off) and another node may have taken the session over.
+    Fenced,
 }
 
 impl fmt::Display for Refusal {
@@ -88,6 +91,7 @@ impl fmt::Display for Refusal {
             Refusal::SessionDeleted => f.write_str("the session was deleted"),
             Refusal::Duplicate { detail } => write!(f, "duplicate ({detail})"),
             Refusal::Constraint { detail } => write!(f, "constraint failed ({detail})"),
+            Refusal::Fenced => f.write_str("this node no longer holds the session's lease"),
         }
     }
 }

@@ -103,10 +103,31 @@ pub(crate) fn release_leases_not_owned_by(
     connection: &Connection,
     owner: &str,
 ) -> Result<Vec<LeaseRow>> {
-    let mut statement = connection.prepare_cached(
+    release_where(
+        connection,
         "DELETE FROM session_leases WHERE owner <> ?1
          RETURNING session_id, owner, run_id, acquired_at",
-    )?;
+        owner,
+    )
+}
+
+/// Releases every lease whose holder is not a live node (other than `sweeper`'s own): the
+/// sweep for lapsed peers. Returns the leases it released.
+pub(crate) fn release_leases_of_lapsed_nodes(
+    connection: &Connection,
+    sweeper: &str,
+) -> Result<Vec<LeaseRow>> {
+    release_where(
+        connection,
+        "DELETE FROM session_leases WHERE owner <> ?1
+             AND owner NOT IN (SELECT id FROM nodes WHERE ended_at IS NULL)
+         RETURNING session_id, owner, run_id, acquired_at",
+        sweeper,
+    )
+}
+
+fn release_where(connection: &Connection, sql: &str, owner: &str) -> Result<Vec<LeaseRow>> {
+    let mut statement = connection.prepare_cached(sql)?;
     let rows = statement.query_map(params![owner], |row| {
         let session_id: String = row.get(0)?;
         let run_id: Option<String> = row.get(2)?;
@@ -148,10 +169,13 @@ impl Store {
     /// Releases the lease if `owner` holds it; returns whether it did.
     pub async fn release_lease(&self, session_id: SessionId, owner: &str) -> Result<bool> {
         let owner = owner.to_owned();
-        self.write(Some(session_id), move |connection| {
-            release_lease(connection, session_id, &owner)
-        })
-        .await
+        let released = self
+            .write(Some(session_id), move |connection| {
+                release_lease(connection, session_id, &owner)
+            })
+            .await;
+        self.fencing().let_go(session_id);
+        released
     }
 
     pub async fn get_lease(&self, session_id: SessionId) -> Result<Option<LeaseRow>> {

@@ -248,6 +248,11 @@ impl Store {
             }))
         })
         .await
+        .inspect(|outcome| {
+            if let NonceOutcome::Fresh(SendOutcome::Sent { run, .. }) = outcome {
+                self.note_claimed(run);
+            }
+        })
     }
 
     /// Sets the account's session's model and, when `change` names one, its reasoning level,

@@ -175,6 +175,11 @@ impl Store {
             )
         })
         .await
+        .inspect(|outcome| {
+            if let NonceOutcome::Fresh(RetryOutcome::Queued { run, .. }) = outcome {
+                self.note_claimed(run);
+            }
+        })
     }
 
     /// [`Store::retry_message_signed`] for the runtime itself: any session, no queue bound.

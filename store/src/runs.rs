@@ -444,18 +444,21 @@ impl Store {
         claim_for: Option<ClaimFor>,
     ) -> Result<(SessionEvent, RunRow)> {
         let event = log::PreparedEvent::of(event);
-        self.write(Some(session_id), move |connection| {
-            send_user_message(
-                connection,
-                session_id,
-                &event,
-                run_id,
-                queue,
-                now_ms,
-                claim_for.as_ref(),
-            )
-        })
-        .await
+        let (event, run) = self
+            .write(Some(session_id), move |connection| {
+                send_user_message(
+                    connection,
+                    session_id,
+                    &event,
+                    run_id,
+                    queue,
+                    now_ms,
+                    claim_for.as_ref(),
+                )
+            })
+            .await?;
+        self.note_claimed(&run);
+        Ok((event, run))
     }
 
     /// Ends a run: [`Store::set_run_status`], except that a run already terminal (succeeded,

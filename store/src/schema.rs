@@ -30,7 +30,7 @@ pub(crate) struct Version {
 /// it (`migrations/00NN-name.postgres.sql`). So a later change goes into `sqlite-schema.sql`
 /// and here as one version with each engine's SQL; a test checks that the two engines' schemas
 /// agree.
-pub(crate) static VERSIONS: [Version; 15] = [
+pub(crate) static VERSIONS: [Version; 16] = [
     Version {
         sqlite: include_str!("../sqlite-schema.sql"),
         sqlite_hook: None,
@@ -80,6 +80,11 @@ pub(crate) static VERSIONS: [Version; 15] = [
         sqlite: "",
         sqlite_hook: None,
         postgres: include_str!("../migrations/0015-row-order.postgres.sql"),
+    },
+    Version {
+        sqlite: include_str!("../migrations/0016-nodes.sql"),
+        sqlite_hook: Some(add_lease_epoch),
+        postgres: include_str!("../migrations/0016-nodes.postgres.sql"),
     },
 ];
 
@@ -195,6 +200,22 @@ fn add_runs_restarts(transaction: &rusqlite::Transaction) -> rusqlite_migration:
     if !has_column {
         transaction
             .execute_batch("ALTER TABLE runs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;")?;
+    }
+    Ok(())
+}
+
+/// Migration 16: each session lease names the epoch of the node holding it. The column is
+/// added only where it is missing (a database made by `sqlite-schema.sql` has it).
+fn add_lease_epoch(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
+    let has_column: bool = transaction.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('session_leases') WHERE name = 'epoch')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_column {
+        transaction.execute_batch(
+            "ALTER TABLE session_leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;",
+        )?;
     }
     Ok(())
 }

@@ -27,6 +27,7 @@ struct Inner {
     readers: Readers,
     writer: Writer,
     config: Config,
+    fencing: Arc<crate::nodes::Fencing>,
 }
 
 impl fmt::Debug for Store {
@@ -43,19 +44,38 @@ impl Store {
         let connection = crate::sql::Connection::open_writer(&config)?;
         // One count of waiting callers for both: a caller spins only while it waits alone.
         let replies = Arc::new(crate::spin::Replies::new(config.spin));
-        let writer = Writer::start(connection, &config, Arc::clone(&replies))?;
+        let fencing = Arc::new(crate::nodes::Fencing::default());
+        let writer = Writer::start(connection, &config, Arc::clone(&replies), &fencing)?;
         let readers = Readers::start(&config, replies)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 readers,
                 writer,
                 config,
+                fencing,
             }),
         })
     }
 
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    pub(crate) fn fencing(&self) -> &crate::nodes::Fencing {
+        &self.inner.fencing
+    }
+
+    /// Notes the run's session as leased by this process when the run is running for this
+    /// node: its writes are fenced from then on (see `nodes`).
+    pub(crate) fn note_claimed(&self, run: &crate::RunRow) {
+        let fencing = self.fencing();
+        if run.status == seed_events::RunStatus::Running
+            && fencing
+                .node()
+                .is_some_and(|node| run.owner.as_deref() == Some(node.id.as_str()))
+        {
+            fencing.hold(run.session_id);
+        }
     }
 
     /// The writer's counters.

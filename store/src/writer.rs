@@ -216,6 +216,7 @@ impl Writer {
         connection: Connection,
         config: &Config,
         replies: Arc<Replies>,
+        fencing: &Arc<crate::nodes::Fencing>,
     ) -> Result<Writer> {
         let (sender, receiver) = crossbeam_channel::unbounded();
         let stats = Arc::new(WriterStats::default());
@@ -232,6 +233,7 @@ impl Writer {
         let core = Arc::new(Mutex::new(WriterCore {
             checkpointer,
             fenced: Arc::clone(&fenced),
+            fencing: (connection.engine() == crate::Engine::Postgres).then(|| Arc::clone(fencing)),
             connection,
             batch_mode: config.batch_mode,
             stats: Arc::clone(&stats),
@@ -510,6 +512,8 @@ struct WriterCore {
     /// connection.
     checkpointer: Option<Checkpointer>,
     fenced: Arc<AtomicBool>,
+    /// Checks each write of a session this node leases (PostgreSQL only; see `nodes`).
+    fencing: Option<Arc<crate::nodes::Fencing>>,
     connection: Connection,
     batch_mode: BatchMode,
     stats: Arc<WriterStats>,
@@ -581,7 +585,7 @@ impl WriterCore {
     fn try_group_optimistic(&self, group: &mut [Box<dyn Job>]) -> Option<Vec<Result<()>>> {
         self.begin().ok()?;
         for job in group.iter_mut() {
-            if job.apply(&self.connection).is_err() {
+            if self.apply(job).is_err() {
                 self.rollback();
                 return None;
             }
@@ -603,7 +607,7 @@ impl WriterCore {
                 self.rollback();
                 return None;
             }
-            match job.apply(&self.connection) {
+            match self.apply(job) {
                 Ok(()) => {
                     if self.connection.execute_batch("RELEASE job").is_err() {
                         self.rollback();
@@ -634,9 +638,17 @@ impl WriterCore {
         Some(outcomes)
     }
 
+    /// Runs the job in the open transaction, after its fencing check.
+    fn apply(&self, job: &mut Box<dyn Job>) -> Result<()> {
+        if let Some(fencing) = &self.fencing {
+            fencing.check(&self.connection, job.scope().session_id)?;
+        }
+        job.apply(&self.connection)
+    }
+
     fn commit_alone(&self, mut job: Box<dyn Job>) {
         let outcome = self.begin().and_then(|()| {
-            job.apply(&self.connection)?;
+            self.apply(&mut job)?;
             self.commit()
         });
         let outcome = match outcome {

@@ -230,7 +230,68 @@ pub(crate) fn claim_next_run_leased(
     let Some(run) = next_claimable(connection, queue, Some(owner), claim.account_runs_max)? else {
         return Ok(None);
     };
+    if !may_claim(connection, run.session_id, Some(run.id), owner)? {
+        // Another node is claiming in the session now: the next claim looks again.
+        return Ok(None);
+    }
     start_leased(connection, run, owner, now_ms).map(Some)
+}
+
+/// On PostgreSQL, where several nodes claim at once: whether `owner` may go on to claim in
+/// `session_id` (its queued run `run_id`, or a new run for `None`) in this transaction. It
+/// takes the session's row `FOR NO KEY UPDATE SKIP LOCKED`, so claims in one session take
+/// turns across nodes (one that finds it taken passes, for the next claim to look again) and
+/// the checks that follow see every claim committed before; the queued run's row likewise,
+/// which must still be queued; and it refuses a node whose row has lapsed (its leases are
+/// being swept). On SQLite, with one writer, claims already take turns.
+fn may_claim(
+    connection: &Connection,
+    session_id: SessionId,
+    run_id: Option<RunId>,
+    owner: &str,
+) -> Result<bool> {
+    if connection.engine() != crate::Engine::Postgres {
+        return Ok(true);
+    }
+    let node_lapsed: bool = connection
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM nodes WHERE id = ?1
+                 AND (ended_at IS NOT NULL
+                      OR expires_at <= CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)))",
+        )?
+        .query_row(params![owner], |row| row.get(0))?;
+    if node_lapsed {
+        return Ok(false);
+    }
+    let session_locked = connection
+        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1 FOR NO KEY UPDATE SKIP LOCKED")?
+        .query_row(params![session_id.to_string()], |row| row.get::<_, i64>(0))
+        .optional()?
+        .is_some();
+    if !session_locked {
+        return Ok(false);
+    }
+    let Some(run_id) = run_id else {
+        return Ok(true);
+    };
+    let still_queued = connection
+        .prepare_cached(
+            "SELECT 1 FROM runs WHERE id = ?1 AND status = 'queued' FOR UPDATE SKIP LOCKED",
+        )?
+        .query_row(params![run_id.to_string()], |row| row.get::<_, i64>(0))
+        .optional()?
+        .is_some();
+    if !still_queued {
+        return Ok(false);
+    }
+    // Free still, now that the session is this claim's: a claim another node committed after
+    // this one chose the run is seen here.
+    connection
+        .prepare_cached(SESSION_FREE_FOR_NEW_RUN)?
+        .query_row(
+            params!["", owner, session_id.to_string(), run_id.to_string()],
+            |row| row.get(0),
+        )
 }
 
 /// Marks the queued `run` running for `owner` and takes its session's lease for it.
@@ -250,8 +311,8 @@ pub(super) fn take_lease(
     // Held already by this owner for this run (a claim redone), or taken now.
     connection
         .prepare_cached(
-            "INSERT INTO session_leases (session_id, owner, run_id, acquired_at)
-             VALUES (?1, ?2, ?3, ?4)
+            "INSERT INTO session_leases (session_id, owner, run_id, acquired_at, epoch)
+             VALUES (?1, ?2, ?3, ?4, COALESCE((SELECT epoch FROM nodes WHERE id = ?2), 0))
              ON CONFLICT DO NOTHING",
         )?
         .execute(params![
@@ -278,6 +339,9 @@ pub(super) fn starts_at_once(
     claim: &ClaimFor,
 ) -> Result<bool> {
     let owner = claim.owner.as_str();
+    if !may_claim(connection, session_id, None, owner)? {
+        return Ok(false);
+    }
     let session_free: bool = connection
         .prepare_cached(SESSION_FREE_FOR_NEW_RUN)?
         .query_row(
@@ -336,10 +400,15 @@ impl Store {
         now_ms: i64,
     ) -> Result<Option<RunRow>> {
         let owner = owner.to_owned();
-        self.write(None, move |connection| {
-            claim_next_run(connection, queue, &owner, now_ms)
-        })
-        .await
+        let claimed = self
+            .write(None, move |connection| {
+                claim_next_run(connection, queue, &owner, now_ms)
+            })
+            .await?;
+        if let Some(run) = &claimed {
+            self.note_claimed(run);
+        }
+        Ok(claimed)
     }
 
     /// Claims runs of several queues in one transaction: up to `max` runs of each `(queue,
@@ -353,13 +422,18 @@ impl Store {
         claim: ClaimFor,
         now_ms: i64,
     ) -> Result<Vec<RunRow>> {
-        self.write(None, move |connection| {
-            let mut claimed = Vec::new();
-            for &(queue, max) in &queues {
-                claimed.extend(claim_runs_leased(connection, queue, &claim, max, now_ms)?);
-            }
-            Ok(claimed)
-        })
-        .await
+        let claimed = self
+            .write(None, move |connection| {
+                let mut claimed = Vec::new();
+                for &(queue, max) in &queues {
+                    claimed.extend(claim_runs_leased(connection, queue, &claim, max, now_ms)?);
+                }
+                Ok(claimed)
+            })
+            .await?;
+        for run in &claimed {
+            self.note_claimed(run);
+        }
+        Ok(claimed)
     }
 }
