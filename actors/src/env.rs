@@ -76,6 +76,12 @@ pub struct RuntimeSettings {
     /// How long a call waits for a person's approval before it is denied ("no answer in N");
     /// `None`: as long as it takes.
     pub approval_timeout: Option<std::time::Duration>,
+    /// On a database shared by several nodes (PostgreSQL): how often this node renews its
+    /// lease and sweeps for lapsed peers.
+    pub node_renew: std::time::Duration,
+    /// How long past its last renewal a node's leases hold: a node silent for longer (killed,
+    /// paused, cut off) has its sessions taken over by another.
+    pub node_expire: std::time::Duration,
 }
 
 impl RuntimeSettings {
@@ -96,6 +102,12 @@ impl RuntimeSettings {
             .or(self.context_window_default)
     }
 }
+
+/// How often a node renews its lease when none is set.
+pub const NODE_RENEW_DEFAULT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a node's leases hold past its last renewal when none is set.
+pub const NODE_EXPIRE_DEFAULT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// An account's share of the runs in flight when none is set: a quarter of the interactive
 /// slots, at least one.
@@ -133,6 +145,8 @@ impl Default for RuntimeSettings {
             context_windows: std::collections::BTreeMap::new(),
             context_window_default: None,
             approval_timeout: None,
+            node_renew: NODE_RENEW_DEFAULT,
+            node_expire: NODE_EXPIRE_DEFAULT,
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod crash;
 pub mod env;
 pub mod logged_files;
 pub mod messages;
+pub mod peers;
 pub mod queue;
 pub mod run_end;
 pub mod runtime;

@@ -71,6 +71,9 @@ pub struct Runtime {
     registry: Registry,
     /// Keeps the succession actor running while the runtime is held (the env names it weakly).
     _successions: Addr<SuccessionActor>,
+    peer_stats: Arc<crate::peers::PeerStats>,
+    /// Told once this node's lease lapsed ([`Runtime::node_lapsed`]).
+    node_lapsed: Arc<std::sync::Mutex<Option<futures::channel::oneshot::Receiver<()>>>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -105,6 +108,8 @@ impl Runtime {
         boot_id: String,
         clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     ) -> Result<(Runtime, BootReport), Error> {
+        // A node of a shared database joins first: its sweep then leaves live peers alone.
+        crate::peers::register(&store, &boot_id, clock(), settings.node_expire).await?;
         let (report, given_up) = boot_sweep_with(
             &store,
             &boot_id,
@@ -143,20 +148,18 @@ impl Runtime {
         // A run that every boot found cut off may be what stops the process: it ends failed
         // (its parent hearing of it like of any other end) before the queue starts anything.
         for run in given_up {
-            tracing::error!(
-                run_id = %run.id,
-                session_id = %run.session_id,
-                restarts_max = env.settings.run_restarts_max,
-                "a run cut off by every restart is failed"
-            );
-            let end = crate::run_end::RunEnd::failed(format!(
-                "the turn was cut off by more than {} restarts of the service; it is not \
-                 started again",
-                env.settings.run_restarts_max
-            ));
-            crate::run_end::finish(&env, &run, end).await;
+            fail_given_up(&env, &run).await;
         }
         queue.do_send(Wake);
+        // On a shared database: the node's heartbeat and the sweep for lapsed peers.
+        let peer_stats = Arc::new(crate::peers::PeerStats::default());
+        let (lapsed_tx, lapsed_rx) = futures::channel::oneshot::channel();
+        crate::peers::start(
+            Arc::clone(&env),
+            queue.clone(),
+            Arc::clone(&peer_stats),
+            lapsed_tx,
+        );
         // Wake-ups missed while the service was down fire at its first pass, once each.
         crate::scheduler::start(Arc::clone(&env), queue.clone());
         // Approvals no one answered in time are denied; those that came due while the service
@@ -168,6 +171,8 @@ impl Runtime {
                 queue,
                 registry,
                 _successions: successions,
+                peer_stats,
+                node_lapsed: Arc::new(std::sync::Mutex::new(Some(lapsed_rx))),
             },
             report,
         ))
@@ -181,6 +186,31 @@ impl Runtime {
 
     pub fn store(&self) -> &Store {
         &self.env.store
+    }
+
+    /// What this node's heartbeat counted (renewals, runs of lapsed peers taken over).
+    pub fn peer_stats(&self) -> &crate::peers::PeerStats {
+        &self.peer_stats
+    }
+
+    /// Resolves once this node's lease lapsed on a shared database (see `peers`): the service
+    /// should stop. Never resolves on SQLite. The first caller gets it; later ones, a future
+    /// that never resolves.
+    pub fn node_lapsed(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let receiver = self
+            .node_lapsed
+            .lock()
+            .ok()
+            .and_then(|mut lapsed| lapsed.take());
+        async move {
+            let told = match receiver {
+                Some(receiver) => receiver.await.is_ok(),
+                None => false,
+            };
+            if !told {
+                futures::future::pending::<()>().await;
+            }
+        }
     }
 
     pub fn publisher(&self) -> &Publisher {
@@ -521,12 +551,19 @@ async fn boot_sweep_with(
     restarts_max: i64,
     crash_points: &crate::crash::CrashPoints,
 ) -> Result<(BootReport, Vec<RunRow>), Error> {
-    let released = store.release_leases_not_owned_by(boot_id).await?;
-    crash_points
-        .reach(crate::crash::points::BOOT_SWEEP_BETWEEN)
-        .await;
-    let seed_store::Swept { requeued, given_up } =
-        store.requeue_running_runs(now_ms, restarts_max).await?;
+    let (released, seed_store::Swept { requeued, given_up }) = if store.node().is_some() {
+        // A node of a shared database: only lapsed nodes' leases and runs, in one transaction.
+        store
+            .sweep_lapsed_nodes(boot_id, now_ms, restarts_max)
+            .await?
+    } else {
+        let released = store.release_leases_not_owned_by(boot_id).await?;
+        crash_points
+            .reach(crate::crash::points::BOOT_SWEEP_BETWEEN)
+            .await;
+        let swept = store.requeue_running_runs(now_ms, restarts_max).await?;
+        (released, swept)
+    };
     // The files of sessions deleted just before a crash.
     store.remove_attachment_files(None).await;
     // A successor whose run a crash (or a full disk) kept from being queued gets it now.
@@ -549,6 +586,22 @@ async fn boot_sweep_with(
         n_runs_given_up: given_up.len(),
     };
     Ok((report, given_up))
+}
+
+/// Fails a run that more sweeps than the limit found cut off: it may be what stops the
+/// process, so it is not started again.
+pub(crate) async fn fail_given_up(env: &Arc<RunEnv>, run: &RunRow) {
+    tracing::error!(
+        run_id = %run.id,
+        session_id = %run.session_id,
+        restarts_max = env.settings.run_restarts_max,
+        "a run cut off by every restart is failed"
+    );
+    let end = crate::run_end::RunEnd::failed(format!(
+        "the turn was cut off by more than {} restarts of the service; it is not started again",
+        env.settings.run_restarts_max
+    ));
+    crate::run_end::finish(env, run, end).await;
 }
 
 // Verbs a person runs by hand (see `crate::verbs::by_hand`).

@@ -12,7 +12,7 @@
 
 use std::marker::PhantomData;
 
-use crate::postgres::connection::PgConnection;
+use crate::postgres::connection::{PgConnection, Purpose};
 use crate::schema::Engine;
 use crate::{Config, Error, Result};
 
@@ -241,7 +241,7 @@ impl Connection {
     /// to date.
     pub(crate) fn open_writer(config: &Config) -> Result<Connection> {
         match &config.database {
-            Some(url) => Ok(Connection::Postgres(PgConnection::open(&url.0, true)?)),
+            Some(url) => Ok(Connection::Postgres(PgConnection::open(&url.0, Purpose::Writer)?)),
             None => Ok(Connection::Sqlite(crate::schema::open_writer(config)?)),
         }
     }
@@ -249,11 +249,10 @@ impl Connection {
     /// Opens a read-only connection to a database the writer has set up.
     pub(crate) fn open_reader(config: &Config) -> Result<Connection> {
         match &config.database {
-            Some(url) => {
-                let connection = PgConnection::open(&url.0, false)?;
-                connection.batch_execute("SET default_transaction_read_only = on")?;
-                Ok(Connection::Postgres(connection))
-            }
+            Some(url) => Ok(Connection::Postgres(PgConnection::open(
+                &url.0,
+                Purpose::Reader,
+            )?)),
             None => Ok(Connection::Sqlite(crate::schema::open_reader(config)?)),
         }
     }

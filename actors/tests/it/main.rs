@@ -15,6 +15,7 @@ mod kept_harness;
 mod memory_crash;
 mod memory_quotas;
 mod obligations;
+mod peers;
 mod runtime_fair_slots;
 mod runtime_kill;
 mod runtime_ordering;

@@ -12,6 +12,13 @@ use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use crate::sql::{Params, Value};
 use crate::{Error, Result};
 
+/// What a connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    Writer,
+    Reader,
+}
+
 /// One connection to the database, used from one thread at a time.
 pub(crate) struct PgConnection {
     /// Taken only when the connection is dropped.
@@ -22,11 +29,11 @@ pub(crate) struct PgConnection {
 }
 
 impl PgConnection {
-    /// Connects to the database `url` names, bringing its schema up to date first when
-    /// `migrate` says so. The driver's connection runs on this connection's own runtime,
+    /// Connects to the database `url` names: the writer's connection brings the schema up to
+    /// date first, a reader's reads only. The driver's connection runs on this connection's own runtime,
     /// driven while a statement waits. Connecting happens on a thread of its own, so that a
     /// store may be opened from within an async runtime.
-    pub(crate) fn open(url: &str, migrate: bool) -> Result<PgConnection> {
+    pub(crate) fn open(url: &str, purpose: Purpose) -> Result<PgConnection> {
         let config = super::config(url)?;
         std::thread::scope(|scope| {
             scope
@@ -41,8 +48,13 @@ impl PgConnection {
                             tracing::warn!(error = %super::describe(&error), "postgres connection ended");
                         }
                     });
-                    if migrate {
-                        runtime.block_on(super::schema::migrate(&mut client))?;
+                    match purpose {
+                        Purpose::Writer => {
+                            runtime.block_on(super::schema::migrate(&mut client))?;
+                        }
+                        Purpose::Reader => runtime.block_on(
+                            client.batch_execute("SET default_transaction_read_only = on"),
+                        )?,
                     }
                     Ok(PgConnection {
                         runtime: Some(runtime),
