@@ -72,7 +72,9 @@
 //! `floor postgres 1 connection` and `floor postgres 8 connections` (`postgres.rs`) are raw
 //! PostgreSQL floors: one autocommitted insert a transaction, on `SEED_BENCH_DATABASE_URL` or a
 //! throwaway cluster with every commit synced; they run in the `runtime` suite when the filter
-//! names `postgres` or that URL is set.
+//! selects one of them or that URL is set. `runtime 100 sessions postgres` is the `runtime 100
+//! sessions` workload with the store on that PostgreSQL (one node), against the one-connection
+//! floor; CPU per step of Seed and of PostgreSQL go to stderr.
 //!
 //! The `mcp` suite (`mcp.rs`, `seed_tests::mcp_bench`) calls server-everything's `echo` over
 //! stdio through the whole runtime (installed by scripts/mcp-servers.sh when missing): `mcp call

@@ -2,8 +2,13 @@
 //! connection and from eight (`seed_store::postgres_floor`), in a database of their own
 //! (dropped after) on the server `SEED_BENCH_DATABASE_URL` names, or else on a throwaway cluster
 //! `scripts/postgres.sh` starts for the run (`SEED_POSTGRES_DURABLE=1`: every commit synced, as
-//! a host runs it) and removes after. They run when the filter names `postgres` or the URL is
-//! set.
+//! a host runs it) and removes after. They run when the filter selects one of them or the URL
+//! is set.
+//!
+//! `runtime 100 sessions postgres` is the `runtime 100 sessions` workload with the store on
+//! PostgreSQL (one node: the runtime registers, claims with its locks and fences each write of
+//! a turn), a fresh database each round, against the one-connection floor; the CPU per step of
+//! Seed's threads and of PostgreSQL's processes is printed beside it.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,12 +28,22 @@ const FLOORS: [(&str, usize); 2] = [
 const N_COMMITS: usize = 4_000;
 const ROUNDS: usize = 3;
 
+/// The runtime's row over PostgreSQL.
+const RUNTIME_ROW: &str = "runtime 100 sessions postgres";
+
 /// Whether the run measures PostgreSQL at all.
 pub(crate) fn wanted(filter: &str) -> bool {
-    std::env::var_os("SEED_BENCH_DATABASE_URL").is_some() || filter.contains("postgres")
+    std::env::var_os("SEED_BENCH_DATABASE_URL").is_some()
+        || FLOORS
+            .iter()
+            .map(|(name, _)| *name)
+            .chain([RUNTIME_ROW])
+            .any(|name| selected(name, filter))
 }
 
-pub(crate) fn floor_rows(filter: &str) -> anyhow::Result<Vec<Row>> {
+/// The floors and the runtime's row; `base` is the store's configuration for the runtime's
+/// row, whose database is set to one of the cluster's.
+pub(crate) fn rows(filter: &str, base: &seed_store::Config) -> anyhow::Result<Vec<Row>> {
     let cluster = match std::env::var("SEED_BENCH_DATABASE_URL") {
         Ok(url) => Cluster { url, dir: None },
         Err(_) => Cluster::start()?,
@@ -47,7 +62,8 @@ pub(crate) fn floor_rows(filter: &str) -> anyhow::Result<Vec<Row>> {
             postgres_floor::durability(&postgres).await?
         );
         for (name, n_connections) in FLOORS {
-            if !selected(name, filter) {
+            let needed = n_connections == 1 && selected(RUNTIME_ROW, filter);
+            if !selected(name, filter) && !needed {
                 continue;
             }
             // The best of the rounds, as every floor of the bench.
@@ -61,7 +77,73 @@ pub(crate) fn floor_rows(filter: &str) -> anyhow::Result<Vec<Row>> {
         }
         anyhow::Ok(())
     })?;
+    drop(runtime);
+    if selected(RUNTIME_ROW, filter) {
+        let floor_one = rows
+            .iter()
+            .find(|row| row.name == FLOORS[0].0)
+            .map(|row| row.value)
+            .context("the one-connection floor was measured")?;
+        rows.push(runtime_row(&cluster.url, base, floor_one)?);
+    }
     Ok(rows)
+}
+
+/// `runtime 100 sessions postgres`: the best of the rounds, each on a database of its own.
+fn runtime_row(url: &str, base: &seed_store::Config, floor_one: f64) -> anyhow::Result<Row> {
+    use seed_tests::runtime_bench::{self, TurnShape};
+    let mut best: Option<(f64, f64, f64)> = None;
+    for _ in 0..ROUNDS {
+        let database = ScratchDatabase::create(url)?;
+        let mut config = base.clone();
+        config.database = Some(seed_store::DatabaseUrl(database.url().to_owned()));
+        let postgres_before = postgres_cpu()?;
+        let measured = runtime_bench::steps_rate(&config, 100, 40, TurnShape::AgentLoop)?;
+        let postgres_spent = postgres_cpu()?.saturating_sub(postgres_before);
+        let n_steps = measured.n_steps.max(1) as f64;
+        let seed_cpu: Duration = measured.thread_cpu.iter().map(|(_, cpu)| *cpu).sum();
+        let round = (
+            measured.rate(),
+            seed_cpu.as_secs_f64() * 1e6 / n_steps,
+            postgres_spent.as_secs_f64() * 1e6 / n_steps,
+        );
+        eprintln!(
+            "{RUNTIME_ROW}: {:.0} steps/s, {:.0} commits for {} jobs; CPU per step: Seed \
+             {:.0} µs, PostgreSQL {:.0} µs",
+            round.0, measured.n_commits as f64, measured.n_jobs, round.1, round.2
+        );
+        if best.is_none_or(|(rate, _, _)| round.0 > rate) {
+            best = Some(round);
+        }
+    }
+    let (rate, _, _) = best.context("at least one round")?;
+    Ok(Row::ratio(RUNTIME_ROW, rate, "steps/s", floor_one))
+}
+
+/// CPU spent so far by the PostgreSQL processes of this machine (the cluster's postmaster and
+/// its backends), as /proc counts it.
+fn postgres_cpu() -> anyhow::Result<Duration> {
+    let mut total = Duration::ZERO;
+    for entry in std::fs::read_dir("/proc")? {
+        let entry = entry?;
+        let Some(pid) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if !pid.bytes().all(|byte| byte.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) else {
+            continue;
+        };
+        if comm.trim() != "postgres" {
+            continue;
+        }
+        // A backend that ends meanwhile is skipped.
+        if let Ok(threads) = seed_tests::runtime_bench::thread_cpu_of(&pid) {
+            total += threads.values().copied().sum::<Duration>();
+        }
+    }
+    Ok(total)
 }
 
 /// A database to measure on; a throwaway one is stopped and removed when dropped.

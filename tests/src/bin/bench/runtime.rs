@@ -61,7 +61,7 @@ pub(crate) fn suite(filter: &str) -> anyhow::Result<Vec<Row>> {
 
     // PostgreSQL's raw floors, when the run measures PostgreSQL (see `postgres`).
     if crate::postgres::wanted(filter) {
-        rows.extend(crate::postgres::floor_rows(filter)?);
+        rows.extend(crate::postgres::rows(filter, &normal)?);
     }
 
     // Opening a session cold: one of 100 entries, and one of 100,000 with a reset near the end
