@@ -48,7 +48,8 @@ async fn check_database(
     violations: &mut Vec<String>,
 ) -> anyhow::Result<usize> {
     let mut n_checked = 0;
-    if quiet {
+    // SQLite's checks of its file; a PostgreSQL database has no such file to check.
+    if quiet && store.config().database.is_none() {
         for problem in store.check_integrity().await? {
             violations.push(format!("integrity: {problem}"));
         }

@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::common::{SEED, Server, new_session};
+use crate::common::{SEED, Server, new_session, on_postgres};
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path)
@@ -22,14 +22,22 @@ async fn a_fresh_data_dir_is_private_and_so_are_its_files() {
     // A write, so the WAL holds something while the service runs.
     new_session(&server.client()).await;
     assert_eq!(mode(&data_dir), 0o700, "the data dir");
-    for name in [
-        "seed.db",
-        "seed.db-wal",
-        "seed.db-shm",
-        "local.key",
-        "server.json",
-        "serve.lock",
-    ] {
+    // On PostgreSQL the data dir holds no database at all.
+    let database_files = ["seed.db", "seed.db-wal", "seed.db-shm"];
+    if on_postgres() {
+        for name in database_files {
+            assert!(!data_dir.join(name).exists(), "{name} on PostgreSQL");
+        }
+    }
+    let database_files = if on_postgres() {
+        &[][..]
+    } else {
+        &database_files[..]
+    };
+    for name in database_files
+        .iter()
+        .chain(&["local.key", "server.json", "serve.lock"])
+    {
         assert_eq!(mode(&data_dir.join(name)), 0o600, "{name}");
     }
 }
