@@ -226,6 +226,17 @@ pub enum Command {
         /// reached stops the start, naming the cause.
         #[arg(long, env = "SEED_DATABASE_URL", value_name = "URL")]
         database: Option<String>,
+        /// With --database, several nodes may share the database: how often this node renews
+        /// its lease and sweeps for nodes whose lease lapsed (taking their runs over), in
+        /// milliseconds.
+        #[arg(long, env = "SEED_NODE_RENEW_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(10..))]
+        node_renew_ms: u64,
+        /// With --database: how long past its last renewal a node's lease holds, in
+        /// milliseconds; a node silent for longer (killed, paused, cut off) has its runs taken
+        /// over by another, and its own writes for them are refused from then on (it stops,
+        /// to be started again as a new node). Must be longer than --node-renew-ms.
+        #[arg(long, env = "SEED_NODE_EXPIRE_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(20..))]
+        node_expire_ms: u64,
         /// How durable a commit is, on SQLite (with --database, the PostgreSQL server's own
         /// settings decide): `normal` survives a crash of the process (a power loss may roll
         /// back the newest commits); `full` syncs the WAL at every commit, so a commit survives
@@ -398,6 +409,8 @@ pub fn main() -> anyhow::Result<()> {
             public_url,
             login_code_ttl_secs,
             database,
+            node_renew_ms,
+            node_expire_ms,
             synchronous,
             token_ttl_ms,
             tokens_per_account_max,
@@ -458,6 +471,8 @@ pub fn main() -> anyhow::Result<()> {
                 public_url: public_url.clone(),
                 login_code_ttl: Duration::from_secs(*login_code_ttl_secs),
                 database: database.clone().map(seed_store::DatabaseUrl),
+                node_renew: Duration::from_millis(*node_renew_ms),
+                node_expire: Duration::from_millis(*node_expire_ms),
                 synchronous: match synchronous {
                     SynchronousArg::Normal => seed_store::Synchronous::Normal,
                     SynchronousArg::Full => seed_store::Synchronous::Full,

@@ -73,8 +73,34 @@ pub async fn render(state: &AppState) -> Result<String, ApiError> {
     }
     text.push_str(&format!("seed_store_commit_seconds_sum {sum}\n"));
     text.push_str(&format!("seed_store_commit_seconds_count {count}\n"));
+    if let Some(node) = state.store.node() {
+        text.push_str(&node_metrics(&node.id, state));
+    }
     if let Some(handle) = &state.metrics {
         text.push_str(&handle.render());
     }
     Ok(text)
+}
+
+/// A node's counters on a shared database (PostgreSQL): runs claimed, lease renewals, runs of
+/// lapsed peers taken over, and writes refused because this node no longer held the lease.
+fn node_metrics(node: &str, state: &AppState) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let peers = state.runtime.peer_stats();
+    let node = node.replace(['\\', '"'], "_");
+    [
+        ("seed_node_claims_total", state.store.node_claims()),
+        (
+            "seed_node_lease_renewals_total",
+            peers.n_renewals.load(Relaxed),
+        ),
+        ("seed_node_takeovers_total", peers.n_takeovers.load(Relaxed)),
+        (
+            "seed_node_fencing_refusals_total",
+            state.store.fencing_refusals(),
+        ),
+    ]
+    .into_iter()
+    .map(|(name, value)| format!("# TYPE {name} counter\n{name}{{node=\"{node}\"}} {value}\n"))
+    .collect()
 }

@@ -40,6 +40,12 @@ const LISTEN_BACKLOG: i32 = 1024;
 /// How long a connection being closed may take to flush its last bytes (actix-web's default).
 const CLIENT_DISCONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The exit code of a node that stops because its lease lapsed.
+pub const NODE_LAPSED_EXIT_CODE: i32 = 3;
+
+/// How long a node whose lease lapsed goes on before it exits.
+const NODE_LAPSED_GRACE: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub data_dir: PathBuf,
@@ -86,6 +92,10 @@ pub struct ServeOptions {
     /// The PostgreSQL database the store lives in (`--database`); `None`: the data dir's SQLite
     /// database.
     pub database: Option<seed_store::DatabaseUrl>,
+    /// On a shared database: how often this node renews its lease, and how long past its last
+    /// renewal the lease holds.
+    pub node_renew: Duration,
+    pub node_expire: Duration,
     /// Whether a commit survives a power loss (`Full`) or a process crash (`Normal`); SQLite's
     /// alone.
     pub synchronous: seed_store::Synchronous,
@@ -291,6 +301,14 @@ const ELICITATION_CLOSED_AT_BOOT: &str =
     "the service stopped before anyone answered; the call that asked ended with it";
 
 async fn run(options: ServeOptions) -> anyhow::Result<()> {
+    if options.node_expire <= options.node_renew {
+        anyhow::bail!(
+            "--node-expire-ms ({} ms) must be longer than --node-renew-ms ({} ms): a lease \
+             would lapse between two renewals",
+            options.node_expire.as_millis(),
+            options.node_renew.as_millis()
+        );
+    }
     // Held until the process exits.
     let _lock = lock_data_dir(&options.data_dir)?;
     // A bad MCP configuration stops the start before anything else is opened.
@@ -322,6 +340,8 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         run_restarts_max: options.run_restarts_max,
         approval_timeout: options.approval_timeout,
         live_interval: options.live_interval,
+        node_renew: options.node_renew,
+        node_expire: options.node_expire,
         crash_points: match options.crash_at {
             Some(point) => seed_actors::CrashPoints::new(move |reached| {
                 if reached == point {
@@ -391,6 +411,21 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         Arc::clone(&clock),
     )
     .await?;
+    // A node whose lease lapsed (it was paused or cut off past its expiry) may have had its
+    // sessions taken over: it exits, to be started again as a new node. Its writes for those
+    // sessions are refused meanwhile (fencing).
+    let lapsed = runtime.node_lapsed();
+    actix_web::rt::spawn(async move {
+        lapsed.await;
+        tracing::error!(
+            "this node's lease lapsed and its sessions may run elsewhere: exiting in {:?}",
+            NODE_LAPSED_GRACE
+        );
+        // Turns still in flight here meet their fencing meanwhile, rather than being cut off
+        // unseen: each write they try is refused, logged and counted in /metrics.
+        tokio::time::sleep(NODE_LAPSED_GRACE).await;
+        std::process::exit(NODE_LAPSED_EXIT_CODE);
+    });
     tracing::info!(
         n_leases_released = report.n_leases_released,
         n_runs_requeued = report.n_runs_requeued,

@@ -85,6 +85,14 @@ impl Store {
             let n_released = connection
                 .prepare_cached("DELETE FROM session_leases WHERE owner = ?1")?
                 .execute(params![owner])?;
+            // On a shared database, the node is gone from now on: its peers' next sweep takes
+            // its runs in flight over, without waiting for its lease to lapse.
+            let now_ms = crate::nodes::database_now(connection, 0)?;
+            connection
+                .prepare_cached(
+                    "UPDATE nodes SET ended_at = ?2, expires_at = ?2 WHERE id = ?1 AND ended_at IS NULL",
+                )?
+                .execute(params![owner, now_ms])?;
             // Checked before each group: this one commits, and none after it.
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
             Ok(n_released)

@@ -89,15 +89,6 @@ pub(crate) fn end_lapsed_nodes(connection: &Connection, now_ms: i64) -> Result<V
         .collect()
 }
 
-/// Ends the node's own row (a clean stop): its leases have been let go.
-fn end_node(connection: &Connection, id: &str, now_ms: i64) -> Result<()> {
-    let now_ms = database_now(connection, now_ms)?;
-    connection
-        .prepare_cached("UPDATE nodes SET ended_at = ?2 WHERE id = ?1 AND ended_at IS NULL")?
-        .execute(params![id, now_ms])?;
-    Ok(())
-}
-
 /// What this process knows of its own node and the leases it holds, for fencing its writes.
 #[derive(Debug, Default)]
 pub(crate) struct Fencing {
@@ -106,6 +97,8 @@ pub(crate) struct Fencing {
     held: Mutex<HashSet<SessionId>>,
     /// Writes refused because the lease was no longer this node's.
     pub(crate) n_refused: AtomicU64,
+    /// Runs this node claimed.
+    pub(crate) n_claims: AtomicU64,
 }
 
 impl Fencing {
@@ -119,6 +112,7 @@ impl Fencing {
             && let Ok(mut held) = self.held.lock()
         {
             held.insert(session_id);
+            self.n_claims.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -220,16 +214,6 @@ impl Store {
         .await
     }
 
-    /// Ends this node's row at a clean stop, after its leases were let go.
-    pub async fn end_node(&self, now_ms: i64) -> Result<()> {
-        let Some(node) = self.fencing().node() else {
-            return Ok(());
-        };
-        let id = node.id.clone();
-        self.write(None, move |connection| end_node(connection, &id, now_ms))
-            .await
-    }
-
     /// This process's node, once registered.
     pub fn node(&self) -> Option<NodeRow> {
         self.fencing().node().cloned()
@@ -238,5 +222,10 @@ impl Store {
     /// Writes refused since the store opened because this node no longer held the lease.
     pub fn fencing_refusals(&self) -> u64 {
         self.fencing().n_refused.load(Ordering::Relaxed)
+    }
+
+    /// Runs this node claimed since it registered.
+    pub fn node_claims(&self) -> u64 {
+        self.fencing().n_claims.load(Ordering::Relaxed)
     }
 }

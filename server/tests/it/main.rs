@@ -16,6 +16,7 @@ mod hardening_ws;
 mod kill9;
 mod mcp;
 mod migrate;
+mod nodes;
 mod quotas;
 mod refusals;
 mod resume;

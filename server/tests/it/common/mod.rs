@@ -54,9 +54,6 @@ thread_local! {
 /// The PostgreSQL database of `data_dir`'s servers when the tests run on PostgreSQL, made on
 /// the test cluster at the first ask; `None` on SQLite.
 pub fn database_of(data_dir: &Path) -> Option<Arc<ScratchDatabase>> {
-    if !on_postgres() {
-        return None;
-    }
     let mut databases = DATABASES
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -64,10 +61,28 @@ pub fn database_of(data_dir: &Path) -> Option<Arc<ScratchDatabase>> {
     if let Some(database) = databases.get(data_dir).and_then(Weak::upgrade) {
         return Some(database);
     }
+    if !on_postgres() {
+        return None;
+    }
     let database = Arc::new(ScratchDatabase::on_test_cluster());
     databases.insert(data_dir.to_owned(), Arc::downgrade(&database));
     MADE_HERE.with(|made| made.borrow_mut().push(Arc::clone(&database)));
     Some(database)
+}
+
+/// Puts the servers of each of `data_dirs` on one PostgreSQL database of the test cluster,
+/// whatever engine the other tests run on: the nodes of one service. Returns it.
+pub fn shared_database(data_dirs: &[&Path]) -> Arc<ScratchDatabase> {
+    let database = Arc::new(ScratchDatabase::on_test_cluster());
+    let mut databases = DATABASES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let databases = databases.get_or_insert_with(HashMap::new);
+    for data_dir in data_dirs {
+        databases.insert(data_dir.to_path_buf(), Arc::downgrade(&database));
+    }
+    MADE_HERE.with(|made| made.borrow_mut().push(Arc::clone(&database)));
+    database
 }
 
 /// The arguments that put a `seed` command on `data_dir`'s database: `--database URL` on
