@@ -163,8 +163,8 @@ impl Handler<RunDone> for RunQueue {
                 match requeued {
                     // The run would be left `running` with no one running it: try again
                     // after a pause (a full disk passes), counting it in flight meanwhile.
-                    Err(error) if error.is_disk_full() => {
-                        tracing::warn!(%run_id, "the disk is full: requeueing the run shortly");
+                    Err(error) if error.is_disk_full() || error.is_unavailable() => {
+                        tracing::warn!(%run_id, %error, "requeueing the run shortly");
                         queue.env.slots.hold(done.queue);
                         ctx.notify_later(done, DISK_FULL_PAUSE);
                     }

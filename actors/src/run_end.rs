@@ -30,6 +30,8 @@ impl RunEnd {
 pub(crate) enum EndRefused {
     /// The disk was full: the end is written again after a pause.
     DiskFull,
+    /// The database could not be reached: the end is written again after a pause.
+    DatabaseAway,
 }
 
 /// Why a turn the database refused a write of ended: its run's result, and its notice.
@@ -140,6 +142,9 @@ pub(crate) async fn record_end(
                 release_alone().await;
                 if error.is_disk_full() {
                     return Err(EndRefused::DiskFull);
+                }
+                if error.is_unavailable() {
+                    return Err(EndRefused::DatabaseAway);
                 }
                 RunEndOutcome::Unchanged
             }

@@ -472,7 +472,7 @@ impl Runtime {
                 None => return Err(Error::RunGone(run_id)),
             }
             // The run as its end recorded it; without it (a run another way ended), read.
-            if let Some(run) = finished.await.map_err(|_| Error::Closed)? {
+            if let Some(run) = self.run_finished_here_or_after_a_while(run_id, finished).await? {
                 return Ok(run);
             }
         }
@@ -489,6 +489,31 @@ pub struct RunWatch {
     runtime: Runtime,
 }
 
+impl Runtime {
+    /// `finished`, the run's end as this process's bus tells it. On a shared database the run
+    /// may end on another node, whose end this bus may not hear: then `None` after a renewal's
+    /// interval too, for the caller to read the run again.
+    async fn run_finished_here_or_after_a_while(
+        &self,
+        run_id: RunId,
+        finished: futures::channel::oneshot::Receiver<Option<RunRow>>,
+    ) -> Result<Option<RunRow>, Error> {
+        if self.env.store.node().is_none() {
+            return finished.await.map_err(|_| Error::Closed);
+        }
+        let a_while = actix::clock::sleep(self.env.settings.node_renew);
+        futures::pin_mut!(a_while);
+        match futures::future::select(finished, a_while).await {
+            futures::future::Either::Left((finished, _)) => finished.map_err(|_| Error::Closed),
+            futures::future::Either::Right((_, finished)) => {
+                drop(finished);
+                self.env.publisher.forget_run_waiters(run_id);
+                Ok(None)
+            }
+        }
+    }
+}
+
 impl RunWatch {
     pub fn run_id(&self) -> RunId {
         self.run_id
@@ -497,6 +522,13 @@ impl RunWatch {
     /// Waits until the run is terminal and returns it, as [`Runtime::wait_for_run`] does. Call it
     /// once the run is queued.
     pub async fn ended(mut self) -> Result<RunRow, Error> {
+        if self.runtime.env.store.node().is_some()
+            && let Some(ended) = self.ended.take()
+        {
+            // On a shared database the run may end on another node: read, and look again.
+            drop(ended);
+            self.runtime.env.publisher.forget_run_waiters(self.run_id);
+        }
         if let Some(ended) = self.ended.as_mut() {
             let outcome = ended.await;
             // Answered, or its sender went with the runtime: nothing of it is registered now.

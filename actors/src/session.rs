@@ -127,7 +127,13 @@ impl Handler<StartRun> for SessionActor {
         let env = Arc::clone(&self.env);
         let queue = run.queue;
         let run_id = run.id;
-        let mut harness = self.harness.take();
+        // On a database shared by several nodes, another node may have run the session since
+        // this harness was folded: each run opens it afresh from the store (from its kept
+        // state, so the cost is the context's, not the history's).
+        let mut harness = match self.env.store.node() {
+            Some(_) => None,
+            None => self.harness.take(),
+        };
         let task = async move {
             // A panic in a run is a bug; it fails the run rather than the process (and the
             // harness it held is dropped).

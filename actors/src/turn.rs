@@ -84,12 +84,13 @@ pub async fn execute_run(
     loop {
         match record_end(env, run, end.clone(), plan_check.clone(), notice.clone()).await {
             Ok(end) => return end,
-            Err(EndRefused::DiskFull) => {
+            Err(refused) => {
                 *harness = None;
-                tracing::warn!(
-                    run_id = %run.id,
-                    "the disk is full: the run's end is written again shortly"
-                );
+                let why = match refused {
+                    EndRefused::DiskFull => "the disk is full",
+                    EndRefused::DatabaseAway => "the database cannot be reached",
+                };
+                tracing::warn!(run_id = %run.id, "{why}: the run's end is written again shortly");
                 actix::clock::sleep(crate::env::DISK_FULL_PAUSE).await;
             }
         }

@@ -44,6 +44,13 @@ pub enum ApiError {
     Conflict(String),
     #[error("the service is shutting down")]
     Unavailable,
+    /// The store's database cannot be reached now (503), saying why; nothing was written.
+    #[error("the database cannot be reached now ({0}); nothing was written; try again shortly")]
+    DatabaseAway(String),
+    /// This node lost the session's lease (it was paused or cut off past it): another node
+    /// may run the session now (503); nothing was written.
+    #[error("this node no longer holds the session; nothing was written; try again (another node)")]
+    Fenced,
     /// The request's Host names another service than this one (421), saying which it answers
     /// for.
     #[error("{0}")]
@@ -68,6 +75,11 @@ impl From<seed_store::Error> for ApiError {
     fn from(error: seed_store::Error) -> ApiError {
         match error.refusal() {
             Some(seed_store::Refusal::SessionDeleted) => ApiError::NotFound("session"),
+            Some(seed_store::Refusal::Fenced) => ApiError::Fenced,
+            _ if error.is_unavailable() => {
+                tracing::warn!(%error, "the database cannot be reached");
+                ApiError::DatabaseAway(error.to_string())
+            }
             _ => ApiError::Internal(error.into()),
         }
     }
@@ -97,7 +109,9 @@ impl ResponseError for ApiError {
             ApiError::OverLimit(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable | ApiError::DatabaseAway(_) | ApiError::Fenced => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -143,6 +143,50 @@ impl Error {
         matches!(self.refusal(), Some(Refusal::DiskFull))
     }
 
+    /// Whether the database could not be reached (PostgreSQL away, restarting, or not
+    /// accepting connections): a failure that passes once it is back, and nothing of the write
+    /// was committed. SQLite's file is always there.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Error::PostgresPool(_) => true,
+            Error::Postgres(error) => match error.code() {
+                // Not the server's answer to a statement: the connection closed or could not
+                // be made.
+                None => {
+                    error.is_closed()
+                        || std::error::Error::source(error)
+                            .is_some_and(|source| source.is::<std::io::Error>())
+                }
+                Some(code) => {
+                    let code = code.code();
+                    // Connection exceptions, an administrator's or a crash's shutdown, too
+                    // many connections, a database not accepting connections.
+                    code.starts_with("08")
+                        || code.starts_with("57P")
+                        || code == "53300"
+                        || code == "55000"
+                }
+            },
+            _ => false,
+        }
+    }
+
+    /// Whether `error`, or any error it was caused by, is the store finding the database away
+    /// ([`Error::is_unavailable`]), for callers that hold the store's error wrapped in theirs.
+    pub fn is_unavailable_cause(error: &(dyn std::error::Error + 'static)) -> bool {
+        let mut cause = Some(error);
+        while let Some(error) = cause {
+            if error
+                .downcast_ref::<Error>()
+                .is_some_and(Error::is_unavailable)
+            {
+                return true;
+            }
+            cause = error.source();
+        }
+        false
+    }
+
     /// Whether `error`, or any error it was caused by, is the store finding the disk full:
     /// for callers that hold the store's error wrapped in their own (a refused commit of the
     /// durable harness, say).

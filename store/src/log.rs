@@ -75,6 +75,15 @@ pub(crate) fn insert_rows_of_key(
     // Named only by the debug check below.
     #[cfg(not(debug_assertions))]
     let _ = session_id;
+    if connection.engine() == Engine::Postgres {
+        // Nodes append to one session's log in turns (a person's message on one node, a turn's
+        // events on another): the session's row is held until this transaction ends, and the
+        // newest seq read after it sees every append committed before.
+        connection
+            .prepare_cached("SELECT 1 FROM sessions WHERE key = ?1 FOR NO KEY UPDATE")?
+            .query_row(params![session_key], |row| row.get::<_, i64>(0))
+            .optional()?;
+    }
     let last_seq = last_seq_of_key(connection, session_key)?;
     // The log's newest mark is its highest only while marks never go down (see
     // `newest_pi_entry_id`): checked at every append the tests make.

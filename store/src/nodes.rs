@@ -4,10 +4,10 @@
 //! holds while the holder's row is renewed. Once a row lapses, any node's sweep takes its
 //! leases and queues its runs again, as a boot sweep does after a crash.
 //!
-//! Fencing: every write for a session whose lease this process holds checks, in the write's own
-//! transaction, that the lease is still this node's at its epoch and that the node's row has not
-//! lapsed (in the database's clock), and takes the lease row `FOR SHARE`, so that no sweep can
-//! take the session over until the write has committed. A node that wakes after its row lapsed
+//! Fencing: every write for a session whose lease this process took checks, in the write's own
+//! transaction, that this node's row, at its epoch, has not lapsed (in the database's clock), and
+//! takes the row `FOR SHARE`, so that no sweep can take the node's sessions over until the write
+//! has committed. A node's leases are taken by another only once its row lapsed. A node that wakes after its row lapsed
 //! (paused, cut off) is refused every such write ([`Refusal::Fenced`]) and writes nothing.
 //! SQLite has one process per database (the data dir's lock), so there is nothing to fence.
 
@@ -49,6 +49,16 @@ pub(crate) fn database_now(connection: &Connection, now_ms: i64) -> Result<i64> 
 fn register_node(connection: &Connection, id: &str, now_ms: i64, ttl_ms: i64) -> Result<NodeRow> {
     let now_ms = database_now(connection, now_ms)?;
     let expires_at_ms = now_ms.saturating_add(ttl_ms);
+    if connection.engine() == Engine::Postgres {
+        // A process paused in the middle of a transaction holds its locks (a session's row, its
+        // node's row) from everyone: PostgreSQL ends such a transaction once it has been idle
+        // as long as a lease holds, and the node's row lapses meanwhile anyway.
+        connection
+            .prepare_cached("SELECT set_config('idle_in_transaction_session_timeout', ?1, false)")?
+            .query_row(params![format!("{ttl_ms}ms")], |row| {
+                row.get::<_, String>(0)
+            })?;
+    }
     let epoch = connection
         .prepare_cached(
             "INSERT INTO nodes (id, epoch, started_at, renewed_at, expires_at)
@@ -129,10 +139,13 @@ impl Fencing {
             .is_ok_and(|held| held.contains(&session_id))
     }
 
-    /// In the open transaction of a write for `session_id`: refuses it unless the session's
-    /// lease is still this node's, at its epoch, and the node's row has not lapsed; takes the
-    /// lease row `FOR SHARE` until the transaction ends. Writes for sessions whose lease this
-    /// process does not hold (a person's message to a session another node runs) pass.
+    /// In the open transaction of a write for `session_id`, a session whose lease this process
+    /// took: refuses it unless this node's row, at its epoch, has not lapsed, and takes the row
+    /// `FOR SHARE` until the transaction ends, so that no sweep can end the node (and take its
+    /// leases) before the write commits. While the row holds, no other node takes this node's
+    /// leases: a lease it no longer holds it let go itself (a run's end committed a moment
+    /// before its write), and the write is one any node may make (a person's message to the
+    /// session). Writes for sessions this process never leased pass unchecked.
     pub(crate) fn check(
         &self,
         connection: &Connection,
@@ -146,16 +159,11 @@ impl Fencing {
         }
         let still_held = connection
             .prepare_cached(
-                "SELECT 1 FROM session_leases AS lease JOIN nodes ON nodes.id = lease.owner
-                 WHERE lease.session_id = ?1 AND lease.owner = ?2 AND lease.epoch = ?3
-                   AND nodes.ended_at IS NULL
-                   AND nodes.expires_at > CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)
-                 FOR SHARE OF lease",
+                "SELECT 1 FROM nodes WHERE id = ?1 AND epoch = ?2 AND ended_at IS NULL
+                   AND expires_at > CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)
+                 FOR SHARE",
             )?
-            .query_row(
-                params![session_id.to_string(), node.id, node.epoch],
-                |row| row.get::<_, i64>(0),
-            );
+            .query_row(params![node.id, node.epoch], |row| row.get::<_, i64>(0));
         match still_held {
             Ok(_) => Ok(()),
             Err(Error::NoRows) => {

@@ -68,12 +68,21 @@ fn open_run_for(
     event_id: EventId,
 ) -> Result<Option<RunId>> {
     let run_id: Option<String> = connection
-        .prepare_cached(
-            "SELECT id FROM runs
-             WHERE session_id = ?1 AND status IN ('queued', 'running', 'parked')
-                 AND EXISTS (SELECT 1 FROM json_each(runs.user_event_ids) WHERE value = ?2)
-             LIMIT 1",
-        )?
+        .prepare_cached(match connection.engine() {
+            crate::Engine::Sqlite => {
+                "SELECT id FROM runs
+                 WHERE session_id = ?1 AND status IN ('queued', 'running', 'parked')
+                     AND EXISTS (SELECT 1 FROM json_each(runs.user_event_ids) WHERE value = ?2)
+                 LIMIT 1"
+            }
+            crate::Engine::Postgres => {
+                "SELECT id FROM runs
+                 WHERE session_id = ?1 AND status IN ('queued', 'running', 'parked')
+                     AND EXISTS (SELECT 1 FROM json_array_elements_text(runs.user_event_ids::json)
+                                 WHERE CAST(value AS BIGINT) = ?2)
+                 LIMIT 1"
+            }
+        })?
         .query_row(params![session_id.to_string(), event_id.0], |row| {
             row.get(0)
         })

@@ -227,7 +227,7 @@ impl<T: FromSql> FromSql for Option<T> {
 /// A connection to the store's database, on either engine. It lives on one thread at a time.
 pub(crate) enum Connection {
     Sqlite(rusqlite::Connection),
-    Postgres(PgConnection),
+    Postgres(Box<PgConnection>),
 }
 
 impl From<rusqlite::Connection> for Connection {
@@ -241,7 +241,10 @@ impl Connection {
     /// to date.
     pub(crate) fn open_writer(config: &Config) -> Result<Connection> {
         match &config.database {
-            Some(url) => Ok(Connection::Postgres(PgConnection::open(&url.0, Purpose::Writer)?)),
+            Some(url) => Ok(Connection::Postgres(Box::new(PgConnection::open(
+                &url.0,
+                Purpose::Writer,
+            )?))),
             None => Ok(Connection::Sqlite(crate::schema::open_writer(config)?)),
         }
     }
@@ -249,10 +252,10 @@ impl Connection {
     /// Opens a read-only connection to a database the writer has set up.
     pub(crate) fn open_reader(config: &Config) -> Result<Connection> {
         match &config.database {
-            Some(url) => Ok(Connection::Postgres(PgConnection::open(
+            Some(url) => Ok(Connection::Postgres(Box::new(PgConnection::open(
                 &url.0,
                 Purpose::Reader,
-            )?)),
+            )?))),
             None => Ok(Connection::Sqlite(crate::schema::open_reader(config)?)),
         }
     }

@@ -1,7 +1,8 @@
 //! `seed serve --database`: the store on PostgreSQL. A database that cannot be reached, or a URL
 //! that does not parse, stops the start naming the cause and never the password; `/healthz`
-//! names the engine and the node on either engine, and answers 503 saying why when the
-//! database does not answer.
+//! names the engine and the node on either engine; the database going away under a running
+//! service is a 503 saying why (healthz and requests alike), and the service recovers, with no
+//! restart, when it returns.
 
 use std::time::{Duration, Instant};
 
@@ -94,14 +95,56 @@ async fn healthz_names_the_engine_and_the_node() {
     );
 }
 
+/// The name of the database `url` names (the last part of its path).
+fn database_name(url: &str) -> String {
+    let path = url.split('?').next().unwrap_or_default();
+    path.rsplit('/').next().unwrap_or_default().to_owned()
+}
+
+/// Takes the database `url` names away from its clients, or gives it back: while away, it
+/// accepts no connection and those it had are cut, as when the server stops.
+fn set_database_away(url: &str, away: bool) {
+    let admin = std::env::var(seed_store::TEST_CLUSTER_VAR).expect("the test cluster");
+    let name = database_name(url);
+    let sql = if away {
+        format!(
+            "ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS false;
+             SELECT CAST(pg_terminate_backend(pid) AS TEXT) FROM pg_stat_activity
+             WHERE datname = '{name}'"
+        )
+    } else {
+        format!("ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS true")
+    };
+    // From a thread of its own: the query blocks on a runtime of its own.
+    std::thread::scope(|scope| {
+        scope.spawn(|| crate::migrate::query(&admin, &sql));
+    });
+}
+
+/// Polls `check` until it holds, failing with `what` past [`GONE_WAIT`].
+async fn wait_for<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + GONE_WAIT;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what} within {GONE_WAIT:?}");
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[actix_web::test]
-async fn healthz_on_postgres_is_503_saying_why_when_the_database_does_not_answer() {
+async fn the_database_going_away_is_a_clear_503_and_the_service_recovers_when_it_returns() {
     let dir = tempfile::tempdir().expect("tempdir");
     // On PostgreSQL whichever engine the other tests use.
     let own = (!on_postgres()).then(ScratchDatabase::on_test_cluster);
     let server = match &own {
-        Some(database) => Server::start(dir.path(), &["--database", database.url()]),
-        None => Server::start(dir.path(), &[]),
+        Some(database) => Server::start(
+            dir.path(),
+            &["--database", database.url(), "--scripted-delay-ms", "30"],
+        ),
+        None => Server::start(dir.path(), &["--scripted-delay-ms", "30"]),
     };
     let url = own
         .as_ref()
@@ -116,39 +159,95 @@ async fn healthz_on_postgres_is_503_saying_why_when_the_database_does_not_answer
             format!("ok\nengine: postgres\nnode: {}\n", server.node_id)
         )
     );
-    // Every connection the service holds to its database is cut (from a thread of its own: the
-    // query blocks on a runtime of its own).
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            crate::migrate::query(
-                &url,
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
-            )
-        });
-    });
+    let client = server.client();
+    let session = crate::common::new_session(&client).await;
+    let path = format!("/v1/sessions/{}/messages", session.id);
+    // A turn in flight when the database goes: a long answer, streamed slowly.
+    let long = (0..60)
+        .map(|idx| format!("w{idx}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let in_flight: seed_server::api::MessageSessionResponse = client
+        .post(&path, &serde_json::json!({ "text": long }))
+        .await
+        .expect("sent");
+
+    set_database_away(&url, true);
+    // `/healthz` says so.
     let deadline = Instant::now() + GONE_WAIT;
-    let (status, body) = loop {
+    let said = loop {
         let (status, body) = healthz(&server).await;
-        if status != 200 {
-            break (status, body);
+        if status == 503 {
+            break body;
         }
-        assert!(
-            Instant::now() < deadline,
-            "healthz still says ok {GONE_WAIT:?} after the database went: {body}"
-        );
+        assert!(Instant::now() < deadline, "healthz still says ok: {body}");
         actix_web::rt::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!(status, 503, "{body}");
-    let mut lines = body.lines();
+    let mut lines = said.lines();
     let first = lines.next().unwrap_or_default();
-    assert!(first.starts_with("database unreachable: "), "{body}");
+    assert!(first.starts_with("database unreachable: "), "{said}");
     assert!(
         first.len() > "database unreachable: ".len(),
-        "it says why: {body}"
+        "it says why: {said}"
     );
     assert_eq!(
         lines.collect::<Vec<_>>(),
         ["engine: postgres", &format!("node: {}", server.node_id)]
+    );
+    // A message is refused with a 503 that says why, and nothing of it is written.
+    let refused = client
+        .request(
+            "POST",
+            &path,
+            Some(&serde_json::json!({ "text": "while away" })),
+        )
+        .await
+        .expect("an answer");
+    assert_eq!(refused.status, 503, "{:?}", refused.value());
+    let error = refused.value()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        error.starts_with("the database cannot be reached now (") && error.contains("try again"),
+        "{error}"
+    );
+
+    // Back: the service answers again with no restart, the turn cut off ends (answered, or
+    // failed saying why), and a new message is answered.
+    set_database_away(&url, false);
+    wait_for("healthz to see the database back", || async {
+        healthz(&server).await.0 == 200
+    })
+    .await;
+    wait_for("the turn in flight to end", || async {
+        let run: seed_server::api::RunInfo = client
+            .get(&format!("/v1/runs/{}", in_flight.run_id))
+            .await
+            .expect("the run");
+        run.status == "succeeded"
+            || (run.status == "failed"
+                && run.result.as_ref().is_some_and(|result| !result.is_null()))
+    })
+    .await;
+    let answered: seed_server::api::MessageSessionResponse = client
+        .post(&path, &serde_json::json!({ "text": "after", "wait": true }))
+        .await
+        .expect("sent after the database came back");
+    assert_eq!(answered.status, "succeeded");
+    let events: seed_server::api::EventsResponse = client
+        .get(&format!("/v1/sessions/{}/events", session.id))
+        .await
+        .expect("the events");
+    let texts: Vec<&str> = events
+        .events
+        .iter()
+        .filter(|event| event.role.as_deref() == Some("user"))
+        .filter_map(|event| event.content["text"].as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        [long.as_str(), "after"],
+        "the refused message is not there"
     );
 }

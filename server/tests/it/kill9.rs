@@ -12,7 +12,7 @@
 //! printed on stderr); `KILL9_KILLS=N` changes the number of kills; `SEED_SOAK=1` makes it
 //! 1,000.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Command, Stdio};
 use std::rc::Rc;
@@ -40,18 +40,18 @@ const EARLY_KILL_CHANCE: f64 = 0.15;
 /// some 10 to 50 ms).
 const EARLY_KILL_AFTER_MS: (u64, u64) = (0, 40);
 /// Delay between the scripted model's deltas, so that kills land mid-answer.
-const SCRIPTED_DELAY_MS: &str = "10";
+pub(crate) const SCRIPTED_DELAY_MS: &str = "10";
 /// Restarts that may cut off one turn. Kills this close together can cut the same turn off
 /// many times; this test is about what a kill loses or repeats, not about a turn that brings
 /// the service down each time it runs (`runtime_recovery` tests that limit), so it is out of
 /// the way here.
-const RUN_RESTARTS_MAX: &str = "1000";
+pub(crate) const RUN_RESTARTS_MAX: &str = "1000";
 /// The longest the service may take to answer everything once it runs undisturbed.
-const QUIET_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const QUIET_WAIT: Duration = Duration::from_secs(120);
 /// The longest the clients may take to notice that the service was killed.
-const CLIENTS_END_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const CLIENTS_END_WAIT: Duration = Duration::from_secs(30);
 
-fn env_number(name: &str) -> Option<u64> {
+pub(crate) fn env_number(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|text| {
         text.trim()
             .parse()
@@ -59,8 +59,8 @@ fn env_number(name: &str) -> Option<u64> {
     })
 }
 
-fn run_seed() -> u64 {
-    env_number("KILL9_SEED").unwrap_or_else(|| {
+pub(crate) fn run_seed(var: &str) -> u64 {
+    env_number(var).unwrap_or_else(|| {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .expect("clock after 1970")
@@ -71,7 +71,7 @@ fn run_seed() -> u64 {
 
 /// A message the test sent, and what the service said.
 #[derive(Debug, Clone)]
-struct Acked {
+pub(crate) struct Acked {
     session_id: Uuid,
     text: String,
     event_id: i64,
@@ -81,24 +81,42 @@ struct Acked {
 
 /// Everything the clients did, across all kills.
 #[derive(Debug, Default)]
-struct Ledger {
+pub(crate) struct Ledger {
     /// Sessions whose creation was acknowledged.
-    sessions: Vec<Uuid>,
+    pub(crate) sessions: Vec<Uuid>,
     /// Messages answered 2xx with a run id.
-    acked: Vec<Acked>,
+    pub(crate) acked: Vec<Acked>,
     /// Messages whose request got no answer (the kill cut it off): in the log at most once.
-    cut_off: Vec<String>,
+    pub(crate) cut_off: Vec<String>,
     /// Messages refused with a 4xx: in the log never.
-    refused: Vec<(String, u16)>,
+    pub(crate) refused: Vec<(String, u16)>,
     /// Any 5xx answer: the service must not have one.
-    server_errors: Vec<String>,
-    n_stops: usize,
-    n_reads: usize,
+    pub(crate) server_errors: Vec<String>,
+    pub(crate) n_stops: usize,
+    pub(crate) n_reads: usize,
 }
 
-/// One client's traffic until a request fails (the service was killed).
-async fn drive(client: Client, ledger: Rc<RefCell<Ledger>>, mut rng: fastrand::Rng, tag: String) {
+/// What one client sends besides the kill test's mix: delegations too (a message whose turn
+/// delegates a task to a child session), and when to stop.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Traffic {
+    pub(crate) delegations: bool,
+    /// Set to end the client's traffic (its service was not killed).
+    pub(crate) stop: Rc<Cell<bool>>,
+}
+
+/// One client's traffic until a request fails (the service was killed) or it is told to stop.
+pub(crate) async fn drive(
+    client: Client,
+    ledger: Rc<RefCell<Ledger>>,
+    mut rng: fastrand::Rng,
+    tag: String,
+    traffic: Traffic,
+) {
     for n_request in 0.. {
+        if traffic.stop.get() {
+            return;
+        }
         let sessions = ledger.borrow().sessions.clone();
         let roll = rng.f64();
         if sessions.len() < 2 || roll < 0.08 {
@@ -121,13 +139,37 @@ async fn drive(client: Client, ledger: Rc<RefCell<Ledger>>, mut rng: fastrand::R
                 _ => panic!("creating a session: {} {:?}", answer.status, answer.value()),
             }
         } else if roll < 0.80 {
-            let session_id = sessions[rng.usize(..sessions.len())];
+            let mut session_id = sessions[rng.usize(..sessions.len())];
             let prefix = match rng.u32(..100) {
                 0..8 => "continue: ",
                 8..16 => "title: ",
                 _ => "",
             };
-            let text = format!("{prefix}{tag} message {n_request}");
+            let mut text = format!("{prefix}{tag} message {n_request}");
+            if traffic.delegations && prefix.is_empty() && rng.u32(..100) < 10 {
+                // In a session of its own, which no other message shares: the scripted model
+                // answers a session's newest message, so a message sent while the delegating
+                // turn waits for its child would be answered twice, by design of the script.
+                let Ok(answer) = client
+                    .request("POST", "/v1/sessions", Some(&json!({})))
+                    .await
+                else {
+                    return;
+                };
+                if !(200..300).contains(&answer.status) {
+                    ledger.borrow_mut().server_errors.push(format!(
+                        "create a session to delegate from: {} {:?}",
+                        answer.status,
+                        answer.value()
+                    ));
+                    return;
+                }
+                let session: SessionInfo = answer.json().expect("a session");
+                session_id = session.id;
+                text.push_str(&format!(
+                    "\ncall: delegate {{\"task\": \"{tag} task {n_request}\"}}"
+                ));
+            }
             let wait = rng.bool();
             let path = format!("/v1/sessions/{session_id}/messages");
             let body = json!({ "text": text, "wait": wait });
@@ -207,7 +249,7 @@ fn kill_while_starting(data_dir: &std::path::Path, after: Duration) {
 }
 
 /// Every page of every session of the account.
-async fn all_sessions(client: &Client) -> Vec<SessionInfo> {
+pub(crate) async fn all_sessions(client: &Client) -> Vec<SessionInfo> {
     let mut sessions = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -224,7 +266,7 @@ async fn all_sessions(client: &Client) -> Vec<SessionInfo> {
     }
 }
 
-async fn all_events(client: &Client, session_id: Uuid) -> Vec<EventInfo> {
+pub(crate) async fn all_events(client: &Client, session_id: Uuid) -> Vec<EventInfo> {
     let mut events = Vec::new();
     let mut from_seq = 1;
     loop {
@@ -243,7 +285,7 @@ async fn all_events(client: &Client, session_id: Uuid) -> Vec<EventInfo> {
 }
 
 /// Runs by state, from `/metrics`.
-async fn runs_by_state(client: &Client) -> BTreeMap<String, f64> {
+pub(crate) async fn runs_by_state(client: &Client) -> BTreeMap<String, f64> {
     let answer = client
         .send_raw("GET", "/metrics", Vec::new(), &[])
         .await
@@ -260,20 +302,20 @@ async fn runs_by_state(client: &Client) -> BTreeMap<String, f64> {
 }
 
 /// A message a person wrote, not a continuation's copy of one.
-fn is_own_user_message(event: &EventInfo) -> bool {
+pub(crate) fn is_own_user_message(event: &EventInfo) -> bool {
     event.kind == "message"
         && event.role.as_deref() == Some("user")
         && event.actor.as_deref() == Some("user")
         && event.meta.get("continued_from").is_none()
 }
 
-fn text_of(event: &EventInfo) -> &str {
+pub(crate) fn text_of(event: &EventInfo) -> &str {
     event.content["text"].as_str().unwrap_or_default()
 }
 
 #[actix_web::test]
 async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
-    let seed = run_seed();
+    let seed = run_seed("KILL9_SEED");
     let soak = std::env::var("SEED_SOAK").is_ok_and(|soak| soak == "1");
     let kills = env_number("KILL9_KILLS")
         .map_or(if soak { SOAK_KILLS } else { KILLS_DEFAULT }, |kills| {
@@ -313,6 +355,7 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
                     Rc::clone(&ledger),
                     fastrand::Rng::with_seed(rng.u64(..)),
                     format!("k{kill_idx}c{client_idx}"),
+                    Traffic::default(),
                 ))
             })
             .collect();
@@ -364,12 +407,78 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
         actix_web::rt::time::sleep(Duration::from_millis(50)).await;
     }
 
-    // Through the API.
+    let Checked {
+        mut problems,
+        n_sessions,
+        runs_by_status,
+        n_retried,
+    } = check_answers(&ledger, &client).await;
+
+    // Through the database, once the service is stopped.
+    let account_id = server.local_key().account_id;
+    let data_dir = server.data_dir.clone();
+    let status = server.terminate();
+    assert!(status.success(), "seed {seed}: the drain exited {status:?}");
+    let store = crate::common::open_store(&data_dir);
+    if crate::common::sqlite_only("the integrity check of the database file") {
+        for problem in store.check_integrity().await.expect("integrity check") {
+            problems.push(format!("integrity: {problem}"));
+        }
+    }
+    let n_checked = check_database(&store, account_id, &mut problems).await;
+
+    eprintln!(
+        "kill9 seed {seed}: {kills} kills ({n_early_kills} while starting) in {:.1} s of \
+         traffic, {:.1} s in all; {} sessions, {} messages acknowledged (runs {runs_by_status:?}, \
+         {n_retried} taken up again after a kill), {} cut off, {} refused, {} stops, {} reads; \
+         {n_checked} database checks",
+        traffic_elapsed.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        n_sessions,
+        ledger.acked.len(),
+        ledger.cut_off.len(),
+        ledger.refused.len(),
+        ledger.n_stops,
+        ledger.n_reads,
+    );
+    assert!(
+        problems.is_empty(),
+        "seed {seed} (replay with KILL9_SEED={seed}): {problems:#?}"
+    );
+    // The test did what it says: traffic flowed, and kills cut turns off mid-way.
+    assert!(
+        ledger.acked.len() >= kills - n_early_kills,
+        "seed {seed}: only {} messages acknowledged",
+        ledger.acked.len()
+    );
+    if kills >= 20 {
+        assert!(
+            n_retried > 0 && !ledger.cut_off.is_empty(),
+            "seed {seed}: no kill landed mid-turn ({n_retried} runs taken up again, {} \
+             requests cut off)",
+            ledger.cut_off.len()
+        );
+    }
+}
+
+/// What [`check_answers`] found.
+pub(crate) struct Checked {
+    pub(crate) problems: Vec<String>,
+    pub(crate) n_sessions: usize,
+    pub(crate) runs_by_status: BTreeMap<String, usize>,
+    pub(crate) n_retried: usize,
+}
+
+/// Once the service is quiet, through the API: every acknowledged session is there; every
+/// acknowledged message is in the log exactly once, where it was acknowledged, its run ended
+/// and answered (or the reason recorded); no answer is written twice; a cut-off message is in
+/// the log at most once, a refused one never, and nothing is there that was never sent.
+pub(crate) async fn check_answers(ledger: &Ledger, client: &Client) -> Checked {
     let mut problems: Vec<String> = ledger.server_errors.clone();
-    let sessions = all_sessions(&client).await;
+    let sessions = all_sessions(client).await;
     let mut logs: HashMap<Uuid, Vec<EventInfo>> = HashMap::new();
     for session in &sessions {
-        logs.insert(session.id, all_events(&client, session.id).await);
+        logs.insert(session.id, all_events(client, session.id).await);
     }
     for id in &ledger.sessions {
         if !logs.contains_key(id) {
@@ -542,60 +651,26 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
         }
     }
 
-    // Through the database, once the service is stopped.
-    let account_id = server.local_key().account_id;
-    let data_dir = server.data_dir.clone();
-    let status = server.terminate();
-    assert!(status.success(), "seed {seed}: the drain exited {status:?}");
-    let store = crate::common::open_store(&data_dir);
-    if crate::common::sqlite_only("the integrity check of the database file") {
-        for problem in store.check_integrity().await.expect("integrity check") {
-            problems.push(format!("integrity: {problem}"));
-        }
+    Checked {
+        problems,
+        n_sessions: sessions.len(),
+        runs_by_status,
+        n_retried,
     }
+}
+
+/// Through the database, once the service is stopped: no run open, and the quiet invariants of
+/// the simulation. Returns how many checks ran.
+pub(crate) async fn check_database(
+    store: &seed_store::Store,
+    account_id: seed_events::AccountId,
+    problems: &mut Vec<String>,
+) -> usize {
     let open_runs = store.list_open_runs().await.expect("runs");
     if !open_runs.is_empty() {
         problems.push(format!("runs still open: {open_runs:?}"));
     }
-    let n_checked = seed_sim::invariants::check_quiet_database(
-        &store,
-        account_id,
-        &HashMap::new(),
-        &mut problems,
-    )
-    .await
-    .expect("the invariants run");
-
-    eprintln!(
-        "kill9 seed {seed}: {kills} kills ({n_early_kills} while starting) in {:.1} s of \
-         traffic, {:.1} s in all; {} sessions, {} messages acknowledged (runs {runs_by_status:?}, \
-         {n_retried} taken up again after a kill), {} cut off, {} refused, {} stops, {} reads; \
-         {n_checked} database checks",
-        traffic_elapsed.as_secs_f64(),
-        started.elapsed().as_secs_f64(),
-        sessions.len(),
-        ledger.acked.len(),
-        ledger.cut_off.len(),
-        ledger.refused.len(),
-        ledger.n_stops,
-        ledger.n_reads,
-    );
-    assert!(
-        problems.is_empty(),
-        "seed {seed} (replay with KILL9_SEED={seed}): {problems:#?}"
-    );
-    // The test did what it says: traffic flowed, and kills cut turns off mid-way.
-    assert!(
-        ledger.acked.len() >= kills - n_early_kills,
-        "seed {seed}: only {} messages acknowledged",
-        ledger.acked.len()
-    );
-    if kills >= 20 {
-        assert!(
-            n_retried > 0 && !ledger.cut_off.is_empty(),
-            "seed {seed}: no kill landed mid-turn ({n_retried} runs taken up again, {} \
-             requests cut off)",
-            ledger.cut_off.len()
-        );
-    }
+    seed_sim::invariants::check_quiet_database(store, account_id, &HashMap::new(), problems)
+        .await
+        .expect("the invariants run")
 }

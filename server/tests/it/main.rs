@@ -14,6 +14,7 @@ mod hardening_files;
 mod hardening_requests;
 mod hardening_ws;
 mod kill9;
+mod kill_nodes;
 mod mcp;
 mod migrate;
 mod nodes;

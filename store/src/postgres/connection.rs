@@ -2,7 +2,7 @@
 //! thread of its own with a current-thread runtime, blocking on each statement, so that the
 //! store's functions run on it as they run on SQLite's connection ([`crate::sql`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::error::Error as StdError;
 
@@ -19,13 +19,36 @@ pub(crate) enum Purpose {
     Reader,
 }
 
-/// One connection to the database, used from one thread at a time.
+/// One connection to the database, used from one thread at a time. A connection that the
+/// server closed (it restarted, or was away) is opened again at the next statement that may
+/// run on a new one: one outside any transaction, or one that begins a transaction. Within a
+/// transaction it is not: the statements after the loss would commit on their own.
 pub(crate) struct PgConnection {
     /// Taken only when the connection is dropped.
     runtime: Option<tokio::runtime::Runtime>,
-    client: tokio_postgres::Client,
+    client: RefCell<tokio_postgres::Client>,
+    config: tokio_postgres::Config,
+    purpose: Purpose,
+    /// Whether a transaction is open (by the statements' texts: `BEGIN` … `COMMIT`/`ROLLBACK`).
+    in_transaction: Cell<bool>,
     /// Statements prepared on this connection, by their text as the store writes it.
     statements: RefCell<HashMap<Box<str>, tokio_postgres::Statement>>,
+}
+
+/// What a statement's text does to the transaction.
+fn transaction_effect(sql: &str) -> Option<bool> {
+    let head = sql.trim_start();
+    let starts = |word: &str| {
+        head.get(..word.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(word))
+    };
+    if starts("BEGIN") || starts("START TRANSACTION") {
+        Some(true)
+    } else if starts("COMMIT") || starts("END") || (starts("ROLLBACK") && !starts("ROLLBACK TO")) {
+        Some(false)
+    } else {
+        None
+    }
 }
 
 impl PgConnection {
@@ -41,24 +64,16 @@ impl PgConnection {
                     let runtime = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()?;
-                    let (mut client, connection) =
-                        runtime.block_on(config.connect(tokio_postgres::NoTls))?;
-                    runtime.spawn(async move {
-                        if let Err(error) = connection.await {
-                            tracing::warn!(error = %super::describe(&error), "postgres connection ended");
-                        }
-                    });
-                    match purpose {
-                        Purpose::Writer => {
-                            runtime.block_on(super::schema::migrate(&mut client))?;
-                        }
-                        Purpose::Reader => runtime.block_on(
-                            client.batch_execute("SET default_transaction_read_only = on"),
-                        )?,
+                    let mut client = connect(&runtime, &config, purpose)?;
+                    if purpose == Purpose::Writer {
+                        runtime.block_on(super::schema::migrate(&mut client))?;
                     }
                     Ok(PgConnection {
                         runtime: Some(runtime),
-                        client,
+                        client: RefCell::new(client),
+                        config: config.clone(),
+                        purpose,
+                        in_transaction: Cell::new(false),
                         statements: RefCell::new(HashMap::new()),
                     })
                 })
@@ -74,8 +89,45 @@ impl PgConnection {
             .block_on(future)
     }
 
+    /// The client, opened again first when the server closed it and the statement `sql` may
+    /// run on a new connection; notes what `sql` does to the transaction.
+    fn client_for(&self, sql: &str) -> Result<std::cell::Ref<'_, tokio_postgres::Client>> {
+        let effect = transaction_effect(sql);
+        self.notice_a_closed_connection();
+        if self.client.borrow().is_closed() && (!self.in_transaction.get() || effect == Some(true))
+        {
+            let runtime = self
+                .runtime
+                .as_ref()
+                .expect("the runtime lives as long as the connection");
+            let client = connect(runtime, &self.config, self.purpose)?;
+            *self.client.borrow_mut() = client;
+            self.statements.borrow_mut().clear();
+            tracing::info!("connected to the database again");
+        }
+        if let Some(begins) = effect {
+            self.in_transaction.set(begins);
+        }
+        Ok(self.client.borrow())
+    }
+
+    /// Outside a transaction, lets the driver read what the server sent since the last
+    /// statement, so that a connection the server closed meanwhile (it restarted, or cut this
+    /// one off) is known closed before a statement is sent on it.
+    fn notice_a_closed_connection(&self) {
+        if !self.in_transaction.get() {
+            self.block_on(tokio::task::yield_now());
+        }
+    }
+
     pub(crate) fn prepare_cached(&self, sql: &str) -> Result<tokio_postgres::Statement> {
-        if let Some(statement) = self.statements.borrow().get(sql) {
+        self.notice_a_closed_connection();
+        if !self.client.borrow().is_closed()
+            && let Some(statement) = self.statements.borrow().get(sql)
+        {
+            if let Some(begins) = transaction_effect(sql) {
+                self.in_transaction.set(begins);
+            }
             return Ok(statement.clone());
         }
         let statement = self.prepare(sql)?;
@@ -87,7 +139,8 @@ impl PgConnection {
 
     pub(crate) fn prepare(&self, sql: &str) -> Result<tokio_postgres::Statement> {
         let text = crate::sql::postgres_text(sql);
-        Ok(self.block_on(self.client.prepare(&text))?)
+        let client = self.client_for(sql)?;
+        Ok(self.block_on(client.prepare(&text))?)
     }
 
     pub(crate) fn execute(
@@ -96,7 +149,8 @@ impl PgConnection {
         params: Params<'_>,
     ) -> Result<usize> {
         let values = bound(params);
-        let n_changed = self.block_on(self.client.execute(statement, &refs(&values)))?;
+        let client = self.client.borrow();
+        let n_changed = self.block_on(client.execute(statement, &refs(&values)))?;
         Ok(usize::try_from(n_changed).unwrap_or(usize::MAX))
     }
 
@@ -106,11 +160,13 @@ impl PgConnection {
         params: Params<'_>,
     ) -> Result<Vec<tokio_postgres::Row>> {
         let values = bound(params);
-        Ok(self.block_on(self.client.query(statement, &refs(&values)))?)
+        let client = self.client.borrow();
+        Ok(self.block_on(client.query(statement, &refs(&values)))?)
     }
 
     pub(crate) fn batch_execute(&self, sql: &str) -> Result<()> {
-        Ok(self.block_on(self.client.batch_execute(sql))?)
+        let client = self.client_for(sql)?;
+        Ok(self.block_on(client.batch_execute(sql))?)
     }
 }
 
@@ -122,6 +178,24 @@ impl Drop for PgConnection {
             runtime.shutdown_background();
         }
     }
+}
+
+/// Opens a connection for `purpose` on `runtime`, which drives it while a statement waits.
+fn connect(
+    runtime: &tokio::runtime::Runtime,
+    config: &tokio_postgres::Config,
+    purpose: Purpose,
+) -> Result<tokio_postgres::Client> {
+    let (client, connection) = runtime.block_on(config.connect(tokio_postgres::NoTls))?;
+    runtime.spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::warn!(error = %super::describe(&error), "postgres connection ended");
+        }
+    });
+    if purpose == Purpose::Reader {
+        runtime.block_on(client.batch_execute("SET default_transaction_read_only = on"))?;
+    }
+    Ok(client)
 }
 
 /// A value as PostgreSQL binds it.
