@@ -12,18 +12,26 @@
 //!   in the order PostgreSQL delivers it (the order of the commits), with a [`Gap`] wherever
 //!   something may have been missed.
 //!
-//! The wire form is one line of fields separated by a space; the last field of a `delta` and of
-//! a `changed` takes the rest of the payload, spaces and newlines included:
+//! The wire form is one line of fields separated by a space. It starts with the node that sent
+//! it (its origin, so a node can tell its own notices from its peers'), then the notice's kind
+//! and fields; the last field of a `delta`, a `changed`, an `account` and of the calls takes
+//! the rest of the payload, spaces and newlines included:
 //!
 //! ```text
-//! events <session key> <from seq> <to seq>
-//! delta <session id> <run id> <offset bytes> <chunk>
-//! finished <session id> <run id> <status>
-//! changed <session id> <reason>
+//! <origin> events <session key> <from seq> <to seq>
+//! <origin> delta <session id> <run id> <offset bytes> <chunk>
+//! <origin> finished <session id> <run id> <status>
+//! <origin> changed <session id> <from seq>:<to seq> or - <reason>
+//! <origin> deleted <session id> <account id>
+//! <origin> account <account id> <reasons, one a line>
+//! <origin> tool <session id> <run id> <seq> <JSON [call id, name, arguments]>
+//! <origin> approval <session id> <run id> <JSON [call id, name, arguments]>
+//! <origin> elicitation <session id> <run id> <JSON [call id, name, arguments, message, schema]>
+//! <origin> missed
 //! ```
 //!
-//! In the chunk and the reason a backslash is written `\\` and a NUL `\0` (PostgreSQL's text
-//! cannot hold a NUL). PostgreSQL refuses a payload of 8000 bytes or more, so a text delta whose
+//! In the last field a backslash is written `\\` and a NUL `\0` (PostgreSQL's text cannot
+//! hold a NUL). PostgreSQL refuses a payload of 8000 bytes or more, so a text delta whose
 //! payload would be longer is split into several chunks, each cut on a char boundary and
 //! carrying the byte offset it starts at in the run's streamed text: a receiver that finds an
 //! offset that does not continue the chunk before has missed one, and repairs from the log.
@@ -37,7 +45,7 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use futures::future::poll_fn;
 use futures::{Stream, StreamExt as _};
-use seed_events::{RunId, RunStatus, SessionId};
+use seed_events::{AccountId, RunId, RunStatus, SessionId};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use crate::{Error, Result};
@@ -74,6 +82,9 @@ const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// Unanswered keepalive probes after which the connection counts as lost.
 const KEEPALIVE_RETRIES: u32 = 3;
 
+/// The longest origin (the sending node's id) a notice carries, in bytes.
+pub const ORIGIN_BYTES_MAX: usize = 64;
+
 /// How much of a malformed payload its error shows, in chars.
 const MALFORMED_SHOWN_CHARS_MAX: usize = 80;
 
@@ -100,15 +111,57 @@ pub enum Notice {
         run_id: RunId,
         status: RunStatus,
     },
-    /// A session's title, runs or links changed, for `reason`.
+    /// A session's log, title, runs or links changed, for `reason`; `seqs` are the first and
+    /// last seq of the events the change appended to its log, when it appended some.
     SessionChanged {
         session_id: SessionId,
         reason: String,
+        seqs: Option<(i64, i64)>,
     },
+    /// A session of `account_id` was deleted.
+    SessionDeleted {
+        session_id: SessionId,
+        account_id: AccountId,
+    },
+    /// An account's list of sessions changed, for each of `reasons` (names, without a newline).
+    AccountChanged {
+        account_id: AccountId,
+        reasons: Vec<String>,
+    },
+    /// The model asked for a tool call, whose `tool_call` event is at `seq`.
+    ToolCall {
+        session_id: SessionId,
+        run_id: RunId,
+        seq: i64,
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
+    /// A call waits for a person's approval.
+    ApprovalPending {
+        session_id: SessionId,
+        run_id: RunId,
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
+    /// An MCP server asks the person a question during a call in flight.
+    ElicitationPending {
+        session_id: SessionId,
+        run_id: RunId,
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+        message: String,
+        requested_schema: serde_json::Value,
+    },
+    /// The sender lost notices it meant to send (its connection was cut): a receiver resyncs
+    /// as after a [`Gap`].
+    Missed,
 }
 
-/// A notice whose payload PostgreSQL would refuse. Only a [`Notice::SessionChanged`] with a
-/// reason of thousands of bytes can be one; a text delta is split instead.
+/// A notice whose payload PostgreSQL would refuse: a reason of thousands of bytes, or a call
+/// with arguments that long; a text delta is split instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "a notice of {bytes} bytes is past the {NOTIFY_PAYLOAD_BYTES_MAX} bytes a PostgreSQL \
@@ -145,8 +198,21 @@ impl Notice {
     /// The payloads that carry this notice, in order, each at most
     /// [`NOTIFY_PAYLOAD_BYTES_MAX`] bytes: one, but for a text delta too long for one, which
     /// is split into chunks on char boundaries, each with its own offset.
-    pub fn payloads(&self) -> Result<Vec<String>, TooLong> {
-        let payload = match self {
+    ///
+    /// Panics when `origin` is empty, longer than [`ORIGIN_BYTES_MAX`] or holds anything but
+    /// printable ASCII other than a space or a backslash: the origin is the program's own node
+    /// id.
+    pub fn payloads(&self, origin: &str) -> Result<Vec<String>, TooLong> {
+        assert!(
+            !origin.is_empty()
+                && origin.len() <= ORIGIN_BYTES_MAX
+                && origin
+                    .bytes()
+                    .all(|byte| byte.is_ascii_graphic() && byte != b'\\'),
+            "an origin is 1 to {ORIGIN_BYTES_MAX} printable ASCII bytes without a space or a \
+             backslash: {origin:?}"
+        );
+        let body = match self {
             Notice::EventsCommitted {
                 session_key,
                 from_seq,
@@ -157,18 +223,76 @@ impl Notice {
                 run_id,
                 offset_bytes,
                 chunk,
-            } => return Ok(delta_payloads(*session_id, *run_id, *offset_bytes, chunk)),
+            } => {
+                return Ok(delta_payloads(
+                    origin,
+                    *session_id,
+                    *run_id,
+                    *offset_bytes,
+                    chunk,
+                ));
+            }
             Notice::RunFinished {
                 session_id,
                 run_id,
                 status,
             } => format!("finished {session_id} {run_id} {}", status.as_str()),
-            Notice::SessionChanged { session_id, reason } => {
-                let mut payload = format!("changed {session_id} ");
-                escape_into(&mut payload, reason);
-                payload
+            Notice::SessionChanged {
+                session_id,
+                reason,
+                seqs,
+            } => {
+                let seqs = match seqs {
+                    Some((from, to)) => format!("{from}:{to}"),
+                    None => "-".to_owned(),
+                };
+                with_rest(format!("changed {session_id} {seqs} "), reason)
             }
+            Notice::SessionDeleted {
+                session_id,
+                account_id,
+            } => format!("deleted {session_id} {account_id}"),
+            Notice::AccountChanged {
+                account_id,
+                reasons,
+            } => with_rest(format!("account {account_id} "), &reasons.join("\n")),
+            Notice::ToolCall {
+                session_id,
+                run_id,
+                seq,
+                call_id,
+                name,
+                arguments,
+            } => with_rest(
+                format!("tool {session_id} {run_id} {seq} "),
+                &serde_json::json!([call_id, name, arguments]).to_string(),
+            ),
+            Notice::ApprovalPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+            } => with_rest(
+                format!("approval {session_id} {run_id} "),
+                &serde_json::json!([call_id, name, arguments]).to_string(),
+            ),
+            Notice::ElicitationPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+                message,
+                requested_schema,
+            } => with_rest(
+                format!("elicitation {session_id} {run_id} "),
+                &serde_json::json!([call_id, name, arguments, message, requested_schema])
+                    .to_string(),
+            ),
+            Notice::Missed => "missed".to_owned(),
         };
+        let payload = format!("{origin} {body}");
         if payload.len() > NOTIFY_PAYLOAD_BYTES_MAX {
             return Err(TooLong {
                 bytes: payload.len(),
@@ -177,13 +301,22 @@ impl Notice {
         Ok(vec![payload])
     }
 
-    /// The notice a payload carries (a text delta's payload carries one chunk).
-    pub fn decode(payload: &str) -> Result<Notice, Malformed> {
+    /// The origin and the notice a payload carries (a text delta's payload carries one chunk).
+    pub fn decode(payload: &str) -> Result<(String, Notice), Malformed> {
         let malformed = |reason: String| Malformed::new(payload, reason);
-        let (kind, rest) = payload
+        let (origin, body) = payload
             .split_once(' ')
-            .ok_or_else(|| malformed(format!("no fields after the kind {payload:?}")))?;
-        match kind {
+            .ok_or_else(|| malformed("no kind after the origin".to_owned()))?;
+        if origin.is_empty() {
+            return Err(malformed("an empty origin".to_owned()));
+        }
+        if body == "missed" {
+            return Ok((origin.to_owned(), Notice::Missed));
+        }
+        let (kind, rest) = body
+            .split_once(' ')
+            .ok_or_else(|| malformed(format!("no fields after the kind {body:?}")))?;
+        let notice = match kind {
             "events" => {
                 let ([session_key, from_seq], to_seq) =
                     leading_fields(rest).ok_or_else(|| malformed(missing(kind)))?;
@@ -216,22 +349,115 @@ impl Notice {
                 })
             }
             "changed" => {
-                let ([session_id], reason) =
+                let ([session_id, seqs], reason) =
                     leading_fields(rest).ok_or_else(|| malformed(missing(kind)))?;
+                let seqs = match seqs {
+                    "-" => None,
+                    seqs => {
+                        let (from, to) = seqs.split_once(':').ok_or_else(|| {
+                            malformed(format!("the seqs {seqs:?} are not <from>:<to>"))
+                        })?;
+                        Some((
+                            number(from, "first seq").map_err(malformed)?,
+                            number(to, "last seq").map_err(malformed)?,
+                        ))
+                    }
+                };
                 Ok(Notice::SessionChanged {
                     session_id: id(session_id, "session id").map_err(malformed)?,
                     reason: unescape(reason).map_err(malformed)?,
+                    seqs,
+                })
+            }
+            "deleted" => {
+                let ([session_id], account_id) =
+                    leading_fields(rest).ok_or_else(|| malformed(missing(kind)))?;
+                Ok(Notice::SessionDeleted {
+                    session_id: id(session_id, "session id").map_err(malformed)?,
+                    account_id: id(account_id, "account id").map_err(malformed)?,
+                })
+            }
+            "account" => {
+                let ([account_id], reasons) =
+                    leading_fields(rest).ok_or_else(|| malformed(missing(kind)))?;
+                let reasons = unescape(reasons).map_err(malformed)?;
+                Ok(Notice::AccountChanged {
+                    account_id: id(account_id, "account id").map_err(malformed)?,
+                    reasons: reasons.split('\n').map(str::to_owned).collect(),
+                })
+            }
+            "tool" => {
+                let ([session_id, run_id, seq], call) =
+                    leading_fields(rest).ok_or_else(|| malformed(missing(kind)))?;
+                let (call_id, name, arguments) =
+                    serde_json::from_str::<(String, String, serde_json::Value)>(
+                        &unescape(call).map_err(malformed)?,
+                    )
+                    .map_err(|error| malformed(format!("the call is not its JSON: {error}")))?;
+                Ok(Notice::ToolCall {
+                    session_id: id(session_id, "session id").map_err(malformed)?,
+                    run_id: id(run_id, "run id").map_err(malformed)?,
+                    seq: number(seq, "seq").map_err(malformed)?,
+                    call_id,
+                    name,
+                    arguments,
+                })
+            }
+            "approval" => {
+                let ([session_id, run_id], call) =
+                    leading_fields(rest).ok_or_else(|| malformed(missing(kind)))?;
+                let (call_id, name, arguments) =
+                    serde_json::from_str::<(String, String, serde_json::Value)>(
+                        &unescape(call).map_err(malformed)?,
+                    )
+                    .map_err(|error| malformed(format!("the call is not its JSON: {error}")))?;
+                Ok(Notice::ApprovalPending {
+                    session_id: id(session_id, "session id").map_err(malformed)?,
+                    run_id: id(run_id, "run id").map_err(malformed)?,
+                    call_id,
+                    name,
+                    arguments,
+                })
+            }
+            "elicitation" => {
+                let ([session_id, run_id], call) =
+                    leading_fields(rest).ok_or_else(|| malformed(missing(kind)))?;
+                let (call_id, name, arguments, message, requested_schema) =
+                    serde_json::from_str::<(
+                        String,
+                        String,
+                        serde_json::Value,
+                        String,
+                        serde_json::Value,
+                    )>(&unescape(call).map_err(malformed)?)
+                    .map_err(|error| malformed(format!("the call is not its JSON: {error}")))?;
+                Ok(Notice::ElicitationPending {
+                    session_id: id(session_id, "session id").map_err(malformed)?,
+                    run_id: id(run_id, "run id").map_err(malformed)?,
+                    call_id,
+                    name,
+                    arguments,
+                    message,
+                    requested_schema,
                 })
             }
             other => Err(malformed(format!("no notice is called {other:?}"))),
-        }
+        }?;
+        Ok((origin.to_owned(), notice))
     }
+}
+
+/// `head` followed by `rest`, escaped.
+fn with_rest(mut head: String, rest: &str) -> String {
+    escape_into(&mut head, rest);
+    head
 }
 
 /// The payloads of a text delta: as many chunks as it takes, each payload at most
 /// [`NOTIFY_PAYLOAD_BYTES_MAX`] bytes once escaped, each chunk cut on a char boundary. An
 /// empty text is one payload with an empty chunk.
 fn delta_payloads(
+    origin: &str,
     session_id: SessionId,
     run_id: RunId,
     offset_bytes: u64,
@@ -241,7 +467,7 @@ fn delta_payloads(
     let mut rest = text;
     let mut offset_bytes = offset_bytes;
     loop {
-        let mut payload = format!("delta {session_id} {run_id} {offset_bytes} ");
+        let mut payload = format!("{origin} delta {session_id} {run_id} {offset_bytes} ");
         let room = NOTIFY_PAYLOAD_BYTES_MAX - payload.len();
         let mut escaped_bytes = 0;
         let mut end = rest.len();
@@ -345,11 +571,11 @@ impl Notify {
     }
 }
 
-/// The notifications that send `notice` on `channel`, in order: one each of its
+/// The notifications that send `notice` from `origin` on `channel`, in order: one each of its
 /// [payloads](Notice::payloads).
-pub fn notify_sql(channel: &str, notice: &Notice) -> Result<Vec<Notify>, TooLong> {
+pub fn notify_sql(channel: &str, origin: &str, notice: &Notice) -> Result<Vec<Notify>, TooLong> {
     Ok(notice
-        .payloads()?
+        .payloads(origin)?
         .into_iter()
         .map(|payload| Notify {
             channel: channel.to_owned(),
@@ -358,10 +584,134 @@ pub fn notify_sql(channel: &str, notice: &Notice) -> Result<Vec<Notify>, TooLong
         .collect())
 }
 
+/// Why a notice was not sent.
+#[derive(Debug, thiserror::Error)]
+pub enum Unsent {
+    #[error(transparent)]
+    TooLong(#[from] TooLong),
+    /// The connection is lost, or could not be made again yet; the notice is lost, and the
+    /// next one sent is preceded by a [`Notice::Missed`].
+    #[error("the notices' sending connection is lost: {0}")]
+    Lost(String),
+}
+
+/// Sends notices from one node on a connection of its own, outside any transaction, so each is
+/// delivered at once, in the order they are sent (one sender: its receivers hear them in that
+/// order). A lost connection is made again at a later send, no sooner than a backoff after the
+/// last failed attempt; what could not be sent meanwhile is lost, and the first notice sent
+/// after it is a [`Notice::Missed`], so receivers resync. Used inside a tokio runtime, which
+/// drives the connection.
+pub struct Notifier {
+    config: tokio_postgres::Config,
+    channel: String,
+    origin: String,
+    client: Option<Client>,
+    /// Notices were lost since the last one sent.
+    missed: bool,
+    /// When the next attempt to connect may be made, and the wait after it fails.
+    retry: Option<(tokio::time::Instant, Duration)>,
+}
+
+impl fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Notifier")
+            .field("channel", &self.channel)
+            .field("origin", &self.origin)
+            .field("missed", &self.missed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Notifier {
+    /// Connects to the database `url` names, to send on `channel` as `origin` (see
+    /// [`Notice::payloads`] for what an origin may hold).
+    pub async fn connect(url: &str, channel: &str, origin: &str) -> Result<Notifier> {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(Error::Postgres)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(super::CONNECT_TIMEOUT);
+        }
+        let mut notifier = Notifier {
+            config,
+            channel: channel.to_owned(),
+            origin: origin.to_owned(),
+            client: None,
+            missed: false,
+            retry: None,
+        };
+        notifier.client = Some(notifier.open().await.map_err(Error::Postgres)?);
+        Ok(notifier)
+    }
+
+    async fn open(&self) -> Result<Client, tokio_postgres::Error> {
+        let (client, connection) = self.config.connect(NoTls).await?;
+        tokio::spawn(connection);
+        Ok(client)
+    }
+
+    /// Sends `notice`: all its payloads, in order. A notice too long is refused and nothing
+    /// is sent.
+    pub async fn send(&mut self, notice: &Notice) -> Result<(), Unsent> {
+        let payloads = notice.payloads(&self.origin)?;
+        self.connect_again().await?;
+        let mut missed = Vec::new();
+        if self.missed {
+            missed = Notice::Missed.payloads(&self.origin)?;
+        }
+        let client = self.client.as_ref().expect("connected just above");
+        let mut lost = None;
+        for payload in missed.iter().chain(&payloads) {
+            if let Err(error) = client.execute(Notify::SQL, &[&self.channel, payload]).await {
+                lost = Some(error);
+                break;
+            }
+        }
+        if let Some(error) = lost {
+            self.client = None;
+            self.missed = true;
+            return Err(Unsent::Lost(super::describe(&error)));
+        }
+        self.missed = false;
+        Ok(())
+    }
+
+    /// Makes the connection again when it was lost and the backoff allows.
+    async fn connect_again(&mut self) -> Result<(), Unsent> {
+        if self.client.as_ref().is_some_and(Client::is_closed) {
+            self.client = None;
+            self.missed = true;
+        }
+        if self.client.is_none() {
+            if let Some((at, _)) = self.retry
+                && tokio::time::Instant::now() < at
+            {
+                self.missed = true;
+                return Err(Unsent::Lost("waiting to connect again".to_owned()));
+            }
+            match self.open().await {
+                Ok(client) => {
+                    self.retry = None;
+                    self.client = Some(client);
+                }
+                Err(error) => {
+                    let backoff = match self.retry {
+                        Some((_, backoff)) => (backoff * 2).min(RECONNECT_BACKOFF_MAX),
+                        None => RECONNECT_BACKOFF_MIN,
+                    };
+                    self.retry = Some((tokio::time::Instant::now() + backoff, backoff));
+                    self.missed = true;
+                    return Err(Unsent::Lost(super::describe(&error)));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a [`Listener`] yields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heard {
-    Notice(Notice),
+    /// A notice, and the node that sent it.
+    Notice { origin: String, notice: Notice },
     /// Notices may have been missed here: the reader resyncs from the log before it trusts the
     /// notices that follow.
     Gap(Gap),
@@ -548,7 +898,7 @@ impl Outbox {
                     continue;
                 };
                 let heard = match Notice::decode(notification.payload()) {
-                    Ok(notice) => Heard::Notice(notice),
+                    Ok((origin, notice)) => Heard::Notice { origin, notice },
                     Err(error) => {
                         tracing::warn!(%error, "a notification that is not a notice");
                         Heard::Gap(Gap::Unreadable)
@@ -594,7 +944,7 @@ impl Outbox {
             Err(error) if error.is_full() => {
                 self.owed = Some(match error.into_inner() {
                     Heard::Gap(gap) => gap,
-                    Heard::Notice(_) => Gap::FellBehind,
+                    Heard::Notice { .. } => Gap::FellBehind,
                 });
                 true
             }
@@ -615,8 +965,14 @@ mod tests {
         RunId::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0002)
     }
 
+    const ORIGIN: &str = "0190aaaa-0000-7000-8000-00000000000a";
+
+    fn account() -> AccountId {
+        AccountId::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0003)
+    }
+
     fn one_payload(notice: &Notice) -> String {
-        let mut payloads = notice.payloads().expect("a notice that fits");
+        let mut payloads = notice.payloads(ORIGIN).expect("a notice that fits");
         assert_eq!(payloads.len(), 1, "{payloads:?}");
         payloads.remove(0)
     }
@@ -666,13 +1022,87 @@ mod tests {
                 Notice::SessionChanged {
                     session_id: session(),
                     reason: "title".to_owned(),
+                    seqs: None,
                 },
-                format!("changed {} title", session()),
+                format!("changed {} - title", session()),
             ),
+            (
+                Notice::SessionChanged {
+                    session_id: session(),
+                    reason: "a reason with spaces".to_owned(),
+                    seqs: Some((3, 5)),
+                },
+                format!("changed {} 3:5 a reason with spaces", session()),
+            ),
+            (
+                Notice::SessionDeleted {
+                    session_id: session(),
+                    account_id: account(),
+                },
+                format!("deleted {} {}", session(), account()),
+            ),
+            (
+                Notice::AccountChanged {
+                    account_id: account(),
+                    reasons: vec!["session-updated".to_owned(), "session-continued".to_owned()],
+                },
+                format!("account {} session-updated\nsession-continued", account()),
+            ),
+            (
+                Notice::ToolCall {
+                    session_id: session(),
+                    run_id: run(),
+                    seq: 8,
+                    call_id: "call 1".to_owned(),
+                    name: "read".to_owned(),
+                    arguments: serde_json::json!({"path": "a\\b"}),
+                },
+                format!(
+                    "tool {} {} 8 [\"call 1\",\"read\",{{\"path\":\"a\\\\\\\\b\"}}]",
+                    session(),
+                    run()
+                ),
+            ),
+            (
+                Notice::ApprovalPending {
+                    session_id: session(),
+                    run_id: run(),
+                    call_id: "c".to_owned(),
+                    name: "bash".to_owned(),
+                    arguments: serde_json::json!({"command": "ls"}),
+                },
+                format!(
+                    "approval {} {} [\"c\",\"bash\",{{\"command\":\"ls\"}}]",
+                    session(),
+                    run()
+                ),
+            ),
+            (
+                Notice::ElicitationPending {
+                    session_id: session(),
+                    run_id: run(),
+                    call_id: "c".to_owned(),
+                    name: "mcp".to_owned(),
+                    arguments: serde_json::json!({}),
+                    message: "which?".to_owned(),
+                    requested_schema: serde_json::json!({"type": "object"}),
+                },
+                format!(
+                    "elicitation {} {} [\"c\",\"mcp\",{{}},\"which?\",{{\"type\":\"object\"}}]",
+                    session(),
+                    run()
+                ),
+            ),
+            (Notice::Missed, "missed".to_owned()),
         ];
         for (notice, wire) in cases {
+            let wire = format!("{ORIGIN} {wire}");
             assert_eq!(one_payload(&notice), wire);
-            assert_eq!(Notice::decode(&wire), Ok(notice), "{wire:?}");
+            assert_eq!(
+                Notice::decode(&wire),
+                Ok((ORIGIN.to_owned(), notice)),
+                "{wire:?}"
+            );
         }
     }
 
@@ -680,7 +1110,7 @@ mod tests {
     fn malformed_payloads_are_errors_that_say_why() {
         let (s, r) = (session(), run());
         let cases = [
-            (String::new(), "no fields after the kind"),
+            ("gossip".to_owned(), "no fields after the kind"),
             ("events".to_owned(), "no fields after the kind"),
             ("events 1 2".to_owned(), "lacks a field"),
             (
@@ -712,9 +1142,26 @@ mod tests {
                 "no run status is called \"exploded\"",
             ),
             (format!("finished {s} {r}"), "lacks a field"),
-            (format!("changed {s}"), "lacks a field"),
+            (format!("changed {s} -"), "lacks a field"),
+            (format!("changed {s} 3 events"), "are not <from>:<to>"),
+            (
+                format!("changed {s} 3:x events"),
+                "last seq \"x\" is not a number",
+            ),
+            (
+                format!("deleted {s} nope"),
+                "account id \"nope\" is not a uuid",
+            ),
+            (format!("tool {s} {r} 1 [1]"), "the call is not its JSON"),
         ];
+        assert!(
+            Notice::decode("lonely")
+                .expect_err("no kind")
+                .reason()
+                .contains("no kind after the origin")
+        );
         for (payload, reason) in cases {
+            let payload = format!("{ORIGIN} {payload}");
             let error = Notice::decode(&payload).expect_err(&payload);
             assert!(error.reason().contains(reason), "{payload:?}: {error}");
             assert!(error.to_string().starts_with("malformed notice"), "{error}");
@@ -726,17 +1173,18 @@ mod tests {
         let changed = |reason_bytes: usize| Notice::SessionChanged {
             session_id: session(),
             reason: "r".repeat(reason_bytes),
+            seqs: None,
         };
-        let head = format!("changed {} ", session()).len();
+        let head = format!("{ORIGIN} changed {} - ", session()).len();
         let fits = changed(NOTIFY_PAYLOAD_BYTES_MAX - head);
         assert_eq!(one_payload(&fits).len(), NOTIFY_PAYLOAD_BYTES_MAX);
         assert_eq!(
-            changed(NOTIFY_PAYLOAD_BYTES_MAX - head + 1).payloads(),
+            changed(NOTIFY_PAYLOAD_BYTES_MAX - head + 1).payloads(ORIGIN),
             Err(TooLong {
                 bytes: NOTIFY_PAYLOAD_BYTES_MAX + 1
             })
         );
-        let sql = notify_sql(CHANNEL, &fits).expect("it fits");
+        let sql = notify_sql(CHANNEL, ORIGIN, &fits).expect("it fits");
         assert_eq!(sql.len(), 1);
         assert_eq!(sql[0].params(), [CHANNEL, one_payload(&fits).as_str()]);
         assert_eq!(Notify::SQL, "SELECT pg_notify($1, $2)");
@@ -797,7 +1245,9 @@ mod tests {
                 offset_bytes,
                 chunk: text.clone(),
             };
-            let payloads = notice.payloads().expect("a delta is split, never too long");
+            let payloads = notice
+                .payloads(ORIGIN)
+                .expect("a delta is split, never too long");
             let mut reassembled = String::new();
             for payload in &payloads {
                 assert!(
@@ -805,11 +1255,14 @@ mod tests {
                     "seed {seed}: a payload of {} bytes",
                     payload.len()
                 );
-                let Ok(Notice::TextDelta {
-                    offset_bytes: chunk_offset,
-                    chunk,
-                    ..
-                }) = Notice::decode(payload)
+                let Ok((
+                    _,
+                    Notice::TextDelta {
+                        offset_bytes: chunk_offset,
+                        chunk,
+                        ..
+                    },
+                )) = Notice::decode(payload)
                 else {
                     panic!("seed {seed}: not a delta: {payload:?}");
                 };

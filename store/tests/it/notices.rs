@@ -11,12 +11,23 @@ use seed_events::{RunId, RunStatus, SessionId};
 use seed_store::ScratchDatabase;
 use seed_store::notices::{
     CHANNEL, Gap, Heard, Listener, NOTICES_BUFFERED_MAX_DEFAULT, NOTIFY_PAYLOAD_BYTES_MAX, Notice,
-    Notify, notify_sql,
+    Notifier, Notify, notify_sql,
 };
 use tokio_postgres::GenericClient;
 
 /// How long a test waits for a notice before it fails rather than hangs.
 const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// The node the tests' notices come from.
+const ORIGIN: &str = "node-a";
+
+/// What a listener yields for `notice` from [`ORIGIN`].
+fn heard(notice: Notice) -> Heard {
+    Heard::Notice {
+        origin: ORIGIN.to_owned(),
+        notice,
+    }
+}
 
 /// A connection of the test's own, driven by a task of its own.
 async fn connect(database: &ScratchDatabase) -> tokio_postgres::Client {
@@ -35,7 +46,7 @@ async fn listen(database: &ScratchDatabase) -> Listener {
 
 /// Sends `notice` over `client` (a connection or a transaction), as the writer would.
 async fn send(client: &impl GenericClient, notice: &Notice) {
-    for notify in notify_sql(CHANNEL, notice).expect("a notice that fits") {
+    for notify in notify_sql(CHANNEL, ORIGIN, notice).expect("a notice that fits") {
         let [channel, payload] = notify.params();
         client
             .execute(Notify::SQL, &[&channel, &payload])
@@ -83,6 +94,7 @@ async fn notices_of_a_transaction_arrive_at_its_commit_in_order() {
         Notice::SessionChanged {
             session_id,
             reason: "title".to_owned(),
+            seqs: Some((4, 6)),
         },
     ];
 
@@ -97,11 +109,11 @@ async fn notices_of_a_transaction_arrive_at_its_commit_in_order() {
     let after = events(1, 3);
     send(&other, &after).await;
 
-    assert_eq!(next(&mut listener).await, Heard::Notice(meanwhile));
+    assert_eq!(next(&mut listener).await, heard(meanwhile));
     for notice in in_transaction {
-        assert_eq!(next(&mut listener).await, Heard::Notice(notice));
+        assert_eq!(next(&mut listener).await, heard(notice));
     }
-    assert_eq!(next(&mut listener).await, Heard::Notice(after));
+    assert_eq!(next(&mut listener).await, heard(after));
 }
 
 #[tokio::test]
@@ -119,7 +131,7 @@ async fn notices_of_a_rolled_back_transaction_never_arrive() {
     let committed = events(1, 5);
     send(&writer, &committed).await;
 
-    assert_eq!(next(&mut listener).await, Heard::Notice(committed));
+    assert_eq!(next(&mut listener).await, heard(committed));
 }
 
 #[tokio::test]
@@ -165,7 +177,7 @@ async fn a_long_text_delta_arrives_as_chunks_that_reassemble() {
         offset_bytes,
         chunk: text.clone(),
     };
-    let n_payloads = delta.payloads().expect("a delta is split").len();
+    let n_payloads = delta.payloads(ORIGIN).expect("a delta is split").len();
     assert!(n_payloads >= 3, "{n_payloads} payloads for 20 000 bytes");
     let transaction = writer.transaction().await.expect("a transaction");
     send(&transaction, &delta).await;
@@ -173,12 +185,16 @@ async fn a_long_text_delta_arrives_as_chunks_that_reassemble() {
 
     let mut reassembled = String::new();
     for _ in 0..n_payloads {
-        let Heard::Notice(Notice::TextDelta {
-            session_id: chunk_session,
-            run_id: chunk_run,
-            offset_bytes: chunk_offset,
-            chunk,
-        }) = next(&mut listener).await
+        let Heard::Notice {
+            notice:
+                Notice::TextDelta {
+                    session_id: chunk_session,
+                    run_id: chunk_run,
+                    offset_bytes: chunk_offset,
+                    chunk,
+                },
+            ..
+        } = next(&mut listener).await
         else {
             panic!("a chunk of the delta");
         };
@@ -201,7 +217,7 @@ async fn a_listener_whose_connection_is_cut_yields_a_gap_then_what_comes_after()
     let writer = connect(&database).await;
 
     send(&writer, &events(1, 1)).await;
-    assert_eq!(next(&mut listener).await, Heard::Notice(events(1, 1)));
+    assert_eq!(next(&mut listener).await, heard(events(1, 1)));
 
     let terminated = writer
         .query(
@@ -220,7 +236,7 @@ async fn a_listener_whose_connection_is_cut_yields_a_gap_then_what_comes_after()
 
     assert_eq!(next(&mut listener).await, Heard::Gap(Gap::Reconnected));
     send(&writer, &events(1, 3)).await;
-    assert_eq!(next(&mut listener).await, Heard::Notice(events(1, 3)));
+    assert_eq!(next(&mut listener).await, heard(events(1, 3)));
 }
 
 /// A reader that does not keep up loses notices, but never without a gap where they were: the
@@ -257,15 +273,23 @@ async fn a_reader_that_falls_behind_gets_a_gap_where_notices_were_dropped() {
                 n_gaps += 1;
                 send(&writer, &events(MARKER_KEY, n_gaps)).await;
             }
-            Heard::Notice(Notice::EventsCommitted {
-                session_key: MARKER_KEY,
+            Heard::Notice {
+                notice:
+                    Notice::EventsCommitted {
+                        session_key: MARKER_KEY,
+                        ..
+                    },
                 ..
-            }) => break,
-            Heard::Notice(Notice::EventsCommitted {
-                session_key: 1,
-                from_seq,
+            } => break,
+            Heard::Notice {
+                notice:
+                    Notice::EventsCommitted {
+                        session_key: 1,
+                        from_seq,
+                        ..
+                    },
                 ..
-            }) => {
+            } => {
                 assert!(from_seq > last_seq, "{from_seq} after {last_seq}");
                 assert!(
                     from_seq == last_seq + 1 || gap_before,
@@ -326,4 +350,46 @@ async fn a_listener_on_a_database_that_cannot_be_reached_is_an_error() {
         .await
         .expect_err("nothing listens there");
     assert!(error.to_string().contains("connect"), "{error}");
+}
+
+/// A notifier sends in order; when its connection is cut, what it could not send is lost, and
+/// the first notice it sends on a new connection is a [`Notice::Missed`], so receivers resync.
+#[tokio::test]
+async fn a_notifier_whose_connection_is_cut_says_it_missed_notices() {
+    let database = ScratchDatabase::on_test_cluster();
+    let mut listener = listen(&database).await;
+    let admin = connect(&database).await;
+    let mut notifier = Notifier::connect(database.url(), CHANNEL, ORIGIN)
+        .await
+        .expect("a notifier");
+    for seq in 1..=2 {
+        notifier.send(&events(1, seq)).await.expect("sent");
+    }
+    for seq in 1..=2 {
+        assert_eq!(next(&mut listener).await, heard(events(1, seq)));
+    }
+
+    let terminated = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()
+                 AND query LIKE 'SELECT pg_notify%'",
+            &[],
+        )
+        .await
+        .expect("the notifier's connection ended");
+    assert_eq!(terminated.len(), 1, "one notifier's connection to end");
+    // Either lost with its connection, or sent on a new one after the missed notice.
+    let _ = notifier.send(&events(1, 3)).await;
+    notifier
+        .send(&events(1, 4))
+        .await
+        .expect("sent on a new connection");
+
+    assert_eq!(next(&mut listener).await, heard(Notice::Missed));
+    let mut after = next(&mut listener).await;
+    if after == heard(events(1, 3)) {
+        after = next(&mut listener).await;
+    }
+    assert_eq!(after, heard(events(1, 4)));
 }
