@@ -472,7 +472,10 @@ impl Runtime {
                 None => return Err(Error::RunGone(run_id)),
             }
             // The run as its end recorded it; without it (a run another way ended), read.
-            if let Some(run) = self.run_finished_here_or_after_a_while(run_id, finished).await? {
+            if let Some(run) = self
+                .run_finished_here_or_after_a_while(run_id, finished)
+                .await?
+            {
                 return Ok(run);
             }
         }

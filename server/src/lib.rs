@@ -15,6 +15,8 @@
 //! - `metrics`, `model`: `/metrics`; the scripted model and the provider meter.
 //! - `ui`: the web UI's files (`server/ui/`), embedded and served at `/` with a strict CSP.
 //! - `serve`: `seed serve` — data dir, store, runtime, HTTP, drain on SIGTERM.
+//! - `bus_bridge`: on a shared PostgreSQL database, the bus between nodes — each node's
+//!   notifications sent to the others as notices, and theirs published on its own bus.
 //! - `client`, `cli`, `chat`: the signing client, the `seed` command line, and `seed chat`.
 //! - `sim`: `seed sim`, the actor simulation of `seed_sim` over many seeds.
 //!
@@ -23,6 +25,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bus_bridge;
 pub mod chat;
 pub mod cli;
 pub mod client;

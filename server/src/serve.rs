@@ -472,6 +472,21 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         state.runtime.publisher().clone(),
         store.clone(),
     ));
+    // On a shared database, what this node publishes reaches the other nodes' subscribers, and
+    // what theirs publish reaches this node's; held until the service stops.
+    let _bus_bridge = match &options.database {
+        Some(database) => Some(
+            crate::bus_bridge::start(state.runtime.publisher().clone(), &boot_id, &database.0)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot listen for the other nodes' notices on {}",
+                        describe_database(database)
+                    )
+                })?,
+        ),
+        None => None,
+    };
     let openapi = api::openapi();
     let routes = web::Data::new(api::routes_of(&openapi));
     let document = web::Data::new(api::document_text(&openapi, &state.runtime)?);

@@ -18,6 +18,7 @@ mod kill_nodes;
 mod mcp;
 mod migrate;
 mod nodes;
+mod nodes_bus;
 mod quotas;
 mod refusals;
 mod resume;

@@ -1,0 +1,688 @@
+//! The bus between the nodes of one PostgreSQL database: what a turn on one node publishes on
+//! its bus reaches the subscribers of every other node, so a client sees a session the same
+//! from whichever node it is connected to.
+//!
+//! Two tasks per node:
+//! - the sender reads the node's own bus and sends each notification as a notice
+//!   ([`seed_store::notices`]) on a connection of its own. One sender per node, so the others
+//!   hear its notices in the order it published them. A notification is published after the
+//!   commit of what it tells, so a notice never tells of anything a crash could take back.
+//! - the receiver listens to the notices of every node, skips its own, and publishes the
+//!   others' on the node's bus, where the subscribers' forwarder (`subscribers::forward`)
+//!   delivers them like its own. Where notices may have been missed (a connection lost and made
+//!   again, a reader behind, a sender that lost some), it publishes a change, without seqs, of
+//!   every session and account it heard of, so each subscriber re-reads them from the log.
+//!
+//! What the receiver publishes comes back to the sender through the bus; the sender skips
+//! those (they are in `Echoes`), so a notice is never sent on again.
+//!
+//! Text deltas: the bus counts a response's text in chars, a notice in bytes (it is split on
+//! byte counts). The sender keeps, per run, the chars and bytes of the response it has sent so
+//! far; the receiver keeps what it has heard so far, and a chunk that does not continue it is a
+//! gap in that run's text: the receiver drops it and what follows until the next response
+//! starts (offset 0), and has subscribers re-read the session once.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt as _;
+use futures::channel::mpsc::UnboundedReceiver;
+use seed_actors::bus::{Notification, Publisher, SeqRange};
+use seed_events::{AccountId, RunId, SessionId};
+use seed_store::notices::{
+    CHANNEL, Heard, Listener, NOTICES_BUFFERED_MAX_DEFAULT, Notice, Notifier, Unsent,
+};
+
+/// The reasons a session changes for, as the bus names them: a reason heard from another node
+/// is published as the one of these it names (the bus holds `&'static str`).
+const SESSION_REASONS: &[&str] = &[
+    "action",
+    "approval",
+    "child-result",
+    "continued",
+    "continued-from",
+    "events",
+    "message",
+    "model",
+    "run-finished",
+    "schedule-cancelled",
+    "scheduled-wakeup",
+];
+
+/// What a session change of a reason not in [`SESSION_REASONS`] is published as (a peer of a
+/// newer version): a change that has subscribers re-read the session.
+const SESSION_REASON_OTHER: &str = "events";
+
+/// The reasons an account's list of sessions changes for, as the bus names them.
+const ACCOUNT_REASONS: &[&str] = &[
+    "session-continued",
+    "session-created",
+    "session-deleted",
+    "session-updated",
+];
+
+/// What an account change of a reason not in [`ACCOUNT_REASONS`] is published as.
+const ACCOUNT_REASON_OTHER: &str = "session-updated";
+
+/// Runs whose streamed text either side keeps count of; past it, it forgets them all (the
+/// receiver then has subscribers re-read a run whose text goes on).
+const RUNS_TRACKED_MAX: usize = 65_536;
+
+/// Sessions and accounts the receiver remembers hearing of, to have them re-read after a gap;
+/// past it, it forgets them all and starts again.
+const HEARD_OF_MAX: usize = 16_384;
+
+/// Notifications the receiver published that the sender has not seen come back yet; past it
+/// (a bus that stopped), they are forgotten.
+const ECHOES_MAX: usize = 65_536;
+
+/// The bridge of one node; dropping it stops both its tasks.
+#[derive(Debug)]
+pub struct BusBridge {
+    sender: tokio::task::AbortHandle,
+    receiver: tokio::task::AbortHandle,
+}
+
+impl Drop for BusBridge {
+    fn drop(&mut self) {
+        self.sender.abort();
+        self.receiver.abort();
+    }
+}
+
+/// Starts the bridge of node `node_id` (its notices' origin: printable ASCII, no spaces, at
+/// most 64 bytes) between `publisher`'s bus and the database `database_url` names. Returns
+/// once it listens and can send, so nothing published after it returns is missed; an error
+/// when the database cannot be reached. Call inside a tokio runtime (an actix system is one).
+pub async fn start(
+    publisher: Publisher,
+    node_id: &str,
+    database_url: &str,
+) -> anyhow::Result<BusBridge> {
+    let notifier = Notifier::connect(database_url, CHANNEL, node_id).await?;
+    let listener = Listener::connect(database_url, CHANNEL, NOTICES_BUFFERED_MAX_DEFAULT).await?;
+    let bus = publisher
+        .subscribe()
+        .await
+        .ok_or_else(|| anyhow::anyhow!("the bus stopped before its bridge started"))?;
+    let echoes = Echoes::default();
+    let sender = tokio::spawn(send_own(bus, notifier, echoes.clone())).abort_handle();
+    let receiver = tokio::spawn(publish_others(
+        listener,
+        node_id.to_owned(),
+        publisher,
+        echoes,
+    ))
+    .abort_handle();
+    Ok(BusBridge { sender, receiver })
+}
+
+/// What the receiver published, in order, until the sender sees it come back on the bus.
+#[derive(Debug, Clone, Default)]
+struct Echoes(Arc<Mutex<VecDeque<Notification>>>);
+
+impl Echoes {
+    fn push(&self, notification: Notification) {
+        let mut echoes = self.lock();
+        if echoes.len() >= ECHOES_MAX {
+            echoes.clear();
+        }
+        echoes.push_back(notification);
+    }
+
+    /// Whether `notification` is one the receiver published (and forgets it). A notification
+    /// of this node's own equal to one is taken for it, which sends the same thing once.
+    fn take(&self, notification: &Notification) -> bool {
+        let mut echoes = self.lock();
+        match echoes.iter().position(|echo| echo == notification) {
+            Some(at) => {
+                echoes.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Notification>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Sends this node's notifications, in the order the bus hands them over, until the bus stops.
+async fn send_own(
+    mut bus: UnboundedReceiver<Notification>,
+    mut notifier: Notifier,
+    echoes: Echoes,
+) {
+    let mut outgoing = Outgoing::default();
+    while let Some(notification) = bus.next().await {
+        if echoes.take(&notification) {
+            continue;
+        }
+        for notice in outgoing.notices(notification) {
+            match notifier.send(&notice).await {
+                Ok(()) => {}
+                Err(Unsent::TooLong(too_long)) => {
+                    // A call's arguments too long for a notice: its session's change goes
+                    // instead, and subscribers read the call from the log.
+                    let Some(instead) = instead_of_too_long(&notice) else {
+                        tracing::warn!(%too_long, "a notice too long to send, dropped");
+                        continue;
+                    };
+                    if let Err(error) = notifier.send(&instead).await {
+                        tracing::warn!(%error, "a notice to the other nodes was not sent");
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "a notice to the other nodes was not sent");
+                }
+            }
+        }
+    }
+}
+
+/// The session change that stands for `notice` when it is too long to send.
+fn instead_of_too_long(notice: &Notice) -> Option<Notice> {
+    let (session_id, reason, seqs) = match notice {
+        Notice::ToolCall {
+            session_id, seq, ..
+        } => (*session_id, "events", Some((*seq, *seq))),
+        Notice::ApprovalPending { session_id, .. }
+        | Notice::ElicitationPending { session_id, .. } => (*session_id, "approval", None),
+        _ => return None,
+    };
+    Some(Notice::SessionChanged {
+        session_id,
+        reason: reason.to_owned(),
+        seqs,
+    })
+}
+
+/// Where the sender is in each run's response text.
+#[derive(Debug, Default)]
+struct Outgoing {
+    runs: HashMap<RunId, Sent>,
+}
+
+/// How much of a run's response text the sender sent, or that it cannot tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    Known { chars: usize, bytes: u64 },
+    Unknown,
+}
+
+impl Outgoing {
+    /// The notices that tell `notification` to the other nodes.
+    fn notices(&mut self, notification: Notification) -> Vec<Notice> {
+        let notice = match notification {
+            Notification::SessionChanged {
+                session_id,
+                reason,
+                seqs,
+            } => Notice::SessionChanged {
+                session_id,
+                reason: reason.to_owned(),
+                seqs: seqs.map(|seqs| (seqs.from, seqs.to)),
+            },
+            Notification::SessionDeleted {
+                session_id,
+                account_id,
+            } => Notice::SessionDeleted {
+                session_id,
+                account_id,
+            },
+            Notification::AccountChanged {
+                account_id,
+                reasons,
+            } => Notice::AccountChanged {
+                account_id,
+                reasons: reasons.into_iter().map(str::to_owned).collect(),
+            },
+            Notification::TextDelta {
+                session_id,
+                run_id,
+                offset_chars,
+                text,
+            } => return self.delta(session_id, run_id, offset_chars, text),
+            Notification::RunFinished {
+                session_id,
+                run_id,
+                status,
+            } => {
+                self.runs.remove(&run_id);
+                Notice::RunFinished {
+                    session_id,
+                    run_id,
+                    status,
+                }
+            }
+            Notification::ToolCall {
+                session_id,
+                run_id,
+                seq,
+                call_id,
+                name,
+                arguments,
+            } => Notice::ToolCall {
+                session_id,
+                run_id,
+                seq,
+                call_id,
+                name,
+                arguments,
+            },
+            Notification::ApprovalPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+            } => Notice::ApprovalPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+            },
+            Notification::ElicitationPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+                message,
+                requested_schema,
+            } => Notice::ElicitationPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+                message,
+                requested_schema,
+            },
+        };
+        vec![notice]
+    }
+
+    /// A text delta at `offset_chars` as a notice at its byte offset. A response starts at 0;
+    /// a delta that does not continue what was sent (the bridge started mid-response) cannot
+    /// be placed in bytes: the run's deltas are not sent until its next response, and the
+    /// other nodes' subscribers are told once to re-read the session instead.
+    fn delta(
+        &mut self,
+        session_id: SessionId,
+        run_id: RunId,
+        offset_chars: usize,
+        text: String,
+    ) -> Vec<Notice> {
+        let at = match self.runs.get(&run_id) {
+            _ if offset_chars == 0 => Some(0),
+            Some(Sent::Known { chars, bytes }) if *chars == offset_chars => Some(*bytes),
+            _ => None,
+        };
+        if self.runs.len() >= RUNS_TRACKED_MAX && !self.runs.contains_key(&run_id) {
+            self.runs.clear();
+        }
+        let Some(offset_bytes) = at else {
+            return match self.runs.insert(run_id, Sent::Unknown) {
+                Some(Sent::Unknown) => Vec::new(),
+                _ => vec![reread(session_id)],
+            };
+        };
+        self.runs.insert(
+            run_id,
+            Sent::Known {
+                chars: offset_chars + text.chars().count(),
+                bytes: offset_bytes + text.len() as u64,
+            },
+        );
+        vec![Notice::TextDelta {
+            session_id,
+            run_id,
+            offset_bytes,
+            chunk: text,
+        }]
+    }
+}
+
+/// A change of `session_id` that has its subscribers re-read it from the log.
+fn reread(session_id: SessionId) -> Notice {
+    Notice::SessionChanged {
+        session_id,
+        reason: SESSION_REASON_OTHER.to_owned(),
+        seqs: None,
+    }
+}
+
+/// Publishes the other nodes' notices on this node's bus, until the listener ends.
+async fn publish_others(
+    mut listener: Listener,
+    node_id: String,
+    publisher: Publisher,
+    echoes: Echoes,
+) {
+    let mut incoming = Incoming::default();
+    while let Some(heard) = listener.next().await {
+        let notifications = match heard {
+            Heard::Notice { origin, .. } if origin == node_id => continue,
+            Heard::Notice { notice, .. } => incoming.notifications(notice),
+            Heard::Gap(gap) => {
+                tracing::info!(?gap, "notices from the other nodes may have been missed");
+                incoming.resync()
+            }
+        };
+        for notification in notifications {
+            echoes.push(notification.clone());
+            publisher.publish(notification);
+        }
+    }
+}
+
+/// What the receiver heard so far: where each run's response text is, and the sessions and
+/// accounts to have re-read after a gap.
+#[derive(Debug, Default)]
+struct Incoming {
+    /// The bytes and chars of each run's response heard so far; `None` once a chunk was
+    /// missed, until its next response starts.
+    runs: HashMap<RunId, Option<(u64, usize)>>,
+    sessions: HashSet<SessionId>,
+    accounts: HashSet<AccountId>,
+}
+
+impl Incoming {
+    /// The notifications that tell `notice` on this node's bus.
+    fn notifications(&mut self, notice: Notice) -> Vec<Notification> {
+        let notification = match notice {
+            // The store's own notice of a commit: it names no session id, and the bus tells of
+            // commits by the session change that follows them.
+            Notice::EventsCommitted { .. } => return Vec::new(),
+            Notice::Missed => return self.resync(),
+            Notice::TextDelta {
+                session_id,
+                run_id,
+                offset_bytes,
+                chunk,
+            } => {
+                self.heard_of_session(session_id);
+                return self.delta(session_id, run_id, offset_bytes, chunk);
+            }
+            Notice::RunFinished {
+                session_id,
+                run_id,
+                status,
+            } => {
+                self.heard_of_session(session_id);
+                self.runs.remove(&run_id);
+                Notification::RunFinished {
+                    session_id,
+                    run_id,
+                    status,
+                }
+            }
+            Notice::SessionChanged {
+                session_id,
+                reason,
+                seqs,
+            } => {
+                self.heard_of_session(session_id);
+                Notification::SessionChanged {
+                    session_id,
+                    reason: named(SESSION_REASONS, &reason).unwrap_or(SESSION_REASON_OTHER),
+                    seqs: seqs.map(|(from, to)| SeqRange { from, to }),
+                }
+            }
+            Notice::SessionDeleted {
+                session_id,
+                account_id,
+            } => {
+                self.sessions.remove(&session_id);
+                self.heard_of_account(account_id);
+                Notification::SessionDeleted {
+                    session_id,
+                    account_id,
+                }
+            }
+            Notice::AccountChanged {
+                account_id,
+                reasons,
+            } => {
+                self.heard_of_account(account_id);
+                Notification::AccountChanged {
+                    account_id,
+                    reasons: reasons
+                        .iter()
+                        .map(|reason| {
+                            named(ACCOUNT_REASONS, reason).unwrap_or(ACCOUNT_REASON_OTHER)
+                        })
+                        .collect(),
+                }
+            }
+            Notice::ToolCall {
+                session_id,
+                run_id,
+                seq,
+                call_id,
+                name,
+                arguments,
+            } => {
+                self.heard_of_session(session_id);
+                Notification::ToolCall {
+                    session_id,
+                    run_id,
+                    seq,
+                    call_id,
+                    name,
+                    arguments,
+                }
+            }
+            Notice::ApprovalPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+            } => {
+                self.heard_of_session(session_id);
+                Notification::ApprovalPending {
+                    session_id,
+                    run_id,
+                    call_id,
+                    name,
+                    arguments,
+                }
+            }
+            Notice::ElicitationPending {
+                session_id,
+                run_id,
+                call_id,
+                name,
+                arguments,
+                message,
+                requested_schema,
+            } => {
+                self.heard_of_session(session_id);
+                Notification::ElicitationPending {
+                    session_id,
+                    run_id,
+                    call_id,
+                    name,
+                    arguments,
+                    message,
+                    requested_schema,
+                }
+            }
+        };
+        vec![notification]
+    }
+
+    /// A chunk of a run's response text at `offset_bytes`, as a delta at its char offset when
+    /// it continues what was heard (or starts a response); else the run's text has a gap, and
+    /// its subscribers are told once to re-read the session.
+    fn delta(
+        &mut self,
+        session_id: SessionId,
+        run_id: RunId,
+        offset_bytes: u64,
+        chunk: String,
+    ) -> Vec<Notification> {
+        let at = match self.runs.get(&run_id) {
+            _ if offset_bytes == 0 => Some(0),
+            Some(Some((bytes, chars))) if *bytes == offset_bytes => Some(*chars),
+            _ => None,
+        };
+        if self.runs.len() >= RUNS_TRACKED_MAX && !self.runs.contains_key(&run_id) {
+            self.runs.clear();
+        }
+        let Some(offset_chars) = at else {
+            return match self.runs.insert(run_id, None) {
+                Some(None) => Vec::new(),
+                _ => vec![reread_notification(session_id)],
+            };
+        };
+        self.runs.insert(
+            run_id,
+            Some((
+                offset_bytes + chunk.len() as u64,
+                offset_chars + chunk.chars().count(),
+            )),
+        );
+        vec![Notification::TextDelta {
+            session_id,
+            run_id,
+            offset_chars,
+            text: chunk,
+        }]
+    }
+
+    /// After a gap: a change of every session and account heard of, so their subscribers
+    /// re-read them from the log.
+    fn resync(&self) -> Vec<Notification> {
+        let sessions = self
+            .sessions
+            .iter()
+            .map(|session_id| reread_notification(*session_id));
+        let accounts = self
+            .accounts
+            .iter()
+            .map(|account_id| Notification::AccountChanged {
+                account_id: *account_id,
+                reasons: vec![ACCOUNT_REASON_OTHER],
+            });
+        sessions.chain(accounts).collect()
+    }
+
+    fn heard_of_session(&mut self, session_id: SessionId) {
+        if self.sessions.len() >= HEARD_OF_MAX && !self.sessions.contains(&session_id) {
+            self.sessions.clear();
+        }
+        self.sessions.insert(session_id);
+    }
+
+    fn heard_of_account(&mut self, account_id: AccountId) {
+        if self.accounts.len() >= HEARD_OF_MAX && !self.accounts.contains(&account_id) {
+            self.accounts.clear();
+        }
+        self.accounts.insert(account_id);
+    }
+}
+
+/// The bus's change of `session_id` that has its subscribers re-read it.
+fn reread_notification(session_id: SessionId) -> Notification {
+    Notification::SessionChanged {
+        session_id,
+        reason: SESSION_REASON_OTHER,
+        seqs: None,
+    }
+}
+
+/// The name in `names` equal to `name`.
+fn named(names: &[&'static str], name: &str) -> Option<&'static str> {
+    names.iter().copied().find(|known| *known == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delta_s_char_offsets_become_byte_offsets_and_back() {
+        let (session_id, run_id) = (SessionId::new_v7(), RunId::new_v7());
+        let mut outgoing = Outgoing::default();
+        let mut incoming = Incoming::default();
+        let mut offset_chars = 0;
+        for text in ["héllo ", "wörld ✓ ", "🦀 and more", ""] {
+            for notice in outgoing.notices(Notification::TextDelta {
+                session_id,
+                run_id,
+                offset_chars,
+                text: text.to_owned(),
+            }) {
+                assert_eq!(
+                    incoming.notifications(notice),
+                    vec![Notification::TextDelta {
+                        session_id,
+                        run_id,
+                        offset_chars,
+                        text: text.to_owned(),
+                    }]
+                );
+            }
+            offset_chars += text.chars().count();
+        }
+    }
+
+    #[test]
+    fn a_chunk_that_does_not_continue_the_run_s_text_has_it_re_read_once() {
+        let (session_id, run_id) = (SessionId::new_v7(), RunId::new_v7());
+        let mut incoming = Incoming::default();
+        let delta = |offset_bytes: u64, chunk: &str| Notice::TextDelta {
+            session_id,
+            run_id,
+            offset_bytes,
+            chunk: chunk.to_owned(),
+        };
+        assert_eq!(incoming.notifications(delta(0, "ab")).len(), 1);
+        // Bytes 2..5 were missed.
+        assert_eq!(
+            incoming.notifications(delta(5, "cd")),
+            vec![reread_notification(session_id)]
+        );
+        assert_eq!(incoming.notifications(delta(7, "ef")), Vec::new());
+        // The next response starts afresh.
+        assert_eq!(
+            incoming.notifications(delta(0, "é")),
+            vec![Notification::TextDelta {
+                session_id,
+                run_id,
+                offset_chars: 0,
+                text: "é".to_owned(),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_reason_heard_is_the_bus_s_own_or_the_one_for_others() {
+        let session_id = SessionId::new_v7();
+        let mut incoming = Incoming::default();
+        for (heard, published) in [
+            ("approval", "approval"),
+            ("from-a-newer-node", SESSION_REASON_OTHER),
+        ] {
+            assert_eq!(
+                incoming.notifications(Notice::SessionChanged {
+                    session_id,
+                    reason: heard.to_owned(),
+                    seqs: Some((1, 2)),
+                }),
+                vec![Notification::SessionChanged {
+                    session_id,
+                    reason: published,
+                    seqs: Some(SeqRange { from: 1, to: 2 }),
+                }]
+            );
+        }
+    }
+}
