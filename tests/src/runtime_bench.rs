@@ -289,7 +289,7 @@ pub fn thread_cpu_of(pid: &str) -> anyhow::Result<std::collections::BTreeMap<Str
 }
 
 /// What one run of [`steps_rate`] saw.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct StepsMeasurement {
     pub n_steps: usize,
     pub elapsed: Duration,
@@ -316,17 +316,61 @@ pub fn steps_rate(
     turns_per_lane: usize,
     shape: TurnShape,
 ) -> anyhow::Result<StepsMeasurement> {
+    let share = NodeShare {
+        boot_id: "bench".to_owned(),
+        first_lane: 0,
+        set_up: true,
+    };
+    steps_rate_on(config, n_lanes, turns_per_lane, shape, &share, || Ok(()))
+}
+
+/// One node's share of a workload that several processes run on one database: its boot id,
+/// its lanes (from `first_lane` on), and whether it sets the database up (the account and
+/// every lane's sessions) or finds it set up.
+#[derive(Debug, Clone)]
+pub struct NodeShare {
+    pub boot_id: String,
+    pub first_lane: usize,
+    pub set_up: bool,
+}
+
+/// The sessions every lane of `n_lanes` lanes of `turns_per_lane` turns uses, made on the
+/// database `config` names, for processes that then share it ([`steps_rate_on`]).
+pub fn set_up_lanes(config: &Config, n_lanes: usize, turns_per_lane: usize) -> anyhow::Result<()> {
     let sessions_per_lane = turns_per_lane.div_ceil(TURNS_PER_SESSION).max(1);
     actix::System::new().block_on(async {
-        let store = store_with_sessions(config, n_lanes * sessions_per_lane, false).await?;
+        store_with_sessions(config, n_lanes * sessions_per_lane, false).await?;
+        anyhow::Ok(())
+    })
+}
+
+/// [`steps_rate`] of one node's share: `ready` is called once the runtime runs, and the timed
+/// part starts when it returns (a node waits there for the others).
+pub fn steps_rate_on(
+    config: &Config,
+    n_lanes: usize,
+    turns_per_lane: usize,
+    shape: TurnShape,
+    share: &NodeShare,
+    ready: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<StepsMeasurement> {
+    let sessions_per_lane = turns_per_lane.div_ceil(TURNS_PER_SESSION).max(1);
+    actix::System::new().block_on(async {
+        let store = if share.set_up {
+            store_with_sessions(config, n_lanes * sessions_per_lane, false).await?
+        } else {
+            Store::open(config.clone())?
+        };
         let provider = Arc::new(provider_for(shape));
-        let runtime = start_runtime(&store, provider, n_lanes, "bench").await?;
+        let runtime = start_runtime(&store, provider, n_lanes, &share.boot_id).await?;
+        ready()?;
         let stats = store.writer_stats();
         let commits_before = stats.n_commits.load(Ordering::Relaxed);
         let jobs_before = stats.n_jobs_committed.load(Ordering::Relaxed);
         let cpu_before = thread_cpu()?;
         let started = Instant::now();
-        let lanes = (0..n_lanes).map(|lane| {
+        let first_lane = share.first_lane;
+        let lanes = (first_lane..first_lane + n_lanes).map(|lane| {
             let runtime = runtime.clone();
             async move {
                 for turn in 0..turns_per_lane {
@@ -363,7 +407,7 @@ pub fn steps_rate(
         // Every step landed: the sessions' stores hold the records of each turn (besides the
         // reset and the system entry each session starts with).
         let mut n_records = 0;
-        for idx in 0..n_lanes * sessions_per_lane {
+        for idx in first_lane * sessions_per_lane..(first_lane + n_lanes) * sessions_per_lane {
             let entries = store
                 .session_files(session(idx))
                 .read(FileName::Entries)

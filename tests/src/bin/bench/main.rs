@@ -142,6 +142,9 @@ fn main() -> anyhow::Result<()> {
     if suite == runtime::MEMORY_CHILD {
         return runtime::memory_child(&filter);
     }
+    if suite == postgres::NODE_CHILD {
+        return postgres::node_child();
+    }
     let rows = match suite.as_str() {
         "store" => store::suite(&filter)?,
         "harness" => store::harness_suite(&filter)?,

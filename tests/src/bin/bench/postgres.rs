@@ -8,7 +8,9 @@
 //! `runtime 100 sessions postgres` is the `runtime 100 sessions` workload with the store on
 //! PostgreSQL (one node: the runtime registers, claims with its locks and fences each write of
 //! a turn), a fresh database each round, against the one-connection floor; the CPU per step of
-//! Seed's threads and of PostgreSQL's processes is printed beside it.
+//! Seed's threads and of PostgreSQL's processes is printed beside it. `runtime 100 sessions
+//! postgres 2 nodes` runs half the lanes in a second process of this binary on the same
+//! database.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,8 +30,18 @@ const FLOORS: [(&str, usize); 2] = [
 const N_COMMITS: usize = 4_000;
 const ROUNDS: usize = 3;
 
-/// The runtime's row over PostgreSQL.
+/// The runtime's rows over PostgreSQL: one node, and two processes sharing the database.
 const RUNTIME_ROW: &str = "runtime 100 sessions postgres";
+const TWO_NODES_ROW: &str = "runtime 100 sessions postgres 2 nodes";
+
+/// The hidden suite the second node of [`TWO_NODES_ROW`] runs in: `bench NODE_CHILD URL
+/// FIRST_LANE N_LANES` prints `ready`, starts on a line from its stdin, and prints its
+/// measurement as JSON.
+pub(crate) const NODE_CHILD: &str = "runtime-node-child";
+
+/// Lanes and turns of the runtime's rows (the `runtime 100 sessions` workload).
+const N_LANES: usize = 100;
+const TURNS: usize = 40;
 
 /// Whether the run measures PostgreSQL at all.
 pub(crate) fn wanted(filter: &str) -> bool {
@@ -37,7 +49,7 @@ pub(crate) fn wanted(filter: &str) -> bool {
         || FLOORS
             .iter()
             .map(|(name, _)| *name)
-            .chain([RUNTIME_ROW])
+            .chain([RUNTIME_ROW, TWO_NODES_ROW])
             .any(|name| selected(name, filter))
 }
 
@@ -62,7 +74,8 @@ pub(crate) fn rows(filter: &str, base: &seed_store::Config) -> anyhow::Result<Ve
             postgres_floor::durability(&postgres).await?
         );
         for (name, n_connections) in FLOORS {
-            let needed = n_connections == 1 && selected(RUNTIME_ROW, filter);
+            let needed = n_connections == 1
+                && (selected(RUNTIME_ROW, filter) || selected(TWO_NODES_ROW, filter));
             if !selected(name, filter) && !needed {
                 continue;
             }
@@ -78,13 +91,17 @@ pub(crate) fn rows(filter: &str, base: &seed_store::Config) -> anyhow::Result<Ve
         anyhow::Ok(())
     })?;
     drop(runtime);
+    let floor_one = rows
+        .iter()
+        .find(|row| row.name == FLOORS[0].0)
+        .map(|row| row.value);
     if selected(RUNTIME_ROW, filter) {
-        let floor_one = rows
-            .iter()
-            .find(|row| row.name == FLOORS[0].0)
-            .map(|row| row.value)
-            .context("the one-connection floor was measured")?;
+        let floor_one = floor_one.context("the one-connection floor was measured")?;
         rows.push(runtime_row(&cluster.url, base, floor_one)?);
+    }
+    if selected(TWO_NODES_ROW, filter) {
+        let floor_one = floor_one.context("the one-connection floor was measured")?;
+        rows.push(two_nodes_row(&cluster.url, base, floor_one)?);
     }
     Ok(rows)
 }
@@ -98,7 +115,7 @@ fn runtime_row(url: &str, base: &seed_store::Config, floor_one: f64) -> anyhow::
         let mut config = base.clone();
         config.database = Some(seed_store::DatabaseUrl(database.url().to_owned()));
         let postgres_before = postgres_cpu()?;
-        let measured = runtime_bench::steps_rate(&config, 100, 40, TurnShape::AgentLoop)?;
+        let measured = runtime_bench::steps_rate(&config, N_LANES, TURNS, TurnShape::AgentLoop)?;
         let postgres_spent = postgres_cpu()?.saturating_sub(postgres_before);
         let n_steps = measured.n_steps.max(1) as f64;
         let seed_cpu: Duration = measured.thread_cpu.iter().map(|(_, cpu)| *cpu).sum();
@@ -138,12 +155,26 @@ fn postgres_cpu() -> anyhow::Result<Duration> {
         if comm.trim() != "postgres" {
             continue;
         }
-        // A backend that ends meanwhile is skipped.
+        // A backend that ends meanwhile is skipped here, and counted in the time of the
+        // children its parent (the postmaster) reaped.
         if let Ok(threads) = seed_tests::runtime_bench::thread_cpu_of(&pid) {
             total += threads.values().copied().sum::<Duration>();
         }
+        total += reaped_children_cpu(&entry.path()).unwrap_or_default();
     }
     Ok(total)
+}
+
+/// The CPU time of the children a process waited for (`cutime` and `cstime` of its
+/// `/proc/PID/stat`, in clock ticks of 10 ms).
+fn reaped_children_cpu(proc_dir: &std::path::Path) -> Option<Duration> {
+    const TICK: Duration = Duration::from_millis(10);
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).ok()?;
+    // The fields after the command name, which is in parentheses: the state is the first.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let cutime: u32 = fields.get(13)?.parse().ok()?;
+    let cstime: u32 = fields.get(14)?.parse().ok()?;
+    Some(TICK * (cutime + cstime))
 }
 
 /// A database to measure on; a throwaway one is stopped and removed when dropped.
@@ -192,4 +223,125 @@ impl Drop for Cluster {
             }
         }
     }
+}
+
+/// `runtime 100 sessions postgres 2 nodes`: the same workload, half of the lanes in this
+/// process and half in a second process of this binary, both nodes of one database; steps/s of
+/// both over the longer of the two timed parts. The best of the rounds.
+fn two_nodes_row(url: &str, base: &seed_store::Config, floor_one: f64) -> anyhow::Result<Row> {
+    use std::io::{BufRead as _, Write as _};
+
+    use seed_tests::runtime_bench::{self, NodeShare, TurnShape};
+    let half = N_LANES / 2;
+    let mut best = 0.0_f64;
+    for _ in 0..ROUNDS {
+        let database = ScratchDatabase::create(url)?;
+        let mut config = base.clone();
+        config.database = Some(seed_store::DatabaseUrl(database.url().to_owned()));
+        runtime_bench::set_up_lanes(&config, N_LANES, TURNS)?;
+        let mut child = std::process::Command::new(std::env::current_exe()?)
+            .args([
+                NODE_CHILD,
+                database.url(),
+                &half.to_string(),
+                &half.to_string(),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .context("starts the second node")?;
+        let mut child_out = std::io::BufReader::new(child.stdout.take().context("stdout")?);
+        let mut child_in = child.stdin.take().context("stdin")?;
+        let postgres_before = postgres_cpu()?;
+        let share = NodeShare {
+            boot_id: "bench-a".to_owned(),
+            first_lane: 0,
+            set_up: false,
+        };
+        let here = runtime_bench::steps_rate_on(
+            &config,
+            half,
+            TURNS,
+            TurnShape::AgentLoop,
+            &share,
+            || {
+                // Both nodes start their timed parts together.
+                let mut line = String::new();
+                child_out.read_line(&mut line)?;
+                if line.trim() != "ready" {
+                    bail!("the second node said {line:?}, not ready");
+                }
+                writeln!(child_in, "go")?;
+                Ok(())
+            },
+        )?;
+        let mut json = String::new();
+        std::io::Read::read_to_string(&mut child_out, &mut json)?;
+        let status = child.wait()?;
+        if !status.success() {
+            bail!("the second node exited {status}");
+        }
+        let there: runtime_bench::StepsMeasurement =
+            serde_json::from_str(json.trim()).context("the second node's measurement")?;
+        let postgres_spent = postgres_cpu()?.saturating_sub(postgres_before);
+        let n_steps = here.n_steps + there.n_steps;
+        let elapsed = here.elapsed.max(there.elapsed);
+        let rate = n_steps as f64 / elapsed.as_secs_f64();
+        let seed_cpu: Duration = here
+            .thread_cpu
+            .iter()
+            .chain(&there.thread_cpu)
+            .map(|(_, cpu)| *cpu)
+            .sum();
+        eprintln!(
+            "{TWO_NODES_ROW}: {rate:.0} steps/s ({} + {} steps); CPU per step: Seed {:.0} µs, \
+             PostgreSQL {:.0} µs",
+            here.n_steps,
+            there.n_steps,
+            seed_cpu.as_secs_f64() * 1e6 / n_steps.max(1) as f64,
+            postgres_spent.as_secs_f64() * 1e6 / n_steps.max(1) as f64,
+        );
+        best = best.max(rate);
+    }
+    Ok(Row::ratio(TWO_NODES_ROW, best, "steps/s", floor_one))
+}
+
+/// The second node of [`two_nodes_row`], in a process of its own (see [`NODE_CHILD`]).
+pub(crate) fn node_child() -> anyhow::Result<()> {
+    use std::io::{BufRead as _, Write as _};
+
+    use seed_tests::runtime_bench::{self, NodeShare, TurnShape};
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    let [url, first_lane, n_lanes] = &args[..] else {
+        bail!("usage: bench {NODE_CHILD} URL FIRST_LANE N_LANES");
+    };
+    let scratch = crate::scratch_dir()?;
+    let mut config = crate::config(
+        &scratch,
+        seed_store::Synchronous::Normal,
+        seed_store::BatchMode::Optimistic,
+    );
+    config.database = Some(seed_store::DatabaseUrl(url.clone()));
+    let share = NodeShare {
+        boot_id: "bench-b".to_owned(),
+        first_lane: first_lane.parse()?,
+        set_up: false,
+    };
+    let measured = runtime_bench::steps_rate_on(
+        &config,
+        n_lanes.parse()?,
+        TURNS,
+        TurnShape::AgentLoop,
+        &share,
+        || {
+            println!("ready");
+            std::io::stdout().flush()?;
+            let mut line = String::new();
+            std::io::stdin().lock().read_line(&mut line)?;
+            Ok(())
+        },
+    )?;
+    println!("{}", serde_json::to_string(&measured)?);
+    Ok(())
 }
