@@ -53,11 +53,11 @@ fn register_node(connection: &Connection, id: &str, now_ms: i64, ttl_ms: i64) ->
         // A process paused in the middle of a transaction holds its locks (a session's row, its
         // node's row) from everyone: PostgreSQL ends such a transaction once it has been idle
         // as long as a lease holds, and the node's row lapses meanwhile anyway.
-        connection
-            .prepare_cached("SELECT set_config('idle_in_transaction_session_timeout', ?1, false)")?
-            .query_row(params![format!("{ttl_ms}ms")], |row| {
-                row.get::<_, String>(0)
-            })?;
+        // Made again on each connection the writer opens anew after losing this one.
+        connection.set_for_session(
+            "idle_in_transaction_session_timeout",
+            &format!("{ttl_ms}ms"),
+        )?;
     }
     let epoch = connection
         .prepare_cached(

@@ -333,6 +333,16 @@ impl Connection {
         }
     }
 
+    /// On PostgreSQL, sets `name` to `value` for the connection's session, and again on each
+    /// connection it opens anew (see `PgConnection::set_for_session`); SQLite has no such
+    /// settings, and nothing is done there.
+    pub(crate) fn set_for_session(&self, name: &str, value: &str) -> Result<()> {
+        match self {
+            Connection::Sqlite(_) => Ok(()),
+            Connection::Postgres(connection) => connection.set_for_session(name, value),
+        }
+    }
+
     /// A read-only view of the database as of now, for reads that must agree with each other:
     /// a transaction rolled back when the snapshot is dropped.
     pub(crate) fn snapshot(&self) -> Result<Snapshot<'_>> {

@@ -33,6 +33,9 @@ pub(crate) struct PgConnection {
     in_transaction: Cell<bool>,
     /// Statements prepared on this connection, by their text as the store writes it.
     statements: RefCell<HashMap<Box<str>, tokio_postgres::Statement>>,
+    /// The settings given to this connection's session ([`PgConnection::set_for_session`]),
+    /// as the statements that made them: made again on a connection opened anew.
+    session_settings: RefCell<Vec<String>>,
 }
 
 /// What a statement's text does to the transaction.
@@ -75,6 +78,7 @@ impl PgConnection {
                         purpose,
                         in_transaction: Cell::new(false),
                         statements: RefCell::new(HashMap::new()),
+                        session_settings: RefCell::new(Vec::new()),
                     })
                 })
                 .join()
@@ -101,6 +105,9 @@ impl PgConnection {
                 .as_ref()
                 .expect("the runtime lives as long as the connection");
             let client = connect(runtime, &self.config, self.purpose)?;
+            for setting in self.session_settings.borrow().iter() {
+                runtime.block_on(client.batch_execute(setting))?;
+            }
             *self.client.borrow_mut() = client;
             self.statements.borrow_mut().clear();
             tracing::info!("connected to the database again");
@@ -162,6 +169,24 @@ impl PgConnection {
         let values = bound(params);
         let client = self.client.borrow();
         Ok(self.block_on(client.query(statement, &refs(&values)))?)
+    }
+
+    /// Sets `name` to `value` for this connection's session, and again on each connection it
+    /// opens anew after the server closed this one. `name` is one of the store's own (a
+    /// setting's name, never a person's input); `value` is quoted.
+    pub(crate) fn set_for_session(&self, name: &str, value: &str) -> Result<()> {
+        debug_assert!(
+            name.bytes()
+                .all(|byte| byte.is_ascii_lowercase() || byte == b'_' || byte == b'.'),
+            "a setting's name: {name:?}"
+        );
+        let sql = format!("SET {name} = '{}'", value.replace('\'', "''"));
+        self.batch_execute(&sql)?;
+        let mut settings = self.session_settings.borrow_mut();
+        let prefix = format!("SET {name} = ");
+        settings.retain(|setting| !setting.starts_with(&prefix));
+        settings.push(sql);
+        Ok(())
     }
 
     pub(crate) fn batch_execute(&self, sql: &str) -> Result<()> {
@@ -283,4 +308,42 @@ pub(crate) fn column_value(row: &tokio_postgres::Row, index: usize) -> Result<Va
         }
     };
     Ok(value.unwrap_or(Value::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ScratchDatabase;
+
+    fn show(connection: &PgConnection, name: &str) -> Result<String> {
+        let statement = connection.prepare(&format!("SELECT current_setting('{name}')"))?;
+        Ok(connection.query(&statement, &[])?[0].get(0))
+    }
+
+    #[test]
+    fn a_session_setting_is_made_again_on_a_connection_opened_anew() {
+        const NAME: &str = "idle_in_transaction_session_timeout";
+        let database = ScratchDatabase::on_test_cluster();
+        let connection = PgConnection::open(database.url(), Purpose::Reader).expect("connects");
+        connection.set_for_session(NAME, "1500ms").expect("sets");
+        connection
+            .set_for_session(NAME, "2500ms")
+            .expect("sets again");
+        assert_eq!(show(&connection, NAME).expect("shows"), "2500ms");
+        // The server closes the connection (as a restart, or an operator, would): a statement
+        // may meet the closed connection before it is noticed, and fail; the next opens anew.
+        let _ = connection.batch_execute("SELECT pg_terminate_backend(pg_backend_pid())");
+        let shown = (0..50).find_map(|_| {
+            show(&connection, NAME).ok().or_else(|| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                None
+            })
+        });
+        assert_eq!(
+            shown.as_deref(),
+            Some("2500ms"),
+            "made again, the newest value"
+        );
+        assert_eq!(connection.session_settings.borrow().len(), 1);
+    }
 }
