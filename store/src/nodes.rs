@@ -146,15 +146,21 @@ impl Fencing {
     /// leases: a lease it no longer holds it let go itself (a run's end committed a moment
     /// before its write), and the write is one any node may make (a person's message to the
     /// session). Writes for sessions this process never leased pass unchecked.
+    ///
+    /// `node_row_held`: whether the open transaction already holds the row from a check that
+    /// passed; then no sweep can end the node before the transaction ends, and the write
+    /// passes without asking again. Set here when a check passes.
     pub(crate) fn check(
         &self,
         connection: &Connection,
         session_id: Option<SessionId>,
+        node_row_held: &std::cell::Cell<bool>,
     ) -> Result<()> {
         let (Some(session_id), Some(node)) = (session_id, self.node.get()) else {
             return Ok(());
         };
-        if connection.engine() != Engine::Postgres || !self.holds(session_id) {
+        if connection.engine() != Engine::Postgres || !self.holds(session_id) || node_row_held.get()
+        {
             return Ok(());
         }
         let still_held = connection
@@ -165,7 +171,10 @@ impl Fencing {
             )?
             .query_row(params![node.id, node.epoch], |row| row.get::<_, i64>(0));
         match still_held {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                node_row_held.set(true);
+                Ok(())
+            }
             Err(Error::NoRows) => {
                 // The session stays noted as held, so that each later write of the turn is
                 // refused too; a node that lapsed stops (see `Store::renew_node`).

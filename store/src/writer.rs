@@ -234,6 +234,7 @@ impl Writer {
             checkpointer,
             fenced: Arc::clone(&fenced),
             fencing: (connection.engine() == crate::Engine::Postgres).then(|| Arc::clone(fencing)),
+            node_row_held: std::cell::Cell::new(false),
             connection,
             batch_mode: config.batch_mode,
             stats: Arc::clone(&stats),
@@ -514,6 +515,11 @@ struct WriterCore {
     fenced: Arc<AtomicBool>,
     /// Checks each write of a session this node leases (PostgreSQL only; see `nodes`).
     fencing: Option<Arc<crate::nodes::Fencing>>,
+    /// Whether the open transaction holds this node's row `FOR SHARE` from a fencing check
+    /// that passed: the later checks of the transaction need not ask again (see
+    /// `Fencing::check`). Cleared when a transaction begins and when what took it is rolled
+    /// back.
+    node_row_held: std::cell::Cell<bool>,
     connection: Connection,
     batch_mode: BatchMode,
     stats: Arc<WriterStats>,
@@ -618,6 +624,8 @@ impl WriterCore {
                 Err(error) => {
                     // SQLite rolls back the whole transaction on some errors (a full disk
                     // among them): then the earlier jobs are gone too, and all are redone.
+                    // A lock the job took goes with its savepoint.
+                    self.node_row_held.set(false);
                     if self.connection.is_autocommit()
                         || self
                             .connection
@@ -641,7 +649,11 @@ impl WriterCore {
     /// Runs the job in the open transaction, after its fencing check.
     fn apply(&self, job: &mut Box<dyn Job>) -> Result<()> {
         if let Some(fencing) = &self.fencing {
-            fencing.check(&self.connection, job.scope().session_id)?;
+            fencing.check(
+                &self.connection,
+                job.scope().session_id,
+                &self.node_row_held,
+            )?;
         }
         job.apply(&self.connection)
     }
@@ -683,6 +695,7 @@ impl WriterCore {
     }
 
     fn begin(&self) -> Result<()> {
+        self.node_row_held.set(false);
         self.connection
             .prepare_cached(match self.connection.engine() {
                 crate::Engine::Sqlite => "BEGIN IMMEDIATE",
@@ -718,6 +731,7 @@ impl WriterCore {
     }
 
     fn rollback(&self) {
+        self.node_row_held.set(false);
         if !self.connection.is_autocommit()
             && let Err(error) = self.connection.execute_batch("ROLLBACK")
         {
