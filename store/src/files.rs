@@ -96,12 +96,53 @@ pub(crate) fn read_lines(
     Ok(lines)
 }
 
+/// The most rows one insert of a batch of appends carries on PostgreSQL.
+const LINES_PER_INSERT_MAX: usize = 8;
+
+/// The statements that insert 1 to [`LINES_PER_INSERT_MAX`] appends at once, by count - 1.
+fn multi_row_inserts() -> &'static [String] {
+    static INSERTS: OnceLock<Vec<String>> = OnceLock::new();
+    INSERTS.get_or_init(|| {
+        (1..=LINES_PER_INSERT_MAX)
+            .map(|n_rows| {
+                let rows: Vec<String> = (0..n_rows)
+                    .map(|row| format!("(?1, ?{}, ?{})", 2 + 2 * row, 3 + 2 * row))
+                    .collect();
+                format!(
+                    "INSERT INTO session_durable_files (session_key, file, line) VALUES {}",
+                    rows.join(", ")
+                )
+            })
+            .collect()
+    })
+}
+
 /// Inserts one row per append, in order. The foreign key refuses a deleted session's batch.
+/// On PostgreSQL, where each statement is a round trip to the server, the rows go several to
+/// a statement (a `VALUES` list numbers its rows in order).
 pub(crate) fn append_lines(
     connection: &Connection,
     session_key: i64,
     batch: &[Append],
 ) -> Result<()> {
+    if connection.engine() == crate::Engine::Postgres {
+        for chunk in batch.chunks(LINES_PER_INSERT_MAX) {
+            let codes: Vec<i64> = chunk
+                .iter()
+                .map(|append| i64::from(append.file.code()))
+                .collect();
+            let mut values: Vec<&dyn crate::sql::ToSql> = Vec::with_capacity(1 + 2 * chunk.len());
+            values.push(&session_key);
+            for (append, code) in chunk.iter().zip(&codes) {
+                values.push(code);
+                values.push(&append.line);
+            }
+            connection
+                .prepare_cached(&multi_row_inserts()[chunk.len() - 1])?
+                .execute(&values)?;
+        }
+        return Ok(());
+    }
     let mut insert = connection.prepare_cached(
         "INSERT INTO session_durable_files (session_key, file, line) VALUES (?1, ?2, ?3)",
     )?;

@@ -65,6 +65,33 @@ fn sessions_are_created_read_and_listed_by_account() -> anyhow::Result<()> {
 }
 
 #[test]
+fn a_commit_of_many_lines_keeps_each_file_in_the_order_written() -> anyhow::Result<()> {
+    use seed_durable::{Append, DurableFs as _, FileName};
+    let fixture = Fixture::new()?;
+    let session = fixture.create_sessions(1)?[0];
+    let files = fixture.store.session_files(session);
+    // More lines than one statement carries on PostgreSQL, the files interleaved; then a
+    // second commit that continues each.
+    let files_in_turn = [FileName::Entries, FileName::Documents, FileName::Entries];
+    let batch = |from: usize, n: usize| -> Vec<Append> {
+        (from..from + n)
+            .map(|idx| Append::new(files_in_turn[idx % 3], format!("line {idx}")))
+            .collect()
+    };
+    block_on(files.commit_projecting(batch(0, 19), None))?;
+    block_on(files.commit_projecting(batch(19, 1), None))?;
+    block_on(files.commit_projecting(batch(20, 9), None))?;
+    for file in [FileName::Entries, FileName::Documents] {
+        let expected: Vec<String> = (0..29)
+            .filter(|idx| files_in_turn[idx % 3] == file)
+            .map(|idx| format!("line {idx}"))
+            .collect();
+        assert_eq!(block_on(files.read(file))?, expected, "{file:?}");
+    }
+    Ok(())
+}
+
+#[test]
 fn the_log_assigns_gapless_seqs_and_reads_ranges() -> anyhow::Result<()> {
     let fixture = Fixture::new()?;
     let sessions = fixture.create_sessions(2)?;
