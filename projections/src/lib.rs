@@ -9,6 +9,8 @@
 //! - `blocks`: the per-turn state blocks (`<space>`, `<plan_state>`, `<context_usage>`, …) sent
 //!   right behind a turn's input, rendered once per turn and never stored.
 //! - `continuation`: continue_session's arguments checked, and the successor's projection.
+//! - `fsck`: `seed fsck`'s pure checks — the log and the store in agreement, and a
+//!   projection's excerpts byte for byte the events they cite.
 //! - `schedules`: a wake-up's `<scheduled_wakeup>` notice, and the wake-ups `<session_status>`
 //!   lists.
 //! - `transcript`: `[seq] who: text` lines and the escaping of text handed back inside a frame.
@@ -16,6 +18,7 @@
 pub mod attachments;
 pub mod blocks;
 pub mod continuation;
+pub mod fsck;
 pub mod import;
 pub mod schedules;
 pub mod store_to_log;

@@ -215,7 +215,7 @@ fn message_speaker(event: &SessionEvent) -> &'static str {
 }
 
 /// A message's text: `{"text": ".."}`, or the content itself when it is a string.
-fn content_text(content: &Value) -> Option<&str> {
+pub(crate) fn content_text(content: &Value) -> Option<&str> {
     match content {
         Value::String(text) => Some(text),
         Value::Object(fields) => fields.get("text")?.as_str(),
