@@ -161,17 +161,30 @@ CREATE TABLE session_continuations (
     UNIQUE (predecessor_session_id, tool_call_id)
 ) STRICT;
 
--- Files attached to messages, stored under the data dir. A successor holds the same attachment
--- id as its predecessor (a hard link), so the key is per session.
+-- Files attached to messages; on SQLite their bytes are a file under the data dir (on
+-- PostgreSQL a row of attachment_contents). A successor holds the same attachment id as its
+-- predecessor (a hard link, or a copy of the row), so the key is per session.
 CREATE TABLE attachments (
     session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
     id          TEXT NOT NULL,
     name        TEXT NOT NULL,
     media_type  TEXT NOT NULL,
     size_bytes  INTEGER NOT NULL CHECK (size_bytes >= 0),
-    path        TEXT NOT NULL,      -- relative to the data dir
+    path        TEXT NOT NULL,      -- relative to the data dir; the file on SQLite alone
     created_at  INTEGER NOT NULL,
     PRIMARY KEY (session_id, id)
+) STRICT;
+
+-- An attachment's bytes in the database, on PostgreSQL alone, where several nodes share the
+-- database but not a disk; on SQLite, one process beside its data dir, this table stays empty
+-- and the bytes are the file `attachments.path` names. A row goes with its attachment's row
+-- (and so with its session). Migration 17.
+CREATE TABLE attachment_contents (
+    session_id  TEXT NOT NULL,
+    id          TEXT NOT NULL,
+    bytes       BLOB NOT NULL,
+    PRIMARY KEY (session_id, id),
+    FOREIGN KEY (session_id, id) REFERENCES attachments (session_id, id) ON DELETE CASCADE
 ) STRICT;
 
 -- Signed requests seen, against replay: a (key id, nonce) pair is taken in the same transaction

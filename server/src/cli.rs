@@ -221,9 +221,9 @@ pub enum Command {
         /// The PostgreSQL database to keep the store in
         /// (postgres://user:password@host:port/database, or PostgreSQL's key=value form;
         /// connections are in plain text, no TLS), migrated at start; without it, the SQLite
-        /// database in the data dir. The data dir still holds the local key, the lock,
-        /// server.json and attachments. A URL that does not parse or a database that cannot be
-        /// reached stops the start, naming the cause.
+        /// database in the data dir. The data dir still holds the local key, the lock and
+        /// server.json; attachments' bytes go into the database. A URL that does not parse or
+        /// a database that cannot be reached stops the start, naming the cause.
         #[arg(long, env = "SEED_DATABASE_URL", value_name = "URL")]
         database: Option<String>,
         /// With --database, several nodes may share the database: how often this node renews

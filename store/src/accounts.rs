@@ -8,7 +8,7 @@ use seed_events::{AccountId, SessionId};
 use crate::{Error, Result, Store};
 
 /// Every table of the schema, for row counts.
-const TABLES: [&str; 18] = [
+const TABLES: [&str; 19] = [
     "accounts",
     "memory_files",
     "sessions",
@@ -18,6 +18,7 @@ const TABLES: [&str; 18] = [
     "session_leases",
     "session_continuations",
     "attachments",
+    "attachment_contents",
     "request_nonces",
     "call_effects",
     "approvals",

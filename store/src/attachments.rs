@@ -1,10 +1,19 @@
-//! Attachments: files attached to messages, kept under the data dir beside the database
-//! (`attachments/<session id>/<attachment id>`), one `attachments` row each. A successor's copy of
-//! an attachment is a hard link to the same file, under its own session's folder.
+//! Attachments: files attached to messages, one `attachments` row each. Where their bytes are
+//! depends on the engine:
+//! - SQLite (one process beside its data dir): a file under the data dir
+//!   (`attachments/<session id>/<attachment id>`, the row's `path`), written before the row; a
+//!   successor's copy is a hard link to the same file under its own session's folder; a deleted
+//!   session's folder is removed after the delete commits (and swept at boot).
+//! - PostgreSQL (several nodes over one database, none sharing a disk): a row of
+//!   `attachment_contents`, inserted in the transaction of the attachment's row, so whichever
+//!   node runs, downloads or reads the message finds them; a successor's copy is a copy of that
+//!   row; they go with their attachment's row (`ON DELETE CASCADE`). No file is written, and
+//!   the row's `path` names none.
 
 use std::path::{Path, PathBuf};
 
 use crate::params;
+use crate::schema::Engine;
 use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::{AccountId, SessionId};
 
@@ -20,12 +29,14 @@ pub struct AttachmentRow {
     pub name: String,
     pub media_type: String,
     pub size_bytes: i64,
-    /// Relative to the data dir (the database's folder).
+    /// The file, relative to the data dir (the database's folder): SQLite's alone; on
+    /// PostgreSQL the bytes are in the database and no file is there.
     pub path: String,
     pub created_at_ms: i64,
 }
 
-/// An attachment to add: its bytes are written under the data dir with the row.
+/// An attachment to add: its bytes are stored with the row (a file on SQLite, a row on
+/// PostgreSQL).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewAttachment {
     pub session_id: SessionId,
@@ -126,8 +137,9 @@ fn write_private(full: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .write_all(bytes)
 }
 
-/// Writes the file (before the row: a crash in between leaves a file no row names, never a row
-/// without its file) and inserts the row.
+/// Stores the bytes and inserts the row. On SQLite the file is written first (a crash in
+/// between leaves a file no row names, never a row without its file); on PostgreSQL the bytes
+/// are a row of `attachment_contents` in the same transaction.
 pub(crate) fn add_attachment(
     connection: &Connection,
     data_dir: &Path,
@@ -135,8 +147,6 @@ pub(crate) fn add_attachment(
 ) -> Result<AttachmentRow> {
     let path = relative_path(attachment.session_id, &attachment.id)?;
     crate::sessions::key_for_write(connection, attachment.session_id)?;
-    let full = data_dir.join(&path);
-    write_private(&full, &attachment.bytes)?;
     let row = AttachmentRow {
         session_id: attachment.session_id,
         id: attachment.id.clone(),
@@ -146,8 +156,130 @@ pub(crate) fn add_attachment(
         path,
         created_at_ms: attachment.created_at_ms,
     };
-    insert_row(connection, &row)?;
+    match connection.engine() {
+        Engine::Sqlite => {
+            write_private(&data_dir.join(&row.path), &attachment.bytes)?;
+            insert_row(connection, &row)?;
+        }
+        Engine::Postgres => {
+            insert_row(connection, &row)?;
+            insert_contents(connection, &row, &attachment.bytes)?;
+        }
+    }
     Ok(row)
+}
+
+/// The attachment's bytes as a row of `attachment_contents` (PostgreSQL's; its `attachments`
+/// row first).
+fn insert_contents(connection: &Connection, row: &AttachmentRow, bytes: &[u8]) -> Result<()> {
+    assert_eq!(
+        usize::try_from(row.size_bytes).ok(),
+        Some(bytes.len()),
+        "an attachment's row names its size"
+    );
+    connection
+        .prepare_cached(
+            "INSERT INTO attachment_contents (session_id, id, bytes) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![row.session_id.to_string(), row.id, bytes])?;
+    Ok(())
+}
+
+/// Gives `to` a copy of `from`'s bytes of the attachment `id` (PostgreSQL's; `to`'s
+/// `attachments` row first). Copying again is harmless.
+fn copy_contents(connection: &Connection, from: SessionId, to: SessionId, id: &str) -> Result<()> {
+    let n_copied = connection
+        .prepare_cached(
+            "INSERT INTO attachment_contents (session_id, id, bytes)
+             SELECT CAST(?1 AS TEXT), id, bytes FROM attachment_contents
+             WHERE session_id = ?2 AND id = ?3
+             ON CONFLICT DO NOTHING",
+        )?
+        .execute(params![to.to_string(), from.to_string(), id])?;
+    if n_copied == 0 && !has_contents(connection, to, id)? {
+        return Err(contents_not_found(from, id));
+    }
+    Ok(())
+}
+
+fn has_contents(connection: &Connection, session_id: SessionId, id: &str) -> Result<bool> {
+    Ok(connection
+        .prepare_cached("SELECT 1 FROM attachment_contents WHERE session_id = ?1 AND id = ?2")?
+        .query_row(params![session_id.to_string(), id], |row| {
+            row.get::<_, i64>(0)
+        })
+        .optional()?
+        .is_some())
+}
+
+/// An attachment whose bytes are not in the database: its session was deleted meanwhile, or
+/// it was stored before they were kept there (version 17).
+fn contents_not_found(session_id: SessionId, id: &str) -> Error {
+    Error::NotFound {
+        what: "the bytes of attachment",
+        id: format!("{session_id}/{id}"),
+    }
+}
+
+/// At most `bytes_max` of the attachment's bytes from `offset` on, from `attachment_contents`
+/// (PostgreSQL's). An offset at or past the end gives none.
+fn read_contents(
+    connection: &Connection,
+    attachment: &AttachmentRow,
+    offset: u64,
+    bytes_max: usize,
+) -> Result<Vec<u8>> {
+    // substring counts from 1, in int4s: a bytea holds at most 1 GiB, so a range clamped to
+    // end by i32::MAX reads what an unclamped one would (and start + count cannot overflow).
+    let int4_max = i64::from(i32::MAX);
+    let start = i64::try_from(offset)
+        .unwrap_or(i64::MAX)
+        .saturating_add(1)
+        .min(int4_max);
+    let count = i64::try_from(bytes_max)
+        .unwrap_or(i64::MAX)
+        .min(int4_max - start);
+    let (bytes, size_bytes): (Vec<u8>, i64) = connection
+        .prepare_cached(
+            "SELECT substring(bytes FROM CAST(?3 AS INTEGER) FOR CAST(?4 AS INTEGER)),
+                 CAST(octet_length(bytes) AS BIGINT)
+             FROM attachment_contents WHERE session_id = ?1 AND id = ?2",
+        )?
+        .query_row(
+            params![
+                attachment.session_id.to_string(),
+                attachment.id,
+                start,
+                count
+            ],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?
+        .ok_or_else(|| contents_not_found(attachment.session_id, &attachment.id))?;
+    if size_bytes != attachment.size_bytes {
+        return Err(Error::corrupt(
+            "attachment_contents",
+            format_args!(
+                "attachment {}/{} holds {size_bytes} bytes, its row says {}",
+                attachment.session_id, attachment.id, attachment.size_bytes
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// At most `bytes_max` bytes of the file `full` from `offset` on (SQLite's). A file shorter than
+/// `offset` gives none (even past what a seek takes).
+fn read_file(full: &Path, offset: u64, bytes_max: usize) -> Result<Vec<u8>> {
+    use std::io::{Read, Seek};
+    let mut file = std::fs::File::open(full)?;
+    if offset >= file.metadata()?.len() {
+        return Ok(Vec::new());
+    }
+    file.seek(std::io::SeekFrom::Start(offset))?;
+    let mut bytes = Vec::new();
+    file.take(bytes_max as u64).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 fn insert_row(connection: &Connection, row: &AttachmentRow) -> Result<()> {
@@ -210,9 +342,9 @@ pub(crate) fn list_attachments(
     collect_rows(statement.query_map(params![session_id.to_string()], attachment_from_row)?)
 }
 
-/// Gives `to` the attachment `id` of `from` under the same id: a hard link to the same file and
-/// a row of its own. Linking again is harmless (the job may be redone). An id `from` lacks is
-/// refused.
+/// Gives `to` the attachment `id` of `from` under the same id: a row of its own, and on SQLite
+/// a hard link to the same file, on PostgreSQL a copy of the bytes' row. Linking again is
+/// harmless (the job may be redone). An id `from` lacks is refused, and so are bytes it lacks.
 pub(crate) fn link_attachment(
     connection: &Connection,
     data_dir: &Path,
@@ -226,28 +358,35 @@ pub(crate) fn link_attachment(
         id: format!("{from}/{id}"),
     })?;
     let path = relative_path(to, id)?;
-    let full = data_dir.join(&path);
-    if let Some(folder) = full.parent() {
-        create_private_dir(folder)?;
+    let source_path = data_dir.join(&source.path);
+    let row = AttachmentRow {
+        session_id: to,
+        path,
+        created_at_ms: now_ms,
+        ..source
+    };
+    match connection.engine() {
+        Engine::Sqlite => {
+            let full = data_dir.join(&row.path);
+            if let Some(folder) = full.parent() {
+                create_private_dir(folder)?;
+            }
+            match std::fs::hard_link(&source_path, &full) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(error.into()),
+            }
+            insert_row(connection, &row)
+        }
+        Engine::Postgres => {
+            insert_row(connection, &row)?;
+            copy_contents(connection, from, to, id)
+        }
     }
-    match std::fs::hard_link(data_dir.join(&source.path), &full) {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(error) => return Err(error.into()),
-    }
-    insert_row(
-        connection,
-        &AttachmentRow {
-            session_id: to,
-            path,
-            created_at_ms: now_ms,
-            ..source
-        },
-    )
 }
 
-/// The bytes an account's attachments hold, each file once (a successor's hard link to the
-/// same attachment is not counted again).
+/// The bytes an account's attachments hold, each attachment once (a successor's copy of it, a
+/// hard link on SQLite or a copied row on PostgreSQL, is not counted again).
 pub(crate) fn account_attachment_bytes(
     connection: &Connection,
     account_id: AccountId,
@@ -323,11 +462,11 @@ fn upload_check(
 
 impl Store {
     /// Adds an attachment to the account's session, within `account_bytes_max` for all the
-    /// account's attachments, taking the nonce in the same transaction as the row. The file is
-    /// written first, on a reader's thread (so the writer never waits on a large file), and
-    /// removed again when the row is refused: a refused upload leaves nothing behind. A crash
-    /// between the two leaves a file no row names, in its session's folder, which goes with
-    /// the session.
+    /// account's attachments, taking the nonce in the same transaction as the row. A refused
+    /// upload leaves nothing behind. On SQLite the file is written first, on a reader's thread
+    /// (so the writer never waits on a large file), and removed again when the row is refused;
+    /// a crash between the two leaves a file no row names, in its session's folder, which goes
+    /// with the session. On PostgreSQL the bytes are inserted with the row, in its transaction.
     pub async fn add_attachment_signed(
         &self,
         nonce: Option<RequestNonce>,
@@ -346,16 +485,20 @@ impl Store {
                 if let Some(refused) =
                     upload_check(connection, account_id, &attachment, account_bytes_max)?
                 {
-                    return Ok(Some(refused));
+                    return Ok(Err(refused));
                 }
-                write_private(&full, &attachment.bytes)?;
-                Ok(None)
+                let writes_file = connection.engine() == Engine::Sqlite;
+                if writes_file {
+                    write_private(&full, &attachment.bytes)?;
+                }
+                Ok(Ok(writes_file))
             })
             .await?
         };
-        if let Some(refused) = checked {
-            return Ok(NonceOutcome::Fresh(refused));
-        }
+        let wrote_file = match checked {
+            Ok(wrote_file) => wrote_file,
+            Err(refused) => return Ok(NonceOutcome::Fresh(refused)),
+        };
         let row = AttachmentRow {
             session_id: attachment.session_id,
             id: attachment.id.clone(),
@@ -377,11 +520,14 @@ impl Store {
                     return Ok(NonceOutcome::Replayed);
                 }
                 insert_row(connection, &row)?;
+                if connection.engine() == Engine::Postgres {
+                    insert_contents(connection, &row, &attachment.bytes)?;
+                }
                 Ok(NonceOutcome::Fresh(UploadOutcome::Added(row.clone())))
             })
             .await
         };
-        if !matches!(written, Ok(NonceOutcome::Fresh(UploadOutcome::Added(_)))) {
+        if wrote_file && !matches!(written, Ok(NonceOutcome::Fresh(UploadOutcome::Added(_)))) {
             let removed = self
                 .read(move |_| match std::fs::remove_file(&full) {
                     Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.into()),
@@ -410,28 +556,27 @@ impl Store {
         .await
     }
 
-    /// The bytes the account's attachments hold, each file once.
+    /// The bytes the account's attachments hold, each attachment once.
     pub async fn account_attachment_bytes(&self, account_id: AccountId) -> Result<i64> {
         self.read(move |connection| account_attachment_bytes(connection, account_id))
             .await
     }
 
-    /// At most `bytes_max` bytes of an attachment's file from `offset` on, read on a reader's
-    /// thread. A file shorter than `offset` gives none.
+    /// At most `bytes_max` bytes of an attachment from `offset` on, read on a reader's thread:
+    /// from its file on SQLite, from the database on PostgreSQL (whichever node stored it).
+    /// An offset at or past the end gives none; bytes that are not there (a file removed, a
+    /// session deleted meanwhile) are an error.
     pub async fn read_attachment_bytes(
         &self,
         attachment: &AttachmentRow,
         offset: u64,
         bytes_max: usize,
     ) -> Result<Vec<u8>> {
-        use std::io::{Read, Seek};
-        let full = self.attachment_file(attachment);
-        self.read(move |_| {
-            let mut file = std::fs::File::open(&full)?;
-            file.seek(std::io::SeekFrom::Start(offset))?;
-            let mut bytes = Vec::new();
-            file.take(bytes_max as u64).read_to_end(&mut bytes)?;
-            Ok(bytes)
+        let full = data_dir(&self.config().path).join(&attachment.path);
+        let attachment = attachment.clone();
+        self.read(move |connection| match connection.engine() {
+            Engine::Sqlite => read_file(&full, offset, bytes_max),
+            Engine::Postgres => read_contents(connection, &attachment, offset, bytes_max),
         })
         .await
     }
@@ -441,11 +586,15 @@ impl Store {
     /// Removes the attachment files of deleted sessions: `only` that session's, or (at boot)
     /// every folder whose session is gone, which a crash between a delete and its files' removal
     /// left. Off the caller's thread, like every store call; a failure is logged, not returned
-    /// (the delete itself has committed).
+    /// (the delete itself has committed). On PostgreSQL there are no files (the bytes' rows went
+    /// with the session's): nothing to do.
     pub async fn remove_attachment_files(&self, only: Option<SessionId>) -> usize {
         let data_dir = data_dir(&self.config().path);
         let removed = self
-            .read(move |connection| remove_orphan_folders(connection, &data_dir, only))
+            .read(move |connection| match connection.engine() {
+                Engine::Sqlite => remove_orphan_folders(connection, &data_dir, only),
+                Engine::Postgres => Ok(0),
+            })
             .await;
         match removed {
             Ok(n_removed) => n_removed,
@@ -456,7 +605,8 @@ impl Store {
         }
     }
 
-    /// Stores an attachment's bytes under the data dir and its row.
+    /// Stores an attachment's row and its bytes: a file under the data dir on SQLite, a row in
+    /// the same transaction on PostgreSQL.
     pub async fn add_attachment(&self, attachment: NewAttachment) -> Result<AttachmentRow> {
         let data_dir = data_dir(&self.config().path);
         self.write(Some(attachment.session_id), move |connection| {
@@ -481,7 +631,8 @@ impl Store {
             .await
     }
 
-    /// Where an attachment's file is on disk.
+    /// Where an attachment's file is on disk: SQLite's alone. On PostgreSQL the bytes are in the
+    /// database and this names no file; read them with [`Store::read_attachment_bytes`].
     pub fn attachment_file(&self, attachment: &AttachmentRow) -> std::path::PathBuf {
         data_dir(&self.config().path).join(&attachment.path)
     }

@@ -106,7 +106,8 @@ pub struct NewSuccessor {
     pub projection: NewEvent,
     /// The initiating message, copied word for word with `meta.continued_from`.
     pub message: NewEvent,
-    /// Attachments of the predecessor the copied message names, hard-linked into the successor.
+    /// Attachments of the predecessor the copied message names, linked into the successor (a
+    /// hard link on SQLite, a copy of the bytes' row on PostgreSQL).
     pub attachment_ids: Vec<String>,
     /// `transfer.plan = close`: the predecessor's plan is cleared.
     pub close_predecessor_plan: bool,
@@ -306,7 +307,7 @@ impl Store {
     }
 
     /// Creates a successor in one transaction: its session, the edge with its manifest, its
-    /// two first events, its hard-linked attachments, and (for `transfer.plan = close`) the
+    /// two first events, its linked attachments, and (for `transfer.plan = close`) the
     /// predecessor's plan cleared. A second successor for the same (predecessor, tool call) is
     /// refused as a duplicate; nothing of a refused creation is committed.
     pub async fn create_successor(&self, successor: NewSuccessor) -> Result<CreatedSuccessor> {

@@ -8,10 +8,11 @@
 //! - The typed APIs live one table to a module: `sessions`, `log`, `runs`, `closing` (a run's
 //!   end in one transaction), `children`, `leases`, `retries`, `continuations`, `memory`,
 //!   `effects` (what a call that must not run twice did), `attachments` (files under the data
-//!   dir). Each has plain functions over a connection (so several can share one transaction)
-//!   and its own `impl Store` block whose methods run them through the writer or a reader;
-//!   `store` keeps opening, that plumbing, and what belongs to no table. The functions over a
-//!   connection, run by the writer and the reader pool, are where a second engine plugs in.
+//!   dir on SQLite, their bytes in the database on PostgreSQL). Each has plain functions over a
+//!   connection (so several can share one transaction) and its own `impl Store` block whose
+//!   methods run them through the writer or a reader; `store` keeps opening, that plumbing, and
+//!   what belongs to no table. The functions over a connection, run by the writer and the
+//!   reader pool, are where a second engine plugs in.
 //! - `nonces` and `accounts`: what the service needs — signed writes that take the request's
 //!   nonce in their own transaction, accounts by key, counts for metrics.
 //! - [`floor`] is the raw SQLite floor the bench harness measures against.

@@ -30,7 +30,7 @@ pub(crate) struct Version {
 /// it (`migrations/00NN-name.postgres.sql`). So a later change goes into `sqlite-schema.sql`
 /// and here as one version with each engine's SQL; a test checks that the two engines' schemas
 /// agree.
-pub(crate) static VERSIONS: [Version; 16] = [
+pub(crate) static VERSIONS: [Version; 17] = [
     Version {
         sqlite: include_str!("../sqlite-schema.sql"),
         sqlite_hook: None,
@@ -85,6 +85,11 @@ pub(crate) static VERSIONS: [Version; 16] = [
         sqlite: include_str!("../migrations/0016-nodes.sql"),
         sqlite_hook: Some(add_lease_epoch),
         postgres: include_str!("../migrations/0016-nodes.postgres.sql"),
+    },
+    Version {
+        sqlite: include_str!("../migrations/0017-attachment-contents.sql"),
+        sqlite_hook: None,
+        postgres: include_str!("../migrations/0017-attachment-contents.postgres.sql"),
     },
 ];
 

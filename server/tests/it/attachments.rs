@@ -1,7 +1,9 @@
 //! Attachments end to end against a real `seed serve`: uploaded, listed, downloaded, carried
 //! by a message to the model (the scripted model names what it received), gone with their
 //! session; refused uploads and messages (413 over either limit, 400 naming the field, 404 for
-//! another account) that write nothing; `seed chat`'s `/attach`.
+//! another account) that write nothing; `seed chat`'s `/attach`. Their bytes are files in the
+//! data dir on SQLite and rows of the database on PostgreSQL, where a node serves what another
+//! took.
 
 use crate::common;
 
@@ -39,7 +41,8 @@ async fn upload(
         .expect("answer")
 }
 
-/// The files under the data dir's attachment folders.
+/// The files under the data dir's attachment folders (none on PostgreSQL, which keeps the bytes
+/// in the database).
 fn files_on_disk(data_dir: &std::path::Path) -> Vec<String> {
     let mut found = Vec::new();
     for folder in std::fs::read_dir(data_dir.join("attachments"))
@@ -159,6 +162,7 @@ async fn files_are_uploaded_listed_downloaded_seen_by_the_model_and_go_with_thei
     assert_eq!(deleted.status, 204, "{:?}", deleted.value());
     let counts = row_counts(&server.store()).await;
     assert!(counts.contains(&("attachments", 0)), "{counts:?}");
+    assert!(counts.contains(&("attachment_contents", 0)), "{counts:?}");
     assert_eq!(files_on_disk(dir.path()), Vec::<String>::new());
     assert!(
         !dir.path()
@@ -302,7 +306,81 @@ async fn refused_uploads_and_messages_write_nothing() {
     assert_eq!(borrowed.status, 404);
 
     assert_eq!(row_counts(&store).await, before);
-    assert_eq!(files_on_disk(dir.path()), [kept.id]);
+    // The kept file's bytes alone: its file on SQLite, its row (counted above) on PostgreSQL.
+    let kept_files = if common::on_postgres() {
+        Vec::new()
+    } else {
+        vec![kept.id]
+    };
+    assert_eq!(files_on_disk(dir.path()), kept_files);
+}
+
+/// Two nodes over one PostgreSQL database (whatever engine the other tests run on), with no
+/// disk in common: a file uploaded through one is downloaded through the other, and a message
+/// sent through the other carries it to the model, whichever node runs the turn.
+#[actix_web::test]
+async fn a_file_uploaded_through_one_node_is_downloaded_and_seen_through_another() {
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let _database = common::shared_database(&[dir_a.path(), dir_b.path()]);
+    let node_args = ["--node-renew-ms", "100"];
+    let node_a = Server::start(dir_a.path(), &node_args);
+    let node_b = Server::start(dir_b.path(), &node_args);
+    let client_a = node_a.client();
+    // One account, reached on either node.
+    let client_b = node_b.client_with(node_a.local_key());
+    let session = new_session(&client_a).await;
+    let text: AttachmentInfo = upload(
+        &client_a,
+        session.id,
+        "notes.txt",
+        "text/plain",
+        b"hello from node a".to_vec(),
+    )
+    .await
+    .json()
+    .expect("info");
+
+    let path = format!("/v1/sessions/{}/attachments/{}", session.id, text.id);
+    let downloaded = client_b
+        .send_raw(
+            "GET",
+            &path,
+            Vec::new(),
+            &client_b.signature_fields("GET", &path, b""),
+        )
+        .await
+        .expect("answer");
+    assert_eq!(downloaded.status, 200, "{:?}", downloaded.value());
+    assert_eq!(downloaded.body.as_ref(), b"hello from node a");
+
+    let sent: MessageSessionResponse = client_b
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": "look", "attachments": [text.id], "wait": true}),
+        )
+        .await
+        .expect("sent");
+    assert_eq!(sent.status, "succeeded");
+    let events: EventsResponse = client_b
+        .get(&format!("/v1/sessions/{}/events?from_seq=1", session.id))
+        .await
+        .expect("events");
+    let answer = events
+        .events
+        .iter()
+        .rev()
+        .find(|event| event.role.as_deref() == Some("assistant"))
+        .expect("an answer");
+    assert_eq!(
+        answer.content["text"],
+        "You said: look [attached: notes.txt \u{201c}hello from node a\u{201d}]"
+    );
+    for dir in [&dir_a, &dir_b] {
+        assert_eq!(files_on_disk(dir.path()), Vec::<String>::new());
+    }
 }
 
 #[actix_web::test]

@@ -449,3 +449,33 @@ fn checks_name_their_values_without_lists_in_a_new_database_and_an_upgraded_one(
         .expect("the version");
     assert_eq!(version, LATEST_VERSION);
 }
+
+/// Whether the database has `attachment_contents`, whose rows go with their attachment's.
+fn has_attachment_contents(connection: &Connection) -> bool {
+    connection
+        .query_row(
+            "SELECT count(*) FROM pragma_foreign_key_list('attachment_contents')
+             WHERE \"table\" = 'attachments' AND on_delete = 'CASCADE'",
+            [],
+            |row| row.get::<_, i64>(0),
+        )
+        .expect("the table's foreign key")
+        == 2
+}
+
+#[test]
+fn attachments_have_a_table_for_their_bytes_in_a_new_database_and_an_upgraded_one() {
+    let dir = tempfile::tempdir().expect("a temporary dir");
+    let config = Config::new(dir.path().join("agents.db"));
+    let connection = open_writer(&config).expect("a new database");
+    assert!(has_attachment_contents(&connection));
+    drop(connection);
+    // A database of version 16, without the table.
+    let connection = upgraded(
+        &config,
+        "DROP TABLE attachment_contents; PRAGMA user_version = 16;",
+    );
+    assert!(has_attachment_contents(&connection));
+    drop(connection);
+    assert_reopened_at_the_latest_version(&config);
+}
