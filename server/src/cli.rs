@@ -1,8 +1,8 @@
 //! The `seed` command line: its arguments and what each command runs — `serve`; the clients
 //! that talk to a running service with the local key (`chat`, and in `remote` `sessions`,
 //! `show`, `token`, `tools`, `schedules`, `approvals`); the key and account commands that work
-//! on the data dir directly; `migrate`, which brings a database's schema up to date; and `sim`,
-//! the actor simulation.
+//! on the data dir directly; `migrate`, which brings a database's schema up to date; `fsck`,
+//! which checks it read-only; and `sim`, the actor simulation.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,6 +14,7 @@ use crate::client::Client;
 use crate::keys::{AccountKey, LOCAL_KEY_FILE, account_id_for, parse_public_key};
 use crate::serve::{self, SERVER_FILE, ServeOptions};
 
+pub(crate) mod fsck;
 pub(crate) mod migrate;
 pub(crate) mod remote;
 
@@ -355,6 +356,17 @@ pub enum Command {
         #[arg(long)]
         print: bool,
     },
+    /// Checks every session of the database, read-only (safe beside a running service): the
+    /// log and the store agree, seqs are gapless, every continuation edge has its successor,
+    /// every manifest decodes and every excerpt of a projection is byte for byte the events it
+    /// cites, every attachment's bytes are there, and SQLite's integrity check. Prints each
+    /// finding with its session and a summary; exits 1 on any finding.
+    Fsck {
+        /// The PostgreSQL database the service keeps its store in (as `seed serve
+        /// --database`); without it, the data dir's SQLite database.
+        #[arg(long, env = "SEED_DATABASE_URL", value_name = "URL")]
+        database: Option<String>,
+    },
 }
 
 /// `--synchronous`: SQLite's `synchronous` for the WAL.
@@ -524,6 +536,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Migrate { database, print } => {
             migrate::migrate(&cli.data_dir, database.as_deref(), *print)
         }
+        Command::Fsck { database } => fsck::fsck(&cli.data_dir, database.as_deref()),
     }
 }
 

@@ -80,14 +80,10 @@ async fn check_database(
         let id = session.id;
         let log = store.read_events(id, 1, i64::MAX, usize::MAX).await?;
 
-        // Seqs without gaps.
+        // Seqs without gaps (`seed fsck`'s check).
         n_checked += 1;
-        if let Some((idx, event)) = log
-            .iter()
-            .enumerate()
-            .find(|(idx, event)| event.seq != *idx as i64 + 1)
-        {
-            violations.push(format!("{id}: seq {} at position {}", event.seq, idx + 1));
+        for finding in seed_store::fsck::seq_findings(&log) {
+            violations.push(format!("{id}: {finding}"));
         }
 
         // Every event reads as its kind's typed body and writes back as it was stored.

@@ -33,7 +33,8 @@
 //! Layout: this file runs a seed (its processes, crashes, the liveness phase); `model` is the
 //! seeded model and the verbs under test; `observer` what the processes share and the check of
 //! every model request; `people` the approvals they decide; `invariants` the checks at the end;
-//! `runs` the exhaustive mode, shrinking and summaries.
+//! `fsck` the checks of `seed fsck`, run on the database each seed leaves; `runs` the
+//! exhaustive mode, shrinking and summaries.
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -50,6 +51,7 @@ use seed_events::SessionId;
 use seed_providers::{Request, ScriptedStep};
 use seed_store::{Config, NewSession, Store};
 
+pub mod fsck;
 pub mod invariants;
 mod model;
 mod observer;
@@ -720,6 +722,16 @@ fn liveness_and_invariants(
                 invariants::check_quiet_database(&store, account(), &launches, &mut violations)
                     .await?;
             let n_checked = n_checked + users_invariants(&shared, &mut violations);
+            // `seed fsck` on the database as the run leaves it, through its own read-only
+            // connection.
+            let report = fsck::fsck(&store_config(&path))?;
+            violations.extend(
+                report
+                    .findings
+                    .into_iter()
+                    .map(|finding| format!("fsck: {finding}")),
+            );
+            let n_checked = n_checked + 1;
             shared.note(database_digest(&store).await?);
             *lock(&shared.store) = None;
             Ok((violations, n_checked))

@@ -16,6 +16,8 @@
 //! - `nonces` and `accounts`: what the service needs — signed writes that take the request's
 //!   nonce in their own transaction, accounts by key, counts for metrics.
 //! - [`floor`] is the raw SQLite floor the bench harness measures against.
+//! - [`fsck`] is `seed fsck`'s read-only reader (each session in one snapshot) and the checks
+//!   the store alone can make.
 //!
 //! Invariant: this is the only crate that touches SQLite.
 
@@ -32,6 +34,7 @@ mod elicitations;
 mod error;
 mod files;
 pub mod floor;
+pub mod fsck;
 mod kept;
 mod leases;
 mod log;

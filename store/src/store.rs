@@ -176,28 +176,31 @@ impl Store {
     /// SQLite's own checks of the file: `PRAGMA integrity_check` and `foreign_key_check`.
     /// Returns the problems found; empty when the database is sound.
     pub async fn check_integrity(&self) -> Result<Vec<String>> {
-        self.read(|connection| {
-            let mut problems = Vec::new();
-            let mut integrity = connection.prepare("PRAGMA integrity_check")?;
-            for row in integrity.query_map(params![], |row| row.get::<_, String>(0))? {
-                let row = row?;
-                if row != "ok" {
-                    problems.push(row);
-                }
-            }
-            let mut foreign_keys = connection.prepare("PRAGMA foreign_key_check")?;
-            for row in foreign_keys.query_map(params![], |row| {
-                Ok(format!(
-                    "foreign key: {} row {} -> {}",
-                    row.get::<_, String>(0)?,
-                    row.get::<_, Option<i64>>(1)?.unwrap_or_default(),
-                    row.get::<_, String>(2)?
-                ))
-            })? {
-                problems.push(row?);
-            }
-            Ok(problems)
-        })
-        .await
+        self.read(integrity_problems).await
     }
+}
+
+/// SQLite's `PRAGMA integrity_check` and `foreign_key_check` on `connection`: the problems
+/// found, empty when the database is sound.
+pub(crate) fn integrity_problems(connection: &Connection) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let mut integrity = connection.prepare("PRAGMA integrity_check")?;
+    for row in integrity.query_map(params![], |row| row.get::<_, String>(0))? {
+        let row = row?;
+        if row != "ok" {
+            problems.push(row);
+        }
+    }
+    let mut foreign_keys = connection.prepare("PRAGMA foreign_key_check")?;
+    for row in foreign_keys.query_map(params![], |row| {
+        Ok(format!(
+            "foreign key: {} row {} -> {}",
+            row.get::<_, String>(0)?,
+            row.get::<_, Option<i64>>(1)?.unwrap_or_default(),
+            row.get::<_, String>(2)?
+        ))
+    })? {
+        problems.push(row?);
+    }
+    Ok(problems)
 }

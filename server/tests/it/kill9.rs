@@ -6,7 +6,7 @@
 //! exactly once, its run ended and answered (or the reason recorded); a message whose request
 //! was cut off is in the log at most once; a refused one not at all. Then, through the
 //! database, the quiet invariants of the simulation (`seed_sim::invariants`) and SQLite's
-//! integrity check.
+//! integrity check; then `seed fsck` on the data dir.
 //!
 //! `KILL9_SEED=S` replays the traffic decisions and kill moments of a failing run (the seed is
 //! printed on stderr); `KILL9_KILLS=N` changes the number of kills; `SEED_SOAK=1` makes it
@@ -426,6 +426,8 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
         }
     }
     let n_checked = check_database(&store, account_id, &mut problems).await;
+    // `seed fsck` on what the kills left.
+    crate::fsck::assert_clean(&data_dir);
 
     eprintln!(
         "kill9 seed {seed}: {kills} kills ({n_early_kills} while starting) in {:.1} s of \

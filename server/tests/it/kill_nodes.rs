@@ -5,7 +5,7 @@
 //! take the killed node's runs over once its lease lapses. At the end every acknowledged
 //! message is in its session's log exactly once, every run ended and answered (or the reason
 //! recorded), no answer was written twice, and the database's quiet invariants hold (the checks
-//! of the single node's kill test, `kill9`).
+//! of the single node's kill test, `kill9`), `seed fsck` included.
 //!
 //! `KILL_NODES_SEED=S` replays a failing run's decisions; `KILL_NODES_KILLS=N` changes the
 //! number of kills; `SEED_SOAK=1` makes it 500.
@@ -159,6 +159,8 @@ async fn sigkill_of_any_of_three_nodes_loses_and_repeats_nothing() {
         assert!(status.success(), "seed {seed}: a drain exited {status:?}");
     }
     let n_checked = check_database(&store, key.account_id, &mut problems).await;
+    // `seed fsck` on the database the nodes shared.
+    crate::fsck::assert_clean(dirs[0].path());
 
     eprintln!(
         "kill_nodes seed {seed}: {kills} kills ({n_kills_mid_turn} of a node running a turn) in \

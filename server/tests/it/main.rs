@@ -9,6 +9,7 @@ mod database;
 mod durability;
 mod elicitations;
 mod failures_shown;
+mod fsck;
 mod hardening_bodies;
 mod hardening_files;
 mod hardening_requests;
