@@ -117,6 +117,6 @@ async fn sweep(env: &Arc<RunEnv>, stats: &PeerStats) {
         .n_takeovers
         .fetch_add(swept.requeued.len() as u64, Ordering::Relaxed);
     for run in swept.given_up {
-        crate::runtime::fail_given_up(env, &run).await;
+        crate::run_end::fail_given_up(env, &run).await;
     }
 }

@@ -270,6 +270,22 @@ fn delivered_content(end: &RunEnd) -> String {
     }
 }
 
+/// Fails a run that more sweeps than the limit found cut off: it may be what stops the
+/// process, so it is not started again.
+pub(crate) async fn fail_given_up(env: &RunEnv, run: &RunRow) {
+    tracing::error!(
+        run_id = %run.id,
+        session_id = %run.session_id,
+        restarts_max = env.settings.run_restarts_max,
+        "a run cut off by every restart is failed"
+    );
+    let end = RunEnd::failed(format!(
+        "the turn was cut off by more than {} restarts of the service; it is not started again",
+        env.settings.run_restarts_max
+    ));
+    finish(env, run, end).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

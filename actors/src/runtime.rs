@@ -148,7 +148,7 @@ impl Runtime {
         // A run that every boot found cut off may be what stops the process: it ends failed
         // (its parent hearing of it like of any other end) before the queue starts anything.
         for run in given_up {
-            fail_given_up(&env, &run).await;
+            crate::run_end::fail_given_up(&env, &run).await;
         }
         queue.do_send(Wake);
         // On a shared database: the node's heartbeat and the sweep for lapsed peers.
@@ -621,22 +621,6 @@ async fn boot_sweep_with(
         n_runs_given_up: given_up.len(),
     };
     Ok((report, given_up))
-}
-
-/// Fails a run that more sweeps than the limit found cut off: it may be what stops the
-/// process, so it is not started again.
-pub(crate) async fn fail_given_up(env: &Arc<RunEnv>, run: &RunRow) {
-    tracing::error!(
-        run_id = %run.id,
-        session_id = %run.session_id,
-        restarts_max = env.settings.run_restarts_max,
-        "a run cut off by every restart is failed"
-    );
-    let end = crate::run_end::RunEnd::failed(format!(
-        "the turn was cut off by more than {} restarts of the service; it is not started again",
-        env.settings.run_restarts_max
-    ));
-    crate::run_end::finish(env, run, end).await;
 }
 
 // Verbs a person runs by hand (see `crate::verbs::by_hand`).
