@@ -3,7 +3,7 @@
 //! made visible) while the turn still runs; and a subscriber never sees text that a crash takes
 //! back — every delta it received before a SIGKILL is in the store after it.
 
-use crate::common::{Server, new_session};
+use crate::common::{Server, new_session, responses_of};
 use seed_server::api::{EventsResponse, MessageSessionResponse, RunInfo, SessionInfo};
 use seed_server::client::{Client, next_update};
 use seed_server::ws::Update;
@@ -17,25 +17,6 @@ async fn events(client: &Client, session: &SessionInfo, from: i64, to: i64) -> E
         ))
         .await
         .expect("events")
-}
-
-/// The response texts that text deltas carried, one per response: a delta at offset 0 starts
-/// the next; each later one must follow the text so far exactly.
-fn responses_of(deltas: &[(usize, String)]) -> Vec<String> {
-    let mut responses: Vec<String> = Vec::new();
-    for (offset_chars, text) in deltas {
-        if *offset_chars == 0 {
-            responses.push(String::new());
-        }
-        let current = responses.last_mut().expect("a response starts at offset 0");
-        assert_eq!(
-            current.chars().count(),
-            *offset_chars,
-            "a delta at {offset_chars} after {current:?}"
-        );
-        current.push_str(text);
-    }
-    responses
 }
 
 #[actix_web::test]

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::common::{Server, new_session, open_store, shared_database};
+use crate::common::{Server, new_session, open_store, responses_of, shared_database};
 use seed_events::RunId;
 use seed_server::api::{EventsResponse, MessageSessionResponse};
 use seed_server::client::next_update;
@@ -65,25 +65,6 @@ async fn hear_turn(
             _ => {}
         }
     }
-}
-
-/// The response texts the deltas carried, one per response; each delta follows the text so far
-/// exactly.
-fn responses_of(deltas: &[(usize, String)]) -> Vec<String> {
-    let mut responses: Vec<String> = Vec::new();
-    for (offset_chars, text) in deltas {
-        if *offset_chars == 0 {
-            responses.push(String::new());
-        }
-        let current = responses.last_mut().expect("a response starts at offset 0");
-        assert_eq!(
-            current.chars().count(),
-            *offset_chars,
-            "a delta at {offset_chars} after {current:?}"
-        );
-        current.push_str(text);
-    }
-    responses
 }
 
 #[actix_web::test]

@@ -266,3 +266,22 @@ pub async fn new_session(client: &Client) -> seed_server::api::SessionInfo {
 pub async fn row_counts(store: &Store) -> Vec<(&'static str, i64)> {
     store.row_counts().await.expect("counts")
 }
+
+/// The response texts that text deltas carried, one per response: a delta at offset 0 starts
+/// the next; each later one must follow the text so far exactly.
+pub fn responses_of(deltas: &[(usize, String)]) -> Vec<String> {
+    let mut responses: Vec<String> = Vec::new();
+    for (offset_chars, text) in deltas {
+        if *offset_chars == 0 {
+            responses.push(String::new());
+        }
+        let current = responses.last_mut().expect("a response starts at offset 0");
+        assert_eq!(
+            current.chars().count(),
+            *offset_chars,
+            "a delta at {offset_chars} after {current:?}"
+        );
+        current.push_str(text);
+    }
+    responses
+}
