@@ -91,13 +91,18 @@ impl Drop for BusBridge {
 }
 
 /// Starts the bridge of node `node_id` (its notices' origin: printable ASCII, no spaces, at
-/// most 64 bytes) between `publisher`'s bus and the database `database_url` names. Returns
-/// once it listens and can send, so nothing published after it returns is missed; an error
-/// when the database cannot be reached. Call inside a tokio runtime (an actix system is one).
+/// most 64 bytes) between `publisher`'s bus and the database `database_url` names. `wake` asks
+/// this node's queue to look for runs: called when another node tells of something that may
+/// have queued one (a message, a child's result, a wake-up, a decision, a successor) or freed
+/// one to run (a run's end), so that a run the node that queued it has no room for starts here
+/// at once rather than at this node's next renewal. Returns once it listens and can send, so
+/// nothing published after it returns is missed; an error when the database cannot be
+/// reached. Call inside a tokio runtime (an actix system is one).
 pub async fn start(
     publisher: Publisher,
     node_id: &str,
     database_url: &str,
+    wake: impl Fn() + Send + 'static,
 ) -> anyhow::Result<BusBridge> {
     let notifier = Notifier::connect(database_url, CHANNEL, node_id).await?;
     let listener = Listener::connect(database_url, CHANNEL, NOTICES_BUFFERED_MAX_DEFAULT).await?;
@@ -112,6 +117,7 @@ pub async fn start(
         node_id.to_owned(),
         publisher,
         echoes,
+        wake,
     ))
     .abort_handle();
     Ok(BusBridge { sender, receiver })
@@ -357,12 +363,14 @@ fn reread(session_id: SessionId) -> Notice {
     }
 }
 
-/// Publishes the other nodes' notices on this node's bus, until the listener ends.
+/// Publishes the other nodes' notices on this node's bus, until the listener ends; wakes this
+/// node's queue where one may have queued or freed a run.
 async fn publish_others(
     mut listener: Listener,
     node_id: String,
     publisher: Publisher,
     echoes: Echoes,
+    wake: impl Fn(),
 ) {
     let mut incoming = Incoming::default();
     while let Some(heard) = listener.next().await {
@@ -371,9 +379,14 @@ async fn publish_others(
             Heard::Notice { notice, .. } => incoming.notifications(notice),
             Heard::Gap(gap) => {
                 tracing::info!(?gap, "notices from the other nodes may have been missed");
+                // What was missed may have queued runs.
+                wake();
                 incoming.resync()
             }
         };
+        if notifications.iter().any(may_start_a_run) {
+            wake();
+        }
         for notification in notifications {
             echoes.push(notification.clone());
             publisher.publish(notification);
@@ -586,6 +599,20 @@ impl Incoming {
             self.accounts.clear();
         }
         self.accounts.insert(account_id);
+    }
+}
+
+/// Whether `notification`, heard from another node, may mean a run is there to be claimed:
+/// one was queued (a person's message, a child's result, a scheduled wake-up, a decision on
+/// an approval, a successor made), or a session's run ended and its next may start.
+fn may_start_a_run(notification: &Notification) -> bool {
+    match notification {
+        Notification::SessionChanged { reason, .. } => matches!(
+            *reason,
+            "message" | "child-result" | "scheduled-wakeup" | "approval" | "continued"
+        ),
+        Notification::RunFinished { .. } => true,
+        _ => false,
     }
 }
 

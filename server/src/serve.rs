@@ -476,14 +476,17 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
     // what theirs publish reaches this node's; held until the service stops.
     let _bus_bridge = match &options.database {
         Some(database) => Some(
-            crate::bus_bridge::start(state.runtime.publisher().clone(), &boot_id, &database.0)
-                .await
-                .with_context(|| {
-                    format!(
-                        "cannot listen for the other nodes' notices on {}",
-                        describe_database(database)
-                    )
-                })?,
+            crate::bus_bridge::start(state.runtime.publisher().clone(), &boot_id, &database.0, {
+                let runtime = state.runtime.clone();
+                move || runtime.wake()
+            })
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot listen for the other nodes' notices on {}",
+                    describe_database(database)
+                )
+            })?,
         ),
         None => None,
     };

@@ -159,3 +159,84 @@ async fn a_subscriber_on_one_node_hears_a_turn_that_runs_on_another() {
     // The same as the node that ran it told its own subscriber.
     assert_eq!(heard_on_a, heard_on_b);
 }
+
+/// Lease timings where a node's own renewal (when it also looks for runs) comes too late to
+/// matter: a run the other node queued starts here only if the other node's notice wakes it.
+const RARE_RENEWALS: [&str; 4] = ["--node-renew-ms", "30000", "--node-expire-ms", "60000"];
+
+#[actix_web::test]
+async fn a_run_queued_on_a_full_node_starts_at_once_on_a_free_one() {
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let _database = shared_database(&[dir_a.path(), dir_b.path()]);
+    let mut args_a = vec!["--interactive-runs-max", "1", "--account-runs-max", "4"];
+    args_a.extend(RARE_RENEWALS);
+    let mut args_b = vec!["--account-runs-max", "4"];
+    args_b.extend(RARE_RENEWALS);
+    let node_a = Server::start(dir_a.path(), &args_a);
+    let node_b = Server::start(dir_b.path(), &args_b);
+    let client = node_a.client();
+    let store = open_store(dir_a.path());
+    let run_of = |sent: &MessageSessionResponse| RunId::from_u128(sent.run_id.as_u128());
+
+    // Node A's one slot is taken by a long, slow turn.
+    let long = new_session(&client).await;
+    let words = (0..100)
+        .map(|idx| format!("w{idx}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let first: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", long.id),
+            &json!({ "text": format!("[slow 150] {words}") }),
+        )
+        .await
+        .expect("sent");
+    let started = std::time::Instant::now();
+    loop {
+        let run = store.get_run(run_of(&first)).await.expect("reads");
+        if run.as_ref().is_some_and(|run| run.owner.is_some()) {
+            break;
+        }
+        assert!(started.elapsed() < HANG_GUARD, "the long turn starts");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // A second session's message, sent to node A, which has no room: node B, told of it,
+    // takes it and answers while node A's long turn still streams.
+    let short = new_session(&client).await;
+    let second: MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", short.id),
+            &json!({ "text": "a short one" }),
+        )
+        .await
+        .expect("sent");
+    let ended = loop {
+        let run = store
+            .get_run(run_of(&second))
+            .await
+            .expect("reads")
+            .expect("the run");
+        if run.status.is_terminal() {
+            break run;
+        }
+        assert!(started.elapsed() < HANG_GUARD, "the short turn ends");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(ended.status, seed_events::RunStatus::Succeeded);
+    assert_eq!(ended.owner.as_deref(), Some(node_b.node_id.as_str()));
+    let long_run = store
+        .get_run(run_of(&first))
+        .await
+        .expect("reads")
+        .expect("the run");
+    assert_eq!(
+        long_run.status,
+        seed_events::RunStatus::Running,
+        "the short turn ended on node B while node A's long one still ran"
+    );
+    assert_eq!(long_run.owner.as_deref(), Some(node_a.node_id.as_str()));
+}
