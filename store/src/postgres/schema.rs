@@ -18,6 +18,10 @@ const CREATE_VERSIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS seed_schema_vers
     applied_at  BIGINT NOT NULL    -- unix milliseconds
 )";
 
+/// Keeps the server's notices (a table that exists already, skipped) from the migrating
+/// transaction's client, which would log each of them: warnings and errors still come.
+const QUIET_NOTICES: &str = "SET LOCAL client_min_messages = warning";
+
 /// Records a version as applied, now.
 const RECORD_VERSION: &str = "INSERT INTO seed_schema_versions (version, applied_at)
     VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)";
@@ -35,6 +39,8 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<Vec<u32>> {
         transaction
             .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .await?;
+        // "already exists, skipping" and the like, at every start: not worth a log line.
+        transaction.batch_execute(QUIET_NOTICES).await?;
         transaction.batch_execute(CREATE_VERSIONS_TABLE).await?;
         let recorded = transaction
             .query_opt(
@@ -112,4 +118,48 @@ pub(crate) fn script() -> String {
         );
     }
     script
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt as _;
+
+    use super::*;
+    use crate::ScratchDatabase;
+
+    #[test]
+    fn migrating_again_says_nothing() {
+        let database = ScratchDatabase::on_test_cluster();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let notices = runtime.block_on(async {
+            let (mut client, mut connection) =
+                tokio_postgres::connect(database.url(), tokio_postgres::NoTls)
+                    .await
+                    .expect("connects");
+            let (sender, receiver) = futures::channel::mpsc::unbounded();
+            let messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            tokio::spawn(messages.for_each(move |message| {
+                if let Ok(tokio_postgres::AsyncMessage::Notice(notice)) = message {
+                    let _ = sender.unbounded_send(notice.message().to_owned());
+                }
+                async {}
+            }));
+            assert_eq!(
+                migrate(&mut client).await.expect("migrates").len(),
+                LATEST_VERSION as usize
+            );
+            assert!(
+                migrate(&mut client)
+                    .await
+                    .expect("migrates again")
+                    .is_empty()
+            );
+            drop(client);
+            receiver.collect::<Vec<String>>().await
+        });
+        assert_eq!(notices, Vec::<String>::new());
+    }
 }
