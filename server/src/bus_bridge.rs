@@ -209,14 +209,59 @@ fn instead_of_too_long(notice: &Notice) -> Option<Notice> {
 /// Where the sender is in each run's response text.
 #[derive(Debug, Default)]
 struct Outgoing {
-    runs: HashMap<RunId, Sent>,
+    runs: RunTexts,
 }
 
-/// How much of a run's response text the sender sent, or that it cannot tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sent {
-    Known { chars: usize, bytes: u64 },
-    Unknown,
+/// Where each run's response text is, counted both ways: in the unit its pieces' offsets come
+/// in, and in the unit they go on in (chars and bytes, one way or the other).
+#[derive(Debug, Default)]
+struct RunTexts {
+    /// The text so far, `(in, out)`; `None` once a piece did not continue it, until the run's
+    /// next response starts (offset 0).
+    runs: HashMap<RunId, Option<(u64, u64)>>,
+}
+
+/// Where a piece of a run's text goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Placed {
+    /// At this offset, counted the other way.
+    At(u64),
+    /// It does not continue the text: the first such piece of a response has the session
+    /// re-read; it and the rest of the response are dropped.
+    Gap,
+    /// A later piece of a response that had a gap: dropped.
+    Dropped,
+}
+
+impl RunTexts {
+    /// Places the piece at `offset` (counted the way it came) whose length is `lengths`
+    /// (`(in, out)`), and notes the text as continued by it.
+    fn place(&mut self, run_id: RunId, offset: u64, lengths: (u64, u64)) -> Placed {
+        let at = match self.runs.get(&run_id) {
+            _ if offset == 0 => Some(0),
+            Some(Some((so_far, at))) if *so_far == offset => Some(*at),
+            _ => None,
+        };
+        if self.runs.len() >= RUNS_TRACKED_MAX && !self.runs.contains_key(&run_id) {
+            self.runs.clear();
+        }
+        match at {
+            Some(at) => {
+                self.runs
+                    .insert(run_id, Some((offset + lengths.0, at + lengths.1)));
+                Placed::At(at)
+            }
+            None => match self.runs.insert(run_id, None) {
+                Some(None) => Placed::Dropped,
+                _ => Placed::Gap,
+            },
+        }
+    }
+
+    /// Forgets an ended run.
+    fn end(&mut self, run_id: RunId) {
+        self.runs.remove(&run_id);
+    }
 }
 
 impl Outgoing {
@@ -257,7 +302,7 @@ impl Outgoing {
                 run_id,
                 status,
             } => {
-                self.runs.remove(&run_id);
+                self.runs.end(run_id);
                 Notice::RunFinished {
                     session_id,
                     run_id,
@@ -324,27 +369,12 @@ impl Outgoing {
         offset_chars: usize,
         text: String,
     ) -> Vec<Notice> {
-        let at = match self.runs.get(&run_id) {
-            _ if offset_chars == 0 => Some(0),
-            Some(Sent::Known { chars, bytes }) if *chars == offset_chars => Some(*bytes),
-            _ => None,
+        let lengths = (text.chars().count() as u64, text.len() as u64);
+        let offset_bytes = match self.runs.place(run_id, offset_chars as u64, lengths) {
+            Placed::At(offset_bytes) => offset_bytes,
+            Placed::Gap => return vec![reread(session_id)],
+            Placed::Dropped => return Vec::new(),
         };
-        if self.runs.len() >= RUNS_TRACKED_MAX && !self.runs.contains_key(&run_id) {
-            self.runs.clear();
-        }
-        let Some(offset_bytes) = at else {
-            return match self.runs.insert(run_id, Sent::Unknown) {
-                Some(Sent::Unknown) => Vec::new(),
-                _ => vec![reread(session_id)],
-            };
-        };
-        self.runs.insert(
-            run_id,
-            Sent::Known {
-                chars: offset_chars + text.chars().count(),
-                bytes: offset_bytes + text.len() as u64,
-            },
-        );
         vec![Notice::TextDelta {
             session_id,
             run_id,
@@ -398,9 +428,8 @@ async fn publish_others(
 /// accounts to have re-read after a gap.
 #[derive(Debug, Default)]
 struct Incoming {
-    /// The bytes and chars of each run's response heard so far; `None` once a chunk was
-    /// missed, until its next response starts.
-    runs: HashMap<RunId, Option<(u64, usize)>>,
+    /// Where each run's response text is, in bytes as heard and in chars.
+    runs: RunTexts,
     sessions: HashSet<SessionId>,
     accounts: HashSet<AccountId>,
 }
@@ -428,7 +457,7 @@ impl Incoming {
                 status,
             } => {
                 self.heard_of_session(session_id);
-                self.runs.remove(&run_id);
+                self.runs.end(run_id);
                 Notification::RunFinished {
                     session_id,
                     run_id,
@@ -541,27 +570,12 @@ impl Incoming {
         offset_bytes: u64,
         chunk: String,
     ) -> Vec<Notification> {
-        let at = match self.runs.get(&run_id) {
-            _ if offset_bytes == 0 => Some(0),
-            Some(Some((bytes, chars))) if *bytes == offset_bytes => Some(*chars),
-            _ => None,
+        let lengths = (chunk.len() as u64, chunk.chars().count() as u64);
+        let offset_chars = match self.runs.place(run_id, offset_bytes, lengths) {
+            Placed::At(offset_chars) => offset_chars as usize,
+            Placed::Gap => return vec![reread_notification(session_id)],
+            Placed::Dropped => return Vec::new(),
         };
-        if self.runs.len() >= RUNS_TRACKED_MAX && !self.runs.contains_key(&run_id) {
-            self.runs.clear();
-        }
-        let Some(offset_chars) = at else {
-            return match self.runs.insert(run_id, None) {
-                Some(None) => Vec::new(),
-                _ => vec![reread_notification(session_id)],
-            };
-        };
-        self.runs.insert(
-            run_id,
-            Some((
-                offset_bytes + chunk.len() as u64,
-                offset_chars + chunk.chars().count(),
-            )),
-        );
         vec![Notification::TextDelta {
             session_id,
             run_id,
@@ -686,6 +700,32 @@ mod tests {
                 run_id,
                 offset_chars: 0,
                 text: "é".to_owned(),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_delta_sent_mid_response_has_the_others_re_read_once() {
+        let (session_id, run_id) = (SessionId::new_v7(), RunId::new_v7());
+        let mut outgoing = Outgoing::default();
+        let delta = |offset_chars: usize, text: &str| Notification::TextDelta {
+            session_id,
+            run_id,
+            offset_chars,
+            text: text.to_owned(),
+        };
+        // The bridge started after the response's first 3 chars were published.
+        assert_eq!(outgoing.notices(delta(3, "dé")), vec![reread(session_id)]);
+        assert_eq!(outgoing.notices(delta(5, "f")), Vec::new());
+        // The next response starts afresh, and goes on in bytes.
+        assert_eq!(outgoing.notices(delta(0, "é")).len(), 1);
+        assert_eq!(
+            outgoing.notices(delta(1, "x")),
+            vec![Notice::TextDelta {
+                session_id,
+                run_id,
+                offset_bytes: 2,
+                chunk: "x".to_owned(),
             }]
         );
     }
