@@ -147,7 +147,9 @@ CREATE TABLE session_leases (
 ) STRICT;
 
 -- One row per continuation edge. A session has one immediate predecessor (successor unique);
--- (predecessor, tool_call_id) is the idempotency key of the continue_session call.
+-- (predecessor, tool_call_id) is the idempotency key of the continue_session call (of the fork
+-- request, for a fork). The kind says which: a continuation, or a fork a person made from an
+-- earlier point of the predecessor.
 CREATE TABLE session_continuations (
     id                      TEXT PRIMARY KEY,
     predecessor_session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
@@ -158,8 +160,22 @@ CREATE TABLE session_continuations (
     reason                  TEXT NOT NULL,
     manifest_cbor           BLOB NOT NULL,
     created_at              INTEGER NOT NULL,
+    kind                    TEXT NOT NULL DEFAULT 'continuation'   -- migration 18
+                            CHECK (kind = 'continuation' OR kind = 'fork'),
     UNIQUE (predecessor_session_id, tool_call_id)
 ) STRICT;
+
+-- Each range of a predecessor's log that a read recalled where the edge's projection left it
+-- out (or cut it): one row per read call and range, so a read that is replayed counts once.
+CREATE TABLE continuation_recalls (
+    continuation_id    TEXT NOT NULL REFERENCES session_continuations (id) ON DELETE CASCADE,
+    reader_session_id  TEXT NOT NULL,   -- the session whose read recalled the range
+    tool_call_id       TEXT NOT NULL,   -- the read's call
+    from_seq           INTEGER NOT NULL,
+    to_seq             INTEGER NOT NULL,
+    created_at         INTEGER NOT NULL,
+    PRIMARY KEY (continuation_id, reader_session_id, tool_call_id, from_seq)
+) STRICT, WITHOUT ROWID;
 
 -- Files attached to messages; on SQLite their bytes are a file under the data dir (on
 -- PostgreSQL a row of attachment_contents). A successor holds the same attachment id as its

@@ -30,7 +30,7 @@ pub(crate) struct Version {
 /// it (`migrations/00NN-name.postgres.sql`). So a later change goes into `sqlite-schema.sql`
 /// and here as one version with each engine's SQL; a test checks that the two engines' schemas
 /// agree.
-pub(crate) static VERSIONS: [Version; 17] = [
+pub(crate) static VERSIONS: [Version; 18] = [
     Version {
         sqlite: include_str!("../sqlite-schema.sql"),
         sqlite_hook: None,
@@ -90,6 +90,11 @@ pub(crate) static VERSIONS: [Version; 17] = [
         sqlite: include_str!("../migrations/0017-attachment-contents.sql"),
         sqlite_hook: None,
         postgres: include_str!("../migrations/0017-attachment-contents.postgres.sql"),
+    },
+    Version {
+        sqlite: include_str!("../migrations/0018-continuation-kinds-and-recalls.sql"),
+        sqlite_hook: Some(add_continuation_kind),
+        postgres: include_str!("../migrations/0018-continuation-kinds-and-recalls.postgres.sql"),
     },
 ];
 
@@ -220,6 +225,24 @@ fn add_lease_epoch(transaction: &rusqlite::Transaction) -> rusqlite_migration::H
     if !has_column {
         transaction.execute_batch(
             "ALTER TABLE session_leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;",
+        )?;
+    }
+    Ok(())
+}
+
+/// Migration 18: each continuation edge has a kind. The column is added only where it is
+/// missing (a database made by `sqlite-schema.sql` has it).
+fn add_continuation_kind(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
+    let has_column: bool = transaction.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('session_continuations') \
+         WHERE name = 'kind')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_column {
+        transaction.execute_batch(
+            "ALTER TABLE session_continuations ADD COLUMN kind TEXT NOT NULL \
+             DEFAULT 'continuation' CHECK (kind = 'continuation' OR kind = 'fork');",
         )?;
     }
     Ok(())
