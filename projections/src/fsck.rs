@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use seed_durable::StoreState;
+use seed_durable::{OpenLines, StoreState};
 use seed_events::{SessionEvent, SessionId};
 
 use crate::store_to_log::log_store_disagreements;
@@ -28,6 +28,66 @@ pub fn log_and_store_findings(
             .collect(),
         Err(error) => vec![format!("its durable files do not fold: {error}")],
     }
+}
+
+/// Where what the store kept of a session's fold (`opened`: the kept state and the lines after
+/// it, as a harness opens them) does not open to what a turn would read of the fold of every
+/// line: the context since the newest reset, the system prompt before it, the documents and the
+/// tasks. Empty when they agree, or when the files do not fold (found by
+/// [`log_and_store_findings`]).
+pub fn kept_findings(
+    entries: &[String],
+    documents: &[String],
+    tasks: &[String],
+    opened: &OpenLines,
+) -> Vec<String> {
+    let Some(kept) = opened.kept.clone() else {
+        return Vec::new();
+    };
+    let Ok(whole) = StoreState::fold(entries, documents, tasks) else {
+        return Vec::new();
+    };
+    let from_kept =
+        match StoreState::open_kept(kept, &opened.entries, &opened.documents, &opened.tasks) {
+            Ok(state) => state,
+            Err(error) => {
+                return vec![format!(
+                    "what the store kept of its files does not open: {error}"
+                )];
+            }
+        };
+    let mut findings = Vec::new();
+    let context = |state: &StoreState, from: seed_durable::EntryId| -> Vec<seed_durable::Entry> {
+        state
+            .entries
+            .iter()
+            .filter(|entry| entry.id >= from)
+            .cloned()
+            .collect()
+    };
+    let (whole_kept, opened_kept) = (whole.kept(), from_kept.kept());
+    let from = whole_kept.first_entry_id;
+    if opened_kept.first_entry_id != from {
+        findings.push(format!(
+            "what the store kept starts its context at entry {}, not at the newest reset's {from}",
+            opened_kept.first_entry_id
+        ));
+    } else if context(&whole, from) != context(&from_kept, from) {
+        findings.push(format!(
+            "what the store kept opens to other entries from entry {from} on than its files hold"
+        ));
+    }
+    if whole_kept.system != opened_kept.system {
+        findings.push("what the store kept opens to another system prompt".to_owned());
+    }
+    if whole_kept.documents != opened_kept.documents {
+        findings
+            .push("what the store kept opens to other documents than its files hold".to_owned());
+    }
+    if whole_kept.tasks != opened_kept.tasks {
+        findings.push("what the store kept opens to other tasks than its files hold".to_owned());
+    }
+    findings
 }
 
 /// The frames a projection loads events in.
@@ -305,6 +365,97 @@ mod tests {
         assert!(
             findings[0].starts_with("its durable files do not fold"),
             "{findings:?}"
+        );
+    }
+
+    /// A session's files: a system prompt, a reset, another system prompt and two documents.
+    fn kept_files() -> (Vec<String>, Vec<String>) {
+        let entries = vec![
+            r#"{"id":1,"type":"pi.system","system_prompt":"first","tools":[]}"#.to_owned(),
+            r#"{"id":2,"type":"pi.reset"}"#.to_owned(),
+            r#"{"id":3,"type":"pi.system","system_prompt":"second","tools":[]}"#.to_owned(),
+        ];
+        let documents = vec![
+            r#"{"name":"notes","value":1}"#.to_owned(),
+            r#"{"name":"notes","value":2}"#.to_owned(),
+        ];
+        (entries, documents)
+    }
+
+    /// What a store keeps after folding the first `n_entries` entries and `n_documents`
+    /// documents, and the lines after it, as it opens them.
+    fn opened(n_entries: usize, n_documents: usize) -> OpenLines {
+        let (entries, documents) = kept_files();
+        let folded =
+            StoreState::fold(&entries[..n_entries], &documents[..n_documents], &[]).expect("folds");
+        let kept = folded.kept();
+        let from = usize::try_from(kept.first_entry_id).expect("small") - 1;
+        OpenLines {
+            kept: Some(kept),
+            entries: entries[from..].to_vec(),
+            documents: documents[n_documents..].to_vec(),
+            tasks: Vec::new(),
+            n_after_kept: 0,
+        }
+    }
+
+    #[test]
+    fn what_the_store_kept_agrees_with_the_whole_fold() {
+        let (entries, documents) = kept_files();
+        for (n_entries, n_documents) in [(3, 2), (2, 1), (3, 0)] {
+            let found = kept_findings(&entries, &documents, &[], &opened(n_entries, n_documents));
+            assert_eq!(
+                found,
+                Vec::<String>::new(),
+                "kept at {n_entries}/{n_documents}"
+            );
+        }
+        let nothing_kept = OpenLines::default();
+        assert!(kept_findings(&entries, &documents, &[], &nothing_kept).is_empty());
+    }
+
+    #[test]
+    fn a_kept_state_that_differs_from_the_files_is_found() {
+        let (entries, documents) = kept_files();
+        // A document the kept state holds at another value than the files end with.
+        let mut wrong_document = opened(3, 2);
+        if let Some(kept) = wrong_document.kept.as_mut() {
+            kept.documents.insert("notes".to_owned(), json!(7));
+        }
+        let found = kept_findings(&entries, &documents, &[], &wrong_document);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("other documents"), "{found:?}");
+        // A kept context that starts past the newest reset.
+        let mut late = opened(3, 2);
+        if let Some(kept) = late.kept.as_mut() {
+            kept.first_entry_id = 4;
+        }
+        let found = kept_findings(&entries, &documents, &[], &late);
+        assert!(
+            found
+                .iter()
+                .any(|line| line.contains("does not open") || line.contains("newest reset")),
+            "{found:?}"
+        );
+        // Entry lines after the kept state that are not the files' (one lost).
+        let mut lost = opened(2, 1);
+        lost.entries.pop();
+        let found = kept_findings(&entries, &documents, &[], &lost);
+        assert!(
+            found.iter().any(|line| line.contains("other entries")),
+            "{found:?}"
+        );
+        // A system prompt before the reset, the only one, that the kept state lost.
+        let mut no_system = opened(2, 2);
+        no_system.entries.truncate(1);
+        if let Some(kept) = no_system.kept.as_mut() {
+            assert!(kept.system.is_some(), "kept before the reset");
+            kept.system = None;
+        }
+        let found = kept_findings(&entries[..2], &documents, &[], &no_system);
+        assert!(
+            found.iter().any(|line| line.contains("system prompt")),
+            "{found:?}"
         );
     }
 }

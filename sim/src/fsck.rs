@@ -66,6 +66,14 @@ pub fn check_session(record: &SessionRecord) -> Vec<String> {
         &record.documents,
         &record.tasks,
     ));
+    if let Some(opened) = &record.kept {
+        findings.extend(seed_projections::fsck::kept_findings(
+            &record.entries,
+            &record.documents,
+            &record.tasks,
+            opened,
+        ));
+    }
     // A successor's first event is its projection (its excerpts are checked against the
     // ranges its manifest names, once that decodes).
     if let Some(edge) = &record.edge_to

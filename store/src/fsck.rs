@@ -1,8 +1,9 @@
 //! What `seed fsck` reads, and the checks the store alone can make of it. [`Reader`] opens
 //! the database read-only (SQLite's file with a read-only connection, PostgreSQL in read-only
 //! transactions), so it is safe beside a running service, and reads each session in one
-//! snapshot: its log, its durable files, its continuation edges, the predecessor's events its
-//! projection cites, and whether each of its attachments' bytes exist. [`session_findings`] is
+//! snapshot: its log, its durable files, what the store kept of their fold, its continuation
+//! edges, the predecessor's events its projection cites, and whether each of its attachments'
+//! bytes exist. [`session_findings`] is
 //! pure: gapless seqs, every edge's successor there, the manifest decoding, every attachment
 //! resolving. What needs the projections (the log and the store in agreement, the excerpts) is
 //! `seed_projections::fsck`.
@@ -36,6 +37,9 @@ pub struct SessionRecord {
     pub cited: Vec<SessionEvent>,
     /// Its attachments whose bytes are missing: (attachment id, what is wrong).
     pub unresolved_attachments: Vec<(String, String)>,
+    /// What a harness opens it from when the store kept its fold (`session_durable_kept`):
+    /// the kept state and the lines after it. `None` when nothing was kept.
+    pub kept: Option<seed_durable::OpenLines>,
 }
 
 /// A read-only connection to a database, for `seed fsck`.
@@ -143,6 +147,8 @@ impl Reader {
             }
         }
         let unresolved_attachments = self.unresolved_attachments(&snapshot, id)?;
+        let kept =
+            Some(crate::kept::open_lines(&snapshot, id)?).filter(|lines| lines.kept.is_some());
         snapshot.finish()?;
         Ok(Some(SessionRecord {
             id,
@@ -154,6 +160,7 @@ impl Reader {
             edge_to,
             cited,
             unresolved_attachments,
+            kept,
         }))
     }
 

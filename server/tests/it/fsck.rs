@@ -1,8 +1,8 @@
 //! `seed fsck` as an operator runs it: clean (exit 0) on the database of a running service
 //! after turns and a continuation, on either engine; and, on SQLite, each kind of damage a test
 //! plants in a copy of that database — a changed byte of an excerpt, a deleted store row, a
-//! missing successor, a gap in the seqs — found (exit 1) and named with its session. The kill
-//! tests run it on what they leave (`assert_clean`).
+//! missing successor, a gap in the seqs, a kept fold that is not the files' — found (exit 1)
+//! and named with its session. The kill tests run it on what they leave (`assert_clean`).
 
 use std::path::Path;
 use std::process::Output;
@@ -122,7 +122,7 @@ async fn fsck_finds_each_kind_of_planted_damage_and_names_its_session() {
     assert_clean(dir.path());
 
     let key = |session: Uuid| format!("(SELECT key FROM sessions WHERE id = '{session}')");
-    let cases: [(&str, String, Uuid, String); 4] = [
+    let cases: [(&str, String, Uuid, String); 5] = [
         (
             "a changed byte of an excerpt",
             format!(
@@ -159,6 +159,18 @@ async fn fsck_finds_each_kind_of_planted_damage_and_names_its_session() {
             ),
             successor,
             "with no gap".to_owned(),
+        ),
+        (
+            "a kept state that is not what the files fold to",
+            format!(
+                "INSERT OR REPLACE INTO session_durable_kept \
+                 (session_key, upto_id, first_entry_id, entries_from_id, kept) VALUES \
+                 ({k}, (SELECT max(id) FROM session_durable_files WHERE session_key = {k}), \
+                 1, 0, '{{\"first_entry_id\":1,\"system\":null,\"documents\":{{}},\"tasks\":[]}}')",
+                k = key(predecessor)
+            ),
+            predecessor,
+            "other documents than its files hold".to_owned(),
         ),
     ];
     for (what, sql, session, expected) in &cases {
