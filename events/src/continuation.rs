@@ -202,6 +202,20 @@ pub struct SessionContinuationManifest {
     pub budget_bytes: u64,
     /// The projection's size, in bytes.
     pub projection_bytes: u64,
+    /// Set on a fork's edge: a person branched from the predecessor at this point, and the
+    /// successor's log is the predecessor's up to it (it has no projection; the fields above
+    /// say what a projection would: none loaded, nothing omitted). Absent on a continuation's,
+    /// so every manifest written before forks decodes, and a continuation's encodes as it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<ForkPoint>,
+}
+
+/// Where a fork branched from its predecessor: the predecessor's events up to and including
+/// `seq` (the event `event_id`) are the fork's conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkPoint {
+    pub seq: i64,
+    pub event_id: EventId,
 }
 
 /// The manifest format [`SessionContinuationManifest::version`] this build writes.
@@ -292,6 +306,7 @@ mod tests {
             omitted: Vec::new(),
             budget_bytes: 100,
             projection_bytes: 50,
+            fork: None,
         };
         let bytes = manifest.to_cbor();
         assert_eq!(
@@ -299,5 +314,28 @@ mod tests {
             manifest
         );
         assert!(SessionContinuationManifest::from_cbor(&bytes[..bytes.len() / 2]).is_err());
+
+        // A fork's point round-trips too; a continuation's manifest does not name the field,
+        // so one written before forks existed decodes as it was.
+        let fork = SessionContinuationManifest {
+            fork: Some(ForkPoint {
+                seq: 4,
+                event_id: EventId(9),
+            }),
+            ..manifest.clone()
+        };
+        assert_eq!(
+            SessionContinuationManifest::from_cbor(&fork.to_cbor()).expect("decodes"),
+            fork
+        );
+        let value: ciborium::Value = ciborium::from_reader(&bytes[..]).expect("cbor");
+        let named = |value: &ciborium::Value| {
+            value
+                .as_map()
+                .is_some_and(|fields| fields.iter().any(|(key, _)| key.as_text() == Some("fork")))
+        };
+        assert!(!named(&value), "a continuation's manifest names no fork");
+        let value: ciborium::Value = ciborium::from_reader(&fork.to_cbor()[..]).expect("cbor");
+        assert!(named(&value));
     }
 }

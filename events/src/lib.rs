@@ -8,6 +8,7 @@ pub mod body;
 pub mod continuation;
 pub mod ids;
 pub mod limits;
+pub mod lineage;
 pub mod log;
 pub mod run;
 pub mod schedule;
@@ -17,10 +18,11 @@ pub use body::{
     ActionBody, EventBody, MessageBody, NoticeBody, RunResult, ToolCallBody, ToolResultBody,
 };
 pub use continuation::{
-    ContinuationLink, ContinueSessionInput, ContinuedFrom, Handoff, PlanTransfer, SeqRange,
-    SessionContinuationManifest, Source,
+    ContinuationLink, ContinueSessionInput, ContinuedFrom, ForkPoint, Handoff, PlanTransfer,
+    SeqRange, SessionContinuationManifest, Source,
 };
 pub use ids::{AccountId, ContinuationId, EventId, RunId, ScheduleId, SessionId};
+pub use lineage::{EdgeKind, Lineage, LineageEdge, LineageEdgeKind, LineageNode};
 pub use log::{EventRole, NewEvent, SessionEvent};
 pub use run::{Queue, RunStatus};
 

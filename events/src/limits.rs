@@ -15,3 +15,11 @@ pub const SESSION_DESCRIPTION_CHARS_MAX: usize = 1000;
 pub const SESSION_TITLE_FROM_TEXT_CHARS: usize = 60;
 
 const _: () = assert!(SESSION_TITLE_FROM_TEXT_CHARS <= SESSION_TITLE_CHARS_MAX);
+
+/// The most forks one session may have: a person branches by hand, so this bounds a client
+/// gone wrong, not a person.
+pub const FORKS_PER_SESSION_MAX: usize = 64;
+
+/// The most sessions the lineage around a session shows (`GET /v1/sessions/{id}/lineage`):
+/// past it, the sessions nearest the one asked about are kept and the graph says it was cut.
+pub const LINEAGE_SESSIONS_MAX: usize = 64;

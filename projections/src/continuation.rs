@@ -655,6 +655,7 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
         omitted,
         budget_bytes: input.budget_bytes as u64,
         projection_bytes: text.len() as u64,
+        fork: None,
     };
     Projection { text, manifest }
 }

@@ -84,6 +84,7 @@ fn manifest(predecessor: SessionId) -> Vec<u8> {
         omitted: Vec::new(),
         budget_bytes: 1_000,
         projection_bytes: 10,
+        fork: None,
     }
     .to_cbor()
 }
