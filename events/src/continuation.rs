@@ -199,6 +199,12 @@ pub struct SessionContinuationManifest {
     /// What was linked and not loaded: cited ranges (or their ends) over the budget, and the
     /// transcript before the recent exchanges.
     pub omitted: Vec<SeqRange>,
+    /// Ranges of earlier threads of the lineage that the predecessor recalled with `read
+    /// thread:` in two or more calls after the continuation that made it: each loaded as an
+    /// `<excerpt … recalled="…">` block when the budget allowed, else also listed in `omitted`.
+    /// Empty in manifests written before recalls were counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recalled: Vec<RecalledRange>,
     pub budget_bytes: u64,
     /// The projection's size, in bytes.
     pub projection_bytes: u64,
@@ -216,6 +222,17 @@ pub struct SessionContinuationManifest {
 pub struct ForkPoint {
     pub seq: i64,
     pub event_id: EventId,
+}
+
+/// A range the predecessor recalled repeatedly, as a projection carried it on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecalledRange {
+    pub range: SeqRange,
+    /// How many distinct read calls recalled every seq of the range.
+    pub times: u32,
+    /// Whether the projection loaded it as an excerpt (false: over the budget, listed as
+    /// omitted).
+    pub loaded: bool,
 }
 
 /// The manifest format [`SessionContinuationManifest::version`] this build writes.
@@ -304,6 +321,15 @@ mod tests {
             }],
             recent_exchanges: None,
             omitted: Vec::new(),
+            recalled: vec![RecalledRange {
+                range: SeqRange {
+                    thread: id(2),
+                    from_seq: 5,
+                    to_seq: 9,
+                },
+                times: 2,
+                loaded: true,
+            }],
             budget_bytes: 100,
             projection_bytes: 50,
             fork: None,

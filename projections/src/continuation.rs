@@ -40,6 +40,10 @@ use serde_json::{Map, Value};
 
 use crate::transcript::{escape_action_framing, escape_attribute, transcript_event_line};
 
+pub mod recall;
+
+use recall::RecalledExcerpt;
+
 /// The most bytes a projection takes.
 pub const CONTINUATION_PROJECTION_BUDGET_BYTES: usize = 32 * 1024;
 /// The most successors one session may have.
@@ -478,6 +482,17 @@ fn unloaded_runs<'a>(loaded: impl Iterator<Item = &'a SeqRange>, last: i64) -> V
 
 /// Compiles the projection. See the module docs for its parts.
 pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
+    compile_projection_recalling(input, &[])
+}
+
+/// Compiles the projection carrying on `recalled`, the ranges of earlier threads the
+/// predecessor recalled repeatedly ([`recall::repeated_recalls`], with their events read by
+/// index): each is loaded whole as an `<excerpt … recalled="…">` after the cited excerpts while
+/// the budget allows, else listed as omitted with that reason (see [`recall`]).
+pub fn compile_projection_recalling(
+    input: &ProjectionInput<'_>,
+    recalled: &[RecalledExcerpt],
+) -> Projection {
     let predecessor = input
         .lineage
         .last()
@@ -490,7 +505,9 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
 
     // Room kept for the omitted list: at most one line per cited range and one for the
     // transcript before the recent exchanges.
-    let reserve = OMITTED_FRAME_BYTES + OMITTED_LINE_BYTES_MAX * (input.cited.len() + 1);
+    let reserve = OMITTED_FRAME_BYTES
+        + OMITTED_LINE_BYTES_MAX * (input.cited.len() + 1)
+        + recall::RECALLED_OMITTED_LINE_BYTES_MAX * recalled.len().min(recall::RECALLED_RANGES_MAX);
     let mut room = input
         .budget_bytes
         .saturating_sub(text.len())
@@ -557,6 +574,11 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
         });
     }
 
+    // The ranges of earlier threads the predecessor recalled repeatedly, each whole or not at
+    // all (they are of other threads, so nothing above showed them).
+    let carried = recall::write_recalled(&mut text, room, recalled);
+    room = room.saturating_sub(carried.used);
+
     // The recent exchanges: newest first while they fit, shown oldest first; what an excerpt
     // already shows is left out.
     let initiating_seq = input.initiating.seq;
@@ -616,7 +638,7 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
             }),
     );
 
-    if !omitted.is_empty() {
+    if !omitted.is_empty() || !carried.omitted_lines.is_empty() {
         text.push_str("<omitted>\n");
         for range in &omitted {
             let _ = writeln!(
@@ -630,8 +652,13 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
                 range.to_seq
             );
         }
+        for line in &carried.omitted_lines {
+            text.push_str(line);
+            text.push('\n');
+        }
         text.push_str("</omitted>\n");
     }
+    omitted.extend(carried.omitted);
     let text = text.trim_end().to_owned();
 
     let manifest = SessionContinuationManifest {
@@ -653,6 +680,7 @@ pub fn compile_projection(input: &ProjectionInput<'_>) -> Projection {
         excerpts,
         recent_exchanges,
         omitted,
+        recalled: carried.recalled,
         budget_bytes: input.budget_bytes as u64,
         projection_bytes: text.len() as u64,
         fork: None,

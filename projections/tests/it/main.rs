@@ -2,6 +2,7 @@
 
 mod common;
 mod continuation;
+mod continuation_recall;
 mod import;
 mod import_reads;
 mod log_and_store;

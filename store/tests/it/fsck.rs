@@ -82,6 +82,7 @@ fn manifest(predecessor: SessionId) -> Vec<u8> {
         excerpts: Vec::new(),
         recent_exchanges: None,
         omitted: Vec::new(),
+        recalled: Vec::new(),
         budget_bytes: 1_000,
         projection_bytes: 10,
         fork: None,
