@@ -18,6 +18,7 @@
 pub mod attachments;
 pub mod blocks;
 pub mod continuation;
+pub mod fork;
 pub mod fsck;
 pub mod import;
 pub mod schedules;
