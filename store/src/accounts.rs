@@ -8,7 +8,7 @@ use seed_events::{AccountId, SessionId};
 use crate::{Error, Result, Store};
 
 /// Every table of the schema, for row counts.
-const TABLES: [&str; 19] = [
+const TABLES: [&str; 20] = [
     "accounts",
     "memory_files",
     "sessions",
@@ -17,6 +17,7 @@ const TABLES: [&str; 19] = [
     "runs",
     "session_leases",
     "session_continuations",
+    "continuation_recalls",
     "attachments",
     "attachment_contents",
     "request_nonces",
