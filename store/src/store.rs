@@ -28,6 +28,8 @@ struct Inner {
     writer: Writer,
     config: Config,
     fencing: Arc<crate::nodes::Fencing>,
+    /// Recalls recorded since the store opened, for `/metrics` (`recalls`).
+    n_recalls: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for Store {
@@ -53,6 +55,7 @@ impl Store {
                 writer,
                 config,
                 fencing,
+                n_recalls: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
@@ -63,6 +66,10 @@ impl Store {
 
     pub(crate) fn fencing(&self) -> &crate::nodes::Fencing {
         &self.inner.fencing
+    }
+
+    pub(crate) fn recall_counter(&self) -> &std::sync::atomic::AtomicU64 {
+        &self.inner.n_recalls
     }
 
     /// Notes the run's session as leased by this process when the run is running for this

@@ -10,6 +10,7 @@ mod engines;
 mod fsck;
 mod nodes;
 mod notices;
+mod recalls;
 mod schedules;
 mod schema;
 mod turn_view;
