@@ -137,9 +137,10 @@ pub(crate) fn append_lines(
                 values.push(code);
                 values.push(&append.line);
             }
+            // Nothing reads the answer: it comes with the next statement's (see `send`).
             connection
                 .prepare_cached(&multi_row_inserts()[chunk.len() - 1])?
-                .execute(&values)?;
+                .send(&values)?;
         }
         return Ok(());
     }

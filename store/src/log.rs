@@ -78,34 +78,19 @@ pub(crate) fn insert_rows_of_key(
     if connection.engine() == Engine::Postgres {
         // Nodes append to one session's log in turns (a person's message on one node, a turn's
         // events on another): the session's row is held until this transaction ends, and the
-        // newest seq read after it sees every append committed before.
+        // newest seq read after it sees every append committed before. The lock's answer is
+        // read with the newest seq's, sent together (see `Statement::send`).
         connection
             .prepare_cached("SELECT 1 FROM sessions WHERE key = ?1 FOR NO KEY UPDATE")?
-            .query_row(params![session_key], |row| row.get::<_, i64>(0))
-            .optional()?;
+            .send(params![session_key])?;
     }
     let last_seq = last_seq_of_key(connection, session_key)?;
     // The log's newest mark is its highest only while marks never go down (see
     // `newest_pi_entry_id`): checked at every append the tests make.
     #[cfg(debug_assertions)]
     let mut newest_mark = newest_pi_entry_id(connection, session_key)?;
-    // SQLite names the new row's id without a RETURNING clause, which costs it more.
-    let mut insert = connection.prepare_cached(match connection.engine() {
-        Engine::Sqlite => {
-            "INSERT INTO session_events
-                 (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-        }
-        Engine::Postgres => {
-            "INSERT INTO session_events
-                 (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id"
-        }
-    })?;
-    let mut placed = Vec::with_capacity(rows.len());
-    for (row_idx, row) in rows.iter().enumerate() {
-        let seq = last_seq + 1 + row_idx as i64;
-        #[cfg(debug_assertions)]
+    #[cfg(debug_assertions)]
+    for row in rows {
         if let Some(entry_id) = row.pi_entry_id {
             assert!(
                 newest_mark.is_none_or(|newest| entry_id >= newest),
@@ -113,6 +98,19 @@ pub(crate) fn insert_rows_of_key(
             );
             newest_mark = Some(entry_id);
         }
+    }
+    if connection.engine() == Engine::Postgres {
+        return insert_rows_several_to_a_statement(connection, session_key, last_seq, rows);
+    }
+    // SQLite names the new row's id without a RETURNING clause, which costs it more.
+    let mut insert = connection.prepare_cached(
+        "INSERT INTO session_events
+             (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?;
+    let mut placed = Vec::with_capacity(rows.len());
+    for (row_idx, row) in rows.iter().enumerate() {
+        let seq = last_seq + 1 + row_idx as i64;
         let values = params![
             session_key,
             seq,
@@ -125,14 +123,87 @@ pub(crate) fn insert_rows_of_key(
             row.pi_entry_id,
             row.created_at_ms,
         ];
-        let id = match connection.sqlite() {
-            Some(sqlite) => {
-                insert.execute(values)?;
-                sqlite.last_insert_rowid()
-            }
-            None => insert.query_row(values, |row| row.get(0))?,
-        };
+        insert.execute(values)?;
+        let id = connection
+            .sqlite()
+            .map_or(0, rusqlite::Connection::last_insert_rowid);
         placed.push((EventId(id), seq));
+    }
+    Ok(placed)
+}
+
+/// The most events one insert carries on PostgreSQL.
+const EVENTS_PER_INSERT_MAX: usize = 8;
+
+/// The columns of an event row as the store inserts it, in order.
+const INSERTED_COLUMNS: usize = 10;
+
+/// The statements that insert 1 to [`EVENTS_PER_INSERT_MAX`] events at once, by count - 1,
+/// each naming the new rows' ids and seqs.
+fn multi_row_event_inserts() -> &'static [String] {
+    static INSERTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    INSERTS.get_or_init(|| {
+        (1..=EVENTS_PER_INSERT_MAX)
+            .map(|n_rows| {
+                let rows: Vec<String> = (0..n_rows)
+                    .map(|row| {
+                        let first = 1 + INSERTED_COLUMNS * row;
+                        let placeholders: Vec<String> = (first..first + INSERTED_COLUMNS)
+                            .map(|n| format!("?{n}"))
+                            .collect();
+                        format!("({})", placeholders.join(", "))
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO session_events
+                         (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id,
+                          created_at)
+                     VALUES {} RETURNING id, seq",
+                    rows.join(", ")
+                )
+            })
+            .collect()
+    })
+}
+
+/// [`insert_rows_of_key`] on PostgreSQL, where each statement waits on a round trip to the
+/// server: the rows go several to a statement, whose answer names each new row's id by its seq.
+fn insert_rows_several_to_a_statement(
+    connection: &Connection,
+    session_key: i64,
+    last_seq: i64,
+    rows: &[EventRow],
+) -> Result<Vec<Placed>> {
+    let mut placed = Vec::with_capacity(rows.len());
+    for (chunk_idx, chunk) in rows.chunks(EVENTS_PER_INSERT_MAX).enumerate() {
+        let first_seq = last_seq + 1 + (chunk_idx * EVENTS_PER_INSERT_MAX) as i64;
+        let seqs: Vec<i64> = (first_seq..).take(chunk.len()).collect();
+        let mut values: Vec<&dyn crate::sql::ToSql> =
+            Vec::with_capacity(INSERTED_COLUMNS * chunk.len());
+        for (row, seq) in chunk.iter().zip(&seqs) {
+            values.extend_from_slice(&[
+                &session_key as &dyn crate::sql::ToSql,
+                seq,
+                &row.kind,
+                &row.role,
+                &row.actor,
+                &row.content,
+                &row.meta,
+                &row.run_id,
+                &row.pi_entry_id,
+                &row.created_at_ms,
+            ]);
+        }
+        let ids: std::collections::HashMap<i64, i64> = connection
+            .prepare_cached(&multi_row_event_inserts()[chunk.len() - 1])?
+            .query_map(&values, |row| Ok((row.get(1)?, row.get(0)?)))?
+            .collect::<Result<_>>()?;
+        for seq in seqs {
+            let id = ids.get(&seq).ok_or_else(|| {
+                Error::corrupt("session_events", format_args!("no id for seq {seq}"))
+            })?;
+            placed.push((EventId(*id), seq));
+        }
     }
     Ok(placed)
 }

@@ -333,6 +333,24 @@ impl Connection {
         }
     }
 
+    /// Reads the answers of the statements sent unanswered ([`Statement::send`]): the first
+    /// error among them. SQLite ran them at once.
+    pub(crate) fn read_answers(&self) -> Result<()> {
+        match self {
+            Connection::Sqlite(_) => Ok(()),
+            Connection::Postgres(connection) => connection.read_answers(),
+        }
+    }
+
+    /// How many times the connection waited on the database server's answers: 0 on SQLite,
+    /// which has no server.
+    pub(crate) fn n_round_trips(&self) -> u64 {
+        match self {
+            Connection::Sqlite(_) => 0,
+            Connection::Postgres(connection) => connection.n_round_trips(),
+        }
+    }
+
     /// On PostgreSQL, sets `name` to `value` for the connection's session, and again on each
     /// connection it opens anew (see `PgConnection::set_for_session`); SQLite has no such
     /// settings, and nothing is done there.
@@ -436,6 +454,20 @@ impl<'c> Statement<'c> {
                 connection,
                 statement,
             } => connection.execute(statement, params),
+        }
+    }
+
+    /// Runs the statement where nobody reads its answer: on PostgreSQL it is sent without
+    /// waiting, and its answer read with the next statement's that is waited on (an error it
+    /// meets is then that statement's); on SQLite it runs at once. Only within a transaction
+    /// that its error fails anyway (the writer's).
+    pub(crate) fn send(&mut self, params: Params<'_>) -> Result<()> {
+        match &mut self.inner {
+            StatementInner::Postgres {
+                connection,
+                statement,
+            } => connection.send(statement, params),
+            _ => self.execute(params).map(drop),
         }
     }
 

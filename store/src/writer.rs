@@ -152,6 +152,9 @@ pub struct WriterStats {
     pub n_groups_redone: AtomicU64,
     /// How long each `COMMIT` took (the step's durable write), for `/metrics`.
     pub commit_latency: LatencyHistogram,
+    /// How many times the writer waited on the database server's answers (PostgreSQL's round
+    /// trips; 0 on SQLite).
+    pub n_round_trips: AtomicU64,
 }
 
 /// A latency histogram in fixed buckets, lock-free, in the Prometheus shape.

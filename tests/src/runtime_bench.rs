@@ -296,6 +296,9 @@ pub struct StepsMeasurement {
     /// Commits and jobs of the store's writer during the timed part.
     pub n_commits: u64,
     pub n_jobs: u64,
+    /// The writer's waits on the database server's answers (PostgreSQL; 0 on SQLite).
+    #[serde(default)]
+    pub n_round_trips: u64,
     /// CPU time of each thread (by name) during the timed part.
     pub thread_cpu: Vec<(String, Duration)>,
 }
@@ -367,6 +370,7 @@ pub fn steps_rate_on(
         let stats = store.writer_stats();
         let commits_before = stats.n_commits.load(Ordering::Relaxed);
         let jobs_before = stats.n_jobs_committed.load(Ordering::Relaxed);
+        let round_trips_before = stats.n_round_trips.load(Ordering::Relaxed);
         let cpu_before = thread_cpu()?;
         let started = Instant::now();
         let first_lane = share.first_lane;
@@ -400,6 +404,7 @@ pub fn steps_rate_on(
             .collect();
         let n_commits = stats.n_commits.load(Ordering::Relaxed) - commits_before;
         let n_jobs = stats.n_jobs_committed.load(Ordering::Relaxed) - jobs_before;
+        let n_round_trips = stats.n_round_trips.load(Ordering::Relaxed) - round_trips_before;
         let mut n_turns = 0;
         for outcome in outcomes {
             n_turns += outcome?;
@@ -429,6 +434,7 @@ pub fn steps_rate_on(
             elapsed,
             n_commits,
             n_jobs,
+            n_round_trips,
             thread_cpu,
         })
     })

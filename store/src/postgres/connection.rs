@@ -1,10 +1,20 @@
 //! A PostgreSQL connection for the store's threads: the writer's and each reader's own, on a
 //! thread of its own with a current-thread runtime, blocking on each statement, so that the
 //! store's functions run on it as they run on SQLite's connection ([`crate::sql`]).
+//!
+//! A statement whose answer nobody reads (an insert of durable lines, the lock on a session's
+//! row) may be sent without waiting for it ([`PgConnection::send`]): it goes to the server
+//! with the next statement that is answered, in one write, and its answer is read before that
+//! one's. A round trip costs the writer far more than the statement does (see
+//! docs/design/several-nodes.md), so a step's commit waits on fewer of them.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::error::Error as StdError;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::BytesMut;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
@@ -26,7 +36,8 @@ pub(crate) enum Purpose {
 pub(crate) struct PgConnection {
     /// Taken only when the connection is dropped.
     runtime: Option<tokio::runtime::Runtime>,
-    client: RefCell<tokio_postgres::Client>,
+    /// Shared with the statements sent and not yet answered, which hold it until they are.
+    client: RefCell<Arc<tokio_postgres::Client>>,
     config: tokio_postgres::Config,
     purpose: Purpose,
     /// Whether a transaction is open (by the statements' texts: `BEGIN` … `COMMIT`/`ROLLBACK`).
@@ -36,7 +47,15 @@ pub(crate) struct PgConnection {
     /// The settings given to this connection's session ([`PgConnection::set_for_session`]),
     /// as the statements that made them: made again on a connection opened anew.
     session_settings: RefCell<Vec<String>>,
+    /// Statements sent and not yet answered ([`PgConnection::send`]), in the order sent.
+    unanswered: RefCell<Vec<Unanswered>>,
+    /// How many times this connection waited on the server's answers.
+    n_round_trips: Cell<u64>,
 }
+
+/// A statement sent without waiting for its answer: awaiting it reads the answer.
+type Unanswered =
+    Pin<Box<dyn Future<Output = std::result::Result<u64, tokio_postgres::Error>> + Send>>;
 
 /// What a statement's text does to the transaction.
 fn transaction_effect(sql: &str) -> Option<bool> {
@@ -73,17 +92,31 @@ impl PgConnection {
                     }
                     Ok(PgConnection {
                         runtime: Some(runtime),
-                        client: RefCell::new(client),
+                        client: RefCell::new(Arc::new(client)),
                         config: config.clone(),
                         purpose,
                         in_transaction: Cell::new(false),
                         statements: RefCell::new(HashMap::new()),
                         session_settings: RefCell::new(Vec::new()),
+                        unanswered: RefCell::new(Vec::new()),
+                        n_round_trips: Cell::new(0),
                     })
                 })
                 .join()
                 .map_err(|_| Error::PostgresPool("connecting panicked".to_owned()))?
         })
+    }
+
+    /// How many times this connection waited on the server's answers (a statement, or the
+    /// statements sent before it, answered together).
+    pub(crate) fn n_round_trips(&self) -> u64 {
+        self.n_round_trips.get()
+    }
+
+    /// Blocks on `future`, which waits on the server's answer.
+    fn round_trip<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.n_round_trips.set(self.n_round_trips.get() + 1);
+        self.block_on(future)
     }
 
     fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
@@ -95,7 +128,7 @@ impl PgConnection {
 
     /// The client, opened again first when the server closed it and the statement `sql` may
     /// run on a new connection; notes what `sql` does to the transaction.
-    fn client_for(&self, sql: &str) -> Result<std::cell::Ref<'_, tokio_postgres::Client>> {
+    fn client_for(&self, sql: &str) -> Result<std::cell::Ref<'_, Arc<tokio_postgres::Client>>> {
         let effect = transaction_effect(sql);
         self.notice_a_closed_connection();
         if self.client.borrow().is_closed() && (!self.in_transaction.get() || effect == Some(true))
@@ -108,7 +141,7 @@ impl PgConnection {
             for setting in self.session_settings.borrow().iter() {
                 runtime.block_on(client.batch_execute(setting))?;
             }
-            *self.client.borrow_mut() = client;
+            *self.client.borrow_mut() = Arc::new(client);
             self.statements.borrow_mut().clear();
             tracing::info!("connected to the database again");
         }
@@ -145,9 +178,10 @@ impl PgConnection {
     }
 
     pub(crate) fn prepare(&self, sql: &str) -> Result<tokio_postgres::Statement> {
+        self.read_answers()?;
         let text = crate::sql::postgres_text(sql);
         let client = self.client_for(sql)?;
-        Ok(self.block_on(client.prepare(&text))?)
+        Ok(self.round_trip(client.prepare(&text))?)
     }
 
     pub(crate) fn execute(
@@ -156,8 +190,8 @@ impl PgConnection {
         params: Params<'_>,
     ) -> Result<usize> {
         let values = bound(params);
-        let client = self.client.borrow();
-        let n_changed = self.block_on(client.execute(statement, &refs(&values)))?;
+        let client = Arc::clone(&self.client.borrow());
+        let n_changed = self.answered(client.execute(statement, &refs(&values)))?;
         Ok(usize::try_from(n_changed).unwrap_or(usize::MAX))
     }
 
@@ -167,8 +201,77 @@ impl PgConnection {
         params: Params<'_>,
     ) -> Result<Vec<tokio_postgres::Row>> {
         let values = bound(params);
-        let client = self.client.borrow();
-        Ok(self.block_on(client.query(statement, &refs(&values)))?)
+        let client = Arc::clone(&self.client.borrow());
+        self.answered(client.query(statement, &refs(&values)))
+    }
+
+    /// Sends the statement without waiting for its answer, which is read before the next
+    /// statement's that is answered (which also goes in the same write): an error it meets is
+    /// that statement's error, or [`PgConnection::read_answers`]'s. For a statement whose
+    /// answer nobody reads, within a transaction, whose error fails the transaction anyway.
+    pub(crate) fn send(
+        &self,
+        statement: &tokio_postgres::Statement,
+        params: Params<'_>,
+    ) -> Result<()> {
+        let values: Vec<Owned> = params
+            .iter()
+            .map(|param| Owned::of(param.to_sql()))
+            .collect();
+        let client = Arc::clone(&self.client.borrow());
+        let statement = statement.clone();
+        let mut sent: Unanswered = Box::pin(async move {
+            let values: Vec<Bound<'_>> = values.iter().map(Owned::bound).collect();
+            client.execute(&statement, &refs(&values)).await
+        });
+        // The first poll hands the request to the driver's connection, which writes it when it
+        // next runs: with the next statement that is waited on.
+        match self.block_on(poll_once(sent.as_mut())) {
+            Poll::Ready(outcome) => {
+                outcome?;
+            }
+            Poll::Pending => self.unanswered.borrow_mut().push(sent),
+        }
+        Ok(())
+    }
+
+    /// Reads the answers of the statements sent and not yet answered, in order: the first
+    /// error among them, after every answer is read.
+    pub(crate) fn read_answers(&self) -> Result<()> {
+        let unanswered = std::mem::take(&mut *self.unanswered.borrow_mut());
+        if unanswered.is_empty() {
+            return Ok(());
+        }
+        self.round_trip(async {
+            let mut first_error = None;
+            for sent in unanswered {
+                if let Err(error) = sent.await {
+                    first_error.get_or_insert(error);
+                }
+            }
+            first_error.map_or(Ok(()), |error| Err(error.into()))
+        })
+    }
+
+    /// Runs `statement` (a future of the driver's), written together with the statements sent
+    /// before it and not yet answered, whose answers are read first: their error before its own.
+    fn answered<T>(
+        &self,
+        statement: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    ) -> Result<T> {
+        if self.unanswered.borrow().is_empty() {
+            return Ok(self.round_trip(statement)?);
+        }
+        let mut statement = std::pin::pin!(statement);
+        let first = self.block_on(poll_once(statement.as_mut()));
+        // One round trip: its answer comes right after theirs.
+        let earlier = self.read_answers();
+        let outcome = match first {
+            Poll::Ready(outcome) => outcome,
+            Poll::Pending => self.block_on(statement),
+        };
+        earlier?;
+        Ok(outcome?)
     }
 
     /// Sets `name` to `value` for this connection's session, and again on each connection it
@@ -190,9 +293,26 @@ impl PgConnection {
     }
 
     pub(crate) fn batch_execute(&self, sql: &str) -> Result<()> {
+        let earlier = self.read_answers();
+        // A rollback ends the transaction whatever the statements sent in it met.
+        if transaction_effect(sql) != Some(false) || !starts_with_rollback(sql) {
+            earlier?;
+        }
         let client = self.client_for(sql)?;
-        Ok(self.block_on(client.batch_execute(sql))?)
+        Ok(self.round_trip(client.batch_execute(sql))?)
     }
+}
+
+/// Whether `sql` begins with `ROLLBACK`.
+fn starts_with_rollback(sql: &str) -> bool {
+    sql.trim_start()
+        .get(..8)
+        .is_some_and(|head| head.eq_ignore_ascii_case("ROLLBACK"))
+}
+
+/// Polls `future` once: its output, or `Pending` when it waits.
+fn poll_once<F: Future + Unpin>(mut future: F) -> impl Future<Output = Poll<F::Output>> {
+    std::future::poll_fn(move |cx| Poll::Ready(Pin::new(&mut future).poll(cx)))
 }
 
 impl Drop for PgConnection {
@@ -226,6 +346,38 @@ fn connect(
 /// A value as PostgreSQL binds it.
 #[derive(Debug)]
 struct Bound<'a>(Value<'a>);
+
+/// A value held by a statement sent and not yet answered.
+#[derive(Debug)]
+enum Owned {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl Owned {
+    fn of(value: Value<'_>) -> Owned {
+        match value {
+            Value::Null => Owned::Null,
+            Value::Integer(n) => Owned::Integer(n),
+            Value::Real(x) => Owned::Real(x),
+            Value::Text(text) => Owned::Text(text.to_owned()),
+            Value::Blob(bytes) => Owned::Blob(bytes.to_vec()),
+        }
+    }
+
+    fn bound(&self) -> Bound<'_> {
+        Bound(match self {
+            Owned::Null => Value::Null,
+            Owned::Integer(n) => Value::Integer(*n),
+            Owned::Real(x) => Value::Real(*x),
+            Owned::Text(text) => Value::Text(text),
+            Owned::Blob(bytes) => Value::Blob(bytes),
+        })
+    }
+}
 
 fn bound<'p>(params: Params<'p>) -> Vec<Bound<'p>> {
     params.iter().map(|param| Bound(param.to_sql())).collect()
@@ -345,5 +497,71 @@ mod tests {
             "made again, the newest value"
         );
         assert_eq!(connection.session_settings.borrow().len(), 1);
+    }
+
+    fn count(connection: &PgConnection) -> Result<i64> {
+        let statement = connection.prepare("SELECT count(*) FROM sent")?;
+        Ok(connection.query(&statement, &[])?[0].get(0))
+    }
+
+    #[test]
+    fn statements_sent_unanswered_run_in_order_before_the_next_answered_one() -> Result<()> {
+        let database = ScratchDatabase::on_test_cluster();
+        let connection = PgConnection::open(database.url(), Purpose::Writer)?;
+        connection.batch_execute("CREATE TABLE sent (n BIGINT NOT NULL PRIMARY KEY)")?;
+        connection.batch_execute("BEGIN")?;
+        let insert = connection.prepare_cached("INSERT INTO sent (n) VALUES (?1)")?;
+        for n in 1..=3_i64 {
+            connection.send(&insert, crate::params![n])?;
+        }
+        assert_eq!(connection.unanswered.borrow().len(), 3, "none answered yet");
+        // Sent before it, so the count sees them; their answers were read with its own.
+        assert_eq!(count(&connection)?, 3);
+        assert!(connection.unanswered.borrow().is_empty());
+        let doubled = connection.prepare("UPDATE sent SET n = n * 10 WHERE n > ?1")?;
+        connection.send(&insert, crate::params![4_i64])?;
+        assert_eq!(
+            connection.execute(&doubled, crate::params![2_i64])?,
+            2,
+            "3 and 4"
+        );
+        connection.batch_execute("COMMIT")?;
+        let all = connection.prepare("SELECT n FROM sent ORDER BY n")?;
+        let all: Vec<i64> = connection
+            .query(&all, &[])?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        assert_eq!(all, [1, 2, 30, 40]);
+        Ok(())
+    }
+
+    #[test]
+    fn the_error_of_a_statement_sent_unanswered_is_the_next_answered_ones() -> Result<()> {
+        let database = ScratchDatabase::on_test_cluster();
+        let connection = PgConnection::open(database.url(), Purpose::Writer)?;
+        connection.batch_execute("CREATE TABLE sent (n BIGINT NOT NULL PRIMARY KEY)")?;
+        connection.batch_execute("BEGIN")?;
+        let insert = connection.prepare_cached("INSERT INTO sent (n) VALUES (?1)")?;
+        connection.send(&insert, crate::params![1_i64])?;
+        connection.send(&insert, crate::params![1_i64])?;
+        connection.send(&insert, crate::params![2_i64])?;
+        // The duplicate's own error, not the aborted transaction's that the statements after
+        // it met.
+        let error = count(&connection).expect_err("the duplicate fails the transaction");
+        assert!(error.to_string().contains("duplicate key"), "{error}");
+        // A rollback ends the transaction whatever was sent in it; the connection goes on.
+        connection.send(&insert, crate::params![1_i64])?;
+        connection.batch_execute("ROLLBACK")?;
+        assert!(connection.unanswered.borrow().is_empty());
+        assert_eq!(count(&connection)?, 0);
+        // Read on their own, the answers name the error too.
+        connection.batch_execute("BEGIN")?;
+        connection.send(&insert, crate::params![5_i64])?;
+        connection.send(&insert, crate::params![5_i64])?;
+        let error = connection.read_answers().expect_err("the duplicate");
+        assert!(error.to_string().contains("duplicate key"), "{error}");
+        connection.batch_execute("ROLLBACK")?;
+        Ok(())
     }
 }

@@ -53,6 +53,9 @@ impl WriterCore {
     /// that falls to the writer: it delays the next group only.
     pub(super) fn commit_and_checkpoint(&self, group: Vec<Box<dyn Job>>) {
         self.commit_group(group);
+        self.stats
+            .n_round_trips
+            .store(self.connection.n_round_trips(), Ordering::Relaxed);
         if let Some(checkpointer) = &self.checkpointer
             && let Some(sqlite) = self.connection.sqlite()
         {
@@ -122,7 +125,12 @@ impl WriterCore {
                 self.rollback();
                 return None;
             }
-            match self.apply(job) {
+            // The answers of what the job sent unanswered are read before its savepoint is
+            // released, so that an error among them fails this job alone.
+            match self
+                .apply(job)
+                .and_then(|()| self.connection.read_answers())
+            {
                 Ok(()) => {
                     if self.connection.execute_batch("RELEASE job").is_err() {
                         self.rollback();

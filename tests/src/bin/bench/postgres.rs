@@ -125,9 +125,14 @@ fn runtime_row(url: &str, base: &seed_store::Config, floor_one: f64) -> anyhow::
             postgres_spent.as_secs_f64() * 1e6 / n_steps,
         );
         eprintln!(
-            "{RUNTIME_ROW}: {:.0} steps/s, {:.0} commits for {} jobs; CPU per step: Seed \
-             {:.0} µs, PostgreSQL {:.0} µs",
-            round.0, measured.n_commits as f64, measured.n_jobs, round.1, round.2
+            "{RUNTIME_ROW}: {:.0} steps/s, {:.0} commits for {} jobs, {:.1} writer round trips \
+             per step; CPU per step: Seed {:.0} µs, PostgreSQL {:.0} µs",
+            round.0,
+            measured.n_commits as f64,
+            measured.n_jobs,
+            measured.n_round_trips as f64 / n_steps,
+            round.1,
+            round.2
         );
         if best.is_none_or(|(rate, _, _)| round.0 > rate) {
             best = Some(round);
