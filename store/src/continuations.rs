@@ -173,6 +173,7 @@ pub(crate) fn edge_from_message(
         .prepare_cached(&format!(
             "SELECT {EDGE_COLUMNS} FROM session_continuations
              WHERE predecessor_session_id = ?1 AND initiating_event_id = ?2
+               AND kind = 'continuation'
              ORDER BY created_at DESC LIMIT 1"
         ))?
         .query_row(
@@ -217,11 +218,12 @@ pub(crate) fn successors_without_their_run(connection: &Connection) -> Result<Ve
     Ok(successors)
 }
 
-/// How many successors the session has.
+/// How many successors the session was continued into (its forks are not counted).
 pub(crate) fn count_successors(connection: &Connection, predecessor: SessionId) -> Result<usize> {
     let n: i64 = connection
         .prepare_cached(
-            "SELECT COUNT(*) FROM session_continuations WHERE predecessor_session_id = ?1",
+            "SELECT COUNT(*) FROM session_continuations
+             WHERE predecessor_session_id = ?1 AND kind = 'continuation'",
         )?
         .query_row(params![predecessor.to_string()], |row| row.get(0))?;
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
@@ -242,7 +244,8 @@ pub(crate) fn edge_to(
 }
 
 /// A session's links: the edge it was continued from, and the newest it was continued to, each
-/// with the other session's title.
+/// with the other session's title. Continuations alone: a fork is neither (see
+/// [`fork_link`]).
 pub(crate) fn links(
     connection: &Connection,
     session_id: SessionId,
@@ -273,15 +276,49 @@ pub(crate) fn links(
     let from = link(
         "SELECT c.id, c.predecessor_session_id, s.title, c.reason, c.created_at
          FROM session_continuations c LEFT JOIN sessions s ON s.id = c.predecessor_session_id
-         WHERE c.successor_session_id = ?1",
+         WHERE c.successor_session_id = ?1 AND c.kind = 'continuation'",
     )?;
     let to = link(
         "SELECT c.id, c.successor_session_id, s.title, c.reason, c.created_at
          FROM session_continuations c LEFT JOIN sessions s ON s.id = c.successor_session_id
-         WHERE c.predecessor_session_id = ?1
+         WHERE c.predecessor_session_id = ?1 AND c.kind = 'continuation'
          ORDER BY c.created_at DESC, c.rowid DESC LIMIT 1",
     )?;
     Ok((from, to))
+}
+
+/// The edge a fork was made by, as a link to the session it branched from.
+pub(crate) fn fork_link(
+    connection: &Connection,
+    session_id: SessionId,
+) -> Result<Option<ContinuationLink>> {
+    connection
+        .prepare_cached(
+            "SELECT c.id, c.predecessor_session_id, s.title, c.reason, c.created_at
+             FROM session_continuations c LEFT JOIN sessions s ON s.id = c.predecessor_session_id
+             WHERE c.successor_session_id = ?1 AND c.kind = 'fork'",
+        )?
+        .query_row(params![session_id.to_string()], link_from_row)
+        .optional()?
+        .transpose()
+}
+
+fn link_from_row(row: &Row<'_>) -> Result<Result<ContinuationLink>> {
+    let continuation_id: String = row.get(0)?;
+    let other: String = row.get(1)?;
+    let title: Option<String> = row.get(2)?;
+    let reason: String = row.get(3)?;
+    let created_at_ms: i64 = row.get(4)?;
+    Ok((|| {
+        const TABLE: &str = "session_continuations";
+        Ok(ContinuationLink {
+            continuation_id: Error::parse_column(TABLE, &continuation_id)?,
+            session_id: Error::parse_column(TABLE, &other)?,
+            title: title.unwrap_or_default(),
+            reason,
+            created_at_ms,
+        })
+    })())
 }
 
 impl Store {
@@ -346,6 +383,12 @@ impl Store {
     /// The edge that made `successor`, if it is one.
     pub async fn edge_to(&self, successor: SessionId) -> Result<Option<ContinuationRow>> {
         self.read(move |connection| edge_to(connection, successor))
+            .await
+    }
+
+    /// The fork's link to the session it branched from, when it is a fork.
+    pub async fn fork_link(&self, session_id: SessionId) -> Result<Option<ContinuationLink>> {
+        self.read(move |connection| fork_link(connection, session_id))
             .await
     }
 

@@ -33,6 +33,7 @@ mod effects;
 mod elicitations;
 mod error;
 mod files;
+mod forks;
 pub mod floor;
 pub mod fsck;
 mod kept;
@@ -72,6 +73,7 @@ pub use elicitations::{
 };
 pub use error::{Error, Refusal, Result};
 pub use files::SessionFiles;
+pub use forks::{FORK_KEY_PREFIX, ForkCreation, NewFork};
 pub use leases::{LeaseOutcome, LeaseRow};
 pub use memory::{MemoryChange, MemoryFileRow};
 pub use memory_disk::MemoryDisk;

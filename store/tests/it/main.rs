@@ -7,6 +7,7 @@ mod api_runs;
 mod common;
 mod elicitations;
 mod engines;
+mod forks;
 mod fsck;
 mod nodes;
 mod notices;
