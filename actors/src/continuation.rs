@@ -12,8 +12,8 @@ use seed_events::{
 use seed_projections::continuation::{
     CONTINUATION_PROJECTION_BUDGET_BYTES, EXCERPT_EVENTS_MAX,
     MAX_SESSION_CONTINUATIONS_PER_SESSION, Projection, ProjectionInput,
-    RECENT_EXCHANGES_EVENTS_MAX, ThreadRef, check_range, compile_projection, normalize_input,
-    parse_input, plan_transfer,
+    RECENT_EXCHANGES_EVENTS_MAX, ThreadRef, check_range, compile_projection_recalling,
+    normalize_input, parse_input, plan_transfer,
 };
 use seed_store::{
     ContinuationRow, NewContinuation, NewRun, NewSession, NewSuccessor, Refusal, SessionRow, Store,
@@ -309,17 +309,21 @@ pub async fn project(
         )
         .await?;
     let (lineage, origin_session_id) = lineage(store, predecessor.id, &predecessor.title).await?;
-    Ok(compile_projection(&ProjectionInput {
-        input,
-        plan,
-        lineage: &lineage,
-        origin_session_id,
-        initiating,
-        predecessor_last_seq,
-        cited: &cited,
-        recent: &recent,
-        budget_bytes: CONTINUATION_PROJECTION_BUDGET_BYTES,
-    }))
+    let recalled = crate::recalls::recalled_excerpts(store, predecessor.id).await?;
+    Ok(compile_projection_recalling(
+        &ProjectionInput {
+            input,
+            plan,
+            lineage: &lineage,
+            origin_session_id,
+            initiating,
+            predecessor_last_seq,
+            cited: &cited,
+            recent: &recent,
+            budget_bytes: CONTINUATION_PROJECTION_BUDGET_BYTES,
+        },
+        &recalled,
+    ))
 }
 
 /// The answer to a call whose successor exists. When the successor never got its run (a crash

@@ -22,6 +22,8 @@
 //! - `crash`: named crash points, for crash-injection tests and the simulator.
 //! - `attachments`: reads what the model is shown of the files a turn's messages name.
 //! - `bus`: notifications and streaming deltas for subscribers.
+//! - `recalls`: a thread read's recall of what a continuation left out, recorded against its
+//!   edge, and the ranges recalled repeatedly read back for the next projection.
 //!
 //! Invariant: no SQLite work on an arbiter thread — every store call is the store's async API.
 
@@ -35,6 +37,7 @@ pub mod logged_files;
 pub mod messages;
 pub mod peers;
 pub mod queue;
+pub mod recalls;
 pub mod run_end;
 pub mod runtime;
 pub mod scheduler;

@@ -211,6 +211,21 @@ async fn read_thread(
         Ok(events) => events,
         Err(error) => return failed(error),
     };
+    // What this read brought back of what a continuation's projection left out is counted
+    // against that edge; the telemetry failing never costs the agent its read.
+    if let (Some(first), Some(last)) = (events.first(), events.last()) {
+        let read = crate::recalls::ThreadRead {
+            reader: context.session_id,
+            tool_call_id: &context.tool_call_id,
+            thread: thread_id,
+            from_seq: first.seq,
+            to_seq: last.seq,
+            now_ms: context.now_ms,
+        };
+        if let Err(error) = crate::recalls::record_read(&context.store, &read).await {
+            tracing::warn!(session_id = %context.session_id, %thread_id, %error, "a recall was not recorded");
+        }
+    }
 
     let mut lines = Vec::new();
     lines.push(if thread.title.is_empty() {

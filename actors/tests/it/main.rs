@@ -4,6 +4,7 @@ mod approvals;
 mod common;
 mod continuation;
 mod continuation_crash;
+mod continuation_recalls;
 mod continuation_refusals;
 mod crash_points;
 mod delegation;
