@@ -40,6 +40,10 @@ pub mod points {
     pub const CONTINUATION_AFTER_ENQUEUE: &str = "continuation.after_enqueue";
     /// A run's turn is over (its entries in the log); before the run is closed.
     pub const RUN_BEFORE_FINISH: &str = "run.before_finish";
+    /// A person's fork: the point checked and the copy read, before the creation transaction.
+    pub const FORK_BEFORE_CREATE: &str = "fork.before_create";
+    /// A person's fork: session, log, attachments and edge committed, before anyone is told.
+    pub const FORK_AFTER_CREATE: &str = "fork.after_create";
 
     /// Every named point.
     pub const ALL: [&str; 13] = [
@@ -57,6 +61,11 @@ pub mod points {
         CONTINUATION_AFTER_ENQUEUE,
         RUN_BEFORE_FINISH,
     ];
+
+    /// The points of a person's fork. Apart from [`ALL`], the points a turn, a continuation
+    /// and a boot pass through, which the simulation (which makes no forks) fires and the
+    /// service's `--crash-at` takes: a fork is a request, not a turn; its crash test arms these.
+    pub const FORK: [&str; 2] = [FORK_BEFORE_CREATE, FORK_AFTER_CREATE];
 }
 
 type Hook = Arc<dyn Fn(&'static str) -> bool + Send + Sync>;

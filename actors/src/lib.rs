@@ -20,6 +20,7 @@
 //! - `scheduler`: fires the wake-ups sessions scheduled (`verbs::schedule`), each as one
 //!   background run queued with its notice.
 //! - `crash`: named crash points, for crash-injection tests and the simulator.
+//! - `fork`: a person's fork of a session at an earlier message, created whole or not at all.
 //! - `attachments`: reads what the model is shown of the files a turn's messages name.
 //! - `bus`: notifications and streaming deltas for subscribers.
 //! - `recalls`: a thread read's recall of what a continuation left out, recorded against its
@@ -33,6 +34,7 @@ pub mod bus;
 pub mod continuation;
 pub mod crash;
 pub mod env;
+pub mod fork;
 pub mod logged_files;
 pub mod messages;
 pub mod peers;

@@ -12,6 +12,7 @@ mod delegation_crash;
 mod disk_full;
 mod example_verb;
 mod failed_runs;
+mod fork;
 mod kept_harness;
 mod memory_crash;
 mod memory_quotas;
