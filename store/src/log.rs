@@ -79,12 +79,11 @@ pub(crate) fn insert_rows_of_key(
         // Nodes append to one session's log in turns (a person's message on one node, a turn's
         // events on another): the session's row is held until this transaction ends, and the
         // newest seq read after it sees every append committed before. The lock's answer is
-        // read with the newest seq's, sent together (see `Statement::send`).
+        // read with the insert's, sent together (see `Statement::send`).
         connection
             .prepare_cached("SELECT 1 FROM sessions WHERE key = ?1 FOR NO KEY UPDATE")?
             .send(params![session_key])?;
     }
-    let last_seq = last_seq_of_key(connection, session_key)?;
     // The log's newest mark is its highest only while marks never go down (see
     // `newest_pi_entry_id`): checked at every append the tests make.
     #[cfg(debug_assertions)]
@@ -100,8 +99,9 @@ pub(crate) fn insert_rows_of_key(
         }
     }
     if connection.engine() == Engine::Postgres {
-        return insert_rows_several_to_a_statement(connection, session_key, last_seq, rows);
+        return insert_rows_several_to_a_statement(connection, session_key, rows);
     }
+    let last_seq = last_seq_of_key(connection, session_key)?;
     // SQLite names the new row's id without a RETURNING clause, which costs it more.
     let mut insert = connection.prepare_cached(
         "INSERT INTO session_events
@@ -135,30 +135,49 @@ pub(crate) fn insert_rows_of_key(
 /// The most events one insert carries on PostgreSQL.
 const EVENTS_PER_INSERT_MAX: usize = 8;
 
-/// The columns of an event row as the store inserts it, in order.
-const INSERTED_COLUMNS: usize = 10;
+/// The columns of an event row that each row of a [`multi_row_event_inserts`] binds, in
+/// order, with their types (a `VALUES` list in a `SELECT` does not take them from the table).
+const BOUND_COLUMNS: [(&str, &str); 8] = [
+    ("type", "TEXT"),
+    ("role", "TEXT"),
+    ("actor", "TEXT"),
+    ("content", "TEXT"),
+    ("meta", "TEXT"),
+    ("run_id", "TEXT"),
+    ("pi_entry_id", "BIGINT"),
+    ("created_at", "BIGINT"),
+];
 
-/// The statements that insert 1 to [`EVENTS_PER_INSERT_MAX`] events at once, by count - 1,
-/// each naming the new rows' ids and seqs.
+/// The statements that append 1 to [`EVENTS_PER_INSERT_MAX`] events at once to the log of the
+/// session `?1`, by count - 1: their seqs follow the newest the statement sees (the session's
+/// row is locked before it, so that is every append committed), in the order given, and each
+/// new row's id and seq come back.
 fn multi_row_event_inserts() -> &'static [String] {
     static INSERTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     INSERTS.get_or_init(|| {
+        let names: Vec<&str> = BOUND_COLUMNS.iter().map(|(name, _)| *name).collect();
+        let names = names.join(", ");
         (1..=EVENTS_PER_INSERT_MAX)
             .map(|n_rows| {
                 let rows: Vec<String> = (0..n_rows)
                     .map(|row| {
-                        let first = 1 + INSERTED_COLUMNS * row;
-                        let placeholders: Vec<String> = (first..first + INSERTED_COLUMNS)
-                            .map(|n| format!("?{n}"))
+                        let first = 2 + BOUND_COLUMNS.len() * row;
+                        let values: Vec<String> = BOUND_COLUMNS
+                            .iter()
+                            .enumerate()
+                            .map(|(idx, (_, ty))| format!("CAST(?{} AS {ty})", first + idx))
                             .collect();
-                        format!("({})", placeholders.join(", "))
+                        format!("({}, {})", row + 1, values.join(", "))
                     })
                     .collect();
                 format!(
-                    "INSERT INTO session_events
-                         (session_key, seq, type, role, actor, content, meta, run_id, pi_entry_id,
-                          created_at)
-                     VALUES {} RETURNING id, seq",
+                    "INSERT INTO session_events (session_key, seq, {names})
+                     SELECT CAST(?1 AS BIGINT), last.seq + v.n, {names}
+                     FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM session_events
+                           WHERE session_key = ?1) AS last,
+                          (VALUES {}) AS v (n, {names})
+                     ORDER BY v.n
+                     RETURNING id, seq",
                     rows.join(", ")
                 )
             })
@@ -167,24 +186,21 @@ fn multi_row_event_inserts() -> &'static [String] {
 }
 
 /// [`insert_rows_of_key`] on PostgreSQL, where each statement waits on a round trip to the
-/// server: the rows go several to a statement, whose answer names each new row's id by its seq.
+/// server: the rows go several to a statement, which reads the newest seq itself and whose
+/// answer names each new row's id and seq.
 fn insert_rows_several_to_a_statement(
     connection: &Connection,
     session_key: i64,
-    last_seq: i64,
     rows: &[EventRow],
 ) -> Result<Vec<Placed>> {
     let mut placed = Vec::with_capacity(rows.len());
-    for (chunk_idx, chunk) in rows.chunks(EVENTS_PER_INSERT_MAX).enumerate() {
-        let first_seq = last_seq + 1 + (chunk_idx * EVENTS_PER_INSERT_MAX) as i64;
-        let seqs: Vec<i64> = (first_seq..).take(chunk.len()).collect();
+    for chunk in rows.chunks(EVENTS_PER_INSERT_MAX) {
         let mut values: Vec<&dyn crate::sql::ToSql> =
-            Vec::with_capacity(INSERTED_COLUMNS * chunk.len());
-        for (row, seq) in chunk.iter().zip(&seqs) {
+            Vec::with_capacity(1 + BOUND_COLUMNS.len() * chunk.len());
+        values.push(&session_key);
+        for row in chunk {
             values.extend_from_slice(&[
-                &session_key as &dyn crate::sql::ToSql,
-                seq,
-                &row.kind,
+                &row.kind as &dyn crate::sql::ToSql,
                 &row.role,
                 &row.actor,
                 &row.content,
@@ -194,16 +210,18 @@ fn insert_rows_several_to_a_statement(
                 &row.created_at_ms,
             ]);
         }
-        let ids: std::collections::HashMap<i64, i64> = connection
+        let mut inserted: Vec<(i64, i64)> = connection
             .prepare_cached(&multi_row_event_inserts()[chunk.len() - 1])?
             .query_map(&values, |row| Ok((row.get(1)?, row.get(0)?)))?
             .collect::<Result<_>>()?;
-        for seq in seqs {
-            let id = ids.get(&seq).ok_or_else(|| {
-                Error::corrupt("session_events", format_args!("no id for seq {seq}"))
-            })?;
-            placed.push((EventId(*id), seq));
+        inserted.sort_unstable();
+        if inserted.len() != chunk.len() {
+            return Err(Error::corrupt(
+                "session_events",
+                format_args!("{} rows inserted for {}", inserted.len(), chunk.len()),
+            ));
         }
+        placed.extend(inserted.into_iter().map(|(seq, id)| (EventId(id), seq)));
     }
     Ok(placed)
 }
