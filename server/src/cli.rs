@@ -20,7 +20,7 @@ pub(crate) mod remote;
 
 pub(crate) use remote::{all_events, describe};
 use remote::{
-    approval_request, approvals, question_request, schedules, sessions, show, token, tools,
+    approval_request, approvals, fork, question_request, schedules, sessions, show, token, tools,
 };
 
 /// How long each request head may take by default, in milliseconds: a connection's first from
@@ -276,6 +276,16 @@ pub enum Command {
     },
     /// Prints a session's transcript, with its continuation links.
     Show { session: String },
+    /// Branches a session at an earlier message: a new session whose conversation is the
+    /// session's up to SEQ (the seq of a user or assistant message, as `seed show` prints
+    /// them). Prints the new session's id.
+    Fork {
+        session: String,
+        seq: i64,
+        /// The fork's title (else the session's).
+        #[arg(long)]
+        title: Option<String>,
+    },
     /// Lists the wake-ups a session's agent scheduled for itself, or cancels one
     /// (`--cancel ID`).
     Schedules {
@@ -510,6 +520,13 @@ pub fn main() -> anyhow::Result<()> {
         }
         Command::Sessions { limit } => with_client(&cli, |client| sessions(client, *limit)),
         Command::Show { session } => with_client(&cli, |client| show(client, session.clone())),
+        Command::Fork {
+            session,
+            seq,
+            title,
+        } => with_client(&cli, |client| {
+            fork(client, session.clone(), *seq, title.clone())
+        }),
         Command::Schedules { session, cancel } => with_client(&cli, |client| {
             schedules(client, session.clone(), cancel.clone())
         }),

@@ -4,7 +4,8 @@
 //! shape the answer.
 //!
 //! Layout, one resource a module: `sessions`, `messages` (and runs), `attachments` (files to
-//! name in a message), `events` (the log), `actions` (verbs run by hand), `tokens`,
+//! name in a message), `events` (the log), `forks` (a person's fork, the lineage), `actions`
+//! (verbs run by hand), `tokens`,
 //! `operations` (health, metrics); `openapi` (the
 //! document, and what answers a request no route took). Here: the state every handler shares.
 
@@ -26,6 +27,7 @@ mod actions;
 mod approvals;
 mod attachments;
 mod events;
+mod forks;
 mod messages;
 mod openapi;
 mod operations;
@@ -43,6 +45,10 @@ pub(crate) use events::live_info;
 pub use events::{
     EventInfo, EventsQuery, EventsResponse, LiveInfo, LiveResponse, TranscriptLine,
     TranscriptResponse,
+};
+pub use forks::{
+    ForkSessionRequest, ForkSessionResponse, LineageEdgeInfo, LineageKindName, LineageNodeInfo,
+    LineageResponse,
 };
 pub use messages::{
     MessageSessionResponse, RetryMessageRequest, RunInfo, RunQuery, SendMessageRequest,
@@ -298,6 +304,8 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sessions::get_session)
         .service(sessions::get_continuation)
         .service(sessions::delete_session)
+        .service(forks::fork_session)
+        .service(forks::lineage)
         .service(messages::send_message)
         .service(messages::retry_message)
         .service(attachments::upload_attachment)

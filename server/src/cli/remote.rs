@@ -1,5 +1,5 @@
 //! The `seed` commands that talk to a running service with the local key (`token`, `tools`,
-//! `sessions`, `show`, `schedules`, `approvals`), and the text they print.
+//! `sessions`, `show`, `fork`, `schedules`, `approvals`), and the text they print.
 
 use anyhow::Context as _;
 
@@ -302,6 +302,32 @@ pub(super) async fn show(client: Client, session: String) -> anyhow::Result<()> 
     for line in crate::chat::view::transcript(&all_events(&client, &session, 1).await?) {
         println!("{line}");
     }
+    Ok(())
+}
+
+/// `seed fork SESSION SEQ`: a new session whose conversation is the session's up to `seq`.
+/// Prints the fork's id, then what it is.
+pub(super) async fn fork(
+    client: Client,
+    session: String,
+    seq: i64,
+    title: Option<String>,
+) -> anyhow::Result<()> {
+    let mut body = serde_json::json!({ "seq": seq });
+    if let Some(title) = title {
+        body["title"] = serde_json::Value::String(title);
+    }
+    let forked: crate::api::ForkSessionResponse = client
+        .post(&format!("/v1/sessions/{session}/fork"), &body)
+        .await
+        .with_context(|| format!("forking session {session} at seq {seq}"))?;
+    println!("{}", forked.session.id);
+    eprintln!(
+        "forked from session {} at seq {}: {}",
+        forked.forked_from_session_id,
+        forked.seq,
+        describe(&forked.session)
+    );
     Ok(())
 }
 

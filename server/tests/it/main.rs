@@ -9,6 +9,7 @@ mod database;
 mod durability;
 mod elicitations;
 mod failures_shown;
+mod forks;
 mod fsck;
 mod hardening_bodies;
 mod hardening_files;
