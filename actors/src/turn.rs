@@ -202,15 +202,17 @@ async fn turn(
             .collect();
         harness.estimated_prompt_tokens(&more)
     };
+    let context_usage =
+        blocks::context_usage(env, &session, harness.state(), can_continue, first_estimate);
+    let advice = blocks::advice(env, &session, harness.state(), context_usage.as_ref()).await?;
     let blocks = blocks::turn_blocks(
         env,
         &session,
         memory,
         &schedules,
-        harness.state(),
         n_children_before,
-        can_continue,
-        first_estimate,
+        context_usage,
+        advice,
     );
     // Another turn may already have taken in and answered what this run came for: then the
     // run returns that answer, and the model is not asked again.

@@ -10,7 +10,7 @@
 //! | `<space>` | always | [`space_block`] |
 //! | `<delegation_budget …/>` | once the run has started a child | [`delegation_budget_block`] |
 //! | `<plan_state>` | the session has a plan with steps | [`plan_state_block`] |
-//! | `<context_usage …>` | where continuing is possible | [`context_usage_block`] |
+//! | `<context_usage …>` | where continuing is possible | [`context_usage_block_advised`] |
 //! | `<session_status title="…">` | always | [`session_status_block`] |
 //! | `<current_time>` | always | [`current_time_block`] |
 //!
@@ -25,6 +25,7 @@
 use seed_providers::{Usage, UserMessage};
 use serde_json::Value;
 
+use crate::continuation::advisor::{ContextAdvice, advice_text};
 use crate::transcript::{escape_action_framing, escape_attribute, line_text};
 
 /// From this share of the context window (in percent), [`context_usage_block`] suggests
@@ -166,11 +167,34 @@ pub fn context_usage_block_of(usage: &ContextUsage) -> String {
     context_usage_block_marked(usage.tokens, usage.window, usage.estimated)
 }
 
-fn context_usage_block_marked(tokens: u64, window: u64, estimated: bool) -> String {
-    let percent = u128::from(tokens)
+/// The `<context_usage>` block of `usage` with the continuation advisor's lines after the
+/// guidance ([`advice_text`]: the turns left, the next turn in place against a successor, the
+/// recommended ranges), from [`CONTEXT_USAGE_SUGGEST_PERCENT`] on. Below it, or without
+/// advice, the block is [`context_usage_block_of`]'s: the advice is for a window filling up.
+pub fn context_usage_block_advised(usage: &ContextUsage, advice: Option<&ContextAdvice>) -> String {
+    let block = context_usage_block_of(usage);
+    let Some(advice) = advice else {
+        return block;
+    };
+    if percent_of(usage.tokens, usage.window) < u128::from(CONTEXT_USAGE_SUGGEST_PERCENT) {
+        return block;
+    }
+    let Some(open) = block.strip_suffix("</context_usage>") else {
+        return block;
+    };
+    format!("{open}\n{}</context_usage>", advice_text(advice))
+}
+
+/// `tokens * 100 / window` rounded down; 0 for a window of 0.
+fn percent_of(tokens: u64, window: u64) -> u128 {
+    u128::from(tokens)
         .saturating_mul(100)
         .checked_div(u128::from(window))
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+fn context_usage_block_marked(tokens: u64, window: u64, estimated: bool) -> String {
+    let percent = percent_of(tokens, window);
     let guidance = if percent >= u128::from(CONTEXT_USAGE_URGE_PERCENT) {
         GUIDANCE_URGE
     } else if percent >= u128::from(CONTEXT_USAGE_SUGGEST_PERCENT) {
@@ -227,6 +251,9 @@ pub struct TurnBlocks {
     pub plan: Option<Value>,
     /// How full the window is, where continuing is possible; `None` where it is not.
     pub context: Option<ContextUsage>,
+    /// The continuation advisor's figures and ranges, shown in `<context_usage>` from
+    /// [`CONTEXT_USAGE_SUGGEST_PERCENT`] on.
+    pub advice: Option<ContextAdvice>,
     /// `(title, description)` of the session.
     pub status: (String, String),
     pub now_ms: i64,
@@ -245,7 +272,7 @@ pub fn render_turn_blocks(blocks: &TurnBlocks) -> Vec<UserMessage> {
         texts.push(plan);
     }
     if let Some(usage) = &blocks.context {
-        texts.push(context_usage_block_of(usage));
+        texts.push(context_usage_block_advised(usage, blocks.advice.as_ref()));
     }
     texts.push(session_status_block(&blocks.status.0, &blocks.status.1));
     texts.push(current_time_block(blocks.now_ms, blocks.utc_offset_minutes));
@@ -495,6 +522,74 @@ mod tests {
     }
 
     #[test]
+    fn the_advice_joins_the_guidance_from_70_percent() {
+        use crate::continuation::advisor::{Forecast, InPlace, Successor};
+        use crate::continuation::recommend::{Recommendation, Why};
+        let advice = ContextAdvice {
+            forecast: Some(Forecast::Growing {
+                growth_tokens: 5_000,
+                turns_left: 3,
+                over_turns: 4,
+            }),
+            in_place: Some(InPlace {
+                tokens: 70_000,
+                cached: 65_000,
+                uncached: 5_000,
+            }),
+            successor: Some(Successor {
+                tokens: 1_200,
+                projection_tokens: 1_100,
+                message_tokens: 100,
+            }),
+            ranges: vec![Recommendation {
+                from_seq: 12,
+                to_seq: 18,
+                why: vec![Why::NewestExchanges],
+            }],
+        };
+        let at = |tokens: u64| {
+            let usage = ContextUsage {
+                tokens,
+                window: 100_000,
+                estimated: false,
+            };
+            context_usage_block_advised(&usage, Some(&advice))
+        };
+        // Below 70% the block is as it was: no advice.
+        assert_eq!(at(69_999), context_usage_block(69_999, 100_000));
+        insta::assert_snapshot!(at(70_000), @r#"
+        <context_usage tokens="70000" window="100000" percent="70">The context window is filling up. At the next semantic boundary (a phase finished, the subject changed), consider continue_session to carry the work into a fresh session.
+        Turns left: about 3 before the window fills (the prompt grew about 5000 tokens a model turn over the last 4).
+        Next turn: in place about 70000 tokens (65000 cached, 5000 uncached); in a successor about 1200 tokens, none cached (the projection with default arguments 1100, the user's message 100); the system prompt and verbs aside.
+        Recommended ranges of this thread to cite as session_events sources:
+        12-18: the newest exchanges</context_usage>
+        "#);
+        // At 85% the urging guidance, word for word, then the same advice.
+        let urged = at(85_000);
+        assert!(
+            urged.starts_with(&format!(
+                "<context_usage tokens=\"85000\" window=\"100000\" percent=\"85\">{GUIDANCE_URGE}\n"
+            )),
+            "{urged}"
+        );
+        assert!(
+            urged.contains("\n12-18: the newest exchanges</context_usage>"),
+            "{urged}"
+        );
+        assert_eq!(urged.matches("<context_usage").count(), 1);
+        // Without advice, the block of the usage alone.
+        let usage = ContextUsage {
+            tokens: 90_000,
+            window: 100_000,
+            estimated: true,
+        };
+        assert_eq!(
+            context_usage_block_advised(&usage, None),
+            context_usage_block_of(&usage)
+        );
+    }
+
+    #[test]
     fn prompt_tokens_counts_the_whole_prompt() {
         let usage = Usage {
             input: 100,
@@ -569,6 +664,7 @@ mod tests {
                 window: 200_000,
                 estimated: false,
             }),
+            advice: None,
             status: ("Trip".to_owned(), "Booking".to_owned()),
             now_ms: NOW_MS,
             utc_offset_minutes: 60,

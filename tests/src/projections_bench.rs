@@ -230,6 +230,7 @@ pub fn turn_blocks() -> Vec<UserMessage> {
             window: 200_000,
             estimated: false,
         }),
+        advice: None,
         status: (
             "Trip to Lisbon".to_owned(),
             "Booking the hotel, then the Sintra day.".to_owned(),

@@ -1,26 +1,118 @@
-//! The turn's state blocks (memory index, delegation budget, plan, context usage, status with
-//! the session's wake-ups, the time): rendered once per turn (`seed_projections::blocks`), sent
-//! with every request of the turn, never stored.
+//! The turn's state blocks (memory index, delegation budget, plan, context usage with the
+//! continuation advisor from 70%, status with the session's wake-ups, the time): rendered once
+//! per turn (`seed_projections::blocks`), sent with every request of the turn, never stored.
 
 use seed_durable::StoreState;
-use seed_projections::blocks::{ContextUsage, MemoryIndexEntry, TurnBlocks, render_turn_blocks};
+use seed_projections::blocks::{
+    CONTEXT_USAGE_SUGGEST_PERCENT, ContextUsage, MemoryIndexEntry, TurnBlocks, render_turn_blocks,
+};
+use seed_projections::continuation::advisor::{
+    AdviceInput, ContextAdvice, FORECAST_TURNS_MAX, advise,
+};
+use seed_projections::continuation::recommend::RECOMMEND_EVENTS_MAX;
+use seed_providers::Usage;
 
 use crate::env::RunEnv;
 
+/// How full the window is, for `<context_usage>`: only where continuing is possible (it is
+/// advice about continuing). The newest answer's usage, as its server counted it or as the
+/// harness estimated it for a server that did not; before any answer, an estimate of this
+/// turn's request.
+pub(super) fn context_usage(
+    env: &RunEnv,
+    session: &seed_store::SessionRow,
+    state: &StoreState,
+    can_continue: bool,
+    first_estimate: impl FnOnce() -> u64,
+) -> Option<ContextUsage> {
+    let window = env
+        .settings
+        .context_window(&env.settings.session_model(session))?;
+    if !can_continue {
+        return None;
+    }
+    Some(match usages(state).last() {
+        Some(usage) => ContextUsage {
+            tokens: usage.prompt_tokens(),
+            window,
+            estimated: usage.estimated,
+        },
+        None => ContextUsage {
+            tokens: first_estimate(),
+            window,
+            estimated: true,
+        },
+    })
+}
+
+/// The usage of the newest answers the harness holds, oldest first: at most
+/// [`FORECAST_TURNS_MAX`].
+fn usages(state: &StoreState) -> Vec<Usage> {
+    let mut newest: Vec<Usage> = state
+        .entries
+        .iter()
+        .rev()
+        .filter_map(|entry| match &entry.body {
+            seed_durable::EntryBody::Assistant { message, .. } => Some(message.usage),
+            _ => None,
+        })
+        .take(FORECAST_TURNS_MAX)
+        .collect();
+    newest.reverse();
+    newest
+}
+
+/// The continuation advisor's figures and recommended ranges, from
+/// [`CONTEXT_USAGE_SUGGEST_PERCENT`] of the window on (`None` below it, and before any answer
+/// has a usage). It reads the session's newest [`RECOMMEND_EVENTS_MAX`] events, once a turn and
+/// only then (the log's newest seq, then the events up to it); the plan and the title come
+/// from the turn's view, the prompt sizes and the cached split from the answers the harness
+/// holds.
+pub(super) async fn advice(
+    env: &RunEnv,
+    session: &seed_store::SessionRow,
+    state: &StoreState,
+    usage: Option<&ContextUsage>,
+) -> Result<Option<ContextAdvice>, seed_store::Error> {
+    let Some(usage) = usage else {
+        return Ok(None);
+    };
+    let percent = u128::from(usage.tokens) * 100 / u128::from(usage.window.max(1));
+    let usages = usages(state);
+    let Some(last_usage) = usages.last().copied() else {
+        return Ok(None);
+    };
+    if percent < u128::from(CONTEXT_USAGE_SUGGEST_PERCENT) {
+        return Ok(None);
+    }
+    let last_seq = env.store.last_seq(session.id).await?;
+    let from_seq = (last_seq - RECOMMEND_EVENTS_MAX as i64 + 1).max(1);
+    let events = env
+        .store
+        .read_events(session.id, from_seq, last_seq, RECOMMEND_EVENTS_MAX)
+        .await?;
+    let prompts: Vec<u64> = usages.iter().map(Usage::prompt_tokens).collect();
+    Ok(Some(advise(&AdviceInput {
+        session_id: session.id,
+        title: &session.title,
+        description: &session.description,
+        plan: session.plan.as_ref(),
+        events: &events,
+        prompts: &prompts,
+        last_usage: Some(last_usage),
+        window: usage.window,
+    })))
+}
+
 /// This turn's state blocks: rendered once, sent with every request of the turn, never stored.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "each argument is a part of the turn's view that one block shows"
-)]
 pub(super) fn turn_blocks(
     env: &RunEnv,
     session: &seed_store::SessionRow,
     memory: Vec<seed_store::MemoryFileRow>,
     schedules: &[seed_store::ScheduleRow],
-    state: &StoreState,
     n_children: usize,
-    can_continue: bool,
-    first_estimate: impl FnOnce() -> u64,
+    context: Option<ContextUsage>,
+    advice: Option<ContextAdvice>,
 ) -> Vec<seed_providers::UserMessage> {
     let memory_index = memory
         .into_iter()
@@ -30,34 +122,6 @@ pub(super) fn turn_blocks(
             updated_at_ms: file.updated_at_ms,
         })
         .collect();
-    let window = env
-        .settings
-        .context_window(&env.settings.session_model(session));
-    let last_usage = state
-        .entries
-        .iter()
-        .rev()
-        .find_map(|entry| match &entry.body {
-            seed_durable::EntryBody::Assistant { message, .. } => Some(message.usage),
-            _ => None,
-        });
-    // `<context_usage>` only where continuing is possible: it is advice about continuing.
-    // The newest answer's usage, as its server counted it or as the harness estimated it
-    // for a server that did not; before any answer, an estimate of this turn's request.
-    let context = window
-        .filter(|_| can_continue)
-        .map(|window| match last_usage {
-            Some(usage) => ContextUsage {
-                tokens: usage.prompt_tokens(),
-                window,
-                estimated: usage.estimated,
-            },
-            None => ContextUsage {
-                tokens: first_estimate(),
-                window,
-                estimated: true,
-            },
-        });
     let blocks = TurnBlocks {
         memory_index,
         // Shown once the run has started a child.
@@ -67,6 +131,7 @@ pub(super) fn turn_blocks(
         }),
         plan: session.plan.clone(),
         context,
+        advice,
         status: (
             session.title.clone(),
             status_description(&session.description, schedules),

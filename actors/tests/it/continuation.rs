@@ -664,10 +664,14 @@ async fn context_usage_guidance_grows_at_70_and_85_percent() -> anyhow::Result<(
     assert!(!block(1).contains("estimated"), "{}", block(1));
     assert!(block(1).contains("percent=\"50\""), "{}", block(1));
     assert!(block(1).contains("fits comfortably"));
+    assert!(!block(1).contains("Turns left"), "{}", block(1));
     assert!(block(2).contains("percent=\"75\""), "{}", block(2));
     assert!(block(2).contains("consider continue_session"));
+    // From 70% the advisor follows the guidance (continuation_advisor.rs has the details).
+    assert!(block(2).contains("session.\nTurns left: "), "{}", block(2));
     assert!(block(3).contains("percent=\"90\""), "{}", block(3));
     assert!(block(3).contains("Call continue_session now"));
+    assert!(block(3).contains("this turn.\nTurns left: "), "{}", block(3));
     // The system prompt tells the agent about continuation, byte for byte the same each turn.
     let prompts: Vec<String> = model
         .requests()

@@ -3,6 +3,7 @@
 mod approvals;
 mod common;
 mod continuation;
+mod continuation_advisor;
 mod continuation_crash;
 mod continuation_recalls;
 mod continuation_refusals;
