@@ -211,6 +211,8 @@ impl WriterCore {
         })
     }
 
+    /// Begins the group's transaction. On PostgreSQL nothing waits on it: it goes to the
+    /// server with the first statement that is waited on (see `Statement::send`).
     fn begin(&self) -> Result<()> {
         self.node_row_held.set(false);
         self.connection
@@ -218,8 +220,7 @@ impl WriterCore {
                 crate::Engine::Sqlite => "BEGIN IMMEDIATE",
                 crate::Engine::Postgres => "BEGIN",
             })?
-            .execute(params![])?;
-        Ok(())
+            .send(params![])
     }
 
     fn commit(&self) -> Result<()> {
