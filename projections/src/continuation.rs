@@ -41,6 +41,7 @@ use serde_json::{Map, Value};
 use crate::transcript::{escape_action_framing, escape_attribute, transcript_event_line};
 
 pub mod advisor;
+pub mod preview;
 pub mod recall;
 pub mod recommend;
 
