@@ -77,7 +77,10 @@ pub(super) async fn advice(
     let Some(usage) = usage else {
         return Ok(None);
     };
-    let percent = u128::from(usage.tokens) * 100 / u128::from(usage.window.max(1));
+    // The block's own share (`tokens * 100 / window`, none of a window of 0).
+    let percent = (u128::from(usage.tokens) * 100)
+        .checked_div(u128::from(usage.window))
+        .unwrap_or(0);
     let usages = usages(state);
     let Some(last_usage) = usages.last().copied() else {
         return Ok(None);
