@@ -75,9 +75,11 @@ pub fn check_session(record: &SessionRecord) -> Vec<String> {
         ));
     }
     // A successor's first event is its projection (its excerpts are checked against the
-    // ranges its manifest names, once that decodes).
+    // ranges its manifest names, once that decodes). A fork has none: its log is its
+    // predecessor's copied, whose first event may be a projection of another edge.
     if let Some(edge) = &record.edge_to
-        && SessionContinuationManifest::from_cbor(&edge.manifest_cbor).is_ok()
+        && SessionContinuationManifest::from_cbor(&edge.manifest_cbor)
+            .is_ok_and(|manifest| manifest.fork.is_none())
     {
         match record.events.first() {
             Some(projection) => findings.extend(seed_projections::fsck::projection_findings(

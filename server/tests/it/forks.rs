@@ -155,6 +155,24 @@ async fn a_fork_has_the_sessions_log_up_to_its_seq_and_the_lineage_is_typed() {
     // The fork answers in its own right, from its own conversation.
     let answered = say(&client, fork, "and now?").await;
     assert_eq!(answered.status, "succeeded");
+
+    // A fork of the successor, at its copied message: its log starts with the successor's
+    // projection, which cites the successor's predecessor, not the fork's; fsck takes a fork's
+    // first event for no projection of its own, and finds the database clean.
+    let forked: ForkSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{successor}/fork"),
+            &json!({"seq": 2}),
+        )
+        .await
+        .expect("the successor forked");
+    assert_eq!(
+        say(&client, forked.session.id, "a ferry instead")
+            .await
+            .status,
+        "succeeded"
+    );
+    crate::fsck::assert_clean(dir.path());
 }
 
 #[actix_web::test]
