@@ -1,7 +1,8 @@
 //! `/metrics` in the Prometheus text format: runs by state, the queue's depth, active session
 //! actors, store commits and their latency (every step of a turn is committed through the
-//! writer) are read when scraped; a message's commit latency and provider latency and errors
-//! are recorded as they happen (see `api` and `model`).
+//! writer), and the recalls of what continuations left out are read when scraped; a message's
+//! commit latency and provider latency and errors are recorded as they happen (see `api` and
+//! `model`).
 
 use seed_events::RunStatus;
 
@@ -49,12 +50,19 @@ pub async fn render(state: &AppState) -> Result<String, ApiError> {
         "seed_store_queued_writes".to_owned(),
         state.store.queued_writes() as f64,
     ));
+    // Ranges a read brought back that a continuation's projection left out, recorded by this
+    // process (a replayed read not counted again).
+    gauges.push((
+        "seed_continuation_recalls_total".to_owned(),
+        state.store.recalls_recorded() as f64,
+    ));
     let mut text = String::new();
     text.push_str("# TYPE seed_runs gauge\n# TYPE seed_queue_depth gauge\n");
     text.push_str(
         "# TYPE seed_active_session_actors gauge\n# TYPE seed_store_commits_total counter\n",
     );
     text.push_str("# TYPE seed_store_queued_writes gauge\n");
+    text.push_str("# TYPE seed_continuation_recalls_total counter\n");
     for (name, value) in gauges {
         text.push_str(&format!("{name} {value}\n"));
     }

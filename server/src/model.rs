@@ -4,7 +4,8 @@
 //! The scripted model answers "You said: …", naming the files that came with the message
 //! (` [attached: notes.txt “its first line”; dot.png (image/png, 68 bytes)]`). A message
 //! starting with `title:` makes it name the session with the status verb; one starting with `continue:` makes it continue into a
-//! successor session (the rest of the line is the successor's title). Directives anywhere in a
+//! successor session (the rest of the line is the successor's title; the successor answers the
+//! copied message, and a later `continue:` there continues again). Directives anywhere in a
 //! message shape the answer, for demos and the UI tests, and are left out of what it echoes:
 //!
 //! - `[usage N%]` — the answer reports a prompt of N% of the session model's context window
@@ -307,11 +308,19 @@ pub fn scripted(
             })
             .sum::<usize>()
             + request.system_prompt.len();
-        // Walks the whole conversation: asked only of a `continue:` message.
-        let in_successor = || {
-            request.messages.iter().any(|message| {
+        // Whether the input is the message a successor was made to answer (the first input
+        // after its projection): that one is answered, while a later `continue:` in a successor
+        // continues again. Walks the whole conversation: asked only of a `continue:` message.
+        let answering_copy = || {
+            let Some(projection) = request.messages.iter().position(|message| {
                 matches!(message.as_ref(), Message::User(user) if user.text.starts_with("<continuation"))
-            })
+            }) else {
+                return false;
+            };
+            request.messages[projection + 1..]
+                .iter()
+                .position(|message| is_input(message))
+                .is_some_and(|copied| projection + 1 + copied == position)
         };
         let call_id = format!("call-{}", request.messages.len());
         let continue_topic = input.strip_prefix("continue:").map(str::trim);
@@ -325,7 +334,7 @@ pub fn scripted(
         if directives.fail
             && !answered
             && !retried()
-            && (continue_topic.is_none() || in_successor())
+            && (continue_topic.is_none() || answering_copy())
         {
             return ScriptedStep::FailAfter {
                 text: String::new(),
@@ -354,7 +363,7 @@ pub fn scripted(
                     }],
                 )
             }
-            _ if !answered && continue_topic.is_some() && !in_successor() => tool_response(
+            _ if !answered && continue_topic.is_some() && !answering_copy() => tool_response(
                 "",
                 vec![continue_call(
                     call_id,

@@ -59,9 +59,9 @@ pub use openapi::{
 };
 pub use schedules::{ScheduleInfo, SchedulesResponse};
 pub use sessions::{
-    ContinuationInfo, ContinuationLink, CreateSessionRequest, GetSessionResponse,
-    ListSessionsQuery, ListSessionsResponse, ReasoningLevelName, SessionInfo, SetModelRequest,
-    StopResponse,
+    ContinuationInfo, ContinuationLink, ContinuationRecall, CreateSessionRequest, EdgeRecalls,
+    GetSessionResponse, ListSessionsQuery, ListSessionsResponse, ReasoningLevelName, SessionInfo,
+    SetModelRequest, StopResponse,
 };
 pub use tokens::{LoginQuery, TokenResponse};
 pub use tools::{McpServerInfo, OfferedIn, ToolClass, ToolInfo, ToolsResponse};

@@ -87,6 +87,45 @@ pub struct ContinuationInfo {
     /// excerpts and recent exchanges, and what was left out (ranges to read on demand).
     #[schema(value_type = Object)]
     pub manifest: serde_json::Value,
+    /// What was read back of what this edge's projection left out: ranges of the predecessor
+    /// a `read thread:` call of this session (or of a later session of its lineage) recalled,
+    /// per range and reader, by seq.
+    pub recalls: Vec<ContinuationRecall>,
+    /// The edges out of this session that have recalls, oldest first, each with them (what
+    /// its successors read back of this session's log that their projections left out).
+    pub continued_to: Vec<EdgeRecalls>,
+}
+
+/// One range of a predecessor that reads recalled after its projection left it out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ContinuationRecall {
+    pub from_seq: i64,
+    pub to_seq: i64,
+    /// How many distinct read calls recalled it (a replayed call counts once).
+    pub times: u64,
+    /// The session whose reads recalled it.
+    pub reader_session_id: Uuid,
+    pub last_recalled_at_ms: i64,
+}
+
+/// An edge out of a session with the recalls counted against it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EdgeRecalls {
+    pub continuation_id: Uuid,
+    pub successor_session_id: Uuid,
+    pub recalls: Vec<ContinuationRecall>,
+}
+
+impl From<&seed_store::RecallSummary> for ContinuationRecall {
+    fn from(summary: &seed_store::RecallSummary) -> ContinuationRecall {
+        ContinuationRecall {
+            from_seq: summary.from_seq,
+            to_seq: summary.to_seq,
+            times: summary.times,
+            reader_session_id: summary.reader_session_id.0,
+            last_recalled_at_ms: summary.last_recalled_at_ms,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -290,7 +329,9 @@ pub(super) async fn get_session(
     }))
 }
 
-/// The continuation that made this session, with its manifest (404 when it continues none).
+/// The continuation that made this session, with its manifest and the recalls of what its
+/// projection left out, and the edges this session was continued into with theirs (404 when
+/// it continues none: an origin's recalls are on its successors' continuations).
 #[utoipa::path(
     params(("session_id" = Uuid, Path, description = "The successor session")),
     responses(
@@ -317,6 +358,28 @@ pub(super) async fn get_continuation(
         .ok_or(ApiError::NotFound("continuation"))?;
     let manifest = seed_events::SessionContinuationManifest::from_cbor(&edge.manifest_cbor)
         .map_err(|error| ApiError::Internal(error.into()))?;
+    let summaries = state.store.recalls_of_edges(session.id).await?;
+    let recalls = summaries
+        .iter()
+        .filter(|summary| summary.continuation_id == edge.id)
+        .map(ContinuationRecall::from)
+        .collect();
+    let mut continued_to: Vec<EdgeRecalls> = Vec::new();
+    for summary in summaries
+        .iter()
+        .filter(|summary| summary.predecessor_session_id == session.id)
+    {
+        match continued_to.last_mut() {
+            Some(out) if out.continuation_id == summary.continuation_id.0 => {
+                out.recalls.push(summary.into());
+            }
+            _ => continued_to.push(EdgeRecalls {
+                continuation_id: summary.continuation_id.0,
+                successor_session_id: summary.successor_session_id.0,
+                recalls: vec![summary.into()],
+            }),
+        }
+    }
     state.take_nonce(&caller).await?;
     Ok(HttpResponse::Ok().json(ContinuationInfo {
         continuation_id: edge.id.0,
@@ -329,6 +392,8 @@ pub(super) async fn get_continuation(
         created_at_ms: edge.created_at_ms,
         manifest: serde_json::to_value(&manifest)
             .map_err(|error| ApiError::Internal(error.into()))?,
+        recalls,
+        continued_to,
     }))
 }
 
