@@ -209,25 +209,11 @@ pub(crate) fn write_recalled(
             .events
             .last()
             .is_some_and(|event| event.seq >= range.to_seq);
-        let frame = format!(
-            "<excerpt thread=\"{}\" from=\"{}\" to=\"{}\" recalled=\"{}\">\n",
-            range.thread,
-            range.from_seq,
-            range.to_seq,
-            recalled_note(times)
-        );
-        let close = "</excerpt>\n";
-        let bytes =
-            frame.len() + close.len() + lines.iter().map(|line| line.len() + 1).sum::<usize>();
-        let loaded = read_whole && !lines.is_empty() && carried.used + bytes <= room;
+        let block = recalled_block(range, times, &lines);
+        let loaded = read_whole && !lines.is_empty() && carried.used + block.len() <= room;
         if loaded {
-            text.push_str(&frame);
-            for line in &lines {
-                text.push_str(line);
-                text.push('\n');
-            }
-            text.push_str(close);
-            carried.used += bytes;
+            text.push_str(&block);
+            carried.used += block.len();
         } else {
             let mut line = String::new();
             let _ = write!(
@@ -252,6 +238,62 @@ pub(crate) fn write_recalled(
         });
     }
     carried
+}
+
+/// A recalled range's `<excerpt>` block, as a projection holds it: its frame, its transcript
+/// lines, its close.
+fn recalled_block(range: SeqRange, times: u32, lines: &[String]) -> String {
+    let mut block = format!(
+        "<excerpt thread=\"{}\" from=\"{}\" to=\"{}\" recalled=\"{}\">\n",
+        range.thread,
+        range.from_seq,
+        range.to_seq,
+        recalled_note(times)
+    );
+    for line in lines {
+        block.push_str(line);
+        block.push('\n');
+    }
+    block.push_str("</excerpt>\n");
+    block
+}
+
+/// Where a projection (`projection_text`) does not hold the recalled ranges its manifest says
+/// it loaded (`recalled`) byte for byte as the events they cite (`events`, of the earlier
+/// threads, read for those ranges), for `seed fsck`. Empty when every one is exact.
+pub fn recalled_findings(
+    projection_text: &str,
+    recalled: &[RecalledRange],
+    events: &[SessionEvent],
+) -> Vec<String> {
+    let mut findings = Vec::new();
+    for recalled in recalled.iter().filter(|recalled| recalled.loaded) {
+        let range = recalled.range;
+        let what = format!(
+            "the recalled <excerpt> of thread {} seq {}\u{2013}{}",
+            range.thread, range.from_seq, range.to_seq
+        );
+        let cited: BTreeMap<i64, &SessionEvent> = events
+            .iter()
+            .filter(|event| event.session_id == range.thread)
+            .filter(|event| event.seq >= range.from_seq && event.seq <= range.to_seq)
+            .map(|event| (event.seq, event))
+            .collect();
+        if let Some(seq) = (range.from_seq..=range.to_seq).find(|seq| !cited.contains_key(seq)) {
+            findings.push(format!("{what} cites seq {seq}, which its thread lacks"));
+            continue;
+        }
+        let lines: Vec<String> = cited
+            .values()
+            .filter_map(|event| transcript_event_line(event))
+            .collect();
+        if !projection_text.contains(&recalled_block(range, recalled.times, &lines)) {
+            findings.push(format!(
+                "{what} is not in its projection byte for byte as the events it cites"
+            ));
+        }
+    }
+    findings
 }
 
 /// The runs sorted and merged where they touch or overlap.

@@ -9,7 +9,7 @@ use seed_events::{
 };
 use seed_projections::continuation::recall::{
     LineageEdge, RECALLED_RANGES_MAX, Recall, RecallRow, RecalledExcerpt, RepeatedRecall,
-    recall_of_read, repeated_recalls,
+    recall_of_read, recalled_findings, repeated_recalls,
 };
 use seed_projections::continuation::{
     ProjectionInput, ThreadRef, compile_projection, compile_projection_recalling,
@@ -326,4 +326,39 @@ fn a_range_recalled_twice_over_the_budget_is_listed_as_omitted_with_why() {
             .contains(&range(thread(0), 3, 5))
     );
     assert!(projection.text.len() <= head + 700);
+}
+
+#[test]
+fn fsck_finds_a_recalled_excerpt_that_is_not_the_events_it_cites() {
+    let projection = compile_with_recalled(32 * 1024);
+    let ancestor: Vec<SessionEvent> = (3..=5)
+        .map(|seq| {
+            event(
+                thread(0),
+                seq,
+                EventRole::Assistant,
+                &format!("the hotel list, {seq}"),
+            )
+        })
+        .collect();
+    let recalled = &projection.manifest.recalled;
+    assert_eq!(
+        recalled_findings(&projection.text, recalled, &ancestor),
+        Vec::<String>::new()
+    );
+    // A byte of a cited event changed.
+    let mut changed = ancestor.clone();
+    changed[1].content = json!({"text": "the hotel list, 4!"});
+    let findings = recalled_findings(&projection.text, recalled, &changed);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(
+        findings[0].contains("recalled <excerpt> of thread 00000000-0000-0000-0000-000000007700 seq 3\u{2013}5 is not in its projection byte for byte"),
+        "{findings:?}"
+    );
+    // A cited seq the thread lacks.
+    let findings = recalled_findings(&projection.text, recalled, &ancestor[..2]);
+    assert!(findings[0].contains("cites seq 5"), "{findings:?}");
+    // One over the budget was not loaded: nothing to check.
+    let over = compile_with_recalled(projection.text.find("<excerpt").expect("the excerpt") + 700);
+    assert!(recalled_findings(&over.text, &over.manifest.recalled, &[]).is_empty());
 }
