@@ -375,7 +375,13 @@ fn source_fits(input: &PreviewInput<'_>, parts: &[Part]) -> Vec<SourceFit> {
                 .map_or(0, |part| part.bytes);
             let whole_loaded = excerpt.to_seq >= range.to_seq;
             SourceFit {
-                bytes: Some(whole),
+                // Loaded whole, it takes what its excerpt takes (the projection's last part has
+                // no newline after it).
+                bytes: Some(if whole_loaded && loaded_bytes > 0 {
+                    loaded_bytes
+                } else {
+                    whole
+                }),
                 loaded_bytes,
                 loaded: if whole_loaded {
                     Loaded::Whole
