@@ -88,6 +88,16 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../ui/login.js"),
     ),
     (
+        "lineage.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/lineage.js"),
+    ),
+    (
+        "branch.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/branch.js"),
+    ),
+    (
         "style.css",
         "text/css; charset=utf-8",
         include_str!("../ui/style.css"),

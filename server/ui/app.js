@@ -11,6 +11,8 @@ import { Palette } from "./palette.js";
 import { PendingApprovals } from "./approvals.js";
 import { SessionSchedules } from "./schedules.js";
 import { FailedRuns } from "./runs.js";
+import { LineageMap } from "./lineage.js";
+import { branchAction } from "./branch.js";
 import {
   Follower,
   GO_ON_TEXT,
@@ -316,6 +318,7 @@ class SessionView {
     this.pillSlot = h("div", { class: "pill-slot" });
     this.modelPicker = new ModelPicker(sessionId, { onSaved: () => this.refresh().catch(handleError), onSignedOut: handleError });
     this.meterSlot = h("span", { class: "meter-slot", id: "header-meter" });
+    this.lineage = new LineageMap(sessionId, { navigate, onError: handleError });
     this.noticeSlot = h("div", { class: "notice-slot" });
     this.transcript = h("div", { class: "transcript", id: "transcript", "aria-live": "polite" });
     this.scroller = h("div", { class: "scroller" }, this.transcript);
@@ -371,7 +374,7 @@ class SessionView {
       h(
         "header",
         { class: "session-header" },
-        h("div", { class: "session-heading" }, this.pillSlot, this.titleEl, this.descriptionEl),
+        h("div", { class: "session-heading" }, this.pillSlot, this.titleEl, this.descriptionEl, this.lineage.element),
         h("div", { class: "session-facts" }, this.modelPicker.element, this.meterSlot),
       ),
       this.noticeSlot,
@@ -424,7 +427,7 @@ class SessionView {
       this.append(events);
       this.renderHeader();
       // Read after the events, so that the text in flight is no older than what they hold.
-      await Promise.all([this.readLive(), this.failedRuns.read(), this.approvals.read(), this.schedules.read()]);
+      await Promise.all([this.readLive(), this.failedRuns.read(), this.approvals.read(), this.schedules.read(), this.lineage.read()]);
       if (this.closed) return;
       this.element.dataset.ready = "1";
       this.scrollToEnd();
@@ -578,6 +581,8 @@ class SessionView {
           return;
         }
         this.refresh(update.to_seq ?? null).catch(handleError);
+        // A fork or a continuation of this session, or this one's making: the map changed.
+        if (["forked", "forked-from", "continued", "continued-from"].includes(update.reason)) this.lineage.read();
         break;
       case "run-finished":
         this.refresh().catch(handleError);
@@ -638,11 +643,13 @@ class SessionView {
         }
         if (event.role === "assistant" && !event.content?.text && !event.content?.thinking && !event.meta?.error_message) return null;
         if (event.role === "user" || event.role === "assistant") {
-          return bubble(event, {
+          const node = bubble(event, {
             onOpenPredecessor: (id) => open(`/s/${id}`),
             onDownload: (attachment) => api.download(this.sessionId, attachment).catch(handleError),
             onGoOn: (button) => this.goOn(button),
           });
+          node.append(branchAction(event, this.sessionId, { onForked: (id) => open(`/s/${id}`), onError: handleError }));
+          return node;
         }
         return h("div", { class: "notice-line" }, noticeLine(event));
       case "tool_call": {

@@ -46,6 +46,8 @@ import "./approvals-ui.test.js";
 import "./elicitation-ui.test.js";
 // The wake-ups' lines and their Cancel.
 import "./schedules-ui.test.js";
+// "Branch from here" and the lineage map.
+import "./fork-lineage.test.js";
 
 test("the login link works once; the UI is served with a strict policy and lists the account's sessions", async () => {
   const response = await page.request.get(`${SEED_URL}/`);
