@@ -82,11 +82,26 @@ pub fn check_session(record: &SessionRecord) -> Vec<String> {
             .is_ok_and(|manifest| manifest.fork.is_none())
     {
         match record.events.first() {
-            Some(projection) => findings.extend(seed_projections::fsck::projection_findings(
-                projection,
-                edge.predecessor_session_id,
-                &record.cited,
-            )),
+            Some(projection) => {
+                findings.extend(seed_projections::fsck::projection_findings(
+                    projection,
+                    edge.predecessor_session_id,
+                    &record.cited,
+                ));
+                // The ranges of earlier threads it loaded because they were recalled.
+                if let Ok(manifest) = SessionContinuationManifest::from_cbor(&edge.manifest_cbor)
+                    && let Some(text) = projection
+                        .content
+                        .get("text")
+                        .and_then(|text| text.as_str())
+                {
+                    findings.extend(seed_projections::continuation::recall::recalled_findings(
+                        text,
+                        &manifest.recalled,
+                        &record.recalled,
+                    ));
+                }
+            }
             None => findings.push(format!(
                 "a successor (continuation {}) without its projection",
                 edge.id

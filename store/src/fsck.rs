@@ -35,6 +35,9 @@ pub struct SessionRecord {
     /// (its excerpts and recent exchanges), in seq order; empty when the manifest does not
     /// decode.
     pub cited: Vec<SessionEvent>,
+    /// The earlier threads' events in the ranges the edge's manifest says its projection
+    /// loaded as recalled excerpts, each range's in seq order.
+    pub recalled: Vec<SessionEvent>,
     /// Its attachments whose bytes are missing: (attachment id, what is wrong).
     pub unresolved_attachments: Vec<(String, String)>,
     /// What a harness opens it from when the store kept its fold (`session_durable_kept`):
@@ -119,6 +122,23 @@ impl Reader {
             .collect::<Result<Vec<_>>>()?;
         let edge_to = crate::continuations::edge_to(&snapshot, id)?;
         let mut cited = Vec::new();
+        let mut recalled = Vec::new();
+        if let Some(edge) = &edge_to
+            && let Ok(manifest) = SessionContinuationManifest::from_cbor(&edge.manifest_cbor)
+        {
+            for loaded in manifest.recalled.iter().filter(|recalled| recalled.loaded) {
+                let range = loaded.range;
+                if crate::sessions::session_key(&snapshot, range.thread)?.is_some() {
+                    recalled.extend(crate::log::read_events(
+                        &snapshot,
+                        range.thread,
+                        range.from_seq,
+                        range.to_seq,
+                        usize::MAX,
+                    )?);
+                }
+            }
+        }
         if let Some(edge) = &edge_to
             && let Ok(manifest) = SessionContinuationManifest::from_cbor(&edge.manifest_cbor)
             && crate::sessions::session_key(&snapshot, edge.predecessor_session_id)?.is_some()
@@ -159,6 +179,7 @@ impl Reader {
             successors,
             edge_to,
             cited,
+            recalled,
             unresolved_attachments,
             kept,
         }))

@@ -182,4 +182,6 @@ async fn recalls_are_shown_per_edge_counted_and_carried_into_the_next_projection
             .await
             .ends_with("seed_continuation_recalls_total 3")
     );
+    // seed fsck finds every excerpt, the recalled one too, the events it cites.
+    crate::fsck::assert_clean(dir.path());
 }
