@@ -184,4 +184,24 @@ async fn recalls_are_shown_per_edge_counted_and_carried_into_the_next_projection
     );
     // seed fsck finds every excerpt, the recalled one too, the events it cites.
     crate::fsck::assert_clean(dir.path());
+
+    // The OpenAPI document describes the recalls.
+    let document = client
+        .send_raw("GET", "/v1/openapi.json", Vec::new(), &[])
+        .await
+        .expect("answer")
+        .value();
+    let schemas = &document["components"]["schemas"];
+    let info = &schemas["ContinuationInfo"]["properties"];
+    assert!(
+        info["recalls"].is_object() && info["continued_to"].is_object(),
+        "{info}"
+    );
+    for (name, field) in [("ContinuationRecall", "times"), ("EdgeRecalls", "recalls")] {
+        assert!(
+            schemas[name]["properties"][field].is_object(),
+            "{name}: {}",
+            schemas[name]
+        );
+    }
 }
