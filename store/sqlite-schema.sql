@@ -111,7 +111,10 @@ CREATE TABLE runs (
     -- the boot sweeps that found the run cut off mid-turn (`running`): past the runtime's
     -- limit the sweep fails the run instead of queueing it again, so a run that kills its
     -- process each time it runs cannot crash the service at every boot (added by migration 6)
-    restarts        INTEGER NOT NULL DEFAULT 0
+    restarts        INTEGER NOT NULL DEFAULT 0,
+    -- the W3C traceparent of the run's newest span, when traces are exported: the attempt that
+    -- takes the run up after a crash links to it (added by migration 19)
+    trace_parent    TEXT
 ) STRICT;
 
 -- The runs waiting on each queue; rowid orders them: first queued, first claimed. Of just the

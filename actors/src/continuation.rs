@@ -165,6 +165,11 @@ async fn attempt(
 
     let plan = plan_transfer(input.plan, predecessor.plan.as_ref());
     let projection = project(store, &predecessor, &initiating, &input, plan).await?;
+    // On the continuation's span, when traces are exported (`crate::succession`).
+    tracing::Span::current().record(
+        "seed.continuation.projection_bytes",
+        seed_durable::spans::count(projection.text.len()),
+    );
 
     let now = (env.clock)();
     let continuation_id = ContinuationId::new_v7();

@@ -82,6 +82,8 @@ pub struct RuntimeSettings {
     /// How long past its last renewal a node's leases hold: a node silent for longer (killed,
     /// paused, cut off) has its sessions taken over by another.
     pub node_expire: std::time::Duration,
+    /// Traces of runs, model requests and tool calls: off unless the service exports them.
+    pub traces: crate::traces::Traces,
 }
 
 impl RuntimeSettings {
@@ -147,6 +149,7 @@ impl Default for RuntimeSettings {
             approval_timeout: None,
             node_renew: NODE_RENEW_DEFAULT,
             node_expire: NODE_EXPIRE_DEFAULT,
+            traces: crate::traces::Traces::default(),
         }
     }
 }

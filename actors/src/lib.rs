@@ -23,6 +23,7 @@
 //! - `fork`: a person's fork of a session at an earlier message, created whole or not at all.
 //! - `attachments`: reads what the model is shown of the files a turn's messages name.
 //! - `bus`: notifications and streaming deltas for subscribers.
+//! - `traces`: the spans of runs and their waits, for the service's trace exporter.
 //! - `recalls`: a thread read's recall of what a continuation left out, recorded against its
 //!   edge, and the ranges recalled repeatedly read back for the next projection.
 //!
@@ -47,6 +48,7 @@ pub mod schema;
 pub mod session;
 pub mod slots;
 pub mod succession;
+pub mod traces;
 pub mod turn;
 pub mod verb;
 pub mod verbs;

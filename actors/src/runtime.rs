@@ -298,6 +298,8 @@ impl Runtime {
         let env = Arc::clone(&self.env);
         let queue = self.queue.clone();
         let slot = env.slots.take(Queue::Interactive, 1) == 1;
+        // The run's span continues the caller's trace (a request's), when traces are on.
+        let traceparent = env.settings.traces.current_traceparent();
         let mut written = Box::pin(write(slot.then(|| env.settings.claim_for(&env.boot_id))));
         // Polled once here, so the write reaches the store now, in this caller's turn, as a
         // write made in place would; the rest is the task's.
@@ -308,6 +310,9 @@ impl Runtime {
                 std::task::Poll::Pending => written.await,
             };
             let run = outcome.as_ref().ok().and_then(|(_, run)| run.clone());
+            if let (Some(run), Some(traceparent)) = (&run, traceparent) {
+                env.settings.traces.queued(run.id, traceparent);
+            }
             match run {
                 Some(run) if slot && run.status == seed_events::RunStatus::Running => {
                     queue.do_send(StartClaimed { run });

@@ -12,6 +12,7 @@ use futures::FutureExt;
 use seed_durable::StopSignal;
 use seed_events::{RunId, SessionId};
 use seed_store::RunRow;
+use tracing::Instrument as _;
 
 use crate::env::RunEnv;
 use crate::messages::{RunDone, StartRun, StopSession};
@@ -134,6 +135,20 @@ impl Handler<StartRun> for SessionActor {
             Some(_) => None,
             None => self.harness.take(),
         };
+        // The run's span (a disabled one unless traces are exported), kept with the run so that
+        // the attempt after a crash links to it.
+        let traces = &self.env.settings.traces;
+        let span = traces.run_span(&run, (self.env.clock)());
+        if let Some(traceparent) = traces.run_traceparent(&span) {
+            let store = self.env.store.clone();
+            let run_id = run.id;
+            actix::spawn(async move {
+                if let Err(error) = store.set_run_trace_parent(run_id, traceparent).await {
+                    tracing::warn!(%run_id, %error, "could not keep the run's traceparent");
+                }
+            });
+        }
+        let run_span = span.clone();
         let task = async move {
             // A panic in a run is a bug; it fails the run rather than the process (and the
             // harness it held is dropped).
@@ -142,8 +157,12 @@ impl Handler<StartRun> for SessionActor {
                 .await;
             let harness = if outcome.is_ok() { harness } else { None };
             (env, run, outcome, harness)
-        };
+        }
+        .instrument(span);
         ctx.spawn(task.into_actor(self).map(move |(env, run, outcome, harness), actor, ctx| {
+            let status = outcome.as_ref().ok().map(|end| end.status);
+            env.settings.traces.run_ended(&run_span, status);
+            drop(run_span);
             actor.current = None;
             actor.harness = harness;
             actor.last_active_at = Instant::now();

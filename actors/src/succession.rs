@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
+use tracing::Instrument as _;
 
 use crate::env::RunEnv;
 use crate::messages::Activate;
@@ -40,11 +41,27 @@ impl Handler<Continue> for SuccessionActor {
     fn handle(&mut self, message: Continue, _: &mut Context<Self>) -> Self::Result {
         let env = Arc::clone(&self.env);
         let queue = self.queue.clone();
+        // The continuation's span, under the tool call's (the caller's span, carried here):
+        // the successor and the projection's size are recorded on it.
+        let span = tracing::info_span!(
+            target: seed_durable::TRACE_TARGET,
+            parent: &message.span,
+            "seed.continuation",
+            otel.name = "seed.continuation",
+            seed.session_id = %message.context.session_id,
+            seed.continuation.successor_session_id = tracing::field::Empty,
+            seed.continuation.projection_bytes = tracing::field::Empty,
+        );
         Box::pin(async move {
             let outcome =
                 crate::continuation::continue_session(&env, message.context, message.arguments)
+                    .instrument(span.clone())
                     .await;
             if let Some(successor) = outcome.successor_to_start {
+                span.record(
+                    "seed.continuation.successor_session_id",
+                    tracing::field::display(successor),
+                );
                 // The successor's actor is spawned now, and its queued run claimed.
                 queue.do_send(Activate {
                     session_id: successor,

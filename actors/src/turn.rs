@@ -305,8 +305,13 @@ async fn turn(
             });
         }
         EndStep::Park => {
-            let parked = store.park_run(run.id, (env.clock)()).await?;
+            let now = (env.clock)();
+            let parked = store.park_run(run.id, now).await?;
             turn_end.end.status = end::parked_status(parked);
+            if parked == seed_store::ParkOutcome::Parked {
+                let kind = crate::traces::WaitKind::Children;
+                env.settings.traces.parked(run.id, kind, now);
+            }
         }
         EndStep::ParkOnApproval(call) => {
             let now = (env.clock)();
@@ -323,6 +328,8 @@ async fn turn(
             let parked = store.park_on_approval(approval, now).await?;
             turn_end.end.status = end::parked_status(parked);
             if parked == seed_store::ParkOutcome::Parked {
+                let kind = crate::traces::WaitKind::Approval;
+                env.settings.traces.parked(run.id, kind, now);
                 env.publisher.publish(Notification::ApprovalPending {
                     session_id,
                     run_id: run.id,

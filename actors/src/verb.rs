@@ -14,6 +14,7 @@ use seed_events::{AccountId, RunId, SessionId};
 use seed_providers::{ToolCall, ToolSpec};
 use seed_store::ApprovalStatus;
 use seed_store::Store;
+use tracing::Instrument as _;
 
 /// Where a verb may be offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +72,9 @@ pub struct VerbContext {
 pub struct Continue {
     pub context: VerbContext,
     pub arguments: serde_json::Value,
+    /// The caller's span (its tool call's, when traces are exported): the continuation's span
+    /// is its child.
+    pub span: tracing::Span,
 }
 
 impl std::fmt::Debug for Continue {
@@ -195,6 +199,20 @@ impl Actor for VerbActor {
 pub struct Invoke {
     pub context: VerbContext,
     pub arguments: serde_json::Value,
+    /// The span the call runs in (its tool call's, when traces are exported): the verb runs on
+    /// its own actor, where the caller's span is not current.
+    pub span: tracing::Span,
+}
+
+impl Invoke {
+    /// A call with no span of its own.
+    pub fn new(context: VerbContext, arguments: serde_json::Value) -> Invoke {
+        Invoke {
+            context,
+            arguments,
+            span: tracing::Span::none(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Invoke {
@@ -212,16 +230,20 @@ impl Handler<Invoke> for VerbActor {
         let name = self.verb.name().to_owned();
         let failed = move || VerbOutput::error(format!("the {name} verb failed on this call"));
         let verb = Arc::clone(&self.verb);
-        let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-            verb.call(invoke.context, invoke.arguments)
+        let span = invoke.span;
+        let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            span.in_scope(|| verb.call(invoke.context, invoke.arguments))
         }));
         match call {
-            Ok(future) => Box::pin(async move {
-                std::panic::AssertUnwindSafe(future)
-                    .catch_unwind()
-                    .await
-                    .unwrap_or_else(|_| failed())
-            }),
+            Ok(future) => Box::pin(
+                async move {
+                    std::panic::AssertUnwindSafe(future)
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|_| failed())
+                }
+                .instrument(span),
+            ),
             Err(_) => Box::pin(async move { failed() }),
         }
     }
@@ -381,6 +403,8 @@ impl Tool for VerbTool {
         let invoke = Invoke {
             context,
             arguments: call.arguments.clone(),
+            // The harness runs this call in its tool call's span.
+            span: tracing::Span::current(),
         };
         let ends_turn = self.ends_turn;
         let name = self.spec.name.clone();

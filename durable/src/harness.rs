@@ -24,10 +24,12 @@ use crate::record::{
     ModelTaskState, TURN_DOCUMENT, Task, ToolTaskState, TurnDocument, TurnState,
     interrupted_result, restart_result,
 };
+use crate::spans;
 use crate::state::{Batch, CorruptLine, StoreState};
 use crate::stop::StopSignal;
 use crate::tool::{Decision, ToolOutput, ToolSet};
 use crate::turn::{Action, calls_without_result, next_action};
+use tracing::Instrument as _;
 
 mod stream;
 
@@ -99,6 +101,11 @@ pub struct HarnessConfig {
     pub session_id: Option<String>,
     /// The partial text of the response in flight is committed at most this often.
     pub live_interval: Duration,
+    /// The provider's name, as traces give it (`gen_ai.system`).
+    pub system: String,
+    /// Whether the model request spans carry the messages' text (traces exported with
+    /// message content); off, they carry counts and names alone.
+    pub trace_content: bool,
 }
 
 impl HarnessConfig {
@@ -109,6 +116,8 @@ impl HarnessConfig {
             system_prompt: system_prompt.into(),
             session_id: None,
             live_interval: Duration::from_millis(100),
+            system: String::new(),
+            trace_content: false,
         }
     }
 }
@@ -543,10 +552,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                         self.commit_task(&doc, &call, ToolTaskState::Started)
                             .await?;
                     }
-                    let output = match self.tools.get(&call.name) {
-                        Some(tool) => tool.call(&call).await,
-                        None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
-                    };
+                    let output = self.call_tool(&call).await;
                     let (result, kind) = result_of(&call, output);
                     self.commit_result(&doc, &call.id, &call.name, result, kind)
                         .await?;
@@ -591,7 +597,22 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             step,
             state,
         };
-        let streamed = self.stream(doc, step, request, stop).await?;
+        let span = spans::model_request(&self.config.system, &request.model, &doc.request_id, step);
+        spans::record_request_content(&span, &request, self.config.trace_content);
+        let streamed = self
+            .stream(doc, step, request, stop, &span)
+            .instrument(span.clone())
+            .await?;
+        match &streamed {
+            Streamed::Done(message) => {
+                spans::record_response(&span, message, self.config.trace_content)
+            }
+            Streamed::Stopped(_) => spans::record_request_failed(&span, "cancelled"),
+            Streamed::Failed { error, .. } => {
+                spans::record_request_failed(&span, &error.kind.to_string())
+            }
+        }
+        drop(span);
         match streamed {
             Streamed::Done(mut message) => {
                 if message.usage.prompt_tokens() == 0 {
@@ -696,6 +717,18 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         }
     }
 
+    /// Runs `call` with its tool (an error result for a tool this harness does not have), in
+    /// the call's trace span.
+    async fn call_tool(&self, call: &ToolCall) -> ToolOutput {
+        let span = spans::tool_call(call, self.tools.safe_to_repeat(&call.name));
+        let output = match self.tools.get(&call.name) {
+            Some(tool) => tool.call(call).instrument(span.clone()).await,
+            None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
+        };
+        spans::record_tool_output(&span, output.is_error);
+        output
+    }
+
     /// Commits the task of `call` in `state` (its intent: started, or awaiting a decision).
     async fn commit_task(
         &mut self,
@@ -738,10 +771,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                     arguments,
                     ..call.clone()
                 };
-                let mut output = match self.tools.get(&call.name) {
-                    Some(tool) => tool.call(&approved).await,
-                    None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
-                };
+                let mut output = self.call_tool(&approved).await;
                 if edited {
                     // The model reads the arguments the call ran with, not its own.
                     output.content = format!(

@@ -15,11 +15,13 @@
 //! - `harness`: the shell that does it: requests, tool calls, commits, recovery; `harness::stream`
 //!   reads one response, committing what has streamed to `pi.live`.
 //! - `tool`, `stop`: tools as the harness sees them; stopping a turn.
+//! - `spans`: the trace spans of model requests and tool calls (plain `tracing`).
 
 pub mod context;
 pub mod fs;
 pub mod harness;
 pub mod record;
+pub mod spans;
 pub mod state;
 pub mod stop;
 pub mod tool;
@@ -31,6 +33,7 @@ pub use harness::{
     TurnRequest,
 };
 pub use record::{Entry, EntryBody, EntryId};
+pub use spans::TRACE_TARGET;
 pub use state::{Batch, Kept, StoreState};
 pub use stop::StopSignal;
 pub use tool::{Decision, Tool, ToolOutput, ToolSet};

@@ -256,6 +256,28 @@ pub enum Command {
         /// Delay between the scripted model's text deltas, in milliseconds (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         scripted_delay_ms: u64,
+        /// Exports traces over OTLP/HTTP (protobuf) to this endpoint, its traces at
+        /// `{URL}/v1/traces`: a span for each HTTP request (continuing a caller's
+        /// `traceparent`), run, wait, model request and tool call, with OpenTelemetry's GenAI
+        /// attributes. Unset: nothing is exported and nothing is spent on it.
+        #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+        otlp_endpoint: Option<String>,
+        /// The share of traces exported, from 0 to 1 (a caller's `traceparent` decides for its
+        /// own trace).
+        #[arg(
+            long,
+            env = "SEED_OTLP_SAMPLE",
+            value_name = "RATIO",
+            default_value_t = 1.0
+        )]
+        otlp_sample: f64,
+        /// Exports the messages' text with the model request spans (sent and answered); without
+        /// it, spans carry counts, names and ids alone.
+        #[arg(long, env = "SEED_OTLP_CONTENT")]
+        otlp_content: bool,
+        /// How long spans wait to be sent in a batch, in milliseconds.
+        #[arg(long, env = "OTEL_BSP_SCHEDULE_DELAY", default_value_t = crate::traces::BATCH_DELAY_DEFAULT.as_millis() as u64, hide = true)]
+        otlp_batch_delay_ms: u64,
         /// Aborts the process the first time a turn reaches this named crash point, as a
         /// crash would (for crash tests of the service).
         #[arg(
@@ -440,9 +462,21 @@ pub fn main() -> anyhow::Result<()> {
             schedules_per_session_max,
             scripted_delay_ms,
             crash_at,
+            otlp_endpoint,
+            otlp_sample,
+            otlp_content,
+            otlp_batch_delay_ms,
         } => {
-            init_tracing(*log_json);
-            serve::serve(ServeOptions {
+            let exporter = crate::traces::init(
+                *log_json,
+                &crate::traces::TraceOptions {
+                    endpoint: otlp_endpoint.clone().filter(|url| !url.is_empty()),
+                    sample_ratio: *otlp_sample,
+                    content: *otlp_content,
+                    batch_delay: Duration::from_millis(*otlp_batch_delay_ms),
+                },
+            )?;
+            let served = serve::serve(ServeOptions {
                 data_dir: cli.data_dir.clone(),
                 listen: listen.clone(),
                 limits: crate::api::Limits {
@@ -505,7 +539,16 @@ pub fn main() -> anyhow::Result<()> {
                         .saturating_mul(1000),
                     per_session_max: *schedules_per_session_max as usize,
                 },
-            })
+                traces: exporter
+                    .as_ref()
+                    .map(crate::traces::Exporter::traces)
+                    .unwrap_or_default(),
+            });
+            // What the last requests and runs left is sent before the process ends.
+            if let Some(exporter) = exporter {
+                exporter.shutdown();
+            }
+            served
         }
         Command::Key { new } => key(&cli, new.as_deref()),
         Command::Account {
@@ -554,19 +597,6 @@ pub fn main() -> anyhow::Result<()> {
             migrate::migrate(&cli.data_dir, database.as_deref(), *print)
         }
         Command::Fsck { database } => fsck::fsck(&cli.data_dir, database.as_deref()),
-    }
-}
-
-fn init_tracing(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
     }
 }
 

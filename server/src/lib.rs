@@ -12,6 +12,8 @@
 //! - `error`: the API's errors as statuses and JSON bodies.
 //! - `guard` (decisions pure): the Host check, the headers every response carries, and the
 //!   warning for plain HTTP off loopback.
+//! - `traces`: `--otlp-endpoint` — the OTLP/HTTP exporter, the HTTP request span (continuing
+//!   a caller's `traceparent`) and the span ids the runtime keeps with its runs.
 //! - `metrics`, `model`: `/metrics`; the scripted model and the provider meter.
 //! - `ui`: the web UI's files (`server/ui/`), embedded and served at `/` with a strict CSP.
 //! - `serve`: `seed serve` — data dir, store, runtime, HTTP, drain on SIGTERM.
@@ -43,5 +45,6 @@ pub mod serve;
 pub mod signing;
 pub mod sim;
 pub mod subscribers;
+pub mod traces;
 pub mod ui;
 pub mod ws;

@@ -101,6 +101,9 @@ pub struct ServeOptions {
     pub synchronous: seed_store::Synchronous,
     /// The schedule verb's limits: the shortest interval, the wake-ups a session may have.
     pub schedule: seed_actors::verbs::schedule::Schedule,
+    /// Traces of requests, runs, model requests and tool calls (`--otlp-endpoint`): off by
+    /// default.
+    pub traces: seed_actors::traces::Traces,
 }
 
 /// Connections each HTTP worker may hold, for `connections_max` in all (actix counts per
@@ -342,6 +345,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         live_interval: options.live_interval,
         node_renew: options.node_renew,
         node_expire: options.node_expire,
+        traces: options.traces.clone(),
         crash_points: match options.crash_at {
             Some(point) => seed_actors::CrashPoints::new(move |reached| {
                 if reached == point {
@@ -520,6 +524,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
             .configure(crate::ui::configure)
             .default_service(web::to(api::no_route))
             .wrap(actix_web::middleware::from_fn(crate::guard::guard))
+            .wrap(actix_web::middleware::from_fn(crate::traces::http_span))
             .wrap_fn(|request, service| {
                 use actix_web::dev::Service as _;
                 let started = Instant::now();
@@ -681,6 +686,8 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         mcp.shutdown().await;
     }
     drop(state);
+    // The spans of the last requests and runs are sent before the process ends.
+    crate::traces::shutdown();
     // Turns cut off stay `running` in the database; the next boot's sweep takes them up.
     std::process::exit(0)
 }

@@ -52,6 +52,9 @@ pub struct RunRow {
     pub result: Option<serde_json::Value>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+    /// The W3C traceparent of the run's newest span, when traces are exported: the attempt
+    /// that takes the run up after a crash links to it.
+    pub trace_parent: Option<String>,
 }
 
 impl RunRow {
@@ -79,6 +82,7 @@ impl NewRun {
             result: None,
             created_at_ms: self.created_at_ms,
             updated_at_ms: self.created_at_ms,
+            trace_parent: None,
         }
     }
 }
@@ -117,7 +121,7 @@ fn insert_run_as(connection: &Connection, run: &NewRun, owner: Option<&str>) -> 
 macro_rules! run_columns {
     () => {
         "id, session_id, queue, status, user_event_ids, parent_run_id, typed,
-         owner, attempts, result, created_at, updated_at, pass"
+         owner, attempts, result, created_at, updated_at, pass, trace_parent"
     };
 }
 
@@ -180,6 +184,7 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> Result<Result<RunRow>> {
                 .map_err(|e| corrupt(&e))?,
             created_at_ms: row.get(10)?,
             updated_at_ms: row.get(11)?,
+            trace_parent: row.get(13)?,
         })
     })();
     Ok(parsed)
@@ -191,6 +196,18 @@ pub(crate) fn get_run(connection: &Connection, id: RunId) -> Result<Option<RunRo
         .query_row(params![id.to_string()], run_from_row)
         .optional()?
         .transpose()
+}
+
+/// Keeps `traceparent` as the run's newest span. Returns whether the run exists.
+pub(crate) fn set_run_trace_parent(
+    connection: &Connection,
+    id: RunId,
+    traceparent: &str,
+) -> Result<bool> {
+    let n_changed = connection
+        .prepare_cached("UPDATE runs SET trace_parent = ?2 WHERE id = ?1")?
+        .execute(params![id.to_string(), traceparent])?;
+    Ok(n_changed == 1)
 }
 
 /// Moves a run to `status`, with its result when it has one. Returns whether the run exists.
@@ -392,6 +409,15 @@ impl Store {
         let result = result.map(|result| result.to_string());
         self.write(None, move |connection| {
             set_run_status(connection, id, status, result.as_deref(), now_ms)
+        })
+        .await
+    }
+
+    /// Keeps `traceparent` as the run's newest span (traces are exported): the attempt that
+    /// takes the run up after a crash links to it. Returns whether the run exists.
+    pub async fn set_run_trace_parent(&self, id: RunId, traceparent: String) -> Result<bool> {
+        self.write(None, move |connection| {
+            set_run_trace_parent(connection, id, &traceparent)
         })
         .await
     }

@@ -30,7 +30,7 @@ pub(crate) struct Version {
 /// it (`migrations/00NN-name.postgres.sql`). So a later change goes into `sqlite-schema.sql`
 /// and here as one version with each engine's SQL; a test checks that the two engines' schemas
 /// agree.
-pub(crate) static VERSIONS: [Version; 18] = [
+pub(crate) static VERSIONS: [Version; 19] = [
     Version {
         sqlite: include_str!("../sqlite-schema.sql"),
         sqlite_hook: None,
@@ -95,6 +95,11 @@ pub(crate) static VERSIONS: [Version; 18] = [
         sqlite: include_str!("../migrations/0018-continuation-kinds-and-recalls.sql"),
         sqlite_hook: Some(add_continuation_kind),
         postgres: include_str!("../migrations/0018-continuation-kinds-and-recalls.postgres.sql"),
+    },
+    Version {
+        sqlite: include_str!("../migrations/0019-run-trace-parent.sql"),
+        sqlite_hook: Some(add_run_trace_parent),
+        postgres: include_str!("../migrations/0019-run-trace-parent.postgres.sql"),
     },
 ];
 
@@ -244,6 +249,20 @@ fn add_continuation_kind(transaction: &rusqlite::Transaction) -> rusqlite_migrat
             "ALTER TABLE session_continuations ADD COLUMN kind TEXT NOT NULL \
              DEFAULT 'continuation' CHECK (kind = 'continuation' OR kind = 'fork');",
         )?;
+    }
+    Ok(())
+}
+
+/// Migration 19: each run keeps the traceparent of its newest span. The column is added only
+/// where it is missing (a database made by `sqlite-schema.sql` has it).
+fn add_run_trace_parent(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
+    let has_column: bool = transaction.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('runs') WHERE name = 'trace_parent')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_column {
+        transaction.execute_batch("ALTER TABLE runs ADD COLUMN trace_parent TEXT;")?;
     }
     Ok(())
 }

@@ -140,6 +140,8 @@ pub(super) async fn open_harness(
                 session_id: Some(session_id.to_string()),
                 live_interval: env.settings.live_interval,
                 reasoning: session_reasoning(session),
+                system: env.settings.provider_name.clone(),
+                trace_content: env.settings.traces.content,
                 ..HarnessConfig::new(env.settings.session_model(session), system_prompt)
             };
             let files = CrashFs::new(

@@ -73,7 +73,7 @@ impl VerbSet {
         let entries = self.entries();
         let (verb, actor) = entries.iter().find(|(verb, _)| verb.name() == name)?;
         let output = actor
-            .send(Invoke { context, arguments })
+            .send(Invoke::new(context, arguments))
             .await
             .unwrap_or_else(|_| {
                 VerbOutput::error(format!("the {} verb is not running", verb.name()))

@@ -172,7 +172,14 @@ async fn ask_successions(context: VerbContext, arguments: Value) -> VerbOutput {
             "continue_session refused: continuing needs a running Seed runtime",
         );
     };
-    match successions.send(Continue { context, arguments }).await {
+    match successions
+        .send(Continue {
+            context,
+            arguments,
+            span: tracing::Span::current(),
+        })
+        .await
+    {
         Ok(output) => output,
         Err(error) => VerbOutput::error(format!(
             "continue_session failed: the succession actor is not running ({error})"

@@ -67,7 +67,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         step: u32,
         request: Request,
         stop: &StopSignal,
+        span: &tracing::Span,
     ) -> Result<Streamed> {
+        let requested_at = self.clock.now();
+        let mut first_chunk = true;
         let mut events = self.provider.stream(request);
         let mut stopped = stop.stopped();
         let mut partial = Partial::default();
@@ -121,6 +124,12 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 }
                 Wake::Event(event) => event,
             };
+            if std::mem::take(&mut first_chunk) {
+                crate::spans::record_first_chunk(
+                    span,
+                    self.clock.now().saturating_sub(requested_at),
+                );
+            }
             match event {
                 None => {
                     let error = ProviderError::new(

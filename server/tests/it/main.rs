@@ -29,3 +29,4 @@ mod retry;
 mod schedules;
 mod service;
 mod sim_cli;
+mod traces;

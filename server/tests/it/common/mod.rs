@@ -131,6 +131,16 @@ impl Server {
     }
 
     fn start_with_stderr(data_dir: &Path, extra_args: &[&str], stderr: Stdio) -> Server {
+        Server::start_with_env(data_dir, extra_args, &[], stderr)
+    }
+
+    /// Starts `seed serve` as [`Server::start`] does, with `env` set in its environment.
+    pub fn start_with_env(
+        data_dir: &Path,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Server {
         let database = database_of(data_dir);
         let mut child = Command::new(SEED)
             .arg("serve")
@@ -144,6 +154,11 @@ impl Server {
             .env("RUST_LOG", "warn")
             // The scripted model, whatever provider the developer's environment configures.
             .env("SEED_PROVIDER", "scripted")
+            // No traces, unless a test asks for them, wherever the developer's environment
+            // sends them.
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()

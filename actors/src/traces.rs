@@ -1,0 +1,208 @@
+//! Traces of runs: each run (each pass of it) is a span, `invoke_agent seed`, under the span of
+//! the request that queued it; the time a run spent waiting (queued, parked on its children or
+//! on a person's approval) is a span of its own; a run taken up again after a crash links to the
+//! span of the attempt the crash cut off.
+//!
+//! The spans are plain `tracing` spans of [`TRACE_TARGET`]; this crate knows nothing of
+//! OpenTelemetry. What needs the trace's ids (a span's `traceparent` to keep with the run, a
+//! parent or a link from a kept one, a wait span with its own start and end) goes through
+//! [`SpanContexts`], which the service implements over its exporter. Without it ([`Traces`]'s
+//! default) every span here is a disabled one and nothing else is done: no map is touched,
+//! nothing is written.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use seed_durable::TRACE_TARGET;
+use seed_events::RunId;
+use seed_store::RunRow;
+use tracing::Span;
+use tracing::field::Empty;
+
+/// Runs whose parent span is remembered at once, at most: past it, a run queued by a request
+/// starts a trace of its own rather than the map growing (a run is taken out when it starts, so
+/// only runs queued and not yet started count).
+pub const TRACE_PARENTS_MAX: usize = 65_536;
+
+/// What the exporter does for the runtime: ids in and out of spans, and spans with times of
+/// their own. Implemented by the service (`server/src/traces.rs`).
+pub trait SpanContexts: Send + Sync + std::fmt::Debug {
+    /// `span`'s W3C `traceparent`, when it is exported (sampled or not).
+    fn traceparent(&self, span: &Span) -> Option<String>;
+    /// Makes `traceparent` the parent of `span`, which has not been entered yet.
+    fn set_parent(&self, span: &Span, traceparent: &str);
+    /// Links `span` to the span `traceparent` names.
+    fn add_link(&self, span: &Span, traceparent: &str);
+    /// Exports a finished span under `parent`, from `wait.started_at_ms` to `wait.ended_at_ms`.
+    fn wait_span(&self, parent: &Span, wait: &Wait);
+}
+
+/// A time a run spent waiting, as a span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    pub kind: WaitKind,
+    pub started_at_ms: i64,
+    pub ended_at_ms: i64,
+}
+
+/// Why a run waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitKind {
+    /// In the queue, for a slot.
+    Queued,
+    /// Parked on the children it delegated to.
+    Children,
+    /// Parked on a person's approval of a call.
+    Approval,
+}
+
+impl WaitKind {
+    /// The wait span's name.
+    pub fn span_name(self) -> &'static str {
+        match self {
+            WaitKind::Queued => "seed.run.queued",
+            WaitKind::Children => "seed.run.parked_on_children",
+            WaitKind::Approval => "seed.run.awaiting_approval",
+        }
+    }
+}
+
+/// The runtime's traces: off by default.
+#[derive(Clone, Default)]
+pub struct Traces {
+    contexts: Option<Arc<dyn SpanContexts>>,
+    /// Whether spans carry message text (`--otlp-content`).
+    pub content: bool,
+    /// The `traceparent` of the request that queued each run not yet started: the run's span
+    /// continues that trace. Bounded by [`TRACE_PARENTS_MAX`].
+    parents: Arc<DashMap<RunId, String>>,
+    /// When each parked run parked, and on what: its next pass shows the wait.
+    parked: Arc<DashMap<RunId, (WaitKind, i64)>>,
+}
+
+impl std::fmt::Debug for Traces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Traces")
+            .field("on", &self.contexts.is_some())
+            .field("content", &self.content)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Traces {
+    /// Traces exported through `contexts`, with message text when `content`.
+    pub fn new(contexts: Arc<dyn SpanContexts>, content: bool) -> Traces {
+        Traces {
+            contexts: Some(contexts),
+            content,
+            ..Traces::default()
+        }
+    }
+
+    /// Whether anything is exported.
+    pub fn is_on(&self) -> bool {
+        self.contexts.is_some()
+    }
+
+    /// The `traceparent` of the span current in the caller, when traces are on: what a run it
+    /// queues will continue ([`Traces::queued`]).
+    pub fn current_traceparent(&self) -> Option<String> {
+        self.contexts.as_ref()?.traceparent(&Span::current())
+    }
+
+    /// Notes that `run_id` was queued under `traceparent`: its span will be that span's child.
+    pub fn queued(&self, run_id: RunId, traceparent: String) {
+        if self.parents.len() < TRACE_PARENTS_MAX {
+            self.parents.insert(run_id, traceparent);
+        }
+    }
+
+    /// Notes that `run_id` parked on `kind` at `now_ms`.
+    pub fn parked(&self, run_id: RunId, kind: WaitKind, now_ms: i64) {
+        if self.is_on() {
+            self.parked.insert(run_id, (kind, now_ms));
+        }
+    }
+
+    /// The span of a pass of `run`, starting at `now_ms`: under the span of the request that
+    /// queued it, when one did; with its wait before it (queued, or parked) as a child span;
+    /// linked to the span of the attempt a crash cut off, when the run carries one. A disabled
+    /// span when traces are off.
+    pub fn run_span(&self, run: &RunRow, now_ms: i64) -> Span {
+        let Some(contexts) = &self.contexts else {
+            return Span::none();
+        };
+        let span = tracing::info_span!(
+            target: TRACE_TARGET,
+            "gen_ai.invoke_agent",
+            otel.name = "invoke_agent seed",
+            otel.kind = "internal",
+            otel.status_code = Empty,
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = "seed",
+            gen_ai.conversation.id = %run.session_id,
+            seed.session_id = %run.session_id,
+            seed.run_id = %run.id,
+            seed.run.queue = run.queue.as_str(),
+            seed.run.pass = run.pass,
+            seed.run.attempt = run.attempts,
+            seed.run.adopted = Empty,
+            seed.run.outcome = Empty,
+            error.type = Empty,
+        );
+        if let Some((_, parent)) = self.parents.remove(&run.id) {
+            contexts.set_parent(&span, &parent);
+        }
+        let parked = self.parked.remove(&run.id).map(|(_, parked)| parked);
+        if let Some(before) = &run.trace_parent {
+            // The run had a span already: its earlier pass, which parked in this process, or
+            // an attempt a crash cut off, adopted now.
+            contexts.add_link(&span, before);
+            span.record("seed.run.adopted", parked.is_none());
+        }
+        let wait = match parked {
+            Some((kind, parked_at_ms)) => Some(Wait {
+                kind,
+                started_at_ms: parked_at_ms,
+                ended_at_ms: now_ms,
+            }),
+            // A first pass waited from its queueing; a run taken up after a crash waited too
+            // long ago to say.
+            None => run.trace_parent.is_none().then_some(Wait {
+                kind: WaitKind::Queued,
+                started_at_ms: run.created_at_ms,
+                ended_at_ms: now_ms,
+            }),
+        };
+        if let Some(wait) = wait {
+            contexts.wait_span(&span, &wait);
+        }
+        span
+    }
+
+    /// The `traceparent` to keep with the run, so that the attempt after a crash links to it.
+    pub fn run_traceparent(&self, span: &Span) -> Option<String> {
+        self.contexts.as_ref()?.traceparent(span)
+    }
+
+    /// Records how the run's pass ended.
+    pub fn run_ended(&self, span: &Span, outcome: Option<seed_events::RunStatus>) {
+        if span.is_disabled() {
+            return;
+        }
+        match outcome {
+            Some(status) => {
+                span.record("seed.run.outcome", status.as_str());
+                if status == seed_events::RunStatus::Failed {
+                    span.record("otel.status_code", "ERROR");
+                    span.record("error.type", "run_failed");
+                }
+            }
+            None => {
+                span.record("seed.run.outcome", "panicked");
+                span.record("otel.status_code", "ERROR");
+                span.record("error.type", "panic");
+            }
+        }
+    }
+}

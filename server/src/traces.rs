@@ -1,0 +1,358 @@
+//! Traces over OTLP/HTTP: the exporter `seed serve --otlp-endpoint` sets up, the bridge from
+//! `tracing` spans to OpenTelemetry, the span of each HTTP request (continuing a caller's
+//! `traceparent`), and [`SpanContexts`] for the runtime, whose crates know nothing of
+//! OpenTelemetry (docs/design/traces.md).
+//!
+//! Off by default: with no endpoint there is no exporter and no OpenTelemetry layer, and the
+//! spans of [`TRACE_TARGET`] are disabled at their callsites (the log's filter leaves that
+//! target out), so they cost what a disabled `tracing` span costs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use anyhow::Context as _;
+use opentelemetry::propagation::TextMapPropagator as _;
+use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt as _, Tracer as _};
+use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider,
+};
+use seed_actors::traces::{SpanContexts, Wait};
+use seed_durable::TRACE_TARGET;
+use tracing::Instrument as _;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// The OTLP/HTTP path of traces under an endpoint, as the OpenTelemetry specification has it
+/// for `OTEL_EXPORTER_OTLP_ENDPOINT`.
+pub const TRACES_PATH: &str = "v1/traces";
+
+/// How long the exporter waits, by default, before it sends the spans it gathered.
+pub const BATCH_DELAY_DEFAULT: Duration = Duration::from_secs(5);
+
+/// How long one export may take before it is given up.
+pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What `seed serve` is told about traces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceOptions {
+    /// The OTLP/HTTP endpoint (its base: traces go to `{endpoint}/v1/traces`); `None`: off.
+    pub endpoint: Option<String>,
+    /// The share of traces sampled, 0 to 1 (a caller's sampled `traceparent` decides for its
+    /// own trace).
+    pub sample_ratio: f64,
+    /// Whether model request spans carry the messages' text.
+    pub content: bool,
+    /// How long spans wait to be sent in a batch.
+    pub batch_delay: Duration,
+}
+
+impl Default for TraceOptions {
+    fn default() -> Self {
+        TraceOptions {
+            endpoint: None,
+            sample_ratio: 1.0,
+            content: false,
+            batch_delay: BATCH_DELAY_DEFAULT,
+        }
+    }
+}
+
+/// Why traces cannot be set up.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum Error {
+    #[error("--otlp-sample must be between 0 and 1, not {0}")]
+    SampleRatio(f64),
+    #[error("--otlp-endpoint must be an http:// or https:// URL, not {0:?}")]
+    Endpoint(String),
+}
+
+/// The URL traces are posted to, for an endpoint as `OTEL_EXPORTER_OTLP_ENDPOINT` gives it: the
+/// endpoint with `v1/traces` after it, unless it names that path already.
+pub fn traces_url(endpoint: &str) -> Result<String, Error> {
+    let endpoint = endpoint.trim();
+    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+        return Err(Error::Endpoint(endpoint.to_owned()));
+    }
+    let base = endpoint.trim_end_matches('/');
+    if base.ends_with(TRACES_PATH) {
+        return Ok(base.to_owned());
+    }
+    Ok(format!("{base}/{TRACES_PATH}"))
+}
+
+/// Checks a sampling ratio.
+pub fn sample_ratio(ratio: f64) -> Result<f64, Error> {
+    if (0.0..=1.0).contains(&ratio) {
+        Ok(ratio)
+    } else {
+        Err(Error::SampleRatio(ratio))
+    }
+}
+
+/// The exporter while traces are on: flushed and shut down by [`Exporter::shutdown`].
+#[derive(Debug)]
+pub struct Exporter {
+    tracer: SdkTracer,
+    content: bool,
+}
+
+impl Exporter {
+    /// What the runtime uses to keep and link spans' ids, and to export its waits.
+    pub fn traces(&self) -> seed_actors::traces::Traces {
+        seed_actors::traces::Traces::new(
+            Arc::new(Contexts {
+                tracer: self.tracer.clone(),
+            }),
+            self.content,
+        )
+    }
+
+    /// Sends what is left and stops the exporter (see [`shutdown`]).
+    pub fn shutdown(self) {
+        shutdown();
+    }
+}
+
+/// The exporter of this process, for [`shutdown`]: the service ends its process itself once
+/// drained, so the exporter is reached from there.
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// Sends the spans still waiting for their batch and stops the exporter, waiting for it (the
+/// export runs on the exporter's own thread). Nothing when traces are off, or once done.
+pub fn shutdown() {
+    if let Some(provider) = PROVIDER.get()
+        && let Err(error) = provider.shutdown()
+    {
+        tracing::debug!(%error, "the trace exporter was shut down already");
+    }
+}
+
+/// Sets up the log (to stderr, as text or JSON lines) and, with an endpoint, the trace
+/// exporter. The log's filter (`RUST_LOG`, default `info`) never takes the trace spans; the
+/// exporter takes them alone.
+pub fn init(log_json: bool, options: &TraceOptions) -> anyhow::Result<Option<Exporter>> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+        .add_directive(format!("{TRACE_TARGET}=off").parse()?);
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let log = if log_json {
+        fmt.json().with_filter(filter).boxed()
+    } else {
+        fmt.with_filter(filter).boxed()
+    };
+    let exporter = options
+        .endpoint
+        .as_deref()
+        .map(|endpoint| exporter(endpoint, options))
+        .transpose()?;
+    let otel = exporter.as_ref().map(|exporter| {
+        let targets = tracing_subscriber::filter::Targets::new()
+            .with_target(TRACE_TARGET, tracing::Level::TRACE);
+        tracing_opentelemetry::layer()
+            .with_tracer(exporter.tracer.clone())
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_level(false)
+            .with_tracked_inactivity(false)
+            .with_filter(targets)
+    });
+    tracing_subscriber::registry().with(log).with(otel).init();
+    Ok(exporter)
+}
+
+fn exporter(endpoint: &str, options: &TraceOptions) -> anyhow::Result<Exporter> {
+    let url = traces_url(endpoint)?;
+    let ratio = sample_ratio(options.sample_ratio)?;
+    // An https endpoint needs the process's TLS crypto (reqwest is built without its own).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let span_exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+        .with_endpoint(url.clone())
+        .with_timeout(EXPORT_TIMEOUT)
+        .build()
+        .with_context(|| format!("cannot set up the trace exporter for {url}"))?;
+    let processor = BatchSpanProcessor::builder(span_exporter)
+        .with_batch_config(
+            BatchConfigBuilder::default()
+                .with_scheduled_delay(options.batch_delay)
+                .build(),
+        )
+        .build();
+    let provider = SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+            ratio,
+        ))))
+        .with_resource(
+            opentelemetry_sdk::Resource::builder()
+                .with_service_name("seed")
+                .with_attribute(opentelemetry::KeyValue::new(
+                    "service.version",
+                    env!("CARGO_PKG_VERSION"),
+                ))
+                .build(),
+        )
+        .build();
+    let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, "seed");
+    let _ = PROVIDER.set(provider);
+    tracing::info!(%url, ratio, content = options.content, "exporting traces");
+    Ok(Exporter {
+        tracer,
+        content: options.content,
+    })
+}
+
+/// The context `traceparent` names, read with the W3C propagator (an empty one when it does not
+/// parse).
+fn extract(traceparent: &str) -> opentelemetry::Context {
+    let carrier = HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);
+    TraceContextPropagator::new().extract(&carrier)
+}
+
+/// [`SpanContexts`] over the exporter's tracer.
+#[derive(Debug)]
+struct Contexts {
+    tracer: SdkTracer,
+}
+
+impl SpanContexts for Contexts {
+    fn traceparent(&self, span: &tracing::Span) -> Option<String> {
+        if span.is_disabled() {
+            return None;
+        }
+        let mut carrier = HashMap::new();
+        TraceContextPropagator::new().inject_context(&span.context(), &mut carrier);
+        carrier.remove("traceparent")
+    }
+
+    fn set_parent(&self, span: &tracing::Span, traceparent: &str) {
+        let parent = extract(traceparent);
+        if parent.span().span_context().is_valid() {
+            let _ = span.set_parent(parent);
+        }
+    }
+
+    fn add_link(&self, span: &tracing::Span, traceparent: &str) {
+        let linked = extract(traceparent).span().span_context().clone();
+        if linked.is_valid() {
+            span.add_link(linked);
+        }
+    }
+
+    fn wait_span(&self, parent: &tracing::Span, wait: &Wait) {
+        let at = |ms: i64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+        let mut span = self
+            .tracer
+            .span_builder(wait.kind.span_name())
+            .with_kind(SpanKind::Internal)
+            .with_start_time(at(wait.started_at_ms))
+            .start_with_context(&self.tracer, &parent.context());
+        span.end_with_timestamp(at(wait.ended_at_ms.max(wait.started_at_ms)));
+    }
+}
+
+/// The span of one HTTP request (`{METHOD} {route}`, a server span), under the caller's trace
+/// when the request carries a `traceparent`. With traces off the span is disabled and the
+/// header is not read.
+pub async fn http_span(
+    request: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let route = request.match_pattern();
+    let span = tracing::info_span!(
+        target: TRACE_TARGET,
+        "http.request",
+        otel.name = %format_args!("{} {}", request.method(), route.as_deref().unwrap_or(request.path())),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        http.request.method = %request.method(),
+        http.route = route.as_deref(),
+        url.path = request.path(),
+        http.response.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled()
+        && let Some(traceparent) = request
+            .headers()
+            .get("traceparent")
+            .and_then(|value| value.to_str().ok())
+    {
+        let parent = extract(traceparent);
+        if parent.span().span_context().is_valid() {
+            let _ = span.set_parent(parent);
+        }
+    }
+    let response = next.call(request).instrument(span.clone()).await;
+    if !span.is_disabled() {
+        let status = match &response {
+            Ok(response) => response.status(),
+            Err(error) => error.as_response_error().status_code(),
+        };
+        span.record("http.response.status_code", i64::from(status.as_u16()));
+        if status.is_server_error() {
+            span.record("otel.status_code", "ERROR");
+        }
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_traces_path_goes_after_the_endpoint_once() {
+        let table = [
+            ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"),
+            ("http://127.0.0.1:4318/", "http://127.0.0.1:4318/v1/traces"),
+            (
+                "https://otel.example/otlp",
+                "https://otel.example/otlp/v1/traces",
+            ),
+            ("http://collector/v1/traces", "http://collector/v1/traces"),
+        ];
+        for (endpoint, url) in table {
+            assert_eq!(traces_url(endpoint).as_deref(), Ok(url), "{endpoint}");
+        }
+        assert_eq!(
+            traces_url("collector:4318"),
+            Err(Error::Endpoint("collector:4318".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_sampling_ratio_is_a_share() {
+        assert_eq!(sample_ratio(0.0), Ok(0.0));
+        assert_eq!(sample_ratio(0.25), Ok(0.25));
+        assert_eq!(sample_ratio(1.0), Ok(1.0));
+        assert_eq!(sample_ratio(1.5), Err(Error::SampleRatio(1.5)));
+        assert_eq!(sample_ratio(-0.1), Err(Error::SampleRatio(-0.1)));
+    }
+
+    #[test]
+    fn a_traceparent_round_trips_through_the_propagator() {
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let context = extract(traceparent);
+        let span_context = context.span().span_context().clone();
+        assert!(span_context.is_valid());
+        assert_eq!(
+            span_context.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert!(
+            !extract("not a traceparent")
+                .span()
+                .span_context()
+                .is_valid()
+        );
+    }
+}
