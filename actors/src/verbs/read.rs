@@ -223,7 +223,12 @@ async fn read_thread(
             now_ms: context.now_ms,
         };
         if let Err(error) = crate::recalls::record_read(&context.store, &read).await {
-            tracing::warn!(session_id = %context.session_id, %thread_id, %error, "a recall was not recorded");
+            tracing::warn!(
+                session_id = %context.session_id,
+                %thread_id,
+                %error,
+                "a recall was not recorded"
+            );
         }
     }
 
