@@ -6,8 +6,8 @@
 
 use seed_events::continuation::CONTINUED_FROM_META;
 use seed_events::{
-    ContinuationId, ContinueSessionInput, ContinuedFrom, EventRole, MessageBody, NewEvent,
-    PlanTransfer, Queue, RunId, SessionEvent, SessionId, Source,
+    AccountId, ContinuationId, ContinueSessionInput, ContinuedFrom, EventRole, MessageBody,
+    NewEvent, PlanTransfer, Queue, RunId, SessionEvent, SessionId, Source,
 };
 use seed_projections::continuation::{
     CONTINUATION_PROJECTION_BUDGET_BYTES, EXCERPT_EVENTS_MAX,
@@ -26,6 +26,8 @@ use crate::crash::points;
 use crate::env::RunEnv;
 use crate::verb::{VerbContext, VerbOutput};
 
+pub mod preview;
+
 /// How many predecessors the lineage block names (the origin is always named).
 const LINEAGE_MAX: usize = 8;
 
@@ -39,6 +41,9 @@ pub(crate) struct Outcome {
 enum Failure {
     /// Refused: the model reads why; nothing was created.
     Refused(String),
+    /// Refused for an argument: `field` names it (`title`, `sources[2]`), `message` says
+    /// why as the model reads it; nothing was created.
+    Invalid { field: String, message: String },
     /// The store failed under the call.
     Store(seed_store::Error),
 }
@@ -53,6 +58,25 @@ fn refuse<T>(why: impl Into<String>) -> Result<T, Failure> {
     Err(Failure::Refused(why.into()))
 }
 
+/// Refuses for the argument `field`, saying `message`.
+fn invalid<T>(field: &str, message: impl Into<String>) -> Result<T, Failure> {
+    Err(Failure::Invalid {
+        field: field.to_owned(),
+        message: message.into(),
+    })
+}
+
+impl Failure {
+    /// Why, as the model and a person read it.
+    fn why(&self) -> String {
+        match self {
+            Failure::Refused(why) => why.clone(),
+            Failure::Invalid { message, .. } => message.clone(),
+            Failure::Store(error) => error.to_string(),
+        }
+    }
+}
+
 /// Runs one continue_session call of `context`'s run.
 pub(crate) async fn continue_session(
     env: &RunEnv,
@@ -61,9 +85,10 @@ pub(crate) async fn continue_session(
 ) -> Outcome {
     match attempt(env, &context, arguments).await {
         Ok(outcome) => outcome,
-        Err(Failure::Refused(why)) => Outcome {
+        Err(failure @ (Failure::Refused(_) | Failure::Invalid { .. })) => Outcome {
             output: VerbOutput::error(format!(
-                "continue_session refused: {why}. Nothing was created; this session goes on."
+                "continue_session refused: {}. Nothing was created; this session goes on.",
+                failure.why()
             )),
             successor_to_start: None,
         },
@@ -92,78 +117,20 @@ async fn attempt(
         return replay(env, &edge).await;
     }
 
-    let arguments = normalize_input(arguments);
-    let input = match parse_input(&arguments, predecessor_id) {
-        Ok(input) => input,
-        Err(problem) => return refuse(format!("invalid arguments: {problem}")),
-    };
-    let Some(predecessor) = store.get_session(predecessor_id).await? else {
-        return refuse("this session no longer exists");
-    };
-    let run = store.get_run(context.run_id).await?;
-    if predecessor.parent_session_id.is_some()
-        || run.as_ref().is_some_and(|run| run.parent_run_id.is_some())
-    {
-        return refuse(
-            "a delegated child cannot continue; finish the task and let the parent decide",
-        );
-    }
-    if run.as_ref().is_some_and(|run| run.typed) {
-        return refuse("a typed child cannot continue; end the task with return_result");
-    }
-    if run.is_none() {
-        return refuse("continuing needs a run in flight");
-    }
-    let open_children = store
-        .child_runs(context.run_id)
-        .await?
-        .into_iter()
-        .filter(|child| !child.status.is_terminal())
-        .count();
-    if open_children > 0 {
-        return refuse(format!(
-            "{open_children} delegated child run(s) started this turn are still running; wait \
-             for their results before continuing"
-        ));
-    }
-    let n_successors = store.count_successors(predecessor_id).await?;
-    if n_successors >= MAX_SESSION_CONTINUATIONS_PER_SESSION {
-        return refuse(format!(
-            "this session has already been continued {n_successors} times, the most allowed"
-        ));
-    }
-    // The message this turn answers: the newest a person wrote up to the run's own. One that
-    // arrived after it is not in this turn's context (the import left it out) and belongs to
-    // a run still waiting its turn, which answers it here; copying it instead would leave the
-    // run's own message behind and have the later one answered twice.
-    let own_newest = run
-        .as_ref()
-        .and_then(|run| run.user_event_ids.iter().max().copied());
-    let Some(initiating) = store
-        .newest_person_message(predecessor_id, own_newest)
-        .await?
-    else {
-        return refuse("there is no user message to carry into a successor");
-    };
-    if initiating.meta.get(CONTINUED_FROM_META).is_some() {
-        return refuse(
-            "this session was just continued and nobody has said anything new since; \
-             continuing again would loop. Answer the message here",
-        );
-    }
-    if let Some(edge) = store
-        .edge_from_message(predecessor_id, initiating.id)
-        .await?
-    {
-        return refuse(format!(
-            "the user's message was already carried into thread:{}; nothing new has been said \
-             here since",
-            edge.successor_session_id
-        ));
-    }
-    check_sources(env, context, &input.sources).await?;
+    let Prepared {
+        input,
+        predecessor,
+        initiating,
+        plan,
+    } = prepare(
+        store,
+        context.account_id,
+        predecessor_id,
+        Some(context.run_id),
+        arguments,
+    )
+    .await?;
 
-    let plan = plan_transfer(input.plan, predecessor.plan.as_ref());
     let projection = project(store, &predecessor, &initiating, &input, plan).await?;
     // On the continuation's span, when traces are exported (`crate::succession`).
     tracing::Span::current().record(
@@ -274,9 +241,118 @@ async fn attempt(
     })
 }
 
-/// Reads what a projection is built from — the cited ranges and the recent tail before the
-/// initiating message, by index, and the lineage — and compiles it. Its cost follows the cited
-/// ranges and the budget, never the transcript's length.
+/// A call's arguments checked and what they continue: the refusals continue_session and its
+/// preview share.
+struct Prepared {
+    input: ContinueSessionInput,
+    predecessor: SessionRow,
+    /// The message the successor gets copied word for word.
+    initiating: SessionEvent,
+    plan: PlanTransfer,
+}
+
+/// Checks a call's arguments and the session it would continue, in the order continue_session
+/// refuses: the arguments, the session, the run (`run_id`: the calling run; `None` for a
+/// person, who has none and no children waiting), the successors already made, the message
+/// to carry, and the sources (`account_id`'s own).
+async fn prepare(
+    store: &Store,
+    account_id: AccountId,
+    predecessor_id: SessionId,
+    run_id: Option<RunId>,
+    arguments: Value,
+) -> Result<Prepared, Failure> {
+    let arguments = normalize_input(arguments);
+    let input = match parse_input(&arguments, predecessor_id) {
+        Ok(input) => input,
+        Err(problem) => {
+            let field = problem.split(':').next().unwrap_or_default();
+            return invalid(field, format!("invalid arguments: {problem}"));
+        }
+    };
+    let Some(predecessor) = store.get_session(predecessor_id).await? else {
+        return refuse("this session no longer exists");
+    };
+    let run = match run_id {
+        Some(run_id) => store.get_run(run_id).await?,
+        None => None,
+    };
+    if predecessor.parent_session_id.is_some()
+        || run.as_ref().is_some_and(|run| run.parent_run_id.is_some())
+    {
+        return refuse(
+            "a delegated child cannot continue; finish the task and let the parent decide",
+        );
+    }
+    if run.as_ref().is_some_and(|run| run.typed) {
+        return refuse("a typed child cannot continue; end the task with return_result");
+    }
+    // A run's call needs its run; a person's needs none.
+    if run_id.is_some() && run.is_none() {
+        return refuse("continuing needs a run in flight");
+    }
+    let open_children = match run_id {
+        Some(run_id) => store
+            .child_runs(run_id)
+            .await?
+            .into_iter()
+            .filter(|child| !child.status.is_terminal())
+            .count(),
+        None => 0,
+    };
+    if open_children > 0 {
+        return refuse(format!(
+            "{open_children} delegated child run(s) started this turn are still running; wait \
+             for their results before continuing"
+        ));
+    }
+    let n_successors = store.count_successors(predecessor_id).await?;
+    if n_successors >= MAX_SESSION_CONTINUATIONS_PER_SESSION {
+        return refuse(format!(
+            "this session has already been continued {n_successors} times, the most allowed"
+        ));
+    }
+    // The message this turn answers: the newest a person wrote up to the run's own. One that
+    // arrived after it is not in this turn's context (the import left it out) and belongs to
+    // a run still waiting its turn, which answers it here; copying it instead would leave the
+    // run's own message behind and have the later one answered twice.
+    let own_newest = run
+        .as_ref()
+        .and_then(|run| run.user_event_ids.iter().max().copied());
+    let Some(initiating) = store
+        .newest_person_message(predecessor_id, own_newest)
+        .await?
+    else {
+        return refuse("there is no user message to carry into a successor");
+    };
+    if initiating.meta.get(CONTINUED_FROM_META).is_some() {
+        return refuse(
+            "this session was just continued and nobody has said anything new since; \
+             continuing again would loop. Answer the message here",
+        );
+    }
+    if let Some(edge) = store
+        .edge_from_message(predecessor_id, initiating.id)
+        .await?
+    {
+        return refuse(format!(
+            "the user's message was already carried into thread:{}; nothing new has been said \
+             here since",
+            edge.successor_session_id
+        ));
+    }
+    check_sources(store, account_id, &input.sources).await?;
+    let plan = plan_transfer(input.plan, predecessor.plan.as_ref());
+    Ok(Prepared {
+        input,
+        predecessor,
+        initiating,
+        plan,
+    })
+}
+
+/// Reads what a projection is built from and compiles it ([`gather`], then
+/// [`Gathered::compile`]).
 pub async fn project(
     store: &Store,
     predecessor: &SessionRow,
@@ -284,6 +360,32 @@ pub async fn project(
     input: &ContinueSessionInput,
     plan: PlanTransfer,
 ) -> Result<Projection, seed_store::Error> {
+    Ok(gather(store, predecessor, initiating, input)
+        .await?
+        .compile(input, initiating, plan))
+}
+
+/// The rows a projection is compiled from, as [`gather`] read them.
+pub(crate) struct Gathered {
+    predecessor_last_seq: i64,
+    /// This thread's cited ranges with their events, in the order of the sources.
+    cited: Vec<(seed_events::continuation::SeqRange, Vec<SessionEvent>)>,
+    /// The events right before the initiating message.
+    recent: Vec<SessionEvent>,
+    lineage: Vec<ThreadRef>,
+    origin_session_id: SessionId,
+    recalled: Vec<seed_projections::continuation::recall::RecalledExcerpt>,
+}
+
+/// Reads what a projection is built from — the cited ranges and the recent tail before the
+/// initiating message, by index, the lineage, and the ranges recalled repeatedly. Its cost
+/// follows the cited ranges and the budget, never the transcript's length.
+pub(crate) async fn gather(
+    store: &Store,
+    predecessor: &SessionRow,
+    initiating: &SessionEvent,
+    input: &ContinueSessionInput,
+) -> Result<Gathered, seed_store::Error> {
     let predecessor_last_seq = store.last_seq(predecessor.id).await?;
     let mut cited = Vec::new();
     // Only this thread's ranges are loaded as excerpts; another thread's stays a source.
@@ -315,20 +417,39 @@ pub async fn project(
         .await?;
     let (lineage, origin_session_id) = lineage(store, predecessor.id, &predecessor.title).await?;
     let recalled = crate::recalls::recalled_excerpts(store, predecessor.id).await?;
-    Ok(compile_projection_recalling(
-        &ProjectionInput {
-            input,
-            plan,
-            lineage: &lineage,
-            origin_session_id,
-            initiating,
-            predecessor_last_seq,
-            cited: &cited,
-            recent: &recent,
-            budget_bytes: CONTINUATION_PROJECTION_BUDGET_BYTES,
-        },
-        &recalled,
-    ))
+    Ok(Gathered {
+        predecessor_last_seq,
+        cited,
+        recent,
+        lineage,
+        origin_session_id,
+        recalled,
+    })
+}
+
+impl Gathered {
+    /// The projection of these rows (pure: `compile_projection_recalling`).
+    pub(crate) fn compile(
+        &self,
+        input: &ContinueSessionInput,
+        initiating: &SessionEvent,
+        plan: PlanTransfer,
+    ) -> Projection {
+        compile_projection_recalling(
+            &ProjectionInput {
+                input,
+                plan,
+                lineage: &self.lineage,
+                origin_session_id: self.origin_session_id,
+                initiating,
+                predecessor_last_seq: self.predecessor_last_seq,
+                cited: &self.cited,
+                recent: &self.recent,
+                budget_bytes: CONTINUATION_PROJECTION_BUDGET_BYTES,
+            },
+            &self.recalled,
+        )
+    }
 }
 
 /// The answer to a call whose successor exists. When the successor never got its run (a crash
@@ -443,19 +564,26 @@ fn copy_of(initiating: &SessionEvent, now_ms: i64) -> NewEvent {
 /// Checks every source against the database: a memory file exists; a thread is the agent's own
 /// and holds the cited seqs.
 async fn check_sources(
-    env: &RunEnv,
-    context: &VerbContext,
+    store: &Store,
+    account_id: AccountId,
     sources: &[Source],
 ) -> Result<(), Failure> {
-    let store = &env.store;
     for (idx, source) in sources.iter().enumerate() {
         match source {
             Source::Resource { .. } => {}
-            Source::Memory { path } => match store.read_memory(context.account_id, path).await {
+            Source::Memory { path } => match store.read_memory(account_id, path).await {
                 Ok(Some(_)) => {}
-                Ok(None) => return refuse(format!("sources[{idx}]: no such file: {path}")),
+                Ok(None) => {
+                    return invalid(
+                        &format!("sources[{idx}]"),
+                        format!("sources[{idx}]: no such file: {path}"),
+                    );
+                }
                 Err(error @ seed_store::Error::InvalidPath { .. }) => {
-                    return refuse(format!("sources[{idx}]: {error}"));
+                    return invalid(
+                        &format!("sources[{idx}]"),
+                        format!("sources[{idx}]: {error}"),
+                    );
                 }
                 Err(error) => return Err(error.into()),
             },
@@ -466,13 +594,19 @@ async fn check_sources(
                 let own = store
                     .get_session(range.thread)
                     .await?
-                    .is_some_and(|thread| thread.account_id == context.account_id);
+                    .is_some_and(|thread| thread.account_id == account_id);
                 if !own {
-                    return refuse(format!("sources[{idx}]: thread:{} not found", range.thread));
+                    return invalid(
+                        &format!("sources[{idx}]"),
+                        format!("sources[{idx}]: thread:{} not found", range.thread),
+                    );
                 }
                 let last_seq = store.last_seq(range.thread).await?;
                 if let Err(problem) = check_range(&range, last_seq) {
-                    return refuse(format!("sources[{idx}]: {problem}"));
+                    return invalid(
+                        &format!("sources[{idx}]"),
+                        format!("sources[{idx}]: {problem}"),
+                    );
                 }
             }
         }

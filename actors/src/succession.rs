@@ -11,7 +11,7 @@ use tracing::Instrument as _;
 
 use crate::env::RunEnv;
 use crate::messages::Activate;
-use crate::verb::{Continue, VerbOutput};
+use crate::verb::{Continue, ContinueAsk, VerbOutput};
 
 pub struct SuccessionActor {
     env: Arc<RunEnv>,
@@ -41,6 +41,19 @@ impl Handler<Continue> for SuccessionActor {
     fn handle(&mut self, message: Continue, _: &mut Context<Self>) -> Self::Result {
         let env = Arc::clone(&self.env);
         let queue = self.queue.clone();
+        if message.ask == ContinueAsk::Preview {
+            // A preview creates nothing: no successor to start.
+            return Box::pin(async move {
+                let asker = crate::continuation::preview::Asker {
+                    account_id: message.context.account_id,
+                    session_id: message.context.session_id,
+                    run_id: Some(message.context.run_id),
+                };
+                crate::continuation::preview::preview_output(
+                    crate::continuation::preview::preview(&env, asker, message.arguments).await,
+                )
+            });
+        }
         // The continuation's span, under the tool call's (the caller's span, carried here):
         // the successor and the projection's size are recorded on it.
         let span = tracing::info_span!(

@@ -72,9 +72,21 @@ pub struct VerbContext {
 pub struct Continue {
     pub context: VerbContext,
     pub arguments: serde_json::Value,
+    /// Whether to create the successor or only measure it.
+    pub ask: ContinueAsk,
     /// The caller's span (its tool call's, when traces are exported): the continuation's span
     /// is its child.
     pub span: tracing::Span,
+}
+
+/// What a [`Continue`] asks the succession actor for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContinueAsk {
+    /// Create the successor (continue_session).
+    Create,
+    /// Measure what continue_session would create from the same arguments, and create
+    /// nothing (preview_continuation).
+    Preview,
 }
 
 impl std::fmt::Debug for Continue {

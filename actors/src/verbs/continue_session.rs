@@ -6,7 +6,7 @@
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::verb::{Availability, Continue, TurnEffect, Verb, VerbContext, VerbOutput};
+use crate::verb::{Availability, Continue, ContinueAsk, TurnEffect, Verb, VerbContext, VerbOutput};
 
 /// The verb's name, as the model calls it.
 pub const CONTINUE_SESSION: &str = "continue_session";
@@ -176,6 +176,7 @@ async fn ask_successions(context: VerbContext, arguments: Value) -> VerbOutput {
         .send(Continue {
             context,
             arguments,
+            ask: ContinueAsk::Create,
             span: tracing::Span::current(),
         })
         .await

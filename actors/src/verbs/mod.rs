@@ -5,6 +5,7 @@ pub mod continue_session;
 pub mod delegate;
 pub mod memory;
 pub mod plan;
+pub mod preview_continuation;
 pub mod read;
 pub mod schedule;
 pub mod status;
@@ -236,7 +237,7 @@ impl VerbSet {
 }
 
 /// The verbs Seed ships: read, plan, status, memory, schedule, unschedule, delegate,
-/// return_result and continue_session.
+/// return_result, continue_session and preview_continuation.
 pub fn shipped() -> Vec<std::sync::Arc<dyn crate::verb::Verb>> {
     shipped_with(schedule::Schedule::default())
 }
@@ -253,6 +254,7 @@ pub fn shipped_with(schedule: schedule::Schedule) -> Vec<std::sync::Arc<dyn crat
         Arc::new(delegate::Delegate),
         Arc::new(delegate::ReturnResult),
         Arc::new(continue_session::ContinueSession),
+        Arc::new(preview_continuation::PreviewContinuation),
     ]
 }
 
@@ -279,6 +281,7 @@ mod tests {
                 ("delegate", TurnEffect::Delegates),
                 ("return_result", TurnEffect::Returns),
                 ("continue_session", TurnEffect::Continues),
+                ("preview_continuation", TurnEffect::None),
             ]
         );
         let names_with = actix::System::new().block_on(async {
@@ -294,7 +297,15 @@ mod tests {
         assert_eq!(
             names_with,
             [
-                vec!["read", "plan", "status", "memory", "schedule", "unschedule"],
+                vec![
+                    "read",
+                    "plan",
+                    "status",
+                    "memory",
+                    "schedule",
+                    "unschedule",
+                    "preview_continuation"
+                ],
                 vec!["continue_session"],
                 vec!["delegate"],
                 vec!["return_result"],

@@ -5,6 +5,7 @@ mod common;
 mod continuation;
 mod continuation_advisor;
 mod continuation_crash;
+mod continuation_preview;
 mod continuation_recalls;
 mod continuation_refusals;
 mod crash_points;

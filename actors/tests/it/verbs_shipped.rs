@@ -23,6 +23,7 @@ fn the_shipped_verbs_declare_themselves() {
             ("delegate", false, Availability::NotInChildren),
             ("return_result", false, Availability::TypedChildrenOnly),
             ("continue_session", false, Availability::NotInChildren),
+            ("preview_continuation", true, Availability::NotInChildren),
         ]
     );
     let ending: Vec<&str> = verbs
