@@ -4,7 +4,8 @@
 //! shape the answer.
 //!
 //! Layout, one resource a module: `sessions`, `messages` (and runs), `attachments` (files to
-//! name in a message), `events` (the log), `forks` (a person's fork, the lineage), `actions`
+//! name in a message), `events` (the log), `forks` (a person's fork, the lineage), `preview`
+//! (a continuation's preview), `actions`
 //! (verbs run by hand), `tokens`,
 //! `operations` (health, metrics); `openapi` (the
 //! document, and what answers a request no route took). Here: the state every handler shares.
@@ -31,6 +32,7 @@ mod forks;
 mod messages;
 mod openapi;
 mod operations;
+mod preview;
 mod schedules;
 mod sessions;
 mod tokens;
@@ -56,6 +58,10 @@ pub use messages::{
 };
 pub use openapi::{
     allowed_methods, base_document, document_text, no_route, openapi, openapi_json, routes_of,
+};
+pub use preview::{
+    ContinuationPreview, ContinuationPreviewRequest, PreviewFirstRequest, PreviewLoaded,
+    PreviewOmitted, PreviewPart, PreviewRecommended, PreviewSource,
 };
 pub use schedules::{ScheduleInfo, SchedulesResponse};
 pub use sessions::{
@@ -303,6 +309,7 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sessions::list_sessions)
         .service(sessions::get_session)
         .service(sessions::get_continuation)
+        .service(preview::preview_continuation)
         .service(sessions::delete_session)
         .service(forks::fork_session)
         .service(forks::lineage)

@@ -5,6 +5,7 @@ mod approvals;
 mod attachments;
 mod commit_by_commit;
 mod common;
+mod continuation_preview;
 mod continuation_recalls;
 mod database;
 mod durability;
