@@ -197,8 +197,19 @@ pub(crate) fn settings(n_sessions: usize) -> RuntimeSettings {
     RuntimeSettings {
         interactive_runs_max: n_sessions.max(1024),
         account_runs_max: usize::MAX,
+        traces: TRACES.get().cloned().unwrap_or_default(),
         ..RuntimeSettings::default()
     }
+}
+
+/// The traces every runtime this process starts from now on exports (`runtime 100 sessions
+/// traced`): set once, by the last row that runs, since the exporter's subscriber is the
+/// process's for good.
+static TRACES: std::sync::OnceLock<seed_actors::traces::Traces> = std::sync::OnceLock::new();
+
+/// Makes every runtime started from now on export its spans through `traces`.
+pub fn trace_runs(traces: seed_actors::traces::Traces) {
+    let _ = TRACES.set(traces);
 }
 
 async fn start_runtime(

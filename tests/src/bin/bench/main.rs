@@ -54,6 +54,9 @@
 //! `Runtime::send_message` and `wait_for_run`, on a fresh database per round. `runtime 1
 //! session`, `runtime 100 sessions` and `runtime 1000 sessions` are steps/s with that many
 //! sessions looping concurrently, against the raw floor (`floor normal`) of the same run;
+//! `runtime 100 sessions traced` (`traced.rs`) is the 100 sessions with every span exported
+//! over OTLP/HTTP to a local receiver, against `runtime 100 sessions`; it runs last, since the
+//! exporter it installs stays the process's.
 //! `runtime 100 sessions full` is the 100 sessions with every commit synced (`seed serve
 //! --synchronous full`), against the raw floor of synced commits (`floor full`). `runtime cpu
 //! per step` is the process's CPU (all its threads, from `/proc/self/task`) per step of the 100
@@ -119,6 +122,7 @@ mod providers;
 mod runtime;
 mod service;
 mod store;
+mod traced;
 
 const SUITES: [&str; 8] = [
     "store",

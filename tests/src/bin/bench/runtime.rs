@@ -30,8 +30,8 @@ const RUNTIME_STEPS_CASES: [(&str, usize, usize, TurnShape); 4] = [
 
 /// Rounds of each `runtime` measurement (each on a fresh database): this many, or as many as
 /// have started within [`RUNTIME_ROUND_BUDGET`], at least one.
-const RUNTIME_ROUNDS: usize = 3;
-const RUNTIME_ROUND_BUDGET: Duration = Duration::from_secs(15);
+pub(crate) const RUNTIME_ROUNDS: usize = 3;
+pub(crate) const RUNTIME_ROUND_BUDGET: Duration = Duration::from_secs(15);
 
 /// The agent-loop workload through the whole runtime (`seed_tests::runtime_bench`); see the
 /// crate docs in main.rs.
@@ -188,6 +188,15 @@ pub(crate) fn suite(filter: &str) -> anyhow::Result<Vec<Row>> {
             "µs/wake-up",
         ));
     }
+
+    // Last: it installs the trace exporter for the rest of the process.
+    if selected(crate::traced::ROW, filter) {
+        let untraced = rows
+            .iter()
+            .find(|row| row.name == "runtime 100 sessions")
+            .map(|row| row.value);
+        rows.extend(crate::traced::rows(&normal, untraced, verbose)?);
+    }
     Ok(rows)
 }
 
@@ -233,7 +242,7 @@ pub(crate) fn memory_child(name: &str) -> anyhow::Result<()> {
 }
 
 /// The best of `rounds` measurements, or of those that started within `budget`.
-fn best_within(
+pub(crate) fn best_within(
     rounds: usize,
     budget: Duration,
     mut measure: impl FnMut() -> anyhow::Result<f64>,
@@ -251,7 +260,7 @@ fn best_within(
 
 /// What the verbose bench prints of a steps row's round: the writer's groups and each thread's
 /// CPU.
-fn print_measured(name: &str, measured: &runtime_bench::StepsMeasurement) {
+pub(crate) fn print_measured(name: &str, measured: &runtime_bench::StepsMeasurement) {
     eprintln!(
         "{name}: {} steps in {:?}, {} jobs in {} commits ({:.1} per commit, \
          {:.2} commits per step)",
