@@ -14,7 +14,9 @@
 //! pending, the fork's first turn rebuilds its context from the log (`import::plan_import`: a
 //! reset, then the whole log replayed, each result behind its call), so the model is put exactly
 //! that conversation and the person's new message after it. A copy drops `meta.continued_from`:
-//! that key marks a successor's own copied message, which the boot sweep queues a run for.
+//! that key marks a successor's own copied message, which the boot sweep queues a run for. A
+//! copied projection (a successor's first event) gains the successor it was made for in its
+//! `meta.continuation`, where the page finds the handoff it shows.
 //!
 //! [`fork_manifest`] is the manifest stored on the fork's edge: a [`ForkPoint`], no projection.
 
@@ -26,6 +28,13 @@ use seed_events::{
     SessionContinuationManifest, SessionEvent, SessionId, message_attachments,
 };
 use serde_json::Value;
+
+/// The meta key of a successor's projection (its first event) that names its edge.
+pub const PROJECTION_META: &str = "continuation";
+
+/// The key under [`PROJECTION_META`] that a projection's copy in a fork gains: the successor the
+/// projection was made for, whose edge (`GET /v1/sessions/{id}/continuation`) holds its handoff.
+pub const PROJECTION_SUCCESSOR_KEY: &str = "successor_session_id";
 
 /// The most events a fork copies: a fork is one transaction, and this bounds it.
 pub const FORK_EVENTS_MAX: usize = 10_000;
@@ -110,6 +119,14 @@ pub fn fork_events(events: &[SessionEvent], seq: i64, now_ms: i64) -> Vec<NewEve
             let mut meta = event.meta.clone();
             if let Value::Object(fields) = &mut meta {
                 fields.remove(CONTINUED_FROM_META);
+                // A successor's projection names its edge by the continuation's id; its copy
+                // also names the successor it was made for (kept through a fork of a fork), since
+                // the fork's own edge is not the one whose handoff it shows.
+                if let Some(Value::Object(continuation)) = fields.get_mut(PROJECTION_META) {
+                    continuation
+                        .entry(PROJECTION_SUCCESSOR_KEY)
+                        .or_insert_with(|| Value::String(event.session_id.to_string()));
+                }
             }
             NewEvent {
                 kind: event.kind.clone(),

@@ -13,6 +13,7 @@ import { SessionSchedules } from "./schedules.js";
 import { FailedRuns } from "./runs.js";
 import { LineageMap } from "./lineage.js";
 import { branchAction } from "./branch.js";
+import { ContinueDialog } from "./continue_dialog.js";
 import {
   Follower,
   GO_ON_TEXT,
@@ -319,6 +320,7 @@ class SessionView {
     this.modelPicker = new ModelPicker(sessionId, { onSaved: () => this.refresh().catch(handleError), onSignedOut: handleError });
     this.meterSlot = h("span", { class: "meter-slot", id: "header-meter" });
     this.lineage = new LineageMap(sessionId, { navigate, onError: handleError });
+    this.continueDialog = new ContinueDialog(sessionId, { onSignedOut: handleError });
     this.noticeSlot = h("div", { class: "notice-slot" });
     this.transcript = h("div", { class: "transcript", id: "transcript", "aria-live": "polite" });
     this.scroller = h("div", { class: "scroller" }, this.transcript);
@@ -375,7 +377,7 @@ class SessionView {
         "header",
         { class: "session-header" },
         h("div", { class: "session-heading" }, this.pillSlot, this.titleEl, this.descriptionEl, this.lineage.element),
-        h("div", { class: "session-facts" }, this.modelPicker.element, this.meterSlot),
+        h("div", { class: "session-facts" }, this.continueDialog.element, this.modelPicker.element, this.meterSlot),
       ),
       this.noticeSlot,
       this.scroller,
@@ -639,7 +641,9 @@ class SessionView {
     switch (event.type) {
       case "message":
         if (event.meta && event.meta.continuation) {
-          return handoffCard(event, this.sessionId, this.info?.session?.continued_from, open);
+          // A fork's copy of a projection names the successor whose edge holds its handoff.
+          const successor = event.meta.continuation.successor_session_id || this.sessionId;
+          return handoffCard(event, successor, this.info?.session?.continued_from, open);
         }
         if (event.role === "assistant" && !event.content?.text && !event.content?.thinking && !event.meta?.error_message) return null;
         if (event.role === "user" || event.role === "assistant") {

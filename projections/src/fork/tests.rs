@@ -285,3 +285,46 @@ fn a_forks_first_turn_is_put_exactly_the_conversation_up_to_the_point() {
     assert_eq!(plan.input.text, "now the other way");
     assert_eq!(plan.sync.mark, 7);
 }
+
+#[test]
+fn a_copied_projection_names_the_successor_it_was_made_for() {
+    let successor = SessionId::from_u128(9);
+    let mut projection = event(
+        1,
+        "message",
+        EventRole::User,
+        "system",
+        json!({ "text": "<continuation>" }),
+    );
+    projection.session_id = successor;
+    projection.meta =
+        json!({ "continuation": { "continuation_id": "c", "predecessor_session_id": "p" } });
+    let copies = fork_events(&[projection], 1, 5);
+    assert_eq!(
+        copies[0].meta,
+        json!({ "continuation": { "continuation_id": "c", "predecessor_session_id": "p",
+                                  "successor_session_id": successor.to_string() } })
+    );
+    // A fork of the fork keeps the successor it names.
+    let mut copied = projection_of(&copies[0], SessionId::from_u128(10));
+    copied.seq = 1;
+    let again = fork_events(&[copied], 1, 6);
+    assert_eq!(again[0].meta, copies[0].meta);
+}
+
+/// `copy` as the log of session `session_id` holds it.
+fn projection_of(copy: &NewEvent, session_id: SessionId) -> SessionEvent {
+    SessionEvent {
+        id: EventId(1),
+        session_id,
+        seq: 1,
+        kind: copy.kind.clone(),
+        role: copy.role,
+        actor: copy.actor.clone(),
+        content: copy.content.clone(),
+        meta: copy.meta.clone(),
+        run_id: None,
+        pi_entry_id: None,
+        created_at_ms: copy.created_at_ms,
+    }
+}

@@ -166,6 +166,12 @@ async fn a_fork_has_the_sessions_log_up_to_its_seq_and_the_lineage_is_typed() {
         )
         .await
         .expect("the successor forked");
+    // Its copy of the projection names the successor whose edge holds the handoff.
+    let copied = events(&client, forked.session.id).await.events;
+    assert_eq!(
+        copied[0].meta["continuation"]["successor_session_id"],
+        successor.to_string()
+    );
     assert_eq!(
         say(&client, forked.session.id, "a ferry instead")
             .await

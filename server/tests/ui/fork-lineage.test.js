@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { SEED_URL, newSession, page, say, sessionIdOf, shot, token } from "./harness.js";
+import { SEED_URL, newContext, newSession, page, say, sessionIdOf, shot, token, watch } from "./harness.js";
 import { layoutLineage } from "../../ui/lineage.js";
 
 test("the lineage map puts each session one column past those it came from", () => {
@@ -85,4 +85,40 @@ test("Branch from here on a message creates the fork and opens it; the lineage m
   await page.locator(`#lineage-map .lineage-node.current[data-session-id="${original}"]`).waitFor();
   assert.equal(await page.locator(`#lineage-map .lineage-edge.kind-fork[data-to="${fork}"]`).count(), 1);
   assert.equal(await page.locator("#transcript .msg.assistant").count(), 2, "the original is as it was");
+});
+
+test("a fork of a successor shows the successor's handoff card, and the map shows the continuation and the fork", async () => {
+  // A page of its own: following the continuation here counts nothing on the shared page.
+  const context = await newContext();
+  const p = await context.newPage();
+  watch(p);
+  await p.goto(`${SEED_URL}/`);
+  await p.locator("#token-input").fill(token);
+  await p.locator("#token-submit").click();
+  await p.locator("#new-session").waitFor();
+  const predecessor = await newSession(p);
+  await say("hello", "You said: hello", p);
+  await say("continue: Porto trains", null, p);
+  await p.waitForURL((url) => /\/s\/[0-9a-f-]{36}$/.test(url.pathname) && !url.pathname.endsWith(predecessor));
+  const successor = sessionIdOf(p);
+  await p.locator(`.session-view[data-session-id="${successor}"][data-ready='1']`).waitFor();
+  const replayed = p.locator(".msg.user", { hasText: "continue: Porto trains" });
+  await p.locator(".msg.assistant", { hasText: "You said: continue: Porto trains" }).waitFor();
+
+  // Branch at the successor's copied message (seq 2): the fork starts with the projection.
+  await replayed.hover();
+  await replayed.locator("button.branch-here").click();
+  await p.waitForURL((url) => /\/s\/[0-9a-f-]{36}$/.test(url.pathname) && !url.pathname.endsWith(successor));
+  const fork = sessionIdOf(p);
+  await p.locator(`.session-view[data-session-id="${fork}"][data-ready='1']`).waitFor();
+  const card = p.locator(".handoff-card");
+  await card.locator(".handoff-md").waitFor();
+  assert.match(await card.innerText(), /Carry on with: Porto trains/, "the successor's handoff, not the fork's empty one");
+  assert.equal(await p.locator(".msg", { hasText: "<continuation" }).count(), 0, "the projection is no bubble");
+
+  const map = p.locator("#lineage-map");
+  await map.locator(".lineage-node").nth(2).waitFor();
+  assert.equal(await map.locator(`.lineage-edge.kind-continuation[data-from="${predecessor}"][data-to="${successor}"]`).count(), 1);
+  assert.equal(await map.locator(`.lineage-edge.kind-fork[data-from="${successor}"][data-to="${fork}"]`).count(), 1);
+  await context.close();
 });
