@@ -42,6 +42,8 @@ const SESSION_REASONS: &[&str] = &[
     "continued",
     "continued-from",
     "events",
+    "forked",
+    "forked-from",
     "message",
     "model",
     "run-finished",
@@ -58,6 +60,7 @@ const ACCOUNT_REASONS: &[&str] = &[
     "session-continued",
     "session-created",
     "session-deleted",
+    "session-forked",
     "session-updated",
 ];
 
@@ -736,6 +739,8 @@ mod tests {
         let mut incoming = Incoming::default();
         for (heard, published) in [
             ("approval", "approval"),
+            ("forked", "forked"),
+            ("forked-from", "forked-from"),
             ("from-a-newer-node", SESSION_REASON_OTHER),
         ] {
             assert_eq!(
