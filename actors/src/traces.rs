@@ -112,7 +112,7 @@ impl Traces {
 
     /// Notes that `run_id` was queued under `traceparent`: its span will be that span's child.
     pub fn queued(&self, run_id: RunId, traceparent: String) {
-        if self.parents.len() < TRACE_PARENTS_MAX {
+        if self.is_on() && self.parents.len() < TRACE_PARENTS_MAX {
             self.parents.insert(run_id, traceparent);
         }
     }
@@ -204,5 +204,135 @@ impl Traces {
                 span.record("error.type", "panic");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    use seed_events::{Queue, RunStatus, SessionId};
+
+    /// What the runtime asked of the exporter.
+    #[derive(Debug, Clone, PartialEq)]
+    enum Asked {
+        SetParent(String),
+        AddLink(String),
+        Wait(Wait),
+    }
+
+    #[derive(Debug, Default)]
+    struct Recording(Mutex<Vec<Asked>>);
+
+    impl SpanContexts for Recording {
+        fn traceparent(&self, _: &Span) -> Option<String> {
+            None
+        }
+        fn set_parent(&self, _: &Span, traceparent: &str) {
+            let asked = Asked::SetParent(traceparent.to_owned());
+            self.0.lock().expect("the record").push(asked);
+        }
+        fn add_link(&self, _: &Span, traceparent: &str) {
+            let asked = Asked::AddLink(traceparent.to_owned());
+            self.0.lock().expect("the record").push(asked);
+        }
+        fn wait_span(&self, _: &Span, wait: &Wait) {
+            self.0.lock().expect("the record").push(Asked::Wait(*wait));
+        }
+    }
+
+    fn run(trace_parent: Option<&str>) -> RunRow {
+        RunRow {
+            id: RunId::from_u128(1),
+            session_id: SessionId::from_u128(2),
+            queue: Queue::Interactive,
+            status: RunStatus::Running,
+            user_event_ids: Vec::new(),
+            parent_run_id: None,
+            typed: false,
+            owner: None,
+            attempts: 1,
+            pass: 0,
+            result: None,
+            created_at_ms: 1_000,
+            updated_at_ms: 1_000,
+            trace_parent: trace_parent.map(str::to_owned),
+        }
+    }
+
+    fn asked_at_start(setup: impl FnOnce(&Traces), run: &RunRow, now_ms: i64) -> Vec<Asked> {
+        let recording = Arc::new(Recording::default());
+        let traces = Traces::new(Arc::clone(&recording) as Arc<dyn SpanContexts>, false);
+        setup(&traces);
+        drop(traces.run_span(run, now_ms));
+        recording.0.lock().expect("the record").clone()
+    }
+
+    const REQUEST: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const EARLIER: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    #[test]
+    fn a_first_pass_continues_its_requests_trace_and_shows_its_time_in_the_queue() {
+        let run = run(None);
+        let asked = asked_at_start(
+            |traces| traces.queued(run.id, REQUEST.to_owned()),
+            &run,
+            1_250,
+        );
+        let queued = Wait {
+            kind: WaitKind::Queued,
+            started_at_ms: 1_000,
+            ended_at_ms: 1_250,
+        };
+        assert_eq!(
+            asked,
+            [Asked::SetParent(REQUEST.to_owned()), Asked::Wait(queued)]
+        );
+    }
+
+    #[test]
+    fn a_later_pass_links_to_the_earlier_one_and_shows_the_time_it_was_parked() {
+        for kind in [WaitKind::Children, WaitKind::Approval] {
+            let run = run(Some(EARLIER));
+            let asked = asked_at_start(|traces| traces.parked(run.id, kind, 5_000), &run, 7_000);
+            let parked = Wait {
+                kind,
+                started_at_ms: 5_000,
+                ended_at_ms: 7_000,
+            };
+            assert_eq!(
+                asked,
+                [Asked::AddLink(EARLIER.to_owned()), Asked::Wait(parked)],
+                "{kind:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_adopted_after_a_crash_links_to_the_attempt_it_cut_off_and_shows_no_wait() {
+        let run = run(Some(EARLIER));
+        let asked = asked_at_start(|_| {}, &run, 90_000);
+        assert_eq!(asked, [Asked::AddLink(EARLIER.to_owned())]);
+    }
+
+    #[test]
+    fn with_traces_off_nothing_is_kept_and_the_span_is_disabled() {
+        let traces = Traces::default();
+        traces.queued(RunId::from_u128(1), REQUEST.to_owned());
+        traces.parked(RunId::from_u128(1), WaitKind::Children, 5);
+        assert!(traces.run_span(&run(None), 10).is_disabled());
+        assert_eq!(traces.current_traceparent(), None);
+        assert!(traces.parents.is_empty());
+        assert!(traces.parked.is_empty());
+    }
+
+    #[test]
+    fn the_parents_kept_are_bounded() {
+        let traces = Traces::new(Arc::new(Recording::default()), false);
+        for idx in 0..TRACE_PARENTS_MAX as u128 + 10 {
+            traces.queued(RunId::from_u128(idx), REQUEST.to_owned());
+        }
+        assert_eq!(traces.parents.len(), TRACE_PARENTS_MAX);
     }
 }
