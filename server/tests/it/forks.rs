@@ -58,6 +58,17 @@ async fn a_fork_has_the_sessions_log_up_to_its_seq_and_the_lineage_is_typed() {
         .expect("the delegated child")
         .id;
 
+    // A delegated child's session is the agent's work for its parent: not forked.
+    let refused = client
+        .request(
+            "POST",
+            &format!("/v1/sessions/{child}/fork"),
+            Some(&json!({"seq": 1})),
+        )
+        .await
+        .expect("answer");
+    assert_eq!(refused.status, 409, "{:?}", refused.value());
+
     let forked: ForkSessionResponse = client
         .post(
             &format!("/v1/sessions/{session}/fork"),
