@@ -388,3 +388,64 @@ async fn with_no_endpoint_nothing_is_sent() {
     assert_eq!(received.n_requests(), 0);
     assert!(received.spans().is_empty());
 }
+
+#[actix_web::test]
+async fn a_run_that_awaited_an_approval_shows_the_wait_as_its_own_span() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (endpoint, received) = receiver();
+    let server = traced(
+        &dir.path().join("data"),
+        &endpoint,
+        &["--approval-required", "status"],
+    );
+    let client = server.client();
+    let session = new_session(&client).await;
+    let sent: seed_server::api::MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": "call: status {\"description\": \"approved\"}", "wait": false}),
+        )
+        .await
+        .expect("sent");
+    let pending = crate::approvals::pending_approval(&client, session.id).await;
+    let (status, _) = crate::approvals::decide(
+        &client,
+        session.id,
+        &pending.call_id,
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let run: seed_server::api::RunInfo = client
+        .get(&format!("/v1/runs/{}?wait=true", sent.run_id))
+        .await
+        .expect("the run ends");
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    terminate(server).await;
+
+    let spans = received.spans();
+    let passes: Vec<&Span> = named(&spans, "invoke_agent seed")
+        .into_iter()
+        .filter(|span| text(span, "seed.run_id") == sent.run_id.to_string())
+        .collect();
+    assert_eq!(passes.len(), 2, "the pass that parked, the pass after");
+    let parked = passes
+        .iter()
+        .find(|span| text(span, "seed.run.outcome") == "parked")
+        .expect("the pass that parked");
+    let resumed = passes
+        .iter()
+        .find(|span| text(span, "seed.run.outcome") == "succeeded")
+        .expect("the pass after the approval");
+    let waited = one(&spans, "seed.run.awaiting_approval");
+    assert_eq!(waited.parent_span_id, resumed.span_id);
+    assert_eq!(waited.trace_id, resumed.trace_id);
+    assert!(waited.end_time_unix_nano >= waited.start_time_unix_nano);
+    // The pass after links to the one that parked, not adopted.
+    assert_eq!(resumed.links.len(), 1);
+    assert_eq!(resumed.links[0].span_id, parked.span_id);
+    assert!(matches!(
+        attribute(resumed, "seed.run.adopted"),
+        Some(Any::BoolValue(false))
+    ));
+}
