@@ -272,7 +272,7 @@ fn continuation_edges(
     Ok(edges)
 }
 
-/// The edge's kind, when `continuation_id` names one.
+/// The kind of the edge that made `successor`, if one did.
 pub(crate) fn edge_kind(connection: &Connection, successor: SessionId) -> Result<Option<EdgeKind>> {
     let kind: Option<String> = connection
         .prepare_cached("SELECT kind FROM session_continuations WHERE successor_session_id = ?1")?
