@@ -12,7 +12,7 @@ import { PendingApprovals } from "./approvals.js";
 import { SessionSchedules } from "./schedules.js";
 import { FailedRuns } from "./runs.js";
 import { LineageMap } from "./lineage.js";
-import { branchAction } from "./branch.js";
+import { branchAction, forkPill } from "./branch.js";
 import { ContinueDialog } from "./continue_dialog.js";
 import {
   Follower,
@@ -704,6 +704,8 @@ class SessionView {
         ),
       );
     }
+    const forked = forkPill(session.forked_from, navigate);
+    if (forked) this.pillSlot.append(forked);
     const drawn = meter(this.usage);
     const current = this.meterSlot.firstElementChild;
     if (!current || current.title !== drawn.title || current.dataset.level !== drawn.dataset.level) {

@@ -41,3 +41,25 @@ export function branchAction(event, sessionId, { onForked, onError }) {
   });
   return h("div", { class: "msg-actions" }, button);
 }
+
+/**
+ * The pill of a fork's header: "Branched from “title”", leading back to the session it was
+ * forked from (`link`, the session's `forked_from`); null for a session that is no fork.
+ */
+export function forkPill(link, navigate) {
+  if (!link) return null;
+  return h(
+    "a",
+    {
+      class: "pill forked-from",
+      href: `/s/${link.session_id}`,
+      title: `Forked from “${link.title}” (${link.reason}); go to it`,
+      onclick: (event) => {
+        event.preventDefault();
+        navigate(`/s/${link.session_id}`);
+      },
+    },
+    "‹ ",
+    `Branched from “${link.title}”`,
+  );
+}

@@ -186,9 +186,11 @@ impl AppState {
         }
     }
 
-    /// The session as the API shows it, with its continuation links.
+    /// The session as the API shows it, with its continuation links and the one it was forked
+    /// from.
     async fn session_info(&self, session: SessionRow) -> Result<SessionInfo, ApiError> {
         let (continued_from, continued_to) = self.store.continuation_links(session.id).await?;
+        let forked_from = self.store.fork_link(session.id).await?;
         Ok(SessionInfo {
             id: session.id.0,
             title: session.title,
@@ -201,6 +203,7 @@ impl AppState {
             updated_at_ms: session.updated_at_ms,
             continued_from: continued_from.map(ContinuationLink::from),
             continued_to: continued_to.map(ContinuationLink::from),
+            forked_from: forked_from.map(ContinuationLink::from),
         })
     }
 

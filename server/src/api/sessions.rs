@@ -56,6 +56,9 @@ pub struct SessionInfo {
     pub continued_from: Option<ContinuationLink>,
     /// The newest successor this session continued into, if any.
     pub continued_to: Option<ContinuationLink>,
+    /// The session this one is a fork of, if a person branched it from there (its `reason`
+    /// names the seq).
+    pub forked_from: Option<ContinuationLink>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

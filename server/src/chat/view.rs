@@ -593,6 +593,7 @@ mod tests {
             updated_at_ms: 0,
             continued_from: None,
             continued_to: None,
+            forked_from: None,
         };
         assert_eq!(crate::cli::describe(&session), "Trip plan");
     }

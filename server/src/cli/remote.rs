@@ -274,6 +274,12 @@ pub(crate) fn describe(session: &SessionInfo) -> String {
             from.session_id, from.title
         ));
     }
+    if let Some(from) = &session.forked_from {
+        text.push_str(&format!(
+            "  [a fork of {} \u{201c}{}\u{201d} ({})]",
+            from.session_id, from.title, from.reason
+        ));
+    }
     crate::chat::view::printable(&text)
 }
 

@@ -110,11 +110,17 @@ async fn a_fork_has_the_sessions_log_up_to_its_seq_and_the_lineage_is_typed() {
         got.session.continued_to.expect("continued_to").session_id,
         successor
     );
+    assert!(got.session.forked_from.is_none());
     let got: GetSessionResponse = client
         .get(&format!("/v1/sessions/{fork}"))
         .await
         .expect("fork");
     assert!(got.session.continued_from.is_none() && got.session.continued_to.is_none());
+    let link = got.session.forked_from.expect("forked_from");
+    assert_eq!(
+        (link.session_id, link.continuation_id, link.reason.as_str()),
+        (session, forked.continuation_id, "branched from seq 2")
+    );
 
     // The lineage, from the fork: the four sessions and three typed edges.
     let lineage: LineageResponse = client

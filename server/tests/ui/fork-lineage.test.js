@@ -57,6 +57,11 @@ test("Branch from here on a message creates the fork and opens it; the lineage m
   const fork = sessionIdOf(page);
   await page.locator(`.session-view[data-session-id="${fork}"][data-ready='1']`).waitFor();
 
+  // Its header leads back to the session it branched from.
+  const pill = page.locator(".pill.forked-from");
+  assert.equal(await pill.innerText(), "‹ Branched from “hello”");
+  assert.equal(await pill.getAttribute("title"), "Forked from “hello” (branched from seq 2); go to it");
+
   // The fork holds the conversation up to the answer, and nothing after it.
   const texts = await page.locator("#transcript .msg .markdown").allInnerTexts();
   assert.deepEqual(texts, ["hello", "You said: hello"]);
