@@ -98,6 +98,11 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../ui/branch.js"),
     ),
     (
+        "continue_dialog.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/continue_dialog.js"),
+    ),
+    (
         "style.css",
         "text/css; charset=utf-8",
         include_str!("../ui/style.css"),

@@ -48,6 +48,8 @@ import "./elicitation-ui.test.js";
 import "./schedules-ui.test.js";
 // "Branch from here" and the lineage map.
 import "./fork-lineage.test.js";
+// "Continue in a new session": the preview dialog.
+import "./continue-dialog.test.js";
 
 test("the login link works once; the UI is served with a strict policy and lists the account's sessions", async () => {
   const response = await page.request.get(`${SEED_URL}/`);
