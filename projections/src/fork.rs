@@ -199,6 +199,49 @@ pub fn fork_manifest(input: ForkManifestInput<'_>) -> SessionContinuationManifes
     }
 }
 
+/// Where a fork's log (`events`, from seq 1) is not the copy of its predecessor's events up to
+/// its `point` (`predecessor`, the predecessor's events from seq 1 on): each copy of the same
+/// kind, role, actor and content at the same seq, and the event at the point the one the
+/// manifest names. `seed fsck`'s check of a fork; empty when the copy is exact.
+pub fn fork_findings(
+    events: &[SessionEvent],
+    point: ForkPoint,
+    predecessor: &[SessionEvent],
+) -> Vec<String> {
+    let at = |log: &[SessionEvent], seq: i64| log.iter().find(|event| event.seq == seq).cloned();
+    let mut findings = Vec::new();
+    for seq in 1..=point.seq {
+        match (at(events, seq), at(predecessor, seq)) {
+            (None, _) => findings.push(format!(
+                "it lacks seq {seq}, which it copied from its predecessor"
+            )),
+            (Some(_), None) => findings.push(format!(
+                "its predecessor lacks seq {seq}, which the fork copied (forked at seq {})",
+                point.seq
+            )),
+            (Some(copy), Some(original)) => {
+                let same = copy.kind == original.kind
+                    && copy.role == original.role
+                    && copy.actor == original.actor
+                    && copy.content == original.content;
+                if !same {
+                    findings.push(format!(
+                        "its seq {seq} is not a copy of its predecessor's seq {seq}"
+                    ));
+                }
+                if seq == point.seq && original.id != point.event_id {
+                    findings.push(format!(
+                        "its manifest forks at event {} but its predecessor's seq {seq} is \
+                         event {}",
+                        point.event_id.0, original.id.0
+                    ));
+                }
+            }
+        }
+    }
+    findings
+}
+
 /// The reason a fork's edge records.
 pub fn fork_reason(seq: i64) -> String {
     format!("branched from seq {seq}")

@@ -74,9 +74,20 @@ pub fn check_session(record: &SessionRecord) -> Vec<String> {
             opened,
         ));
     }
+    // A fork's log is its predecessor's up to its point, copied (whose first event may be a
+    // projection of another edge, not the fork's own).
+    if let Some(edge) = &record.edge_to
+        && let Ok(manifest) = SessionContinuationManifest::from_cbor(&edge.manifest_cbor)
+        && let Some(point) = manifest.fork
+    {
+        findings.extend(seed_projections::fork::fork_findings(
+            &record.events,
+            point,
+            &record.cited,
+        ));
+    }
     // A successor's first event is its projection (its excerpts are checked against the
-    // ranges its manifest names, once that decodes). A fork has none: its log is its
-    // predecessor's copied, whose first event may be a projection of another edge.
+    // ranges its manifest names, once that decodes).
     if let Some(edge) = &record.edge_to
         && SessionContinuationManifest::from_cbor(&edge.manifest_cbor)
             .is_ok_and(|manifest| manifest.fork.is_none())

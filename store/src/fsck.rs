@@ -32,8 +32,8 @@ pub struct SessionRecord {
     /// The edge that made it, when it is a successor.
     pub edge_to: Option<crate::ContinuationRow>,
     /// The predecessor's events in the ranges the edge's manifest says its projection loaded
-    /// (its excerpts and recent exchanges), in seq order; empty when the manifest does not
-    /// decode.
+    /// (its excerpts and recent exchanges), or for a fork those it copied (seq 1 to the fork's
+    /// point), in seq order; empty when the manifest does not decode.
     pub cited: Vec<SessionEvent>,
     /// The earlier threads' events in the ranges the edge's manifest says its projection
     /// loaded as recalled excerpts, each range's in seq order.
@@ -149,6 +149,7 @@ impl Reader {
                 .chain(manifest.recent_exchanges.iter())
                 .filter(|range| range.thread == edge.predecessor_session_id)
                 .map(|range| (range.from_seq, range.to_seq))
+                .chain(manifest.fork.map(|point| (1, point.seq)))
                 .collect();
             ranges.sort_unstable();
             for (from_seq, to_seq) in ranges {

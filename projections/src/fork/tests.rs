@@ -328,3 +328,37 @@ fn projection_of(copy: &NewEvent, session_id: SessionId) -> SessionEvent {
         created_at_ms: copy.created_at_ms,
     }
 }
+
+#[test]
+fn fsck_finds_a_fork_that_is_not_its_predecessors_copy() {
+    let log = log();
+    let point = ForkPoint {
+        seq: 6,
+        event_id: EventId(106),
+    };
+    let fork = fork_log(&fork_events(&log, 6, 99), "next");
+    assert_eq!(fork_findings(&fork, point, &log), Vec::<String>::new());
+
+    let mut changed = fork.clone();
+    changed[2].content = json!({ "text": "read it twice" });
+    changed.remove(4);
+    assert_eq!(
+        fork_findings(&changed, point, &log),
+        [
+            "its seq 3 is not a copy of its predecessor's seq 3",
+            "it lacks seq 5, which it copied from its predecessor",
+        ]
+    );
+    assert_eq!(
+        fork_findings(&fork, point, &log[..5]),
+        ["its predecessor lacks seq 6, which the fork copied (forked at seq 6)"]
+    );
+    let elsewhere = ForkPoint {
+        event_id: EventId(7),
+        ..point
+    };
+    assert_eq!(
+        fork_findings(&fork, elsewhere, &log),
+        ["its manifest forks at event 7 but its predecessor's seq 6 is event 106"]
+    );
+}

@@ -317,3 +317,39 @@ async fn seed_fork_branches_a_session_from_the_command_line() {
     assert_eq!(got.session.title, "From the shell");
     assert_eq!(got.last_seq, 2);
 }
+
+#[actix_web::test]
+async fn fsck_finds_a_fork_that_is_not_its_predecessors_copy() {
+    if !crate::common::sqlite_only("planting damage in the database file") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let client = server.client();
+    let session = new_session(&client).await.id;
+    say(&client, session, "lighthouses").await;
+    let forked: ForkSessionResponse = client
+        .post(&format!("/v1/sessions/{session}/fork"), &json!({"seq": 2}))
+        .await
+        .expect("forked");
+    let fork = forked.session.id;
+    assert!(server.terminate().success());
+    crate::fsck::assert_clean(dir.path());
+
+    let copy = crate::fsck::copy_of(dir.path());
+    crate::fsck::plant(
+        copy.path(),
+        &format!(
+            "UPDATE session_events SET content = replace(content, 'lighthouses', 'lightHouses') \
+             WHERE session_key = (SELECT key FROM sessions WHERE id = '{fork}') AND seq = 1"
+        ),
+    );
+    let output = crate::fsck::fsck(copy.path());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.lines().any(|line| line
+            == format!("session {fork}: its seq 1 is not a copy of its predecessor's seq 1")),
+        "{stdout}"
+    );
+}

@@ -14,7 +14,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 /// Runs `seed fsck` on `data_dir`'s database (PostgreSQL's when the tests run there).
-fn fsck(data_dir: &Path) -> Output {
+pub(crate) fn fsck(data_dir: &Path) -> Output {
     assert_cmd::Command::new(SEED)
         .env_remove("SEED_DATABASE_URL")
         .arg("--data-dir")
@@ -89,7 +89,7 @@ async fn fsck_on_a_running_service_after_a_continuation_is_clean() {
 
 /// Runs `sql` on the SQLite database of `data_dir` with the `sqlite3` shell: the test opens
 /// the file directly, past the store (whose crate alone links SQLite).
-fn plant(data_dir: &Path, sql: &str) {
+pub(crate) fn plant(data_dir: &Path, sql: &str) {
     let output = std::process::Command::new("sqlite3")
         .arg(data_dir.join("seed.db"))
         .arg(sql)
@@ -99,7 +99,7 @@ fn plant(data_dir: &Path, sql: &str) {
 }
 
 /// A copy of `data_dir`'s database in a new data dir.
-fn copy_of(data_dir: &Path) -> tempfile::TempDir {
+pub(crate) fn copy_of(data_dir: &Path) -> tempfile::TempDir {
     let copy = tempfile::tempdir().expect("tempdir");
     for name in ["seed.db", "seed.db-wal", "seed.db-shm"] {
         let from = data_dir.join(name);
