@@ -26,6 +26,7 @@ use crate::crash::points;
 use crate::env::RunEnv;
 use crate::verb::{VerbContext, VerbOutput};
 
+pub mod person;
 pub mod preview;
 
 /// How many predecessors the lineage block names (the origin is always named).
@@ -139,51 +140,16 @@ async fn attempt(
     );
 
     let now = (env.clock)();
-    let continuation_id = ContinuationId::new_v7();
-    let successor_id = SessionId::new_v7();
-    let mut session = NewSession::new(successor_id, predecessor.account_id, now);
-    session.title = input.title.clone();
-    session.description = input.description.clone();
-    session.title_source = TitleSource::Agent;
-    session.model_override = predecessor.model_override.clone();
-    session.reasoning_level = predecessor.reasoning_level.clone();
-    session.plan = (plan == PlanTransfer::Carry)
-        .then(|| predecessor.plan.clone())
-        .flatten();
-    let mut projection_event = NewEvent::new(
-        MessageBody::text(projection.text),
-        EventRole::User,
-        "system",
+    let successor = new_successor(
+        &predecessor,
+        &initiating,
+        &input,
+        plan,
+        projection,
+        context.tool_call_id.clone(),
         now,
     );
-    projection_event.meta = json!({
-        "continuation": {
-            "continuation_id": continuation_id,
-            "predecessor_session_id": predecessor_id,
-        }
-    });
-    let message = copy_of(&initiating, now);
-    let successor = NewSuccessor {
-        session,
-        edge: NewContinuation {
-            id: continuation_id,
-            predecessor_session_id: predecessor_id,
-            successor_session_id: successor_id,
-            origin_session_id: projection.manifest.origin_session_id,
-            tool_call_id: context.tool_call_id.clone(),
-            initiating_event_id: initiating.id,
-            reason: input.reason.clone(),
-            manifest_cbor: projection.manifest.to_cbor(),
-            created_at_ms: now,
-        },
-        projection: projection_event,
-        message,
-        attachment_ids: seed_events::message_attachments(&initiating.content)
-            .into_iter()
-            .map(|named| named.id)
-            .collect(),
-        close_predecessor_plan: plan == PlanTransfer::Close,
-    };
+    let successor_id = successor.session.id;
 
     env.settings
         .crash_points
@@ -217,9 +183,80 @@ async fn attempt(
         .reach(points::CONTINUATION_AFTER_ENQUEUE)
         .await;
 
+    announce(env, &predecessor, successor_id, &created);
+    Ok(Outcome {
+        output: continued_output(successor_id, &input.title),
+        successor_to_start: started.then_some(successor_id),
+    })
+}
+
+/// The successor's session, edge and first two events for `projection`, keyed by
+/// `tool_call_id` (the call's id; a person's request has one of its own).
+fn new_successor(
+    predecessor: &SessionRow,
+    initiating: &SessionEvent,
+    input: &ContinueSessionInput,
+    plan: PlanTransfer,
+    projection: Projection,
+    tool_call_id: String,
+    now: i64,
+) -> NewSuccessor {
+    let continuation_id = ContinuationId::new_v7();
+    let successor_id = SessionId::new_v7();
+    let mut session = NewSession::new(successor_id, predecessor.account_id, now);
+    session.title = input.title.clone();
+    session.description = input.description.clone();
+    session.title_source = TitleSource::Agent;
+    session.model_override = predecessor.model_override.clone();
+    session.reasoning_level = predecessor.reasoning_level.clone();
+    session.plan = (plan == PlanTransfer::Carry)
+        .then(|| predecessor.plan.clone())
+        .flatten();
+    let mut projection_event = NewEvent::new(
+        MessageBody::text(projection.text),
+        EventRole::User,
+        "system",
+        now,
+    );
+    projection_event.meta = json!({
+        "continuation": {
+            "continuation_id": continuation_id,
+            "predecessor_session_id": predecessor.id,
+        }
+    });
+    NewSuccessor {
+        session,
+        edge: NewContinuation {
+            id: continuation_id,
+            predecessor_session_id: predecessor.id,
+            successor_session_id: successor_id,
+            origin_session_id: projection.manifest.origin_session_id,
+            tool_call_id,
+            initiating_event_id: initiating.id,
+            reason: input.reason.clone(),
+            manifest_cbor: projection.manifest.to_cbor(),
+            created_at_ms: now,
+        },
+        projection: projection_event,
+        message: copy_of(initiating, now),
+        attachment_ids: seed_events::message_attachments(&initiating.content)
+            .into_iter()
+            .map(|named| named.id)
+            .collect(),
+        close_predecessor_plan: plan == PlanTransfer::Close,
+    }
+}
+
+/// Tells both sessions and the account that `successor_id` continues `predecessor`.
+fn announce(
+    env: &RunEnv,
+    predecessor: &SessionRow,
+    successor_id: SessionId,
+    created: &seed_store::CreatedSuccessor,
+) {
     let publisher = &env.publisher;
     publisher.publish(Notification::SessionChanged {
-        session_id: predecessor_id,
+        session_id: predecessor.id,
         reason: "continued",
         seqs: None,
     });
@@ -235,10 +272,6 @@ async fn attempt(
         account_id: predecessor.account_id,
         reasons: vec!["session-updated", "session-continued"],
     });
-    Ok(Outcome {
-        output: continued_output(successor_id, &input.title),
-        successor_to_start: started.then_some(successor_id),
-    })
 }
 
 /// A call's arguments checked and what they continue: the refusals continue_session and its

@@ -356,6 +356,27 @@ impl Store {
         .await
     }
 
+    /// [`Store::create_successor`] for a person's request, taking its nonce in the same
+    /// transaction: a nonce used before writes nothing.
+    pub async fn create_successor_signed(
+        &self,
+        nonce: Option<crate::nonces::RequestNonce>,
+        successor: NewSuccessor,
+    ) -> Result<crate::nonces::NonceOutcome<CreatedSuccessor>> {
+        let data_dir = crate::attachments::data_dir(&self.config().path);
+        self.write(
+            Some(successor.edge.predecessor_session_id),
+            move |connection| {
+                if !crate::nonces::take_nonce(connection, nonce.as_ref())? {
+                    return Ok(crate::nonces::NonceOutcome::Replayed);
+                }
+                create_successor(connection, &data_dir, &successor)
+                    .map(crate::nonces::NonceOutcome::Fresh)
+            },
+        )
+        .await
+    }
+
     /// The edge that already carried the predecessor's message `initiating_event_id` into a
     /// successor, if any.
     pub async fn edge_from_message(
