@@ -5,7 +5,7 @@
 //!
 //! Layout, one resource a module: `sessions`, `messages` (and runs), `attachments` (files to
 //! name in a message), `events` (the log), `forks` (a person's fork, the lineage), `preview`
-//! (a continuation's preview), `actions`
+//! (a continuation's preview, and a person's continuation), `actions`
 //! (verbs run by hand), `tokens`,
 //! `operations` (health, metrics); `openapi` (the
 //! document, and what answers a request no route took). Here: the state every handler shares.
@@ -60,8 +60,8 @@ pub use openapi::{
     allowed_methods, base_document, document_text, no_route, openapi, openapi_json, routes_of,
 };
 pub use preview::{
-    ContinuationPreview, ContinuationPreviewRequest, PreviewFirstRequest, PreviewLoaded,
-    PreviewOmitted, PreviewPart, PreviewRecommended, PreviewSource,
+    ContinuationPreview, ContinuationPreviewRequest, ContinueSessionResponse, PreviewFirstRequest,
+    PreviewLoaded, PreviewOmitted, PreviewPart, PreviewRecommended, PreviewSource,
 };
 pub use schedules::{ScheduleInfo, SchedulesResponse};
 pub use sessions::{
@@ -313,6 +313,7 @@ pub fn configure(config: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sessions::get_session)
         .service(sessions::get_continuation)
         .service(preview::preview_continuation)
+        .service(preview::continue_session)
         .service(sessions::delete_session)
         .service(forks::fork_session)
         .service(forks::lineage)

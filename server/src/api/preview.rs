@@ -2,16 +2,19 @@
 //! continue_session would create from these arguments — the projection's size against its
 //! budget, each source's fit, what would be omitted, the successor's first request against the
 //! model's window, the ranges worth citing — with nothing created. The preview_continuation
-//! verb's answer, for a person.
+//! verb's answer, for a person. And a person's continuation (`POST
+//! /v1/sessions/{id}/continuation`): the same arguments, the successor created as
+//! continue_session creates it.
 
 use actix_web::{HttpRequest, HttpResponse, post, web};
+use seed_actors::continuation::person::PersonContinuation;
 use seed_actors::continuation::preview::{PreviewOutcome, PreviewRefusal};
 use seed_projections::continuation::preview as pure;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{AppState, Body, session_path};
+use super::{AppState, Body, SessionInfo, replayed, session_path};
 use crate::error::{ApiError, ErrorBody};
 use crate::input::parse_json;
 
@@ -254,14 +257,86 @@ pub(super) async fn preview_continuation(
         .await?;
     let preview = match outcome {
         PreviewOutcome::Previewed(preview) => *preview,
-        PreviewOutcome::Refused(PreviewRefusal::Invalid { field, message }) => {
-            return Err(ApiError::bad(&field, message));
-        }
-        PreviewOutcome::Refused(PreviewRefusal::Refused(why)) => {
-            return Err(ApiError::Conflict(why));
-        }
+        PreviewOutcome::Refused(why) => return Err(refusal(why)),
     };
     // Read-only: the nonce is taken once the answer is ready.
     state.take_nonce(&caller).await?;
     Ok(HttpResponse::Ok().json(ContinuationPreview::from(preview)))
+}
+
+/// What a person's continuation made.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ContinueSessionResponse {
+    /// The successor: its first events are the projection and the session's newest user
+    /// message, copied; its run answers that message.
+    pub session: SessionInfo,
+    /// The edge, as `GET /v1/sessions/{successor}/continuation` shows it.
+    pub continuation_id: Uuid,
+    pub continued_from_session_id: Uuid,
+}
+
+/// A refusal continue_session would give, as the API answers it.
+fn refusal(refusal: PreviewRefusal) -> ApiError {
+    match refusal {
+        PreviewRefusal::Invalid { field, message } => ApiError::bad(&field, message),
+        PreviewRefusal::Refused(why) => ApiError::Conflict(why),
+    }
+}
+
+/// Carries the session into a successor now, as continue_session would from these arguments
+/// (the preview shows what it will start from): the successor, its edge and its first two
+/// events (the projection, and the session's newest user message copied word for word) in one
+/// transaction with the request's nonce; then the successor's run answers the message.
+#[utoipa::path(
+    params(("session_id" = Uuid, Path, description = "The session to continue")),
+    request_body(content = ContinuationPreviewRequest, content_type = "application/json"),
+    responses(
+        (status = 201, body = ContinueSessionResponse),
+        (status = 400, description = "An argument is not valid (`field` names it), or the body \
+                                      is not valid", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The session cannot continue now: a turn is running, a \
+                                      delegated child, continued as often as it may be, no \
+                                      user message, or nothing new said since it was last \
+                                      continued", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+    ),
+    tag = "sessions"
+)]
+#[post("/v1/sessions/{session_id}/continuation")]
+pub(super) async fn continue_session(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<Uuid>,
+    body: Body,
+) -> Result<HttpResponse, ApiError> {
+    let caller = state.caller(&request, &body).await?;
+    let input: ContinuationPreviewRequest = parse_json(&body)?;
+    let arguments =
+        serde_json::to_value(&input).map_err(|error| ApiError::Internal(error.into()))?;
+    let predecessor = session_path(&path);
+    let outcome = state
+        .runtime
+        .continue_by_person(
+            caller.account_id,
+            predecessor,
+            arguments,
+            caller.nonce.clone(),
+        )
+        .await?;
+    let (successor, continuation_id) = match outcome {
+        PersonContinuation::Continued {
+            successor_session_id,
+            continuation_id,
+        } => (successor_session_id, continuation_id),
+        PersonContinuation::Refused(why) => return Err(refusal(why)),
+        PersonContinuation::Replayed => return Err(replayed()),
+    };
+    let session = state.own_session(&caller, successor).await?;
+    Ok(HttpResponse::Created().json(ContinueSessionResponse {
+        session: state.session_info(session).await?,
+        continuation_id: continuation_id.0,
+        continued_from_session_id: predecessor.0,
+    }))
 }

@@ -293,3 +293,104 @@ async fn bad_arguments_get_400_naming_the_field_and_write_nothing() {
         "refused previews write nothing"
     );
 }
+
+#[actix_web::test]
+async fn a_person_continues_into_the_successor_the_preview_showed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let client = server.client();
+    let store = server.store();
+    let session = new_session(&client).await.id;
+    say(&client, session, "hello").await;
+    say(&client, session, "what about trains?").await;
+    let preview = client
+        .request(
+            "POST",
+            &format!("/v1/sessions/{session}/continuation/preview"),
+            Some(&arguments()),
+        )
+        .await
+        .expect("answer");
+    assert_eq!(preview.status, 200, "{:?}", preview.value());
+    let preview = preview.value();
+
+    // Bad arguments: 400 naming the field, nothing written.
+    let path = format!("/v1/sessions/{session}/continuation");
+    let before = row_counts(&store).await;
+    let mut bad = arguments();
+    bad["sources"] = json!([{"type": "session_events", "fromSeq": 1, "toSeq": 999}]);
+    let answer = client
+        .request("POST", &path, Some(&bad))
+        .await
+        .expect("answer");
+    assert_eq!(answer.status, 400, "{:?}", answer.value());
+    assert_eq!(answer.value()["field"], "sources[0]");
+    assert_eq!(row_counts(&store).await, before, "a refusal writes nothing");
+
+    // Continued: the successor starts from the projection the preview measured.
+    let body = arguments().to_string().into_bytes();
+    let fields = client.signature_fields("POST", &path, &body);
+    let created = client
+        .send_raw("POST", &path, body.clone(), &fields)
+        .await
+        .expect("answer");
+    assert_eq!(created.status, 201, "{:?}", created.value());
+    let created = created.value();
+    let successor: Uuid = serde_json::from_value(created["session"]["id"].clone()).expect("an id");
+    assert_eq!(created["continued_from_session_id"], json!(session));
+    assert_eq!(created["session"]["title"], "Lisbon hotels");
+    let info: ContinuationInfo = client
+        .get(&format!("/v1/sessions/{successor}/continuation"))
+        .await
+        .expect("the continuation");
+    assert_eq!(info.predecessor_session_id, session);
+    assert_eq!(
+        info.manifest["projection_bytes"],
+        preview["projection_bytes"]
+    );
+    let events: EventsResponse = client
+        .get(&format!("/v1/sessions/{successor}/events?from_seq=1"))
+        .await
+        .expect("events");
+    let projection = events.events[0].content["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(json!(projection.len()), preview["projection_bytes"]);
+    assert_eq!(events.events[1].content["text"], "what about trains?");
+
+    // Its run answers the copied message; the predecessor names it.
+    let runs: seed_server::api::SessionRunsResponse = client
+        .get(&format!("/v1/sessions/{successor}/runs"))
+        .await
+        .expect("runs");
+    let answered: Value = client
+        .get(&format!("/v1/runs/{}?wait=true", runs.runs[0].id))
+        .await
+        .expect("the successor's run");
+    assert_eq!(answered["status"], "succeeded", "{answered}");
+    let predecessor: Value = client
+        .get(&format!("/v1/sessions/{session}"))
+        .await
+        .expect("the predecessor");
+    assert_eq!(
+        predecessor["session"]["continued_to"]["session_id"],
+        json!(successor),
+        "{predecessor}"
+    );
+
+    // The same signed request again is refused (the message it would carry is carried
+    // already, which is checked before its nonce), and so is a new one: neither writes
+    // anything.
+    let after = row_counts(&store).await;
+    let again = client
+        .send_raw("POST", &path, body, &fields)
+        .await
+        .expect("answer");
+    assert_eq!(again.status, 409, "{:?}", again.value());
+    let twice = client
+        .request("POST", &path, Some(&arguments()))
+        .await
+        .expect("answer");
+    assert_eq!(twice.status, 409, "{:?}", twice.value());
+    assert_eq!(row_counts(&store).await, after);
+}

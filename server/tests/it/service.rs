@@ -261,6 +261,7 @@ async fn the_openapi_document_lists_every_route_the_server_answers() {
         "POST /v1/sessions/{session_id}/actions",
         "POST /v1/sessions/{session_id}/approvals/{call_id}",
         "POST /v1/sessions/{session_id}/attachments",
+        "POST /v1/sessions/{session_id}/continuation",
         "POST /v1/sessions/{session_id}/continuation/preview",
         "POST /v1/sessions/{session_id}/fork",
         "POST /v1/sessions/{session_id}/messages",
