@@ -320,7 +320,11 @@ class SessionView {
     this.modelPicker = new ModelPicker(sessionId, { onSaved: () => this.refresh().catch(handleError), onSignedOut: handleError });
     this.meterSlot = h("span", { class: "meter-slot", id: "header-meter" });
     this.lineage = new LineageMap(sessionId, { navigate, onError: handleError });
-    this.continueDialog = new ContinueDialog(sessionId, { onSignedOut: handleError });
+    this.continueDialog = new ContinueDialog(sessionId, {
+      // The successor answers the copied message: open it, as following a continuation does.
+      onContinued: (successor) => navigate(`/s/${successor}`),
+      onSignedOut: handleError,
+    });
     this.noticeSlot = h("div", { class: "notice-slot" });
     this.transcript = h("div", { class: "transcript", id: "transcript", "aria-live": "polite" });
     this.scroller = h("div", { class: "scroller" }, this.transcript);

@@ -7,8 +7,9 @@
 // POST /v1/sessions/{id}/continuation/preview again (debounced; a stale answer is dropped),
 // which creates nothing. A refusal is shown as the service words it, at the field it names.
 //
-// Creating the successor is the agent's (the continue_session verb): the service has no
-// person's continuation yet, so the dialog previews only and says so.
+// Confirming creates the successor as the agent's continue_session would, from the same
+// arguments (POST /v1/sessions/{id}/continuation), and opens it: it starts from the
+// projection just previewed and answers the session's newest message.
 
 import * as api from "./api.js";
 import { h } from "./transcript.js";
@@ -81,9 +82,10 @@ const LOADED = {
 };
 
 export class ContinueDialog {
-  /** `onSignedOut(error)`: the token ended. */
-  constructor(sessionId, { onSignedOut }) {
+  /** `onContinued(id)`: the successor exists; `onSignedOut(error)`: the token ended. */
+  constructor(sessionId, { onContinued, onSignedOut }) {
     this.sessionId = sessionId;
+    this.onContinued = onContinued;
     this.onSignedOut = onSignedOut;
     this.timer = null;
     this.asked = 0; // the newest preview asked for; older answers are dropped
@@ -128,6 +130,11 @@ export class ContinueDialog {
     this.previewEl = h("div", { class: "continue-preview", id: "continue-preview", "aria-live": "polite" });
     this.formError = h("div", { class: "form-error", id: "continue-form-error", role: "alert" });
     this.closeButton = h("button", { type: "button", id: "continue-close", onclick: () => this.close() }, "Close");
+    this.confirmButton = h(
+      "button",
+      { type: "button", class: "primary", id: "continue-confirm", disabled: true, onclick: () => this.confirm() },
+      "Continue in a new session",
+    );
     const fieldEls = Object.values(this.fields).flatMap((f) => [f.label, f.field, f.hint, f.error]);
     this.dialog = h(
       "div",
@@ -161,10 +168,10 @@ export class ContinueDialog {
           { class: "continue-actions" },
           h(
             "span",
-            { class: "field-hint", id: "continue-preview-only" },
-            "Preview only: nothing is created. The session's agent continues with continue_session.",
+            { class: "field-hint", id: "continue-note" },
+            "Nothing is created until you continue. The new session answers this session's newest message.",
           ),
-          this.closeButton,
+          h("span", { class: "continue-buttons" }, this.closeButton, this.confirmButton),
         ),
       ),
     );
@@ -217,6 +224,7 @@ export class ContinueDialog {
   }
 
   async preview() {
+    this.confirmButton.disabled = true;
     const ranges = parseSeqRanges(this.fields.sources.field.value);
     if (ranges.error) {
       this.showFieldError("sources", ranges.error);
@@ -240,6 +248,7 @@ export class ContinueDialog {
       this.formError.textContent = "";
       this.status.textContent = "";
       this.render(preview);
+      this.confirmButton.disabled = false;
     } catch (error) {
       if (asked !== this.asked) return;
       if (error instanceof api.SignedOut) {
@@ -248,14 +257,40 @@ export class ContinueDialog {
       }
       this.status.textContent = "";
       this.previewEl.replaceChildren();
-      const key = ContinueDialog.fieldOf(error.field);
-      if (key) {
-        this.showFieldError(key, error.message);
-        this.formError.textContent = "";
-      } else {
-        this.showFieldError(null, "");
-        this.formError.textContent = error.message;
+      this.showRefusal(error);
+    }
+  }
+
+  /** Shows a refusal at the field the service names, else under the form. */
+  showRefusal(error) {
+    const key = ContinueDialog.fieldOf(error.field);
+    if (key) {
+      this.showFieldError(key, error.message);
+      this.formError.textContent = "";
+    } else {
+      this.showFieldError(null, "");
+      this.formError.textContent = error.message;
+    }
+  }
+
+  /** Creates the successor from the fields as previewed, and opens it. */
+  async confirm() {
+    clearTimeout(this.timer);
+    const asked = ++this.asked;
+    this.confirmButton.disabled = true;
+    this.status.textContent = "Continuing…";
+    try {
+      const made = await api.post(`/v1/sessions/${this.sessionId}/continuation`, continueArguments(this.values()));
+      this.dialog.hidden = true;
+      this.onContinued(made.session.id);
+    } catch (error) {
+      if (asked !== this.asked) return;
+      this.status.textContent = "";
+      if (error instanceof api.SignedOut) {
+        this.onSignedOut(error);
+        return;
       }
+      this.showRefusal(error);
     }
   }
 

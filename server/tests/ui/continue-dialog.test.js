@@ -1,8 +1,9 @@
 // "Continue in a new session": the dialog from the session header previews what the successor
 // would start from as the fields are written (bytes and tokens against the budget, each source
-// and whether it fits, what is left out, the share of the window, the ranges worth citing) and
-// creates nothing; a range past the log's end is refused at the field. Its pure helpers are
-// checked alone too. Run with the rest of the suite (ui.test.js imports it).
+// and whether it fits, what is left out, the share of the window, the ranges worth citing),
+// creating nothing; a range past the log's end is refused at the field; confirming creates the
+// successor and opens it. Its pure helpers are checked alone too. Run with the rest of the
+// suite (ui.test.js imports it).
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -53,7 +54,7 @@ test("the dialog's seq ranges, arguments and headline figures", () => {
   ]);
 });
 
-test("Continue in a new session previews the successor as it is written, and creates nothing", async () => {
+test("Continue in a new session previews the successor as it is written, then creates it and opens it", async () => {
   const id = await newSession();
   await say("hello", "You said: hello");
   await say("what about trains?", "You said: what about trains?");
@@ -116,10 +117,26 @@ async function previewAndClose(id, dialog, sessions, before) {
   await figures.waitFor();
   assert.equal(await page.locator("#continue-sources-error").innerText(), "");
 
-  // Preview only: closing leaves the session as it was, and no session was made.
-  assert.match(await page.locator("#continue-preview-only").innerText(), /nothing is created/);
-  await page.locator("#continue-close").click();
-  assert.equal(await dialog.isVisible(), false);
+  // Nothing was made while previewing; closing and opening again keeps the fields.
   assert.equal(await sessions(), before, "a preview creates no session");
   assert.equal(await page.locator("#transcript .msg").count(), 4, "nor anything in the transcript");
+  await page.locator("#continue-close").click();
+  assert.equal(await dialog.isVisible(), false);
+  await page.locator("#continue-button").click();
+  assert.equal(await page.locator("#continue-title").inputValue(), "Porto trains");
+  await figures.waitFor();
+
+  // Continue: the successor opens, starting from the handoff, and answers the newest message.
+  const confirm = page.locator("#continue-confirm");
+  await page.waitForFunction(() => !document.querySelector("#continue-confirm").disabled);
+  await confirm.click();
+  await page.waitForURL((url) => /\/s\/[0-9a-f-]{36}$/.test(url.pathname) && !url.pathname.endsWith(id));
+  const successor = new URL(page.url()).pathname.split("/").pop();
+  await page.locator(`.session-view[data-session-id="${successor}"][data-ready='1']`).waitFor();
+  await page.locator(".handoff-card").waitFor();
+  assert.match(await page.locator(".handoff-card").innerText(), /Plan the train to Porto/);
+  await page.locator(".msg.assistant", { hasText: "You said: what about trains?" }).waitFor();
+  assert.equal(await page.locator("#session-title").innerText(), "Porto trains");
+  assert.equal(await sessions(), before + 1);
+  await shot(page, "43-continued-by-hand");
 }
