@@ -163,6 +163,9 @@ pub fn init(log_json: bool, options: &TraceOptions) -> anyhow::Result<Option<Exp
             .with_target(false)
             .with_level(false)
             .with_tracked_inactivity(false)
+            // Nothing inside the runtime reads OpenTelemetry's current context: attaching it
+            // at every enter of a span (each poll of an instrumented future) is pure cost.
+            .with_context_activation(false)
             .with_filter(targets)
     });
     tracing_subscriber::registry().with(log).with(otel).init();
