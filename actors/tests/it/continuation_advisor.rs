@@ -199,3 +199,95 @@ async fn from_70_percent_the_block_names_ranges_and_the_advisor_figures() -> any
     assert!(urge.contains("read failed and was not retried"), "{urge}");
     Ok(())
 }
+
+#[actix::test]
+async fn the_preview_names_the_recommended_ranges_with_their_reasons() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(Config::new(dir.path().join("seed.db")))?;
+    store.create_account(account(), vec![1], 0).await?;
+    store
+        .create_session(NewSession::new(session(0), account(), 0))
+        .await?;
+    // The first turn reads a file that is not there and answers; the second previews a
+    // continuation and answers.
+    let read_missing = ToolCall {
+        id: "call-missing".to_owned(),
+        name: "read".to_owned(),
+        arguments: json!({"path": "~/memory/missing.md"}),
+    };
+    let preview = ToolCall {
+        id: "call-preview".to_owned(),
+        name: "preview_continuation".to_owned(),
+        arguments: crate::common::continuing::good_arguments(),
+    };
+    let model = ScriptedProvider::new(vec![
+        ScriptedStep::Respond(tool_response("", vec![read_missing])),
+        ScriptedStep::Respond(text_response("one")),
+        ScriptedStep::Respond(tool_response("", vec![preview])),
+        ScriptedStep::Respond(text_response("previewed")),
+    ]);
+    let (runtime, _) = Runtime::start(
+        store.clone(),
+        Arc::new(model.clone()),
+        seed_actors::verbs::shipped(),
+        RuntimeSettings::default(),
+        "boot-1".to_owned(),
+        test_clock(),
+    )
+    .await?;
+    for text in ["a", "what would a successor get?"] {
+        let (_, run_id) = runtime.send_message(session(0), text).await?;
+        within("a run", runtime.wait_for_run(run_id)).await?;
+    }
+    let events = log(&store, session(0)).await?;
+    let seq_of = |id: &str, result: bool| {
+        events.iter().find_map(|event| match event.body() {
+            EventBody::ToolCall(call) if !result && call.id == id => Some(event.seq),
+            EventBody::ToolResult(found) if result && found.tool_call_id == id => Some(event.seq),
+            _ => None,
+        })
+    };
+    let (call_seq, result_seq) = (
+        seq_of("call-missing", false).expect("the read's call"),
+        seq_of("call-missing", true).expect("the read's result"),
+    );
+    let previewed: serde_json::Value = events
+        .iter()
+        .find_map(|event| match event.body() {
+            EventBody::ToolResult(result) if result.tool_call_id == "call-preview" => {
+                assert!(!result.is_error, "{}", result.content);
+                serde_json::from_str(&result.content).ok()
+            }
+            _ => None,
+        })
+        .expect("the preview's JSON");
+    let recommended = previewed["recommended"]
+        .as_array()
+        .expect("recommended ranges");
+    // The failed read, not retried, with its reason; each range says whether the projection
+    // loads it.
+    let covering = recommended
+        .iter()
+        .find(|range| {
+            range["from_seq"]
+                .as_i64()
+                .is_some_and(|from| from <= call_seq)
+                && range["to_seq"].as_i64().is_some_and(|to| result_seq <= to)
+        })
+        .unwrap_or_else(|| panic!("a range covers {call_seq}-{result_seq}: {previewed}"));
+    let reasons: Vec<&str> = covering["reasons"]
+        .as_array()
+        .expect("reasons")
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    assert!(
+        reasons.contains(&"read failed and was not retried"),
+        "{reasons:?}"
+    );
+    assert!(
+        recommended.iter().all(|range| range["loaded"].is_boolean()),
+        "{previewed}"
+    );
+    Ok(())
+}

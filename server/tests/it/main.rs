@@ -23,6 +23,7 @@ mod mcp;
 mod migrate;
 mod nodes;
 mod nodes_bus;
+mod preview_ranges;
 mod quotas;
 mod refusals;
 mod resume;
