@@ -23,6 +23,7 @@
 //! - `fork`: a person's fork of a session at an earlier message, created whole or not at all.
 //! - `attachments`: reads what the model is shown of the files a turn's messages name.
 //! - `bus`: notifications and streaming deltas for subscribers.
+//! - `by_person`: a person's continuation and its preview, as `Runtime` methods.
 //! - `traces`: the spans of runs and their waits, for the service's trace exporter.
 //! - `recalls`: a thread read's recall of what a continuation left out, recorded against its
 //!   edge, and the ranges recalled repeatedly read back for the next projection.
@@ -32,6 +33,7 @@
 pub mod approval_timer;
 pub mod attachments;
 pub mod bus;
+mod by_person;
 pub mod continuation;
 pub mod crash;
 pub mod env;

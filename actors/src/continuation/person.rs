@@ -1,5 +1,6 @@
-//! A person's continuation: `POST /v1/sessions/{id}/continuation`, what the "Continue in a new
-//! session" dialog confirms. The same checks ([`prepare`], with no run), the same rows
+//! A person's continuation: `POST /v1/sessions/{id}/continuation` (through
+//! `Runtime::continue_by_person`, `crate::by_person`), what the "Continue in a new session"
+//! dialog confirms. The same checks ([`prepare`], with no run), the same rows
 //! ([`gather`]) and projection, and the same atomic creation as continue_session, with the
 //! request's nonce taken in its transaction; then the successor's run is queued and both
 //! sessions told. Refused, writing nothing, while a turn of the session runs (its answer
@@ -12,6 +13,7 @@ use serde_json::Value;
 
 use super::preview::PreviewRefusal;
 use super::{Failure, Prepared, announce, gather, new_successor, prepare, queue_successor_run};
+use crate::env::RunEnv;
 
 /// What a person's continuation came to.
 #[derive(Debug)]
@@ -26,88 +28,74 @@ pub enum PersonContinuation {
     Replayed,
 }
 
-impl crate::runtime::Runtime {
-    /// Continues the account's session `session_id` with `arguments` (continue_session's),
-    /// taking `nonce` in the creation's transaction. Another account's session, or none, is
-    /// [`Error::SessionNotFound`](crate::runtime::Error).
-    pub async fn continue_by_person(
-        &self,
-        account_id: AccountId,
-        session_id: SessionId,
-        arguments: Value,
-        nonce: Option<RequestNonce>,
-    ) -> Result<PersonContinuation, crate::runtime::Error> {
-        let env = &self.env;
-        let store = &env.store;
-        let own = store
-            .get_session(session_id)
-            .await?
-            .is_some_and(|session| session.account_id == account_id);
-        if !own {
-            return Err(crate::runtime::Error::SessionNotFound(session_id));
-        }
-        let refused = |why: &str| {
-            Ok(PersonContinuation::Refused(PreviewRefusal::Refused(
-                why.to_owned(),
-            )))
-        };
-        let running = store
-            .list_session_runs(session_id)
-            .await?
-            .into_iter()
-            .any(|run| !run.status.is_terminal());
-        if running {
-            return refused("a turn of this session is running; wait for it to end");
-        }
-        let Prepared {
-            input,
-            predecessor,
-            initiating,
-            plan,
-        } = match prepare(store, account_id, session_id, None, arguments).await {
-            Ok(prepared) => prepared,
-            Err(Failure::Store(error)) => return Err(error.into()),
-            Err(Failure::Invalid { field, message }) => {
-                return Ok(PersonContinuation::Refused(PreviewRefusal::Invalid {
-                    field,
-                    message,
-                }));
-            }
-            Err(Failure::Refused(why)) => return refused(&why),
-        };
-        let projection = gather(store, &predecessor, &initiating, &input)
-            .await?
-            .compile(&input, &initiating, plan);
-        let now = (env.clock)();
-        // The edge's key: a person's request has no call id, so one of its own.
-        let key = format!("person:{}", ContinuationId::new_v7());
-        let successor = new_successor(
-            &predecessor,
-            &initiating,
-            &input,
-            plan,
-            projection,
-            key,
-            now,
-        );
-        let successor_id = successor.session.id;
-        let continuation_id = successor.edge.id;
-        let created = match store.create_successor_signed(nonce, successor).await? {
-            NonceOutcome::Fresh(created) => created,
-            NonceOutcome::Replayed => return Ok(PersonContinuation::Replayed),
-        };
-        match queue_successor_run(store, successor_id, created.message.id, (env.clock)()).await {
-            // The queue claims it and spawns the successor's actor.
-            Ok(()) => self.wake(),
-            // The boot sweep queues it; meanwhile the successor is a normal session.
-            Err(error) => {
-                tracing::warn!(%successor_id, %error, "could not queue a successor's run")
-            }
-        }
-        announce(env, &predecessor, successor_id, &created);
-        Ok(PersonContinuation::Continued {
-            successor_session_id: successor_id,
-            continuation_id,
-        })
+/// Continues the account's session `session_id` (the caller checked it is the account's) with
+/// `arguments` (continue_session's), taking `nonce` in the creation's transaction. When it
+/// continued, the successor's run is queued; the caller wakes the queue.
+pub(crate) async fn continue_by_person(
+    env: &RunEnv,
+    account_id: AccountId,
+    session_id: SessionId,
+    arguments: Value,
+    nonce: Option<RequestNonce>,
+) -> Result<PersonContinuation, seed_store::Error> {
+    let store = &env.store;
+    let refused = |why: &str| {
+        Ok(PersonContinuation::Refused(PreviewRefusal::Refused(
+            why.to_owned(),
+        )))
+    };
+    let running = store
+        .list_session_runs(session_id)
+        .await?
+        .into_iter()
+        .any(|run| !run.status.is_terminal());
+    if running {
+        return refused("a turn of this session is running; wait for it to end");
     }
+    let Prepared {
+        input,
+        predecessor,
+        initiating,
+        plan,
+    } = match prepare(store, account_id, session_id, None, arguments).await {
+        Ok(prepared) => prepared,
+        Err(Failure::Store(error)) => return Err(error),
+        Err(Failure::Invalid { field, message }) => {
+            return Ok(PersonContinuation::Refused(PreviewRefusal::Invalid {
+                field,
+                message,
+            }));
+        }
+        Err(Failure::Refused(why)) => return refused(&why),
+    };
+    let projection = gather(store, &predecessor, &initiating, &input)
+        .await?
+        .compile(&input, &initiating, plan);
+    let now = (env.clock)();
+    // The edge's key: a person's request has no call id, so one of its own.
+    let key = format!("person:{}", ContinuationId::new_v7());
+    let successor = new_successor(
+        &predecessor,
+        &initiating,
+        &input,
+        plan,
+        projection,
+        key,
+        now,
+    );
+    let successor_id = successor.session.id;
+    let continuation_id = successor.edge.id;
+    let created = match store.create_successor_signed(nonce, successor).await? {
+        NonceOutcome::Fresh(created) => created,
+        NonceOutcome::Replayed => return Ok(PersonContinuation::Replayed),
+    };
+    if let Err(error) = queue_successor_run(store, successor_id, created.message.id, now).await {
+        // The boot sweep queues it; meanwhile the successor is a normal session.
+        tracing::warn!(%successor_id, %error, "could not queue a successor's run");
+    }
+    announce(env, &predecessor, successor_id, &created);
+    Ok(PersonContinuation::Continued {
+        successor_session_id: successor_id,
+        continuation_id,
+    })
 }

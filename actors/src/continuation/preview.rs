@@ -1,8 +1,7 @@
 //! A continuation's preview, the shell: what continue_session would create from the same
 //! arguments, with nothing created. The preview_continuation verb (through the succession
 //! actor) and `POST /v1/sessions/{id}/continuation/preview` (through
-//! [`Runtime::preview_continuation`](crate::runtime::Runtime::preview_continuation)) both come
-//! here.
+//! `Runtime::preview_continuation`, `crate::by_person`) both come here.
 //!
 //! It checks the arguments and the session exactly as continue_session does ([`prepare`]),
 //! reads the same rows ([`gather`]) and compiles the same projection; then it reads, by index
@@ -181,33 +180,5 @@ pub(crate) fn preview_output(outcome: Result<PreviewOutcome, seed_store::Error>)
         Err(error) => VerbOutput::error(format!(
             "preview_continuation failed: {error}. Nothing was created."
         )),
-    }
-}
-
-impl crate::runtime::Runtime {
-    /// A person's preview of continuing the account's session `session_id` with `arguments`
-    /// (continue_session's): what it would create, or why it would refuse. Nothing is written.
-    /// Another account's session, or none, is [`Error::SessionNotFound`](crate::runtime::Error).
-    pub async fn preview_continuation(
-        &self,
-        account_id: AccountId,
-        session_id: SessionId,
-        arguments: Value,
-    ) -> Result<PreviewOutcome, crate::runtime::Error> {
-        let own = self
-            .env
-            .store
-            .get_session(session_id)
-            .await?
-            .is_some_and(|session| session.account_id == account_id);
-        if !own {
-            return Err(crate::runtime::Error::SessionNotFound(session_id));
-        }
-        let asker = Asker {
-            account_id,
-            session_id,
-            run_id: None,
-        };
-        Ok(preview(&self.env, asker, arguments).await?)
     }
 }
