@@ -722,7 +722,13 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
     async fn call_tool(&self, call: &ToolCall) -> ToolOutput {
         let span = spans::tool_call(call, self.tools.safe_to_repeat(&call.name));
         let output = match self.tools.get(&call.name) {
-            Some(tool) => tool.call(call).instrument(span.clone()).await,
+            // Made inside the span too: a tool may read the current span as it makes its
+            // future (a verb carries it to its actor).
+            Some(tool) => {
+                span.in_scope(|| tool.call(call))
+                    .instrument(span.clone())
+                    .await
+            }
             None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
         };
         spans::record_tool_output(&span, output.is_error);

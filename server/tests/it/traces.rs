@@ -449,3 +449,36 @@ async fn a_run_that_awaited_an_approval_shows_the_wait_as_its_own_span() {
         Some(Any::BoolValue(false))
     ));
 }
+
+#[actix_web::test]
+async fn a_continuation_is_a_span_under_its_tool_call_with_the_successor_and_the_projections_size()
+{
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (endpoint, received) = receiver();
+    let server = traced(&dir.path().join("data"), &endpoint, &[]);
+    let client = server.client();
+    let session = new_session(&client).await;
+    let answer = send(&client, session.id, "continue: Lisbon hotels", None)
+        .await
+        .expect("answered");
+    assert_eq!(answer.status, 200);
+    let sent: seed_server::api::MessageSessionResponse =
+        serde_json::from_slice(&answer.body).expect("the send's answer");
+    let successor = sent.continued_to_session_id.expect("continued");
+    terminate(server).await;
+
+    let spans = received.spans();
+    let continuation = one(&spans, "seed.continuation");
+    assert_eq!(
+        text(continuation, "seed.continuation.successor_session_id"),
+        successor.to_string()
+    );
+    assert!(number(continuation, "seed.continuation.projection_bytes") > 0);
+    let call = one(&spans, "execute_tool continue_session");
+    let parent = spans
+        .iter()
+        .find(|span| span.span_id == continuation.parent_span_id)
+        .map(|span| span.name.as_str());
+    assert_eq!(parent, Some(call.name.as_str()));
+    assert_eq!(continuation.trace_id, call.trace_id);
+}
