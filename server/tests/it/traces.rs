@@ -482,3 +482,37 @@ async fn a_continuation_is_a_span_under_its_tool_call_with_the_successor_and_the
     assert_eq!(parent, Some(call.name.as_str()));
     assert_eq!(continuation.trace_id, call.trace_id);
 }
+
+#[actix_web::test]
+async fn an_mcp_tool_call_names_its_server_and_an_error_result_is_an_error() {
+    crate::mcp::install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count_file = dir.path().join("count");
+    let config = crate::mcp::config_file(
+        dir.path(),
+        json!({"py": crate::mcp::python_server(&count_file)}),
+    );
+    let (endpoint, received) = receiver();
+    let config = config.to_str().expect("utf-8");
+    let server = traced(&dir.path().join("data"), &endpoint, &["--mcp", config]);
+    let client = server.client();
+    let session = new_session(&client).await;
+    let answer = send(
+        &client,
+        session.id,
+        "call: py__count {}\ncall: py__fail {\"message\": \"boom\"}",
+        None,
+    )
+    .await
+    .expect("answered");
+    assert_eq!(answer.status, 200);
+    terminate(server).await;
+
+    let spans = received.spans();
+    let counted = one(&spans, "execute_tool py__count");
+    assert_eq!(text(counted, "seed.mcp.server"), "py");
+    assert_eq!(attribute(counted, "error.type"), None);
+    let failed = one(&spans, "execute_tool py__fail");
+    assert_eq!(text(failed, "seed.mcp.server"), "py");
+    assert_eq!(text(failed, "error.type"), "tool_error");
+}
