@@ -88,6 +88,11 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../ui/login.js"),
     ),
     (
+        "signin.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../ui/signin.js"),
+    ),
+    (
         "lineage.js",
         "text/javascript; charset=utf-8",
         include_str!("../ui/lineage.js"),

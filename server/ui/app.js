@@ -1,7 +1,7 @@
 // The Seed web UI: the session list, the session view (transcript, composer, stop, model,
 // context meter), continuation cards and follow-continuation, Go on after a reply cut off by
 // the output limit; the wrench palette is palette.js, failed runs (their Retry, and failed
-// turns' lines) runs.js, the model picker modelpicker.js.
+// turns' lines) runs.js, the model picker modelpicker.js, the sign-in page signin.js.
 // Plain ES modules, no build step.
 
 import * as api from "./api.js";
@@ -14,6 +14,7 @@ import { FailedRuns } from "./runs.js";
 import { LineageMap } from "./lineage.js";
 import { branchAction, forkPill } from "./branch.js";
 import { ContinueDialog } from "./continue_dialog.js";
+import { signInPage } from "./signin.js";
 import {
   Follower,
   GO_ON_TEXT,
@@ -60,7 +61,7 @@ window.addEventListener("popstate", () => route());
 
 function route() {
   if (!api.token()) {
-    showSignIn();
+    signInPage(root, route);
     return;
   }
   ensureShell();
@@ -90,7 +91,7 @@ function handleError(error) {
     if (subscription) subscription.close();
     subscription = null;
     shell = null;
-    showSignIn("Your sign-in ended. Open a new login link, or paste a token.");
+    signInPage(root, route, "Your sign-in ended. Open a new login link, or paste a token.");
     return;
   }
   console.error(error);
@@ -102,60 +103,6 @@ function toast(text, kind = "info") {
   const item = h("div", { class: `toast ${kind}`, role: "status" }, text);
   shell.toasts.append(item);
   setTimeout(() => item.remove(), 6000);
-}
-
-// Signing in: the one-time login link `seed serve` prints leaves a token in localStorage; a
-// token minted by a signed POST /v1/tokens can be pasted here instead.
-
-function showSignIn(message) {
-  document.title = "Seed · sign in";
-  const input = h("input", {
-    id: "token-input",
-    type: "password",
-    autocomplete: "off",
-    placeholder: "Bearer token",
-    "aria-label": "Token",
-  });
-  const error = h("div", { class: "signin-error", role: "alert" }, message || "");
-  const form = h(
-    "form",
-    {
-      id: "token-form",
-      onsubmit: async (event) => {
-        event.preventDefault();
-        const value = input.value.trim();
-        if (!value) return;
-        api.setToken(value, null);
-        try {
-          await api.get("/v1/sessions?limit=1");
-          route();
-        } catch (failure) {
-          api.signOut();
-          error.textContent = failure instanceof api.SignedOut ? "That token is unknown or expired." : failure.message;
-        }
-      },
-    },
-    input,
-    h("button", { id: "token-submit", type: "submit" }, "Sign in"),
-  );
-  root.replaceChildren(
-    h(
-      "div",
-      { class: "signin" },
-      h("h1", {}, h("span", { class: "logo", "aria-hidden": "true" }, "◆"), " Seed"),
-      h(
-        "p",
-        {},
-        "Open the one-time login link that ",
-        h("code", {}, "seed serve"),
-        " printed, or paste a token minted by a signed ",
-        h("code", {}, "POST /v1/tokens"),
-        ".",
-      ),
-      form,
-      error,
-    ),
-  );
 }
 
 // The shell: the sidebar with the session list, and the main pane.
@@ -176,7 +123,7 @@ function ensureShell() {
         if (subscription) subscription.close();
         subscription = null;
         shell = null;
-        showSignIn();
+        signInPage(root, route);
       },
     },
     "Sign out",

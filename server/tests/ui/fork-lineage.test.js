@@ -108,7 +108,7 @@ test("a fork of a successor shows the successor's handoff card, and the map show
   const successor = sessionIdOf(p);
   await p.locator(`.session-view[data-session-id="${successor}"][data-ready='1']`).waitFor();
   const replayed = p.locator(".msg.user", { hasText: "continue: Porto trains" });
-  await p.locator(".msg.assistant", { hasText: "You said: continue: Porto trains" }).waitFor();
+  await p.locator(".msg.assistant:not(.streaming)", { hasText: "You said: continue: Porto trains" }).waitFor();
 
   // Branch at the successor's copied message (seq 2): the fork starts with the projection.
   await replayed.hover();
