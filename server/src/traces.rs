@@ -271,27 +271,37 @@ pub async fn http_span(
     request: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let route = request.match_pattern();
     let span = tracing::info_span!(
         target: TRACE_TARGET,
         "http.request",
-        otel.name = %format_args!("{} {}", request.method(), route.as_deref().unwrap_or(request.path())),
+        otel.name = tracing::field::Empty,
         otel.kind = "server",
         otel.status_code = tracing::field::Empty,
         http.request.method = %request.method(),
-        http.route = route.as_deref(),
+        http.route = tracing::field::Empty,
         url.path = request.path(),
         http.response.status_code = tracing::field::Empty,
     );
-    if !span.is_disabled()
-        && let Some(traceparent) = request
+    // The route and the caller's context are read only for a span that is exported.
+    if !span.is_disabled() {
+        let route = request.match_pattern();
+        let path = route.as_deref().unwrap_or(request.path());
+        span.record(
+            "otel.name",
+            tracing::field::display(format_args!("{} {path}", request.method())),
+        );
+        if let Some(route) = &route {
+            span.record("http.route", route.as_str());
+        }
+        if let Some(traceparent) = request
             .headers()
             .get("traceparent")
             .and_then(|value| value.to_str().ok())
-    {
-        let parent = extract(traceparent);
-        if parent.span().span_context().is_valid() {
-            let _ = span.set_parent(parent);
+        {
+            let parent = extract(traceparent);
+            if parent.span().span_context().is_valid() {
+                let _ = span.set_parent(parent);
+            }
         }
     }
     let response = next.call(request).instrument(span.clone()).await;
