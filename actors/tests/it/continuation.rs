@@ -671,7 +671,11 @@ async fn context_usage_guidance_grows_at_70_and_85_percent() -> anyhow::Result<(
     assert!(block(2).contains("session.\nTurns left: "), "{}", block(2));
     assert!(block(3).contains("percent=\"90\""), "{}", block(3));
     assert!(block(3).contains("Call continue_session now"));
-    assert!(block(3).contains("this turn.\nTurns left: "), "{}", block(3));
+    assert!(
+        block(3).contains("this turn.\nTurns left: "),
+        "{}",
+        block(3)
+    );
     // The system prompt tells the agent about continuation, byte for byte the same each turn.
     let prompts: Vec<String> = model
         .requests()
