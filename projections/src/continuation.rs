@@ -256,35 +256,39 @@ pub fn compile_projection_recalling(
     room = room.saturating_sub(carried.used);
 
     // The recent exchanges: newest first while they fit, shown oldest first; what an excerpt
-    // already shows is left out.
+    // already shows is left out. Each line is made only when the ones after it fitted, so the
+    // cost follows the budget, not the events given (the advisor compiles one every turn).
     let initiating_seq = input.initiating.seq;
-    let recent: Vec<(i64, String)> = input
-        .recent
-        .iter()
-        .filter(|event| event.seq < initiating_seq)
-        .filter(|event| !shown.contains(&(predecessor, event.seq)))
-        .filter_map(|event| transcript_event_line(event).map(|line| (event.seq, line)))
-        .collect();
     let recent_frame = |from: i64, to: i64| {
         format!("<recent_exchanges thread=\"{predecessor}\" from=\"{from}\" to=\"{to}\">\n")
     };
     let frame_bytes =
         recent_frame(initiating_seq, initiating_seq).len() + "</recent_exchanges>\n".len();
     let mut used = frame_bytes;
-    let mut first_taken = recent.len();
-    for (idx, (_, line)) in recent.iter().enumerate().rev() {
+    let mut recent: Vec<(i64, String)> = Vec::new();
+    for event in input
+        .recent
+        .iter()
+        .rev()
+        .filter(|event| event.seq < initiating_seq)
+        .filter(|event| !shown.contains(&(predecessor, event.seq)))
+    {
+        let Some(line) = transcript_event_line(event) else {
+            continue;
+        };
         if used + line.len() + 1 > room {
             break;
         }
         used += line.len() + 1;
-        first_taken = idx;
+        recent.push((event.seq, line));
     }
+    recent.reverse();
     let mut recent_exchanges = None;
-    if first_taken < recent.len() {
-        let from = recent[first_taken].0;
+    if let Some((from, _)) = recent.first() {
+        let from = *from;
         let to = initiating_seq - 1;
         text.push_str(&recent_frame(from, to));
-        for (_, line) in &recent[first_taken..] {
+        for (_, line) in &recent {
             text.push_str(line);
             text.push('\n');
         }
