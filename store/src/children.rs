@@ -281,6 +281,19 @@ pub enum ParkOutcome {
 /// Parks a run on its children, or resumes it when they have all ended, in one transaction: a
 /// child that ends while its parent's turn is still closing is never missed.
 pub(crate) fn park_run(connection: &Connection, run_id: RunId, now_ms: i64) -> Result<ParkOutcome> {
+    if connection.engine() == crate::Engine::Postgres {
+        // A child that ends on another node delivers its result to this session's log, which
+        // holds the session's row, and then resumes the parent if it is parked. Holding that
+        // row here too puts the two in turn: a child's end that commits first is seen by the
+        // check below (a statement after the lock), and one that commits after sees the run
+        // parked. Without it, each could miss the other's change and the run stay parked.
+        connection
+            .prepare_cached(
+                "SELECT 1 FROM sessions WHERE id = (SELECT session_id FROM runs WHERE id = ?1)
+                 FOR NO KEY UPDATE",
+            )?
+            .send(params![run_id.to_string()])?;
+    }
     let open_children: bool = connection
         .prepare_cached(HAS_OPEN_CHILDREN)?
         .query_row(params![run_id.to_string()], |row| row.get(0))?;
