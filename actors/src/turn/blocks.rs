@@ -6,6 +6,7 @@ use seed_durable::StoreState;
 use seed_projections::blocks::{
     CONTEXT_USAGE_SUGGEST_PERCENT, ContextUsage, MemoryIndexEntry, TurnBlocks, render_turn_blocks,
 };
+use seed_projections::continuation::RECENT_EXCHANGES_EVENTS_MAX;
 use seed_projections::continuation::advisor::{
     AdviceInput, ContextAdvice, FORECAST_TURNS_MAX, advise,
 };
@@ -64,8 +65,9 @@ fn usages(state: &StoreState) -> Vec<Usage> {
 
 /// The continuation advisor's figures and recommended ranges, from
 /// [`CONTEXT_USAGE_SUGGEST_PERCENT`] of the window on (`None` below it, and before any answer
-/// has a usage). It reads the session's newest [`RECOMMEND_EVENTS_MAX`] events, once a turn and
-/// only then (the log's newest seq, then the events up to it); the plan and the title come
+/// has a usage). It reads the session's newest [`RECOMMEND_EVENTS_MAX`] events (only the newest
+/// exchanges when those are very large), once a turn and only then (the log's newest seq, then
+/// the events up to it); the plan and the title come
 /// from the turn's view, the prompt sizes and the cached split from the answers the harness
 /// holds.
 pub(super) async fn advice(
@@ -89,11 +91,20 @@ pub(super) async fn advice(
         return Ok(None);
     }
     let last_seq = env.store.last_seq(session.id).await?;
-    let from_seq = (last_seq - RECOMMEND_EVENTS_MAX as i64 + 1).max(1);
-    let events = env
-        .store
-        .read_events(session.id, from_seq, last_seq, RECOMMEND_EVENTS_MAX)
-        .await?;
+    // The newest exchanges first; the rest of the newest RECOMMEND_EVENTS_MAX only when those
+    // are of an ordinary size, so that a session of very large messages does not read
+    // megabytes every turn (what the rules then miss is older than its newest exchanges).
+    let read = |n_events: usize| {
+        let from_seq = (last_seq - n_events as i64 + 1).max(1);
+        env.store
+            .read_events(session.id, from_seq, last_seq, n_events)
+    };
+    let mut events = read(RECENT_EXCHANGES_EVENTS_MAX).await?;
+    let newest_bytes: usize = events.iter().map(|event| value_bytes(&event.content)).sum();
+    let first_read = events.first().map_or(1, |event| event.seq);
+    if first_read > 1 && newest_bytes <= ADVICE_NEWEST_BYTES_MAX {
+        events = read(RECOMMEND_EVENTS_MAX).await?;
+    }
     let prompts: Vec<u64> = usages.iter().map(Usage::prompt_tokens).collect();
     Ok(Some(advise(&AdviceInput {
         session_id: session.id,
@@ -105,6 +116,23 @@ pub(super) async fn advice(
         last_usage: Some(last_usage),
         window: usage.window,
     })))
+}
+
+/// The most bytes of text the newest exchanges may hold for the advisor to read further back
+/// (up to [`RECOMMEND_EVENTS_MAX`] events) each turn.
+const ADVICE_NEWEST_BYTES_MAX: usize = 64 * 1024;
+
+/// About how many bytes of text a value holds (its strings and keys).
+fn value_bytes(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::String(text) => text.len(),
+        serde_json::Value::Array(items) => items.iter().map(value_bytes).sum(),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .map(|(key, value)| key.len() + value_bytes(value))
+            .sum(),
+        _ => 8,
+    }
 }
 
 /// This turn's state blocks: rendered once, sent with every request of the turn, never stored.
