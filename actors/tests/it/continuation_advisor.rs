@@ -5,8 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::common::{account, log, session, test_clock, within};
-use seed_actors::{Runtime, RuntimeSettings};
+use crate::common::{account, log, session, start_runtime, within};
 use seed_events::EventBody;
 use seed_providers::{Message, ScriptedProvider, ScriptedStep, ToolCall, Usage};
 use seed_providers::{text_response, tool_response};
@@ -70,13 +69,11 @@ async fn from_70_percent_the_block_names_ranges_and_the_advisor_figures() -> any
         ScriptedStep::Respond(with_prompt(text_response("three"), 180_000)),
         ScriptedStep::Respond(with_prompt(text_response("four"), 180_000)),
     ]);
-    let (runtime, _) = Runtime::start(
+    let (runtime, _) = start_runtime(
         store.clone(),
         Arc::new(model.clone()),
         seed_actors::verbs::shipped(),
-        RuntimeSettings::default(),
-        "boot-1".to_owned(),
-        test_clock(),
+        "boot-1",
     )
     .await?;
     for text in ["a", "b", "c", "d"] {
@@ -226,13 +223,11 @@ async fn the_preview_names_the_recommended_ranges_with_their_reasons() -> anyhow
         ScriptedStep::Respond(tool_response("", vec![preview])),
         ScriptedStep::Respond(text_response("previewed")),
     ]);
-    let (runtime, _) = Runtime::start(
+    let (runtime, _) = start_runtime(
         store.clone(),
         Arc::new(model.clone()),
         seed_actors::verbs::shipped(),
-        RuntimeSettings::default(),
-        "boot-1".to_owned(),
-        test_clock(),
+        "boot-1",
     )
     .await?;
     for text in ["a", "what would a successor get?"] {

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::common::continuing::{good_arguments, input_of, is_projection, n_sessions};
-use crate::common::{account, session, test_clock, within};
+use crate::common::{account, session, start_runtime_with, within};
 use seed_actors::{Runtime, RuntimeSettings};
 use seed_providers::{Message, Request, ScriptedProvider, ScriptedStep, ToolCall};
 use seed_providers::{text_response, tool_response};
@@ -79,7 +79,7 @@ async fn setup(arguments: Value) -> anyhow::Result<Setup> {
     first.title = "Trip to Lisbon".to_owned();
     store.create_session(first).await?;
     let previews = Arc::new(Mutex::new(Vec::new()));
-    let (runtime, _) = Runtime::start(
+    let (runtime, _) = start_runtime_with(
         store.clone(),
         Arc::new(model(arguments, Arc::clone(&previews))),
         seed_actors::verbs::shipped(),
@@ -87,8 +87,7 @@ async fn setup(arguments: Value) -> anyhow::Result<Setup> {
             background_runs_max: 0,
             ..RuntimeSettings::default()
         },
-        "boot-1".to_owned(),
-        test_clock(),
+        "boot-1",
     )
     .await?;
     Ok(Setup {

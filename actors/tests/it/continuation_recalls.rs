@@ -8,7 +8,7 @@ use crate::common;
 use std::sync::Arc;
 
 use crate::common::continuing::{CONTINUE, input_of};
-use crate::common::{account, log, session, test_clock, within};
+use crate::common::{account, log, session, start_runtime_with, within};
 use seed_actors::verbs::read::Read;
 use seed_actors::{Runtime, RuntimeSettings, Verb, VerbContext};
 use seed_events::continuation::RecalledRange;
@@ -141,7 +141,7 @@ async fn setup() -> anyhow::Result<Setup> {
         })
         .collect();
     store.append_events(session(0), events).await?;
-    let (runtime, _) = Runtime::start(
+    let (runtime, _) = start_runtime_with(
         store.clone(),
         Arc::new(model()),
         seed_actors::verbs::shipped(),
@@ -149,8 +149,7 @@ async fn setup() -> anyhow::Result<Setup> {
             background_runs_max: 0,
             ..RuntimeSettings::default()
         },
-        "boot-1".to_owned(),
-        test_clock(),
+        "boot-1",
     )
     .await?;
     Ok(Setup {
