@@ -17,21 +17,64 @@ use serde::Deserialize;
 use crate::bus::{Notification, Publisher, SeqRange};
 
 /// The run a session's commits belong to now: a harness outlives a run, and each run sets
-/// itself here.
+/// itself here. With traces exported, it holds the run's `traceparent` until a commit keeps it
+/// with the run (the run's first commit, in the same transaction).
 #[derive(Debug, Clone)]
-pub struct RunCell(Arc<Mutex<RunId>>);
+pub struct RunCell(Arc<Mutex<CurrentRun>>);
+
+#[derive(Debug)]
+struct CurrentRun {
+    run_id: RunId,
+    /// The run span's `traceparent`, not kept yet.
+    trace_parent: Option<String>,
+}
 
 impl RunCell {
     pub fn new(run_id: RunId) -> RunCell {
-        RunCell(Arc::new(Mutex::new(run_id)))
+        RunCell(Arc::new(Mutex::new(CurrentRun {
+            run_id,
+            trace_parent: None,
+        })))
     }
 
+    fn current(&self) -> std::sync::MutexGuard<'_, CurrentRun> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes `run_id` the run of the commits to come (with no `traceparent` to keep).
     pub fn set(&self, run_id: RunId) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = run_id;
+        *self.current() = CurrentRun {
+            run_id,
+            trace_parent: None,
+        };
     }
 
     pub fn get(&self) -> RunId {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.current().run_id
+    }
+
+    /// Has the next commit keep `traceparent` with the run.
+    pub fn keep_trace_parent(&self, traceparent: Option<String>) {
+        self.current().trace_parent = traceparent;
+    }
+
+    /// The `traceparent` no commit kept yet, taken: the caller keeps it.
+    pub fn take_trace_parent(&self) -> Option<String> {
+        self.current().trace_parent.take()
+    }
+
+    /// The run, and the `traceparent` a commit is to keep with it (taken).
+    fn take(&self) -> (RunId, Option<String>) {
+        let mut current = self.current();
+        (current.run_id, current.trace_parent.take())
+    }
+
+    /// Gives back a `traceparent` a commit did not keep after all.
+    fn give_back(&self, run_id: RunId, traceparent: String) {
+        let mut current = self.current();
+        if current.run_id == run_id && current.trace_parent.is_none() {
+            current.trace_parent = Some(traceparent);
+        }
     }
 }
 
@@ -220,7 +263,7 @@ impl DurableFs for LoggedFiles {
 
     async fn commit_batch(&self, batch: &Batch) -> Result<(), Self::Error> {
         let session_id = self.session_id();
-        let run_id = self.run.get();
+        let (run_id, trace_parent) = self.run.take();
         let now_ms = (self.clock)();
         let events: Vec<NewEvent> = batch
             .entries()
@@ -234,8 +277,23 @@ impl DurableFs for LoggedFiles {
         });
         let placed = self
             .files
-            .commit_projecting(batch.to_appends(), projection)
-            .await?;
+            .commit_projecting_traced(
+                batch.to_appends(),
+                projection,
+                trace_parent
+                    .clone()
+                    .map(|traceparent| (run_id, traceparent)),
+            )
+            .await;
+        let placed = match placed {
+            Ok(placed) => placed,
+            Err(error) => {
+                if let Some(traceparent) = trace_parent {
+                    self.run.give_back(run_id, traceparent);
+                }
+                return Err(error);
+            }
+        };
         self.tell(batch, &placed, run_id);
         Ok(())
     }

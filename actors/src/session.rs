@@ -12,7 +12,6 @@ use futures::FutureExt;
 use seed_durable::StopSignal;
 use seed_events::{RunId, SessionId};
 use seed_store::RunRow;
-use tracing::Instrument as _;
 
 use crate::env::RunEnv;
 use crate::messages::{RunDone, StartRun, StopSession};
@@ -139,26 +138,24 @@ impl Handler<StartRun> for SessionActor {
         // the attempt after a crash links to it.
         let traces = &self.env.settings.traces;
         let span = traces.run_span(&run, (self.env.clock)());
-        if let Some(traceparent) = traces.run_traceparent(&span) {
-            let store = self.env.store.clone();
-            let run_id = run.id;
-            actix::spawn(async move {
-                if let Err(error) = store.set_run_trace_parent(run_id, traceparent).await {
-                    tracing::warn!(%run_id, %error, "could not keep the run's traceparent");
-                }
-            });
-        }
-        let run_span = span.clone();
+        // The run's task is not entered in its span (each poll would enter and exit it): the
+        // turn's spans are made under it by name, and its `traceparent` is kept by the turn's
+        // first commit, in its transaction.
+        let trace = crate::turn::RunTrace {
+            traceparent: traces.run_traceparent(&span),
+            span: span.clone(),
+        };
+        let run_span = span;
         let task = async move {
             // A panic in a run is a bug; it fails the run rather than the process (and the
             // harness it held is dropped).
-            let outcome = std::panic::AssertUnwindSafe(execute_run(&env, &run, stop, &mut harness))
-                .catch_unwind()
-                .await;
+            let outcome =
+                std::panic::AssertUnwindSafe(execute_run(&env, &run, stop, &mut harness, trace))
+                    .catch_unwind()
+                    .await;
             let harness = if outcome.is_ok() { harness } else { None };
             (env, run, outcome, harness)
-        }
-        .instrument(span);
+        };
         ctx.spawn(task.into_actor(self).map(move |(env, run, outcome, harness), actor, ctx| {
             let status = outcome.as_ref().ok().map(|end| end.status);
             env.settings.traces.run_ended(&run_span, status);

@@ -45,14 +45,19 @@ pub use open::SessionHarness;
 /// too), and the run's end says why, in its result and in a notice in the log. While the disk
 /// refuses even that, the end is written again after a pause until it is (the session's next
 /// runs wait behind it); the turn itself is not run again.
+///
+/// `trace` is the run's span (a disabled one unless traces are exported): the turn's model
+/// requests and tool calls go under it, and its `traceparent` is kept with the run by the
+/// turn's first commit, so that an attempt after a crash links to this one.
 pub async fn execute_run(
     env: &RunEnv,
     run: &RunRow,
     stop: StopSignal,
     harness: &mut Option<SessionHarness>,
+    trace: RunTrace,
 ) -> RunEnd {
     let session_id = run.session_id;
-    let turn = turn(env, run, stop, harness)
+    let turn = turn(env, run, stop, harness, trace)
         .await
         .map_err(|error| TurnBroke::of(&error));
     let now = (env.clock)();
@@ -97,6 +102,13 @@ pub async fn execute_run(
     }
 }
 
+/// A run's span, and its `traceparent` when traces are exported ([`execute_run`]).
+#[derive(Debug)]
+pub struct RunTrace {
+    pub span: tracing::Span,
+    pub traceparent: Option<String>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum TurnError {
     #[error("the session was deleted")]
@@ -125,6 +137,7 @@ async fn turn(
     run: &RunRow,
     stop: StopSignal,
     kept: &mut Option<SessionHarness>,
+    trace: RunTrace,
 ) -> Result<TurnEnd, TurnError> {
     let store = &env.store;
     let session_id = run.session_id;
@@ -170,6 +183,8 @@ async fn turn(
         run: run_cell,
         tools_for,
     } = open::open_harness(env, run, &session, kept, context, can_continue).await?;
+    // The run span's `traceparent` goes with the turn's first commit.
+    run_cell.keep_trace_parent(trace.traceparent);
 
     // On open: marks the store cannot back are cleared, and every entry the log lacks is
     // projected again, so nothing is lost and nothing repeated.
@@ -229,12 +244,19 @@ async fn turn(
         imports: plan.entries,
         documents: vec![(SYNC_DOCUMENT.to_owned(), sync_value)],
         stop,
+        span: trace.span,
     };
     // Each commit of the turn writes its entries' events to the log in its own transaction.
     let outcome = match answered.clone() {
         Some((entry_id, message)) => Ok(TurnOutcome::Answered { entry_id, message }),
         None => harness.run_turn(turn).await,
     };
+    // A turn that committed nothing (answered already) keeps its run's span by itself.
+    if let Some(traceparent) = run_cell.take_trace_parent()
+        && let Err(error) = store.set_run_trace_parent(run.id, traceparent).await
+    {
+        tracing::warn!(run_id = %run.id, %error, "could not keep the run's traceparent");
+    }
     let continued = end::continued_by(env, session_id, harness.state(), &request_id).await?;
     let delegated = delegated_in_turn(harness.state(), &request_id);
     if outcome.is_ok() && !harness.is_closed() {

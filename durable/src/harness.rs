@@ -149,6 +149,10 @@ pub struct TurnRequest {
     /// Documents committed with the input (Seed's `seed.sync`, with its import mark).
     pub documents: Vec<(String, serde_json::Value)>,
     pub stop: StopSignal,
+    /// The span the turn's model requests and tool calls go under, for traces (the run's):
+    /// given rather than entered, so that polling the turn costs no span enter and exit.
+    /// [`TurnRequest::new`] takes the span current where it is made.
+    pub span: tracing::Span,
 }
 
 impl TurnRequest {
@@ -160,6 +164,7 @@ impl TurnRequest {
             imports: Vec::new(),
             documents: Vec::new(),
             stop: StopSignal::new(),
+            span: tracing::Span::current(),
         }
     }
 }
@@ -214,6 +219,8 @@ pub struct Harness<F, P> {
     state: StoreState,
     /// Set when a commit was refused; nothing more is written.
     closed: bool,
+    /// The span of the turn in hand ([`TurnRequest::span`]).
+    span: tracing::Span,
     before_request: Option<BeforeRequest>,
     /// Lines committed since the store last kept the state ([`DurableFs::keep`]).
     n_since_kept: usize,
@@ -255,6 +262,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             clock: Arc::new(SystemClock::default()),
             state,
             closed: false,
+            span: tracing::Span::none(),
             before_request: None,
             n_since_kept: lines.n_after_kept,
         };
@@ -331,6 +339,14 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         if self.closed {
             return Err(Error::Closed);
         }
+        // Held for the turn alone: the span ends when its run lets it go.
+        self.span = turn.span.clone();
+        let outcome = self.open_and_drive(&turn).await;
+        self.span = tracing::Span::none();
+        outcome
+    }
+
+    async fn open_and_drive(&mut self, turn: &TurnRequest) -> Result<TurnOutcome> {
         let open = match self.state.turn() {
             Some(doc) if doc.request_id == turn.request_id => match doc.state {
                 TurnState::Open => doc,
@@ -349,11 +365,11 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             },
             Some(doc) if doc.state == TurnState::Open => {
                 self.abort_leftover(&doc).await?;
-                self.start(&turn).await?
+                self.start(turn).await?
             }
-            _ => self.start(&turn).await?,
+            _ => self.start(turn).await?,
         };
-        self.drive(open, &turn).await
+        self.drive(open, turn).await
     }
 
     /// Gives up on a turn a different run left unsettled (a restart cut it off): its calls
@@ -597,12 +613,17 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             step,
             state,
         };
-        let span = spans::model_request(&self.config.system, &request.model, &doc.request_id, step);
+        let span = spans::model_request(
+            &self.span,
+            &self.config.system,
+            &request.model,
+            &doc.request_id,
+            step,
+        );
         spans::record_request_content(&span, &request, self.config.trace_content);
-        let streamed = self
-            .stream(doc, step, request, stop, &span)
-            .instrument(span.clone())
-            .await?;
+        // Not entered while streaming: nothing under it is traced, and each chunk's poll
+        // would enter and exit it.
+        let streamed = self.stream(doc, step, request, stop, &span).await?;
         match &streamed {
             Streamed::Done(message) => {
                 spans::record_response(&span, message, self.config.trace_content)
@@ -720,7 +741,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
     /// Runs `call` with its tool (an error result for a tool this harness does not have), in
     /// the call's trace span.
     async fn call_tool(&self, call: &ToolCall) -> ToolOutput {
-        let span = spans::tool_call(call, self.tools.safe_to_repeat(&call.name));
+        let span = spans::tool_call(&self.span, call, self.tools.safe_to_repeat(&call.name));
         let output = match self.tools.get(&call.name) {
             // Made inside the span too: a tool may read the current span as it makes its
             // future (a verb carries it to its actor).

@@ -21,10 +21,17 @@ pub const TRACE_TARGET: &str = "seed_trace";
 
 /// The span of one model request (`chat {model}`, a client span). Its usage, finish reason and
 /// time to first token are recorded when the response is in ([`record_response`],
-/// [`record_first_chunk`]).
-pub fn model_request(system: &str, model: &str, request_id: &str, step: u32) -> Span {
+/// [`record_first_chunk`]). Under `parent`, the turn's span.
+pub fn model_request(
+    parent: &Span,
+    system: &str,
+    model: &str,
+    request_id: &str,
+    step: u32,
+) -> Span {
     tracing::info_span!(
         target: TRACE_TARGET,
+        parent: parent,
         "gen_ai.chat",
         otel.name = %format_args!("chat {model}"),
         otel.kind = "client",
@@ -115,10 +122,11 @@ pub fn finish_reason(reason: StopReason) -> &'static str {
 
 /// The span of one tool call (`execute_tool {name}`): its name, call id and whether it is safe
 /// to repeat; the MCP server that serves it is recorded by its verb (`seed.mcp.server`), an
-/// error result by [`record_tool_output`].
-pub fn tool_call(call: &ToolCall, safe_to_repeat: bool) -> Span {
+/// error result by [`record_tool_output`]. Under `parent`, the turn's span.
+pub fn tool_call(parent: &Span, call: &ToolCall, safe_to_repeat: bool) -> Span {
     tracing::info_span!(
         target: TRACE_TARGET,
+        parent: parent,
         "gen_ai.execute_tool",
         otel.name = %format_args!("execute_tool {}", call.name),
         otel.kind = "internal",

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use crate::sql::Connection;
 use seed_durable::Append;
 use seed_events::body::kind;
-use seed_events::{EventBody, NewEvent, SessionEvent, SessionId};
+use seed_events::{EventBody, NewEvent, RunId, SessionEvent, SessionId};
 
 use crate::files::{SessionFiles, append_lines, known_key_for_write};
+use crate::runs::send_run_trace_parent;
 use crate::sessions::key_for_write;
 use crate::{Result, Store, log};
 
@@ -137,26 +138,46 @@ impl SessionFiles {
         batch: Vec<Append>,
         projection: Option<Projection>,
     ) -> Result<Vec<SessionEvent>> {
-        let Some(projection) = projection else {
+        self.commit_projecting_traced(batch, projection, None).await
+    }
+
+    /// [`SessionFiles::commit_projecting`], keeping `trace_parent`'s traceparent with its run
+    /// ([`Store::set_run_trace_parent`]) in the same transaction: a traced turn's first commit
+    /// carries its run's span, so that keeping it costs no commit of its own.
+    pub async fn commit_projecting_traced(
+        &self,
+        batch: Vec<Append>,
+        projection: Option<Projection>,
+        trace_parent: Option<(RunId, String)>,
+    ) -> Result<Vec<SessionEvent>> {
+        if projection.is_none() && trace_parent.is_none() {
             use seed_durable::DurableFs;
             self.commit(batch).await?;
             return Ok(Vec::new());
-        };
-        debug_assert_eq!(projection.session_id, self.session_id());
-        let prepared = PreparedProjection::of(&projection);
+        }
+        let prepared = projection.as_ref().map(PreparedProjection::of);
+        let session_id = self.session_id();
         let session_key = Arc::clone(&self.session_key);
         let written = self
             .store
-            .write_appends(
-                self.session_id(),
-                session_key.get().copied(),
-                move |connection| {
-                    let key = known_key_for_write(&session_key, connection, prepared.session_id)?;
-                    append_lines(connection, key, &batch)?;
-                    prepared.write_of_key(connection, key)
-                },
-            )
+            .write_appends(session_id, session_key.get().copied(), move |connection| {
+                let key = known_key_for_write(&session_key, connection, session_id)?;
+                if let Some((run_id, traceparent)) = &trace_parent {
+                    send_run_trace_parent(connection, *run_id, traceparent)?;
+                }
+                append_lines(connection, key, &batch)?;
+                match &prepared {
+                    Some(prepared) => prepared.write_of_key(connection, key),
+                    None => Ok(Default::default()),
+                }
+            })
             .await?;
-        Ok(projection.placed(written))
+        Ok(match projection {
+            Some(projection) => {
+                debug_assert_eq!(projection.session_id, session_id);
+                projection.placed(written)
+            }
+            None => Vec::new(),
+        })
     }
 }

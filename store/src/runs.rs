@@ -198,6 +198,18 @@ pub(crate) fn get_run(connection: &Connection, id: RunId) -> Result<Option<RunRo
         .transpose()
 }
 
+/// Keeps `traceparent` as the run's newest span, within a commit that reads no answer of it
+/// (on PostgreSQL it goes with the commit's next waited statement).
+pub(crate) fn send_run_trace_parent(
+    connection: &Connection,
+    id: RunId,
+    traceparent: &str,
+) -> Result<()> {
+    connection
+        .prepare_cached("UPDATE runs SET trace_parent = ?2 WHERE id = ?1")?
+        .send(params![id.to_string(), traceparent])
+}
+
 /// Keeps `traceparent` as the run's newest span. Returns whether the run exists.
 pub(crate) fn set_run_trace_parent(
     connection: &Connection,

@@ -634,3 +634,61 @@ fn claims_go_to_the_account_with_the_fewest_runs_in_flight_up_to_its_share() -> 
     );
     Ok(())
 }
+
+/// A traced turn's first commit keeps its run's `traceparent` in its own transaction, with or
+/// without log events.
+#[test]
+fn a_commit_keeps_its_runs_traceparent_in_the_same_transaction() -> anyhow::Result<()> {
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let fixture = Fixture::new()?;
+    let store = &fixture.store;
+    let sessions = fixture.create_sessions(1)?;
+    let session = sessions[0];
+    for idx in [1, 2] {
+        block_on(store.enqueue_run(run(idx, session, &[])))?;
+    }
+    let files = store.session_files(session);
+    let line = |text: &str| seed_durable::Append::new(seed_durable::FileName::Entries, text);
+    let kept = |idx: u128| -> anyhow::Result<Option<String>> {
+        Ok(block_on(store.get_run(RunId::from_u128(idx)))?
+            .expect("the run")
+            .trace_parent)
+    };
+    let projection = seed_store::Projection {
+        session_id: session,
+        events: vec![seed_events::NewEvent::message(
+            seed_events::EventRole::Assistant,
+            "agent",
+            serde_json::json!({ "text": "the answer" }),
+            7,
+        )],
+        delivered_calls: Vec::new(),
+    };
+    let written = block_on(files.commit_projecting_traced(
+        vec![line("entry 1")],
+        Some(projection),
+        Some((RunId::from_u128(1), TRACEPARENT.to_owned())),
+    ))?;
+    assert_eq!(
+        written.len(),
+        1,
+        "the events are written as without a trace"
+    );
+    assert_eq!(kept(1)?.as_deref(), Some(TRACEPARENT));
+
+    // Lines alone carry the traceparent too.
+    let written = block_on(files.commit_projecting_traced(
+        vec![line("entry 2")],
+        None,
+        Some((RunId::from_u128(2), TRACEPARENT.to_owned())),
+    ))?;
+    assert!(written.is_empty());
+    assert_eq!(kept(2)?.as_deref(), Some(TRACEPARENT));
+    let entries = block_on(seed_durable::DurableFs::read(
+        &files,
+        seed_durable::FileName::Entries,
+    ))?;
+    assert_eq!(entries, ["entry 1", "entry 2"]);
+
+    Ok(())
+}
