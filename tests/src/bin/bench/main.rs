@@ -55,8 +55,9 @@
 //! session`, `runtime 100 sessions` and `runtime 1000 sessions` are steps/s with that many
 //! sessions looping concurrently, against the raw floor (`floor normal`) of the same run;
 //! `runtime 100 sessions traced` (`traced.rs`) is the 100 sessions with every span exported
-//! over OTLP/HTTP to a local receiver, against `runtime 100 sessions`; it runs last, since the
-//! exporter it installs stays the process's.
+//! over OTLP/HTTP to a local receiver, against `runtime 100 sessions untraced`, the same
+//! workload with the service's log subscriber alone: each round of the two runs in a fresh
+//! process, in alternation.
 //! `runtime 100 sessions full` is the 100 sessions with every commit synced (`seed serve
 //! --synchronous full`), against the raw floor of synced commits (`floor full`). `runtime cpu
 //! per step` is the process's CPU (all its threads, from `/proc/self/task`) per step of the 100
@@ -145,6 +146,13 @@ fn main() -> anyhow::Result<()> {
     let filter = std::env::args().nth(2).unwrap_or_default();
     if suite == runtime::MEMORY_CHILD {
         return runtime::memory_child(&filter);
+    }
+    if suite == traced::TRACED_CHILD {
+        let mut config = config(&scratch_dir()?, Synchronous::Normal, BatchMode::Optimistic);
+        // A database of its own, so a child never races the parent's files.
+        config.path = scratch_dir()?.join("runtime-traced.db");
+        let verbose = std::env::var_os("SEED_BENCH_VERBOSE").is_some();
+        return traced::child(&config, &filter, verbose);
     }
     if suite == postgres::NODE_CHILD {
         return postgres::node_child();

@@ -189,13 +189,8 @@ pub(crate) fn suite(filter: &str) -> anyhow::Result<Vec<Row>> {
         ));
     }
 
-    // Last: it installs the trace exporter for the rest of the process.
     if selected(crate::traced::ROW, filter) {
-        let untraced = rows
-            .iter()
-            .find(|row| row.name == "runtime 100 sessions")
-            .map(|row| row.value);
-        rows.extend(crate::traced::rows(&normal, untraced, verbose)?);
+        rows.extend(crate::traced::rows(verbose)?);
     }
     Ok(rows)
 }
