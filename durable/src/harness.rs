@@ -5,35 +5,35 @@
 //! does it (a model request, a tool call), commits the outcome, and asks again. One harness owns
 //! a store at a time (the caller holds the store's lease).
 //!
-//! Streaming one response into `pi.live` is the `stream` submodule's; this file runs the turn
-//! around it.
+//! This file runs the turn: open, start, drive, settle, commit. Asking the model (the request
+//! and the committed response) is the `model` submodule's, streaming one response into
+//! `pi.live` the `stream` submodule's, and tool calls (intent, run, result, a person's decision)
+//! the `tools` submodule's.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use seed_providers::{
-    AssistantMessage, Message, Provider, ProviderError, ProviderErrorKind, Request, ToolCall,
-    ToolResultMessage, ToolSpec, UserMessage,
+    AssistantMessage, Message, Provider, ProviderError, Request, ToolCall, ToolSpec, UserMessage,
 };
 
-use crate::context::{MessageCache, block_messages, conversation_cached, request_messages};
+use crate::context::{MessageCache, block_messages};
 use crate::fs::{DurableFs, FileName};
 use crate::record::{
-    AGENT_DOCUMENT, AgentDocument, EntryBody, EntryId, LIVE_DOCUMENT, LiveDocument, LiveState,
-    ModelTaskState, TURN_DOCUMENT, Task, ToolTaskState, TurnDocument, TurnState,
-    interrupted_result, restart_result,
+    AGENT_DOCUMENT, AgentDocument, EntryBody, EntryId, TURN_DOCUMENT, Task, ToolTaskState,
+    TurnDocument, TurnState, interrupted_result, restart_result,
 };
-use crate::spans;
 use crate::state::{Batch, CorruptLine, StoreState};
 use crate::stop::StopSignal;
-use crate::tool::{Decision, ToolOutput, ToolSet};
+use crate::tool::ToolSet;
 use crate::turn::{Action, calls_without_result, next_action};
-use tracing::Instrument as _;
 
+mod model;
 mod stream;
+mod tools;
 
-use stream::Streamed;
+use tools::{ResultKind, result_of};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -188,18 +188,6 @@ pub enum TurnOutcome {
     /// `call` waits for a person's decision: its intent is committed and the turn stays open.
     /// The same request id picks the turn up again once the decision is made.
     Waiting { call: ToolCall },
-}
-
-/// How a call's result came to be.
-#[derive(Debug, Clone, Copy)]
-enum ResultKind {
-    /// Answered as cut off, without running (again).
-    Interrupted,
-    Ran {
-        ends_turn: bool,
-        /// A stand-in until the real result arrives (a delegated child still running).
-        placeholder: bool,
-    },
 }
 
 pub struct Harness<F, P> {
@@ -599,260 +587,6 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         }
     }
 
-    /// Streams one response and commits it. `Some` when the turn ended with it.
-    async fn ask_model(
-        &mut self,
-        doc: &TurnDocument,
-        step: u32,
-        request: Request,
-        blocks: &[Arc<Message>],
-        stop: &StopSignal,
-    ) -> Result<Option<TurnOutcome>> {
-        let model_task = |state| Task::Model {
-            request_id: doc.request_id.clone(),
-            step,
-            state,
-        };
-        let span = spans::model_request(
-            &self.span,
-            &self.config.system,
-            &request.model,
-            &doc.request_id,
-            step,
-        );
-        spans::record_request_content(&span, &request, self.config.trace_content);
-        // Not entered while streaming: nothing under it is traced, and each chunk's poll
-        // would enter and exit it.
-        let streamed = self.stream(doc, step, request, stop, &span).await?;
-        match &streamed {
-            Streamed::Done(message) => {
-                spans::record_response(&span, message, self.config.trace_content)
-            }
-            Streamed::Stopped(_) => spans::record_request_failed(&span, "cancelled"),
-            Streamed::Failed { error, .. } => {
-                spans::record_request_failed(&span, &error.kind.to_string())
-            }
-        }
-        drop(span);
-        match streamed {
-            Streamed::Done(mut message) => {
-                if message.usage.prompt_tokens() == 0 {
-                    // The server counted nothing (many local servers send no usage): the
-                    // request, built again as it was sent, is measured instead.
-                    let sent = self.request(doc, blocks);
-                    message.usage = seed_providers::estimate::usage(&sent, &message);
-                }
-                let mut batch = Batch::new(&self.state);
-                let entry_id = batch.entry(EntryBody::Assistant {
-                    request_id: doc.request_id.clone(),
-                    message: message.clone(),
-                });
-                // Every model request has its task (the spec: one per model request), closed
-                // here with the entry that records the response; `pi.live` is cleared when
-                // streaming opened it.
-                batch.task(model_task(ModelTaskState::Completed { entry_id }));
-                if self.state.live().is_some() {
-                    batch.document::<LiveDocument>(LIVE_DOCUMENT, None);
-                }
-                let outcome = if !message.is_complete() {
-                    let error = ProviderError::new(
-                        ProviderErrorKind::Refused,
-                        message
-                            .error_message
-                            .clone()
-                            .unwrap_or_else(|| format!("response {:?}", message.stop_reason)),
-                    );
-                    let settled = TurnDocument {
-                        state: TurnState::Failed,
-                        reason: Some(error.to_string()),
-                        ..doc.clone()
-                    };
-                    batch.document(TURN_DOCUMENT, Some(&settled));
-                    Some(TurnOutcome::Failed {
-                        error,
-                        partial_text: message.text(),
-                    })
-                } else if message.tool_calls().is_empty() {
-                    let settled = TurnDocument {
-                        state: TurnState::Answered,
-                        answer_entry_id: Some(entry_id),
-                        ..doc.clone()
-                    };
-                    batch.document(TURN_DOCUMENT, Some(&settled));
-                    Some(TurnOutcome::Answered { entry_id, message })
-                } else {
-                    None
-                };
-                self.commit(batch).await?;
-                Ok(outcome)
-            }
-            Streamed::Stopped(partial) => {
-                let mut batch = Batch::new(&self.state);
-                batch.document(
-                    LIVE_DOCUMENT,
-                    Some(&partial.live(doc, LiveState::Stopped, None)),
-                );
-                batch.task(model_task(ModelTaskState::Aborted));
-                let settled = TurnDocument {
-                    state: TurnState::Stopped,
-                    ..doc.clone()
-                };
-                batch.document(TURN_DOCUMENT, Some(&settled));
-                self.commit(batch).await?;
-                Ok(Some(TurnOutcome::Stopped {
-                    partial_text: partial.text,
-                }))
-            }
-            Streamed::Failed { error, partial } => {
-                let mut batch = Batch::new(&self.state);
-                let failed = partial.live(doc, LiveState::Failed, Some(error.to_string()));
-                batch.document(LIVE_DOCUMENT, Some(&failed));
-                batch.task(model_task(ModelTaskState::Aborted));
-                let settled = TurnDocument {
-                    state: TurnState::Failed,
-                    reason: Some(error.to_string()),
-                    ..doc.clone()
-                };
-                batch.document(TURN_DOCUMENT, Some(&settled));
-                self.commit(batch).await?;
-                Ok(Some(TurnOutcome::Failed {
-                    error,
-                    partial_text: partial.text,
-                }))
-            }
-        }
-    }
-
-    fn request(&mut self, doc: &TurnDocument, blocks: &[Arc<Message>]) -> Request {
-        let context = conversation_cached(&self.state.entries, &mut self.message_cache);
-        Request {
-            model: self.config.model.clone(),
-            reasoning: self.config.reasoning,
-            system_prompt: self.config.system_prompt.clone(),
-            messages: without_images_unless(
-                || self.provider.takes_images(&self.config.model),
-                request_messages(context, doc.input_entry_id, blocks),
-            ),
-            tools: Arc::clone(&self.tool_specs),
-            session_id: self.config.session_id.clone(),
-        }
-    }
-
-    /// Runs `call` with its tool (an error result for a tool this harness does not have), in
-    /// the call's trace span.
-    async fn call_tool(&self, call: &ToolCall) -> ToolOutput {
-        let span = spans::tool_call(&self.span, call, self.tools.safe_to_repeat(&call.name));
-        let output = match self.tools.get(&call.name) {
-            // Made inside the span too: a tool may read the current span as it makes its
-            // future (a verb carries it to its actor).
-            Some(tool) => {
-                span.in_scope(|| tool.call(call))
-                    .instrument(span.clone())
-                    .await
-            }
-            None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
-        };
-        spans::record_tool_output(&span, output.is_error);
-        output
-    }
-
-    /// Commits the task of `call` in `state` (its intent: started, or awaiting a decision).
-    async fn commit_task(
-        &mut self,
-        doc: &TurnDocument,
-        call: &ToolCall,
-        state: ToolTaskState,
-    ) -> Result<()> {
-        let mut batch = Batch::new(&self.state);
-        batch.task(Task::Tool {
-            request_id: doc.request_id.clone(),
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            state,
-        });
-        self.commit(batch).await
-    }
-
-    /// Carries out the decision on `call`, whose intent is committed as awaiting one: approved,
-    /// the call moves to started (so a crash from here never runs it again) and runs once with
-    /// the arguments approved; denied, it is answered with the reason and never runs. `Some`
-    /// when there is no decision yet: the turn waits, open.
-    async fn decide(&mut self, doc: &TurnDocument, call: ToolCall) -> Result<Option<TurnOutcome>> {
-        let decision = match self.tools.get(&call.name) {
-            Some(tool) => tool.decision(&call).await,
-            None => Decision::Denied {
-                reason: format!("unknown tool {:?}", call.name),
-            },
-        };
-        let output = match decision {
-            Decision::Pending => return Ok(Some(TurnOutcome::Waiting { call })),
-            Decision::Denied { reason } => ToolOutput::error(format!(
-                "denied: a person did not approve this {} call, and it did not run. Reason: \
-                 {reason}",
-                call.name
-            )),
-            Decision::Approved { arguments } => {
-                self.commit_task(doc, &call, ToolTaskState::Started).await?;
-                let edited = arguments != call.arguments;
-                let approved = ToolCall {
-                    arguments,
-                    ..call.clone()
-                };
-                let mut output = self.call_tool(&approved).await;
-                if edited {
-                    // The model reads the arguments the call ran with, not its own.
-                    output.content = format!(
-                        "A person edited the arguments before approving; the call ran with {}.\n{}",
-                        approved.arguments, output.content
-                    );
-                }
-                output
-            }
-        };
-        let (result, kind) = result_of(&call, output);
-        self.commit_result(doc, &call.id, &call.name, result, kind)
-            .await?;
-        Ok(None)
-    }
-
-    async fn commit_result(
-        &mut self,
-        doc: &TurnDocument,
-        call_id: &str,
-        name: &str,
-        result: ToolResultMessage,
-        kind: ResultKind,
-    ) -> Result<()> {
-        let (ends_turn, placeholder) = match kind {
-            ResultKind::Ran {
-                ends_turn,
-                placeholder,
-                ..
-            } => (ends_turn, placeholder),
-            ResultKind::Interrupted => (false, false),
-        };
-        let mut batch = Batch::new(&self.state);
-        let entry_id = batch.entry(EntryBody::ToolResult {
-            request_id: doc.request_id.clone(),
-            message: result,
-            ends_turn,
-            placeholder,
-        });
-        // Every tool call has its task (the spec: one per tool call), closed here with the
-        // entry that records its result; an unsafe tool's was opened by its intent.
-        let state = match kind {
-            ResultKind::Interrupted => ToolTaskState::Interrupted { entry_id },
-            ResultKind::Ran { .. } => ToolTaskState::Completed { entry_id },
-        };
-        batch.task(Task::Tool {
-            request_id: doc.request_id.clone(),
-            call_id: call_id.to_owned(),
-            name: name.to_owned(),
-            state,
-        });
-        self.commit(batch).await
-    }
-
     async fn settle(
         &mut self,
         doc: &TurnDocument,
@@ -901,45 +635,6 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
     }
 }
 
-/// The result message of `call`.
-/// `messages` with the images of tool results left out when the model takes none (their text
-/// names each one). The model is asked only when a message holds images, so a request without
-/// any costs a look at each message; a message with images is copied, the others stay shared.
-fn without_images_unless(
-    takes_images: impl FnOnce() -> bool,
-    mut messages: Vec<Arc<Message>>,
-) -> Vec<Arc<Message>> {
-    let has_images = |message: &Arc<Message>| matches!(message.as_ref(), Message::ToolResult(result) if !result.images.is_empty());
-    if !messages.iter().any(has_images) || takes_images() {
-        return messages;
-    }
-    for message in messages.iter_mut().filter(|message| has_images(message)) {
-        if let Message::ToolResult(result) = message.as_ref() {
-            *message = Arc::new(Message::ToolResult(ToolResultMessage {
-                images: Vec::new(),
-                ..result.clone()
-            }));
-        }
-    }
-    messages
-}
-
-/// A call's output as the result to commit, and how it ran.
-fn result_of(call: &ToolCall, output: ToolOutput) -> (ToolResultMessage, ResultKind) {
-    let kind = ResultKind::Ran {
-        ends_turn: output.ends_turn,
-        placeholder: output.placeholder,
-    };
-    let result = ToolResultMessage {
-        tool_call_id: call.id.clone(),
-        tool_name: call.name.clone(),
-        content: output.content,
-        is_error: output.is_error,
-        images: output.images,
-    };
-    (result, kind)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -956,35 +651,5 @@ mod tests {
             Error::StoreRefused(cause()).to_string(),
             "the store refused a commit; the harness is closed: io: permission denied"
         );
-    }
-
-    /// A model that takes no images is sent a tool's text alone; one that does gets the images,
-    /// and messages without images are shared, not copied.
-    #[test]
-    fn a_results_images_go_to_a_model_that_takes_images() {
-        let pictured = Arc::new(Message::ToolResult(ToolResultMessage {
-            tool_call_id: "c1".to_owned(),
-            tool_name: "shot".to_owned(),
-            content: "[image/png, 8 bytes: attachment:c1-1]".to_owned(),
-            is_error: false,
-            images: vec![seed_providers::ResultImage {
-                media_type: "image/png".to_owned(),
-                data: "iVBORw0KGgo=".to_owned(),
-                attachment_id: Some("c1-1".to_owned()),
-            }],
-        }));
-        let said = Arc::new(Message::User(seed_providers::UserMessage::new("look")));
-        let messages = || vec![Arc::clone(&said), Arc::clone(&pictured)];
-
-        let shown = without_images_unless(|| true, messages());
-        assert!(Arc::ptr_eq(&shown[1], &pictured));
-
-        let told = without_images_unless(|| false, messages());
-        assert!(Arc::ptr_eq(&told[0], &said));
-        let Message::ToolResult(result) = told[1].as_ref() else {
-            panic!("a tool result: {:?}", told[1]);
-        };
-        assert!(result.images.is_empty());
-        assert_eq!(result.content, "[image/png, 8 bytes: attachment:c1-1]");
     }
 }
