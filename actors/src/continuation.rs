@@ -519,15 +519,20 @@ pub async fn copied_message(
 }
 
 /// Queues a successor's run, on the interactive queue, for its copied message `message_id`.
+/// The run continues the trace of the span current here (the continuation's, or the request's
+/// of a person who continued by hand), when `traces` are on.
 pub async fn queue_successor_run(
     store: &Store,
+    traces: &crate::traces::Traces,
     successor_id: SessionId,
     message_id: seed_events::EventId,
     now_ms: i64,
 ) -> Result<(), seed_store::Error> {
-    store
+    let run_id = RunId::new_v7();
+    traces.continue_here(run_id);
+    let queued = store
         .enqueue_run(NewRun {
-            id: RunId::new_v7(),
+            id: run_id,
             session_id: successor_id,
             queue: Queue::Interactive,
             user_event_ids: vec![message_id],
@@ -535,7 +540,11 @@ pub async fn queue_successor_run(
             typed: false,
             created_at_ms: now_ms,
         })
-        .await
+        .await;
+    if queued.is_err() {
+        traces.forget(run_id);
+    }
+    queued
 }
 
 /// Queues the successor's run for its copied message; false when that failed (the successor
@@ -545,7 +554,8 @@ async fn start_successor_run(
     successor_id: SessionId,
     message_id: seed_events::EventId,
 ) -> bool {
-    match queue_successor_run(&env.store, successor_id, message_id, (env.clock)()).await {
+    let traces = &env.settings.traces;
+    match queue_successor_run(&env.store, traces, successor_id, message_id, (env.clock)()).await {
         Ok(()) => true,
         Err(error) => {
             tracing::warn!(%successor_id, %error, "could not queue a successor's run");

@@ -376,6 +376,7 @@ impl Runtime {
             now_ms: (self.env.clock)(),
             stop: seed_durable::StopSignal::new(),
             successions: self.env.successions.upgrade(),
+            traces: self.env.settings.traces.clone(),
         })
     }
 
@@ -609,7 +610,10 @@ async fn boot_sweep_with(
     // A successor whose run a crash (or a full disk) kept from being queued gets it now.
     for successor in store.successors_without_their_run().await? {
         if let Some(copied) = crate::continuation::copied_message(store, successor).await? {
-            crate::continuation::queue_successor_run(store, successor, copied.id, now_ms).await?;
+            // No span is current at boot: its run starts a trace of its own.
+            let traces = crate::traces::Traces::default();
+            crate::continuation::queue_successor_run(store, &traces, successor, copied.id, now_ms)
+                .await?;
         }
     }
     if !released.is_empty() || !requeued.is_empty() || !given_up.is_empty() {

@@ -117,6 +117,22 @@ impl Traces {
         }
     }
 
+    /// Notes that `run_id`, about to be queued here, continues the trace of the span current in
+    /// the caller (a delegate call's, a continuation's, a request's), when traces are on. Made
+    /// before the run is written, so that its span cannot start first.
+    pub fn continue_here(&self, run_id: RunId) {
+        if let Some(traceparent) = self.current_traceparent() {
+            self.queued(run_id, traceparent);
+        }
+    }
+
+    /// Forgets what [`Traces::continue_here`] noted for a run that was not queued after all.
+    pub fn forget(&self, run_id: RunId) {
+        if self.is_on() {
+            self.parents.remove(&run_id);
+        }
+    }
+
     /// Notes that `run_id` parked on `kind` at `now_ms`.
     pub fn parked(&self, run_id: RunId, kind: WaitKind, now_ms: i64) {
         if self.is_on() {

@@ -171,6 +171,7 @@ async fn turn(
         now_ms: (env.clock)(),
         stop: stop.clone(),
         successions: env.successions.upgrade(),
+        traces: env.settings.traces.clone(),
     };
     // Continuing is possible in a top-level session's run, never in a delegated child.
     let can_continue = !env.verbs.names_with(TurnEffect::Continues).is_empty()

@@ -63,6 +63,9 @@ pub struct VerbContext {
     /// Where verbs that create sessions (continue_session) ask for a successor: the runtime's
     /// succession actor; `None` when a verb is called outside a running runtime.
     pub successions: Option<Recipient<Continue>>,
+    /// The runtime's traces (off by default): a verb that queues a run has it continue the
+    /// trace of its call ([`crate::traces::Traces::continue_here`]), as delegate does.
+    pub traces: crate::traces::Traces,
 }
 
 /// A continue_session call: continue the calling session into a successor. The runtime's

@@ -89,7 +89,9 @@ pub(crate) async fn continue_by_person(
         NonceOutcome::Fresh(created) => created,
         NonceOutcome::Replayed => return Ok(PersonContinuation::Replayed),
     };
-    if let Err(error) = queue_successor_run(store, successor_id, created.message.id, now).await {
+    let traces = &env.settings.traces;
+    let queued = queue_successor_run(store, traces, successor_id, created.message.id, now).await;
+    if let Err(error) = queued {
         // The boot sweep queues it; meanwhile the successor is a normal session.
         tracing::warn!(%successor_id, %error, "could not queue a successor's run");
     }

@@ -198,10 +198,13 @@ async fn start_child(context: &VerbContext, args: &DelegateArgs) -> Result<Sessi
         typed: args.typed,
         created_at_ms: context.now_ms,
     };
-    store
-        .start_child(child, task, run)
-        .await
-        .map_err(|error| error.to_string())?;
+    // The child's run continues this call's trace.
+    let run_id = run.id;
+    context.traces.continue_here(run_id);
+    if let Err(error) = store.start_child(child, task, run).await {
+        context.traces.forget(run_id);
+        return Err(error.to_string());
+    }
     Ok(child_session_id)
 }
 

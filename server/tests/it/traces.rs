@@ -465,6 +465,16 @@ async fn a_continuation_is_a_span_under_its_tool_call_with_the_successor_and_the
     let sent: seed_server::api::MessageSessionResponse =
         serde_json::from_slice(&answer.body).expect("the send's answer");
     let successor = sent.continued_to_session_id.expect("continued");
+    // The successor answers the message in a run of its own.
+    let runs: seed_server::api::SessionRunsResponse = client
+        .get(&format!("/v1/sessions/{successor}/runs"))
+        .await
+        .expect("the successor's runs");
+    let answered: seed_server::api::RunInfo = client
+        .get(&format!("/v1/runs/{}?wait=true", runs.runs[0].id))
+        .await
+        .expect("the successor's run ends");
+    assert_eq!(answered.status, "succeeded", "{answered:?}");
     terminate(server).await;
 
     let spans = received.spans();
@@ -481,6 +491,52 @@ async fn a_continuation_is_a_span_under_its_tool_call_with_the_successor_and_the
         .map(|span| span.name.as_str());
     assert_eq!(parent, Some(call.name.as_str()));
     assert_eq!(continuation.trace_id, call.trace_id);
+    // The successor's run continues the trace, under the continuation.
+    let successor_run = run_of(&spans, successor);
+    assert_eq!(successor_run.trace_id, continuation.trace_id);
+    assert_eq!(successor_run.parent_span_id, continuation.span_id);
+}
+
+/// The span of the run of `session` (its only pass).
+fn run_of(spans: &[Span], session: uuid::Uuid) -> &Span {
+    let runs: Vec<&Span> = named(spans, "invoke_agent seed")
+        .into_iter()
+        .filter(|span| text(span, "gen_ai.conversation.id") == session.to_string())
+        .collect();
+    assert_eq!(runs.len(), 1, "one run span of {session}");
+    runs[0]
+}
+
+#[actix_web::test]
+async fn a_delegated_childs_run_continues_the_trace_under_its_delegate_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (endpoint, received) = receiver();
+    let server = traced(&dir.path().join("data"), &endpoint, &[]);
+    let client = server.client();
+    let session = new_session(&client).await;
+    let sent: seed_server::api::MessageSessionResponse = client
+        .post(
+            &format!("/v1/sessions/{}/messages", session.id),
+            &json!({"text": "call: delegate {\"task\": \"look it up\"}", "wait": false}),
+        )
+        .await
+        .expect("sent");
+    let run: seed_server::api::RunInfo = client
+        .get(&format!("/v1/runs/{}?wait=true", sent.run_id))
+        .await
+        .expect("the run ends");
+    assert_eq!(run.status, "succeeded", "{run:?}");
+    terminate(server).await;
+
+    let spans = received.spans();
+    let call = one(&spans, "execute_tool delegate");
+    let children: Vec<&Span> = named(&spans, "invoke_agent seed")
+        .into_iter()
+        .filter(|span| text(span, "gen_ai.conversation.id") != session.id.to_string())
+        .collect();
+    assert_eq!(children.len(), 1, "one child run span");
+    assert_eq!(children[0].trace_id, call.trace_id);
+    assert_eq!(children[0].parent_span_id, call.span_id);
 }
 
 #[actix_web::test]

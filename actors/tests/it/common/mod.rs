@@ -382,6 +382,7 @@ pub fn verb_context(store: &Store, session_id: SessionId) -> seed_actors::VerbCo
         now_ms: VERB_NOW_MS,
         stop: Default::default(),
         successions: None,
+        traces: Default::default(),
     }
 }
 
