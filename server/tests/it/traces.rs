@@ -358,6 +358,41 @@ async fn a_run_adopted_after_a_crash_links_to_the_attempt_it_cut_off() {
 }
 
 #[actix_web::test]
+async fn an_export_that_fails_is_named_in_the_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port");
+    let endpoint = format!("http://{closed}");
+    let log_path = dir.path().join("stderr.log");
+    let log = std::fs::File::create(&log_path).expect("the log file");
+    let server = Server::start_with_env(
+        &dir.path().join("data"),
+        &["--otlp-endpoint", &endpoint],
+        &[("OTEL_BSP_SCHEDULE_DELAY", BATCH_DELAY_MS)],
+        Stdio::from(log),
+    );
+    let client = server.client();
+    let session = new_session(&client).await;
+    let answer = send(&client, session.id, "hello", None)
+        .await
+        .expect("answered");
+    assert_eq!(
+        answer.status, 200,
+        "a turn runs whatever becomes of its spans"
+    );
+    terminate(server).await;
+
+    let log = std::fs::read_to_string(&log_path).expect("the log");
+    assert!(
+        log.lines()
+            .any(|line| line.contains("opentelemetry") && line.contains("ExportError")),
+        "the failed export is in the log:\n{log}"
+    );
+}
+
+#[actix_web::test]
 async fn with_no_endpoint_nothing_is_sent() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (endpoint, received) = receiver();
