@@ -181,6 +181,11 @@ pub enum Command {
         /// nothing for a whole interval is closed.
         #[arg(long, env = "SEED_WS_PING_INTERVAL_MS", default_value_t = crate::subscribers::WS_PING_INTERVAL_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(10..))]
         ws_ping_interval_ms: u64,
+        /// How long the close frame of a WebSocket the service closes (fallen behind, token
+        /// revoked, no answer to a ping) waits for room in the socket, in milliseconds: a client
+        /// that reads nothing is given up without it after this.
+        #[arg(long, env = "SEED_WS_CLOSE_WAIT_MS", default_value_t = crate::subscribers::WS_CLOSE_WAIT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
+        ws_close_wait_ms: u64,
         /// How long each request head may take to arrive, in milliseconds: a connection's first
         /// from its opening (cut off with 408), a later one on a kept-alive connection from its
         /// first byte (the connection is closed).
@@ -447,6 +452,7 @@ pub fn main() -> anyhow::Result<()> {
             ws_per_account_max,
             ws_per_token_max,
             ws_ping_interval_ms,
+            ws_close_wait_ms,
             header_timeout_ms,
             body_timeout_ms,
             connections_max,
@@ -519,6 +525,7 @@ pub fn main() -> anyhow::Result<()> {
                     per_account_max: *ws_per_account_max as usize,
                     per_token_max: *ws_per_token_max as usize,
                     ping_interval: Duration::from_millis(*ws_ping_interval_ms),
+                    close_wait: Duration::from_millis(*ws_close_wait_ms),
                 },
                 token_ttl_ms: *token_ttl_ms,
                 tokens_per_account_max: *tokens_per_account_max as usize,

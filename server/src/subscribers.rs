@@ -24,6 +24,9 @@ pub const WS_PER_ACCOUNT_MAX_DEFAULT: u32 = 512;
 pub const WS_PER_TOKEN_MAX_DEFAULT: u32 = 256;
 /// How often a socket is pinged by default, in milliseconds.
 pub const WS_PING_INTERVAL_MS_DEFAULT: u64 = 30_000;
+/// How long, by default, the close frame of a socket the service closes waits for room in a
+/// socket whose client reads nothing, in milliseconds.
+pub const WS_CLOSE_WAIT_MS_DEFAULT: u64 = 5_000;
 /// Sessions whose owner the forwarder remembers; past it, it forgets them all and asks again.
 const OWNERS_CACHED_MAX: usize = 65_536;
 
@@ -39,6 +42,9 @@ pub struct SubscriberLimits {
     /// How often each socket is pinged; a socket that has said nothing since the last ping
     /// when the next is due is closed.
     pub ping_interval: Duration,
+    /// How long the close frame of a socket the service closes waits for room (its client may
+    /// be reading nothing); past it the frame is given up.
+    pub close_wait: Duration,
 }
 
 impl Default for SubscriberLimits {
@@ -48,6 +54,7 @@ impl Default for SubscriberLimits {
             per_account_max: WS_PER_ACCOUNT_MAX_DEFAULT as usize,
             per_token_max: WS_PER_TOKEN_MAX_DEFAULT as usize,
             ping_interval: Duration::from_millis(WS_PING_INTERVAL_MS_DEFAULT),
+            close_wait: Duration::from_millis(WS_CLOSE_WAIT_MS_DEFAULT),
         }
     }
 }

@@ -310,6 +310,7 @@ pub async fn subscribe(
         resume,
         draining: state.draining.clone(),
         ping_interval: state.subscribers.limits().ping_interval,
+        close_wait: state.subscribers.limits().close_wait,
         token_expires_at: token_expires_in.map(|wait| tokio::time::Instant::now() + wait),
     };
     actix_web::rt::spawn(socket.run());
@@ -352,6 +353,8 @@ struct Socket {
     resume: Option<Resume>,
     draining: tokio::sync::watch::Receiver<bool>,
     ping_interval: Duration,
+    /// How long its close frame waits for room.
+    close_wait: Duration,
     /// When the bearer token it was opened with expires.
     token_expires_at: Option<tokio::time::Instant>,
 }
@@ -385,6 +388,7 @@ impl Socket {
             resume,
             mut draining,
             ping_interval,
+            close_wait,
             token_expires_at,
         } = self;
         // What is left of the subscription (its place among the account's sockets) is given up
@@ -471,8 +475,8 @@ impl Socket {
             description: Some(closing.description()),
         });
         // A client that reads nothing leaves no room for the close frame: it is given up after
-        // a while.
-        let _ = tokio::time::timeout(CLOSE_FRAME_WAIT, session.close(reason)).await;
+        // a while (`--ws-close-wait-ms`).
+        let _ = tokio::time::timeout(close_wait, session.close(reason)).await;
         if closing.is_some() {
             // The service closed it: its place is held until the client goes (or the service
             // stops).
@@ -488,9 +492,6 @@ impl Socket {
         }
     }
 }
-
-/// How long a close frame waits for room in the socket.
-const CLOSE_FRAME_WAIT: Duration = Duration::from_secs(5);
 
 /// Events per `events` update of a catch-up.
 const CATCH_UP_PAGE: usize = 200;

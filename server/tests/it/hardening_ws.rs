@@ -168,9 +168,18 @@ pub(crate) async fn mint(client: &Client) -> String {
 async fn a_subscriber_that_stops_reading_is_closed_saying_it_fell_behind_while_others_go_on() {
     const MESSAGES: usize = 128;
     let dir = tempfile::tempdir().expect("tempdir");
+    // The stalled socket's close frame waits for room until the test reads it, after its runs
+    // (on a loaded machine those take longer than the default 5 s).
     let server = Server::start(
         dir.path(),
-        &["--ws-queue-max", "16", "--ws-per-account-max", "2"],
+        &[
+            "--ws-queue-max",
+            "16",
+            "--ws-per-account-max",
+            "2",
+            "--ws-close-wait-ms",
+            "600000",
+        ],
     );
     let client = server.client();
     let token = mint(&client).await;
