@@ -306,6 +306,32 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_runs_traceparent_goes_with_one_commit_and_comes_back_if_that_commit_is_refused() {
+        let (first, second) = (RunId::from_u128(1), RunId::from_u128(2));
+        let cell = RunCell::new(first);
+        cell.keep_trace_parent(Some("00-a-b-01".to_owned()));
+        assert_eq!(cell.take(), (first, Some("00-a-b-01".to_owned())));
+        assert_eq!(cell.take(), (first, None), "one commit keeps it");
+
+        // A refused commit gives it back to the next one.
+        cell.give_back(first, "00-a-b-01".to_owned());
+        assert_eq!(cell.take_trace_parent().as_deref(), Some("00-a-b-01"));
+
+        // Not to a later run's commits, and not over the later run's own.
+        cell.set(second);
+        cell.give_back(first, "00-a-b-01".to_owned());
+        assert_eq!(cell.take(), (second, None));
+        cell.keep_trace_parent(Some("00-c-d-01".to_owned()));
+        cell.give_back(second, "00-a-b-01".to_owned());
+        assert_eq!(cell.take_trace_parent().as_deref(), Some("00-c-d-01"));
+
+        // A new run starts with nothing to keep.
+        cell.keep_trace_parent(Some("00-c-d-01".to_owned()));
+        cell.set(first);
+        assert_eq!(cell.take(), (first, None));
+    }
+
+    #[test]
     fn a_delegate_calls_result_is_delivered_by_the_child() {
         let event = |kind: &str, content| NewEvent {
             kind: kind.to_owned(),
