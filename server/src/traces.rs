@@ -40,6 +40,11 @@ pub const BATCH_DELAY_DEFAULT: Duration = Duration::from_secs(5);
 /// How long one export may take before it is given up.
 pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The niceness of the exporter's thread (Linux): export is background work, so it runs in
+/// the time turns leave, without starving (at 19 it would get next to nothing on a busy host,
+/// and its queue would fill and drop spans).
+pub const EXPORTER_NICE: i32 = 10;
+
 /// What `seed serve` is told about traces.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceOptions {
@@ -184,7 +189,7 @@ fn exporter(endpoint: &str, options: &TraceOptions) -> anyhow::Result<Exporter> 
         .with_timeout(EXPORT_TIMEOUT)
         .build()
         .with_context(|| format!("cannot set up the trace exporter for {url}"))?;
-    let processor = BatchSpanProcessor::builder(span_exporter)
+    let processor = BatchSpanProcessor::builder(Yielding(span_exporter))
         .with_batch_config(
             BatchConfigBuilder::default()
                 .with_scheduled_delay(options.batch_delay)
@@ -213,6 +218,72 @@ fn exporter(endpoint: &str, options: &TraceOptions) -> anyhow::Result<Exporter> 
         tracer,
         content: options.content,
     })
+}
+
+/// An exporter whose thread yields to the service's: the batch processor calls `export` on a
+/// thread of its own, which the first call lowers to [`EXPORTER_NICE`] (on Linux a thread's
+/// niceness is its own). Converting spans to protobuf and encoding them, the exporter's work,
+/// then takes the CPU that turns leave rather than the writer's or the actors'.
+#[derive(Debug)]
+struct Yielding<E>(E);
+
+thread_local! {
+    static LOWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Lowers the calling thread's scheduling priority to [`EXPORTER_NICE`], once: the batch
+/// processor's own thread alone (by its name), never a thread of the service's that an SDK might
+/// export from.
+fn lower_this_thread() {
+    if LOWERED.with(|lowered| lowered.replace(true)) {
+        return;
+    }
+    let current = std::thread::current();
+    if !current
+        .name()
+        .is_some_and(|name| name.starts_with("OpenTelemetry"))
+    {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let thread = Some(rustix::thread::gettid());
+        // Lowered only: a process started nicer than that stays so.
+        let lowered = rustix::process::getpriority_process(thread).and_then(|niceness| {
+            if niceness < EXPORTER_NICE {
+                rustix::process::setpriority_process(thread, EXPORTER_NICE)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(error) = lowered {
+            tracing::debug!(%error, "the exporter's thread keeps its priority");
+        }
+    }
+}
+
+impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
+    for Yielding<E>
+{
+    fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> impl std::future::Future<Output = opentelemetry_sdk::error::OTelSdkResult> + Send {
+        lower_this_thread();
+        self.0.export(batch)
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.0.set_resource(resource);
+    }
 }
 
 /// The context `traceparent` names, read with the W3C propagator (an empty one when it does not
@@ -340,6 +411,35 @@ mod tests {
             traces_url("collector:4318"),
             Err(Error::Endpoint("collector:4318".to_owned()))
         );
+    }
+
+    /// The batch processor's thread (named as the SDK names it) yields to the service's; any
+    /// other thread keeps its priority.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_exporters_thread_alone_is_lowered() {
+        let niceness = |name: &str| {
+            std::thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(|| {
+                    let before =
+                        rustix::process::getpriority_process(Some(rustix::thread::gettid()))
+                            .expect("its priority");
+                    lower_this_thread();
+                    lower_this_thread();
+                    let after =
+                        rustix::process::getpriority_process(Some(rustix::thread::gettid()))
+                            .expect("its priority");
+                    (before, after)
+                })
+                .expect("a thread")
+                .join()
+                .expect("it ran")
+        };
+        let (before, after) = niceness("OpenTelemetry.Traces.BatchProcessor");
+        assert_eq!(after, before.max(EXPORTER_NICE));
+        let (before, after) = niceness("seed-actors");
+        assert_eq!(after, before);
     }
 
     #[test]
