@@ -152,6 +152,39 @@ async fn send(
     client.send_raw("POST", &path, body, &fields).await
 }
 
+/// Sends `text` to `session` without waiting for its answer; returns what the send said.
+async fn send_unwaited(
+    client: &seed_server::client::Client,
+    session: uuid::Uuid,
+    text: &str,
+) -> seed_server::api::MessageSessionResponse {
+    client
+        .post(
+            &format!("/v1/sessions/{session}/messages"),
+            &json!({"text": text, "wait": false}),
+        )
+        .await
+        .expect("sent")
+}
+
+/// Waits for run `run_id` to end, and checks that it succeeded.
+async fn succeeded(client: &seed_server::client::Client, run_id: impl std::fmt::Display) {
+    let run: seed_server::api::RunInfo = client
+        .get(&format!("/v1/runs/{run_id}?wait=true"))
+        .await
+        .expect("the run ends");
+    assert_eq!(run.status, "succeeded", "{run:?}");
+}
+
+/// The first run of `session` (the message's, or a successor's copied message's).
+async fn first_run(client: &seed_server::client::Client, session: uuid::Uuid) -> uuid::Uuid {
+    let runs: seed_server::api::SessionRunsResponse = client
+        .get(&format!("/v1/sessions/{session}/runs"))
+        .await
+        .expect("runs");
+    runs.runs.first().expect("a run").id
+}
+
 const TWO_CALLS: &str =
     "call: status {\"description\": \"one\"}\ncall: status {\"description\": \"two\"}";
 
@@ -326,16 +359,8 @@ async fn a_run_adopted_after_a_crash_links_to_the_attempt_it_cut_off() {
 
     let server = traced(&data, &endpoint, nodes);
     let client = server.client();
-    let runs: seed_server::api::SessionRunsResponse = client
-        .get(&format!("/v1/sessions/{}/runs", session.id))
-        .await
-        .expect("runs");
-    let run_id = runs.runs.first().expect("the message's run").id;
-    let run: seed_server::api::RunInfo = client
-        .get(&format!("/v1/runs/{run_id}?wait=true"))
-        .await
-        .expect("the run ends");
-    assert_eq!(run.status, "succeeded", "{run:?}");
+    let run_id = first_run(&client, session.id).await;
+    succeeded(&client, run_id).await;
     terminate(server).await;
 
     let spans = received.spans();
@@ -435,13 +460,12 @@ async fn a_run_that_awaited_an_approval_shows_the_wait_as_its_own_span() {
     );
     let client = server.client();
     let session = new_session(&client).await;
-    let sent: seed_server::api::MessageSessionResponse = client
-        .post(
-            &format!("/v1/sessions/{}/messages", session.id),
-            &json!({"text": "call: status {\"description\": \"approved\"}", "wait": false}),
-        )
-        .await
-        .expect("sent");
+    let sent = send_unwaited(
+        &client,
+        session.id,
+        "call: status {\"description\": \"approved\"}",
+    )
+    .await;
     let pending = crate::approvals::pending_approval(&client, session.id).await;
     let (status, _) = crate::approvals::decide(
         &client,
@@ -451,11 +475,7 @@ async fn a_run_that_awaited_an_approval_shows_the_wait_as_its_own_span() {
     )
     .await;
     assert_eq!(status, 200);
-    let run: seed_server::api::RunInfo = client
-        .get(&format!("/v1/runs/{}?wait=true", sent.run_id))
-        .await
-        .expect("the run ends");
-    assert_eq!(run.status, "succeeded", "{run:?}");
+    succeeded(&client, sent.run_id).await;
     terminate(server).await;
 
     let spans = received.spans();
@@ -501,15 +521,7 @@ async fn a_continuation_is_a_span_under_its_tool_call_with_the_successor_and_the
         serde_json::from_slice(&answer.body).expect("the send's answer");
     let successor = sent.continued_to_session_id.expect("continued");
     // The successor answers the message in a run of its own.
-    let runs: seed_server::api::SessionRunsResponse = client
-        .get(&format!("/v1/sessions/{successor}/runs"))
-        .await
-        .expect("the successor's runs");
-    let answered: seed_server::api::RunInfo = client
-        .get(&format!("/v1/runs/{}?wait=true", runs.runs[0].id))
-        .await
-        .expect("the successor's run ends");
-    assert_eq!(answered.status, "succeeded", "{answered:?}");
+    succeeded(&client, first_run(&client, successor).await).await;
     terminate(server).await;
 
     let spans = received.spans();
@@ -549,18 +561,13 @@ async fn a_delegated_childs_run_continues_the_trace_under_its_delegate_call() {
     let server = traced(&dir.path().join("data"), &endpoint, &[]);
     let client = server.client();
     let session = new_session(&client).await;
-    let sent: seed_server::api::MessageSessionResponse = client
-        .post(
-            &format!("/v1/sessions/{}/messages", session.id),
-            &json!({"text": "call: delegate {\"task\": \"look it up\"}", "wait": false}),
-        )
-        .await
-        .expect("sent");
-    let run: seed_server::api::RunInfo = client
-        .get(&format!("/v1/runs/{}?wait=true", sent.run_id))
-        .await
-        .expect("the run ends");
-    assert_eq!(run.status, "succeeded", "{run:?}");
+    let sent = send_unwaited(
+        &client,
+        session.id,
+        "call: delegate {\"task\": \"look it up\"}",
+    )
+    .await;
+    succeeded(&client, sent.run_id).await;
     terminate(server).await;
 
     let spans = received.spans();
