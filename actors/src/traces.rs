@@ -19,9 +19,10 @@ use seed_store::RunRow;
 use tracing::Span;
 use tracing::field::Empty;
 
-/// Runs whose parent span is remembered at once, at most: past it, a run queued by a request
-/// starts a trace of its own rather than the map growing (a run is taken out when it starts, so
-/// only runs queued and not yet started count).
+/// Runs whose parent span (or parking) is remembered at once, at most. A run is taken out when
+/// it starts, but on several nodes another node may start it, and its entry would stay: past
+/// the bound the map forgets all it holds and starts again, so that the runs queued from then on
+/// still continue their traces (those forgotten start traces of their own).
 pub const TRACE_PARENTS_MAX: usize = 65_536;
 
 /// What the exporter does for the runtime: ids in and out of spans, and spans with times of
@@ -112,7 +113,10 @@ impl Traces {
 
     /// Notes that `run_id` was queued under `traceparent`: its span will be that span's child.
     pub fn queued(&self, run_id: RunId, traceparent: String) {
-        if self.is_on() && self.parents.len() < TRACE_PARENTS_MAX {
+        if self.is_on() {
+            if self.parents.len() >= TRACE_PARENTS_MAX {
+                self.parents.clear();
+            }
             self.parents.insert(run_id, traceparent);
         }
     }
@@ -136,6 +140,9 @@ impl Traces {
     /// Notes that `run_id` parked on `kind` at `now_ms`.
     pub fn parked(&self, run_id: RunId, kind: WaitKind, now_ms: i64) {
         if self.is_on() {
+            if self.parked.len() >= TRACE_PARENTS_MAX {
+                self.parked.clear();
+            }
             self.parked.insert(run_id, (kind, now_ms));
         }
     }
@@ -344,11 +351,17 @@ mod tests {
     }
 
     #[test]
-    fn the_parents_kept_are_bounded() {
+    fn what_is_kept_is_bounded_and_the_newest_runs_still_continue_their_traces() {
         let traces = Traces::new(Arc::new(Recording::default()), false);
-        for idx in 0..TRACE_PARENTS_MAX as u128 + 10 {
+        let past_the_bound = TRACE_PARENTS_MAX as u128 + 10;
+        for idx in 0..past_the_bound {
             traces.queued(RunId::from_u128(idx), REQUEST.to_owned());
+            traces.parked(RunId::from_u128(idx), WaitKind::Children, 5);
         }
-        assert_eq!(traces.parents.len(), TRACE_PARENTS_MAX);
+        assert!(traces.parents.len() <= TRACE_PARENTS_MAX);
+        assert!(traces.parked.len() <= TRACE_PARENTS_MAX);
+        let newest = RunId::from_u128(past_the_bound - 1);
+        assert!(traces.parents.contains_key(&newest));
+        assert!(traces.parked.contains_key(&newest));
     }
 }
