@@ -171,6 +171,21 @@ impl Error {
         }
     }
 
+    /// Whether a statement failed because the server had closed its connection (it restarted,
+    /// or an administrator cut the connection off), which the connection had not noticed yet:
+    /// a connection opened anew may serve at once.
+    pub(crate) fn is_connection_closed(&self) -> bool {
+        match self {
+            Error::Postgres(error) => {
+                error.is_closed()
+                    || error
+                        .code()
+                        .is_some_and(|code| code.code().starts_with("57P"))
+            }
+            _ => false,
+        }
+    }
+
     /// Whether `error`, or any error it was caused by, is the store finding the database away
     /// ([`Error::is_unavailable`]), for callers that hold the store's error wrapped in theirs.
     pub fn is_unavailable_cause(error: &(dyn std::error::Error + 'static)) -> bool {

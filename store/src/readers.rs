@@ -57,19 +57,23 @@ impl Readers {
         })
     }
 
-    /// Runs `read` on a pooled connection and returns what it found.
-    pub(crate) async fn read<T, F>(&self, read: F) -> Result<T>
+    /// Runs `read` on a pooled connection and returns what it found. A read that met its
+    /// connection closed by the server (PostgreSQL restarted, or cut it off, since the
+    /// connection's last statement) runs once more, on the connection opened anew: a read
+    /// changes nothing, and otherwise each pooled connection would fail one caller after the
+    /// database came back.
+    pub(crate) async fn read<T, F>(&self, mut read: F) -> Result<T>
     where
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
         if let Some(inline) = &self.inline {
             let connection = inline.lock().map_err(|_| Error::Closed)?;
-            return read(&connection);
+            return read_again_if_closed(&connection, &mut read);
         }
         let (reply, outcome) = oneshot::channel();
         let job: ReadJob = Box::new(move |connection| {
-            let _ = reply.send(read(connection));
+            let _ = reply.send(read_again_if_closed(connection, &mut read));
         });
         self.sender
             .as_ref()
@@ -80,6 +84,20 @@ impl Readers {
             .wait(outcome)
             .await
             .map_err(|_| Error::Closed)?
+    }
+}
+
+/// `read` on `connection`, and once more when the server had closed the connection.
+fn read_again_if_closed<T>(
+    connection: &Connection,
+    read: &mut impl FnMut(&Connection) -> Result<T>,
+) -> Result<T> {
+    match read(connection) {
+        Err(error) if error.is_connection_closed() => {
+            tracing::info!(%error, "a read met its connection closed; reading again");
+            read(connection)
+        }
+        outcome => outcome,
     }
 }
 

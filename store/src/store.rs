@@ -125,7 +125,7 @@ impl Store {
 
     pub(crate) async fn read<T, F>(&self, read: F) -> Result<T>
     where
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
         self.inner.readers.read(read).await

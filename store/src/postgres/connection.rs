@@ -51,6 +51,9 @@ pub(crate) struct PgConnection {
     unanswered: RefCell<Vec<Unanswered>>,
     /// How many times this connection waited on the server's answers.
     n_round_trips: Cell<u64>,
+    /// A statement met the connection closed by the server before the driver's task saw it
+    /// end: the connection is opened anew as if `Client::is_closed` said so.
+    lost: Cell<bool>,
 }
 
 /// A statement sent without waiting for its answer: awaiting it reads the answer.
@@ -100,6 +103,7 @@ impl PgConnection {
                         session_settings: RefCell::new(Vec::new()),
                         unanswered: RefCell::new(Vec::new()),
                         n_round_trips: Cell::new(0),
+                        lost: Cell::new(false),
                     })
                 })
                 .join()
@@ -111,6 +115,29 @@ impl PgConnection {
     /// statements sent before it, answered together).
     pub(crate) fn n_round_trips(&self) -> u64 {
         self.n_round_trips.get()
+    }
+
+    /// Whether the connection is closed: the driver says so, or a statement met it closed.
+    fn is_closed(&self) -> bool {
+        self.lost.get() || self.client.borrow().is_closed()
+    }
+
+    /// Notes an outcome that met the connection closed.
+    fn noting_closed<T>(
+        &self,
+        outcome: std::result::Result<T, tokio_postgres::Error>,
+    ) -> std::result::Result<T, tokio_postgres::Error> {
+        // Closed under it, or the server's last word before closing it (an administrator's
+        // or a shutdown's termination, 57P01–57P03).
+        if let Err(error) = &outcome
+            && (error.is_closed()
+                || error
+                    .code()
+                    .is_some_and(|code| code.code().starts_with("57P")))
+        {
+            self.lost.set(true);
+        }
+        outcome
     }
 
     /// Blocks on `future`, which waits on the server's answer.
@@ -131,8 +158,7 @@ impl PgConnection {
     fn client_for(&self, sql: &str) -> Result<std::cell::Ref<'_, Arc<tokio_postgres::Client>>> {
         let effect = transaction_effect(sql);
         self.notice_a_closed_connection();
-        if self.client.borrow().is_closed() && (!self.in_transaction.get() || effect == Some(true))
-        {
+        if self.is_closed() && (!self.in_transaction.get() || effect == Some(true)) {
             let runtime = self
                 .runtime
                 .as_ref()
@@ -142,6 +168,7 @@ impl PgConnection {
                 runtime.block_on(client.batch_execute(setting))?;
             }
             *self.client.borrow_mut() = Arc::new(client);
+            self.lost.set(false);
             self.statements.borrow_mut().clear();
             tracing::info!("connected to the database again");
         }
@@ -162,7 +189,7 @@ impl PgConnection {
 
     pub(crate) fn prepare_cached(&self, sql: &str) -> Result<tokio_postgres::Statement> {
         self.notice_a_closed_connection();
-        if !self.client.borrow().is_closed()
+        if !self.is_closed()
             && let Some(statement) = self.statements.borrow().get(sql)
         {
             if let Some(begins) = transaction_effect(sql) {
@@ -181,7 +208,9 @@ impl PgConnection {
         self.read_answers()?;
         let text = crate::sql::postgres_text(sql);
         let client = self.client_for(sql)?;
-        Ok(self.round_trip(client.prepare(&text))?)
+        let outcome = self.round_trip(client.prepare(&text));
+        drop(client);
+        Ok(self.noting_closed(outcome)?)
     }
 
     pub(crate) fn execute(
@@ -260,7 +289,7 @@ impl PgConnection {
         statement: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
     ) -> Result<T> {
         if self.unanswered.borrow().is_empty() {
-            return Ok(self.round_trip(statement)?);
+            return Ok(self.noting_closed(self.round_trip(statement))?);
         }
         let mut statement = std::pin::pin!(statement);
         let first = self.block_on(poll_once(statement.as_mut()));
@@ -271,7 +300,7 @@ impl PgConnection {
             Poll::Pending => self.block_on(statement),
         };
         earlier?;
-        Ok(outcome?)
+        Ok(self.noting_closed(outcome)?)
     }
 
     /// Sets `name` to `value` for this connection's session, and again on each connection it
@@ -299,7 +328,9 @@ impl PgConnection {
             earlier?;
         }
         let client = self.client_for(sql)?;
-        Ok(self.round_trip(client.batch_execute(sql))?)
+        let outcome = self.round_trip(client.batch_execute(sql));
+        drop(client);
+        Ok(self.noting_closed(outcome)?)
     }
 }
 

@@ -692,3 +692,38 @@ fn a_commit_keeps_its_runs_traceparent_in_the_same_transaction() -> anyhow::Resu
 
     Ok(())
 }
+
+/// On PostgreSQL, a read whose pooled connection the server cut off since its last statement
+/// is answered all the same: it runs again on a connection opened anew. (Each connection the
+/// database closed while it was away failed one caller after it came back.)
+#[test]
+fn a_read_whose_connection_the_server_cut_off_is_answered() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    if fixture.database.is_none() {
+        eprintln!("PostgreSQL's: SQLite's connections are files");
+        return Ok(());
+    }
+    let store = &fixture.store;
+    let sessions = fixture.create_sessions(1)?;
+    block_on(store.enqueue_run(run(1, sessions[0], &[])))?;
+    for round in 0..20 {
+        // Every reader has read (each has the statement prepared), then is cut off.
+        for _ in 0..8 {
+            assert!(block_on(store.get_run(RunId::from_u128(1)))?.is_some());
+        }
+        fixture.raw_batch(
+            "",
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()
+                 AND backend_type = 'client backend'",
+        )?;
+        for _ in 0..8 {
+            let read = block_on(store.get_run(RunId::from_u128(1)));
+            assert!(
+                matches!(read, Ok(Some(_))),
+                "round {round}: a read after the cut: {read:?}"
+            );
+        }
+    }
+    Ok(())
+}
