@@ -520,16 +520,18 @@ pub async fn copied_message(
 
 /// Queues a successor's run, on the interactive queue, for its copied message `message_id`.
 /// The run continues the trace of the span current here (the continuation's, or the request's
-/// of a person who continued by hand), when `traces` are on.
+/// of a person who continued by hand), when `traces` are given and on.
 pub async fn queue_successor_run(
     store: &Store,
-    traces: &crate::traces::Traces,
+    traces: Option<&crate::traces::Traces>,
     successor_id: SessionId,
     message_id: seed_events::EventId,
     now_ms: i64,
 ) -> Result<(), seed_store::Error> {
     let run_id = RunId::new_v7();
-    traces.continue_here(run_id);
+    if let Some(traces) = traces {
+        traces.continue_here(run_id);
+    }
     let queued = store
         .enqueue_run(NewRun {
             id: run_id,
@@ -541,7 +543,7 @@ pub async fn queue_successor_run(
             created_at_ms: now_ms,
         })
         .await;
-    if queued.is_err() {
+    if let (Err(_), Some(traces)) = (&queued, traces) {
         traces.forget(run_id);
     }
     queued
@@ -554,7 +556,7 @@ async fn start_successor_run(
     successor_id: SessionId,
     message_id: seed_events::EventId,
 ) -> bool {
-    let traces = &env.settings.traces;
+    let traces = Some(&env.settings.traces);
     match queue_successor_run(&env.store, traces, successor_id, message_id, (env.clock)()).await {
         Ok(()) => true,
         Err(error) => {

@@ -611,8 +611,7 @@ async fn boot_sweep_with(
     for successor in store.successors_without_their_run().await? {
         if let Some(copied) = crate::continuation::copied_message(store, successor).await? {
             // No span is current at boot: its run starts a trace of its own.
-            let traces = crate::traces::Traces::default();
-            crate::continuation::queue_successor_run(store, &traces, successor, copied.id, now_ms)
+            crate::continuation::queue_successor_run(store, None, successor, copied.id, now_ms)
                 .await?;
         }
     }

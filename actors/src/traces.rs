@@ -114,10 +114,7 @@ impl Traces {
     /// Notes that `run_id` was queued under `traceparent`: its span will be that span's child.
     pub fn queued(&self, run_id: RunId, traceparent: String) {
         if self.is_on() {
-            if self.parents.len() >= TRACE_PARENTS_MAX {
-                self.parents.clear();
-            }
-            self.parents.insert(run_id, traceparent);
+            keep_bounded(&self.parents, run_id, traceparent);
         }
     }
 
@@ -140,10 +137,7 @@ impl Traces {
     /// Notes that `run_id` parked on `kind` at `now_ms`.
     pub fn parked(&self, run_id: RunId, kind: WaitKind, now_ms: i64) {
         if self.is_on() {
-            if self.parked.len() >= TRACE_PARENTS_MAX {
-                self.parked.clear();
-            }
-            self.parked.insert(run_id, (kind, now_ms));
+            keep_bounded(&self.parked, run_id, (kind, now_ms));
         }
     }
 
@@ -228,6 +222,15 @@ impl Traces {
             }
         }
     }
+}
+
+/// Keeps `value` for `run_id`, forgetting all `map` holds first once it holds
+/// [`TRACE_PARENTS_MAX`].
+fn keep_bounded<V>(map: &DashMap<RunId, V>, run_id: RunId, value: V) {
+    if map.len() >= TRACE_PARENTS_MAX {
+        map.clear();
+    }
+    map.insert(run_id, value);
 }
 
 #[cfg(test)]

@@ -198,6 +198,9 @@ pub(crate) fn get_run(connection: &Connection, id: RunId) -> Result<Option<RunRo
         .transpose()
 }
 
+/// Keeps a traceparent as a run's newest span.
+const SET_TRACE_PARENT: &str = "UPDATE runs SET trace_parent = ?2 WHERE id = ?1";
+
 /// Keeps `traceparent` as the run's newest span, within a commit that reads no answer of it
 /// (on PostgreSQL it goes with the commit's next waited statement).
 pub(crate) fn send_run_trace_parent(
@@ -206,7 +209,7 @@ pub(crate) fn send_run_trace_parent(
     traceparent: &str,
 ) -> Result<()> {
     connection
-        .prepare_cached("UPDATE runs SET trace_parent = ?2 WHERE id = ?1")?
+        .prepare_cached(SET_TRACE_PARENT)?
         .send(params![id.to_string(), traceparent])
 }
 
@@ -217,7 +220,7 @@ pub(crate) fn set_run_trace_parent(
     traceparent: &str,
 ) -> Result<bool> {
     let n_changed = connection
-        .prepare_cached("UPDATE runs SET trace_parent = ?2 WHERE id = ?1")?
+        .prepare_cached(SET_TRACE_PARENT)?
         .execute(params![id.to_string(), traceparent])?;
     Ok(n_changed == 1)
 }

@@ -89,7 +89,7 @@ pub(crate) async fn continue_by_person(
         NonceOutcome::Fresh(created) => created,
         NonceOutcome::Replayed => return Ok(PersonContinuation::Replayed),
     };
-    let traces = &env.settings.traces;
+    let traces = Some(&env.settings.traces);
     let queued = queue_successor_run(store, traces, successor_id, created.message.id, now).await;
     if let Err(error) = queued {
         // The boot sweep queues it; meanwhile the successor is a normal session.

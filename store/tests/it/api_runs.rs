@@ -635,10 +635,10 @@ fn claims_go_to_the_account_with_the_fewest_runs_in_flight_up_to_its_share() -> 
     Ok(())
 }
 
-/// A traced turn's first commit keeps its run's `traceparent` in its own transaction, with or
-/// without log events.
+/// A traced turn's first commit keeps its run's `traceparent` (in its own transaction, by
+/// construction: one closure of the writer), with or without log events.
 #[test]
-fn a_commit_keeps_its_runs_traceparent_in_the_same_transaction() -> anyhow::Result<()> {
+fn a_commit_keeps_its_runs_traceparent_with_or_without_log_events() -> anyhow::Result<()> {
     const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let fixture = Fixture::new()?;
     let store = &fixture.store;
