@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use seed_durable::TRACE_TARGET;
+use seed_durable::spans::ModelSpans;
 use seed_events::RunId;
 use seed_store::RunRow;
 use tracing::Span;
@@ -26,8 +27,9 @@ use tracing::field::Empty;
 pub const TRACE_PARENTS_MAX: usize = 65_536;
 
 /// What the exporter does for the runtime: ids in and out of spans, and spans with times of
-/// their own. Implemented by the service (`server/src/traces.rs`).
-pub trait SpanContexts: Send + Sync + std::fmt::Debug {
+/// their own (waits here, model requests in the harness). Implemented by the service
+/// (`server/src/traces.rs`).
+pub trait SpanContexts: ModelSpans {
     /// `span`'s W3C `traceparent`, when it is exported (sampled or not).
     fn traceparent(&self, span: &Span) -> Option<String>;
     /// Makes `traceparent` the parent of `span`, which has not been entered yet.
@@ -98,6 +100,12 @@ impl Traces {
             content,
             ..Traces::default()
         }
+    }
+
+    /// Where a turn's model requests go as spans, when traces are on.
+    pub fn model_spans(&self) -> Option<Arc<dyn ModelSpans>> {
+        let contexts = self.contexts.clone()?;
+        Some(contexts)
     }
 
     /// Whether anything is exported.
@@ -250,6 +258,10 @@ mod tests {
 
     #[derive(Debug, Default)]
     struct Recording(Mutex<Vec<Asked>>);
+
+    impl ModelSpans for Recording {
+        fn export(&self, _: &Span, _: &seed_durable::spans::ModelRequest<'_>) {}
+    }
 
     impl SpanContexts for Recording {
         fn traceparent(&self, _: &Span) -> Option<String> {

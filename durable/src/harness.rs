@@ -106,6 +106,8 @@ pub struct HarnessConfig {
     /// Whether the model request spans carry the messages' text (traces exported with
     /// message content); off, they carry counts and names alone.
     pub trace_content: bool,
+    /// Where model requests go as spans; `None` with traces off.
+    pub model_spans: Option<Arc<dyn crate::spans::ModelSpans>>,
 }
 
 impl HarnessConfig {
@@ -118,6 +120,7 @@ impl HarnessConfig {
             live_interval: Duration::from_millis(100),
             system: String::new(),
             trace_content: false,
+            model_spans: None,
         }
     }
 }

@@ -1,17 +1,20 @@
-//! The spans a turn opens for traces: one per model request and one per tool call, named and
+//! The spans a turn makes for traces: one per tool call and one per model request, named and
 //! attributed after OpenTelemetry's GenAI semantic conventions where they name an attribute.
+//! This crate knows nothing of OpenTelemetry.
 //!
-//! They are plain `tracing` spans: this crate knows nothing of OpenTelemetry. The service's
-//! exporter (`server/src/traces.rs`) takes the spans of [`TRACE_TARGET`] alone and turns their
-//! fields into attributes (`otel.name` names the span, `otel.kind` gives its kind). With no
-//! exporter, nothing subscribes to that target, so each span is a disabled one: creating it,
-//! recording into it and entering it cost a branch on a cached callsite interest, and no field
-//! value is computed.
+//! A tool call's span is a plain `tracing` span, current while its tool runs (a verb reads
+//! it). The service's exporter (`server/src/traces.rs`) takes the spans of [`TRACE_TARGET`]
+//! alone and turns their fields into attributes (`otel.name` names the span, `otel.kind` gives
+//! its kind). With no exporter, nothing subscribes to that target, so each span is a disabled
+//! one: creating it, recording into it and entering it cost a branch on a cached callsite
+//! interest, and no field value is computed.
 //!
-//! The functions that record results take a span and do nothing on a disabled one, so a caller
-//! never builds a value for no one.
+//! A model request is handed whole, once it ended, to [`ModelSpans`], which the exporter
+//! implements; with traces off there is none, and nothing is gathered.
 
-use seed_providers::{AssistantMessage, Request, StopReason, ToolCall};
+use std::time::{Duration, SystemTime};
+
+use seed_providers::{AssistantMessage, StopReason, ToolCall};
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -19,94 +22,51 @@ use tracing::field::Empty;
 /// and the log's filter leaves it out.
 pub const TRACE_TARGET: &str = "seed_trace";
 
-/// The span of one model request (`chat {model}`, a client span). Its usage, finish reason and
-/// time to first token are recorded when the response is in ([`record_response`],
-/// [`record_first_chunk`]). Under `parent`, the turn's span.
-pub fn model_request(
-    parent: &Span,
-    system: &str,
-    model: &str,
-    request_id: &str,
-    step: u32,
-) -> Span {
-    tracing::info_span!(
-        target: TRACE_TARGET,
-        parent: parent,
-        "gen_ai.chat",
-        otel.name = %format_args!("chat {model}"),
-        otel.kind = "client",
-        otel.status_code = Empty,
-        gen_ai.operation.name = "chat",
-        gen_ai.system = system,
-        gen_ai.request.model = model,
-        gen_ai.response.model = Empty,
-        gen_ai.usage.input_tokens = Empty,
-        gen_ai.usage.output_tokens = Empty,
-        gen_ai.usage.cache_read.input_tokens = Empty,
-        gen_ai.usage.cache_creation.input_tokens = Empty,
-        gen_ai.response.finish_reasons = Empty,
-        gen_ai.server.time_to_first_token = Empty,
-        gen_ai.input.messages = Empty,
-        gen_ai.output.messages = Empty,
-        error.type = Empty,
-        seed.request_id = request_id,
-        seed.step = i64::from(step),
-    )
+/// Where a turn's model requests go as spans, when traces are on: the service's exporter
+/// (`server/src/traces.rs`) makes each one whole once the request ended, a `chat {model}`
+/// client span under the run's span, from its start to its end.
+///
+/// A model request is not a `tracing` span: opening one, recording its response and closing it
+/// were a dispatch to every layer each, and the bridge's bookkeeping cost more than the span
+/// itself (docs/design/traces.md). Nothing runs under a model request, so nothing needs it as a
+/// current span.
+pub trait ModelSpans: Send + Sync + std::fmt::Debug {
+    /// Exports `request` as a child of `parent`, the run's span.
+    fn export(&self, parent: &Span, request: &ModelRequest<'_>);
 }
 
-/// Records the messages a request sends, when message text is to be exported at all.
-pub fn record_request_content(span: &Span, request: &Request, content: bool) {
-    if content && !span.is_disabled() {
-        let messages = serde_json::to_string(&request.messages).unwrap_or_default();
-        span.record("gen_ai.input.messages", messages.as_str());
-    }
+/// One model request, as its span gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest<'a> {
+    /// The provider's name (`gen_ai.system`).
+    pub system: &'a str,
+    /// The model asked (`gen_ai.request.model`).
+    pub model: &'a str,
+    /// The turn's request id, and the request's step in the turn.
+    pub request_id: &'a str,
+    pub step: u32,
+    pub started_at: SystemTime,
+    pub ended_at: SystemTime,
+    /// How long the first chunk of the response took, when one came.
+    pub first_chunk_after: Option<Duration>,
+    /// The messages sent, as JSON, when message text is exported.
+    pub input_messages: Option<String>,
+    pub outcome: ModelOutcome<'a>,
 }
 
-/// Records how long the first chunk of a response took, in seconds.
-pub fn record_first_chunk(span: &Span, after: std::time::Duration) {
-    span.record("gen_ai.server.time_to_first_token", after.as_secs_f64());
-}
-
-/// Records a response's model, usage and finish reason (and its text, with `content`).
-pub fn record_response(span: &Span, message: &AssistantMessage, content: bool) {
-    if span.is_disabled() {
-        return;
-    }
-    span.record("gen_ai.response.model", message.model.as_str());
-    let usage = &message.usage;
-    span.record("gen_ai.usage.input_tokens", count(usage.input));
-    span.record("gen_ai.usage.output_tokens", count(usage.output));
-    span.record(
-        "gen_ai.usage.cache_read.input_tokens",
-        count(usage.cache_read),
-    );
-    span.record(
-        "gen_ai.usage.cache_creation.input_tokens",
-        count(usage.cache_write),
-    );
-    span.record(
-        "gen_ai.response.finish_reasons",
-        finish_reason(message.stop_reason),
-    );
-    if message.stop_reason == StopReason::Error {
-        span.record("otel.status_code", "ERROR");
-        span.record("error.type", "provider_error");
-    }
-    if content {
-        span.record("gen_ai.output.messages", message.text().as_str());
-    }
+/// How a model request ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelOutcome<'a> {
+    /// With its response (which may itself be an error the provider sent).
+    Response(&'a AssistantMessage),
+    /// Cut off or failed, and why in a word (`error.type`).
+    Failed(&'a str),
 }
 
 /// A count as a span records it: signed, since the OpenTelemetry bridge exports an unsigned
 /// value as text.
 pub fn count(value: impl TryInto<i64>) -> i64 {
     value.try_into().unwrap_or(i64::MAX)
-}
-
-/// Records that a request failed or was cut off, and why in a word.
-pub fn record_request_failed(span: &Span, error_type: &str) {
-    span.record("otel.status_code", "ERROR");
-    span.record("error.type", error_type);
 }
 
 /// The finish reason as the conventions spell it.

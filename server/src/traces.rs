@@ -15,6 +15,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use anyhow::Context as _;
+use opentelemetry::KeyValue;
 use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt as _, Tracer as _};
 use opentelemetry_otlp::WithExportConfig as _;
@@ -24,6 +25,8 @@ use opentelemetry_sdk::trace::{
 };
 use seed_actors::traces::{SpanContexts, Wait};
 use seed_durable::TRACE_TARGET;
+use seed_durable::spans::{ModelOutcome, ModelRequest, ModelSpans, count, finish_reason};
+use seed_providers::StopReason;
 use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::Layer as _;
@@ -115,6 +118,7 @@ impl Exporter {
         seed_actors::traces::Traces::new(
             Arc::new(Contexts {
                 tracer: self.tracer.clone(),
+                content: self.content,
             }),
             self.content,
         )
@@ -293,10 +297,88 @@ fn extract(traceparent: &str) -> opentelemetry::Context {
     TraceContextPropagator::new().extract(&carrier)
 }
 
-/// [`SpanContexts`] over the exporter's tracer.
+/// [`SpanContexts`] (and [`ModelSpans`]) over the exporter's tracer.
 #[derive(Debug)]
 struct Contexts {
     tracer: SdkTracer,
+    /// Whether model request spans carry the messages' text.
+    content: bool,
+}
+
+impl ModelSpans for Contexts {
+    fn export(&self, parent: &tracing::Span, request: &ModelRequest<'_>) {
+        if parent.is_disabled() {
+            return;
+        }
+        let mut span = self
+            .tracer
+            .span_builder(format!("chat {}", request.model))
+            .with_kind(SpanKind::Client)
+            .with_start_time(request.started_at)
+            .with_attributes(model_request_attributes(request, self.content))
+            .start_with_context(&self.tracer, &parent.context());
+        let failed = match request.outcome {
+            ModelOutcome::Response(message) => message.stop_reason == StopReason::Error,
+            ModelOutcome::Failed(_) => true,
+        };
+        if failed {
+            span.set_status(opentelemetry::trace::Status::error(""));
+        }
+        span.end_with_timestamp(request.ended_at);
+    }
+}
+
+/// The attributes of a model request's span, after the GenAI conventions.
+fn model_request_attributes(request: &ModelRequest<'_>, content: bool) -> Vec<KeyValue> {
+    let mut attributes = Vec::with_capacity(16);
+    attributes.extend([
+        KeyValue::new("gen_ai.operation.name", "chat"),
+        KeyValue::new("gen_ai.system", request.system.to_owned()),
+        KeyValue::new("gen_ai.request.model", request.model.to_owned()),
+        KeyValue::new("seed.request_id", request.request_id.to_owned()),
+        KeyValue::new("seed.step", i64::from(request.step)),
+    ]);
+    if let Some(messages) = &request.input_messages {
+        attributes.push(KeyValue::new("gen_ai.input.messages", messages.clone()));
+    }
+    if let Some(after) = request.first_chunk_after {
+        attributes.push(KeyValue::new(
+            "gen_ai.server.time_to_first_token",
+            after.as_secs_f64(),
+        ));
+    }
+    match request.outcome {
+        ModelOutcome::Response(message) => {
+            let usage = &message.usage;
+            attributes.extend([
+                KeyValue::new("gen_ai.response.model", message.model.clone()),
+                KeyValue::new("gen_ai.usage.input_tokens", count(usage.input)),
+                KeyValue::new("gen_ai.usage.output_tokens", count(usage.output)),
+                KeyValue::new(
+                    "gen_ai.usage.cache_read.input_tokens",
+                    count(usage.cache_read),
+                ),
+                KeyValue::new(
+                    "gen_ai.usage.cache_creation.input_tokens",
+                    count(usage.cache_write),
+                ),
+                KeyValue::new(
+                    "gen_ai.response.finish_reasons",
+                    finish_reason(message.stop_reason),
+                ),
+            ]);
+            if message.stop_reason == StopReason::Error {
+                attributes.push(KeyValue::new("error.type", "provider_error"));
+            }
+            if content {
+                attributes.push(KeyValue::new("gen_ai.output.messages", message.text()));
+            }
+        }
+        ModelOutcome::Failed(error_type) => {
+            attributes.push(KeyValue::new("error.type", error_type.to_owned()));
+        }
+    }
+    attributes
 }
 
 impl SpanContexts for Contexts {
@@ -392,6 +474,96 @@ pub async fn http_span(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The attributes of a model request's span: its request and response after the GenAI
+    /// conventions, an error the provider sent or a failure as `error.type`, and message text
+    /// only with the content switch.
+    #[test]
+    fn a_model_requests_span_carries_its_request_its_response_and_its_error() {
+        let names = |attributes: &[KeyValue]| -> Vec<String> {
+            attributes.iter().map(|kv| kv.key.to_string()).collect()
+        };
+        let value = |attributes: &[KeyValue], name: &str| {
+            attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == name)
+                .map(|kv| kv.value.to_string())
+        };
+        let mut answer = seed_providers::text_response("the answer");
+        answer.usage.input = 120;
+        answer.usage.cache_read = 80;
+        let request = |outcome| ModelRequest {
+            system: "openai",
+            model: "gpt-test",
+            request_id: "r1",
+            step: 2,
+            started_at: SystemTime::UNIX_EPOCH,
+            ended_at: SystemTime::UNIX_EPOCH,
+            first_chunk_after: Some(Duration::from_millis(250)),
+            input_messages: None,
+            outcome,
+        };
+        let answered = model_request_attributes(&request(ModelOutcome::Response(&answer)), false);
+        assert_eq!(
+            names(&answered),
+            [
+                "gen_ai.operation.name",
+                "gen_ai.system",
+                "gen_ai.request.model",
+                "seed.request_id",
+                "seed.step",
+                "gen_ai.server.time_to_first_token",
+                "gen_ai.response.model",
+                "gen_ai.usage.input_tokens",
+                "gen_ai.usage.output_tokens",
+                "gen_ai.usage.cache_read.input_tokens",
+                "gen_ai.usage.cache_creation.input_tokens",
+                "gen_ai.response.finish_reasons",
+            ]
+        );
+        assert_eq!(value(&answered, "gen_ai.system").as_deref(), Some("openai"));
+        assert_eq!(value(&answered, "seed.step").as_deref(), Some("2"));
+        assert_eq!(
+            value(&answered, "gen_ai.usage.input_tokens").as_deref(),
+            Some("120")
+        );
+        assert_eq!(
+            value(&answered, "gen_ai.usage.cache_read.input_tokens").as_deref(),
+            Some("80")
+        );
+        assert_eq!(
+            value(&answered, "gen_ai.server.time_to_first_token").as_deref(),
+            Some("0.25")
+        );
+        assert_eq!(
+            value(&answered, "gen_ai.response.finish_reasons").as_deref(),
+            Some("stop")
+        );
+
+        let with_text = model_request_attributes(
+            &ModelRequest {
+                input_messages: Some("[{\"role\":\"user\"}]".to_owned()),
+                ..request(ModelOutcome::Response(&answer))
+            },
+            true,
+        );
+        assert_eq!(
+            value(&with_text, "gen_ai.output.messages").as_deref(),
+            Some("the answer")
+        );
+        assert!(value(&with_text, "gen_ai.input.messages").is_some());
+
+        let mut refused = answer.clone();
+        refused.stop_reason = StopReason::Error;
+        let refused = model_request_attributes(&request(ModelOutcome::Response(&refused)), false);
+        assert_eq!(
+            value(&refused, "error.type").as_deref(),
+            Some("provider_error")
+        );
+        let failed = model_request_attributes(&request(ModelOutcome::Failed("timeout")), false);
+        assert_eq!(value(&failed, "error.type").as_deref(), Some("timeout"));
+        assert_eq!(value(&failed, "gen_ai.response.model"), None);
+    }
 
     #[test]
     fn the_traces_path_goes_after_the_endpoint_once() {

@@ -2,6 +2,7 @@
 //! `stream` submodule), and committed with its model task.
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use seed_providers::{
     Message, Provider, ProviderError, ProviderErrorKind, Request, ToolResultMessage,
@@ -15,7 +16,7 @@ use crate::record::{
     EntryBody, LIVE_DOCUMENT, LiveDocument, LiveState, ModelTaskState, TURN_DOCUMENT, Task,
     TurnDocument, TurnState,
 };
-use crate::spans;
+use crate::spans::{ModelOutcome, ModelRequest};
 use crate::state::Batch;
 use crate::stop::StopSignal;
 
@@ -34,27 +35,19 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             step,
             state,
         };
-        let span = spans::model_request(
-            &self.span,
-            &self.config.system,
-            &request.model,
-            &doc.request_id,
-            step,
-        );
-        spans::record_request_content(&span, &request, self.config.trace_content);
-        // Not entered while streaming: nothing under it is traced, and each chunk's poll
-        // would enter and exit it.
-        let streamed = self.stream(doc, step, request, stop, &span).await?;
-        match &streamed {
-            Streamed::Done(message) => {
-                spans::record_response(&span, message, self.config.trace_content)
-            }
-            Streamed::Stopped(_) => spans::record_request_failed(&span, "cancelled"),
-            Streamed::Failed { error, .. } => {
-                spans::record_request_failed(&span, &error.kind.to_string())
-            }
+        let traced = self
+            .config
+            .model_spans
+            .is_some()
+            .then(|| Traced::before(&request, self.config.trace_content));
+        let mut first_chunk_after = None;
+        let streamed = self
+            .stream(doc, step, request, stop, &mut first_chunk_after)
+            .await;
+        if let Some(traced) = traced {
+            self.export_span(traced, doc, step, first_chunk_after, &streamed);
         }
-        drop(span);
+        let streamed = streamed?;
         match streamed {
             Streamed::Done(mut message) => {
                 if message.usage.prompt_tokens() == 0 {
@@ -180,6 +173,65 @@ fn without_images_unless(
         }
     }
     messages
+}
+
+/// What a model request's span needs from before the request is sent.
+struct Traced {
+    started_at: SystemTime,
+    model: String,
+    input_messages: Option<String>,
+}
+
+impl Traced {
+    fn before(request: &Request, content: bool) -> Traced {
+        Traced {
+            started_at: SystemTime::now(),
+            model: request.model.clone(),
+            input_messages: content
+                .then(|| serde_json::to_string(&request.messages).unwrap_or_default()),
+        }
+    }
+}
+
+impl<F: DurableFs, P: Provider> Harness<F, P> {
+    /// Hands a model request that ended, as `streamed` says, to the exporter's
+    /// [`ModelSpans`](crate::spans::ModelSpans).
+    fn export_span(
+        &self,
+        traced: Traced,
+        doc: &TurnDocument,
+        step: u32,
+        first_chunk_after: Option<Duration>,
+        streamed: &Result<Streamed>,
+    ) {
+        let Some(model_spans) = &self.config.model_spans else {
+            return;
+        };
+        let error_kind;
+        let outcome = match streamed {
+            Ok(Streamed::Done(message)) => ModelOutcome::Response(message),
+            Ok(Streamed::Stopped(_)) => ModelOutcome::Failed("cancelled"),
+            Ok(Streamed::Failed { error, .. }) => {
+                error_kind = error.kind.to_string();
+                ModelOutcome::Failed(&error_kind)
+            }
+            Err(_) => ModelOutcome::Failed("store"),
+        };
+        model_spans.export(
+            &self.span,
+            &ModelRequest {
+                system: &self.config.system,
+                model: &traced.model,
+                request_id: &doc.request_id,
+                step,
+                started_at: traced.started_at,
+                ended_at: SystemTime::now(),
+                first_chunk_after,
+                input_messages: traced.input_messages,
+                outcome,
+            },
+        );
+    }
 }
 
 #[cfg(test)]

@@ -61,16 +61,16 @@ impl Partial {
 impl<F: DurableFs, P: Provider> Harness<F, P> {
     /// Reads the response stream, committing what it has streamed (text, reasoning, tool calls)
     /// to `pi.live` at most every `live_interval`, until it completes, fails, or the stop fires.
+    /// How long the first chunk took goes to `first_chunk_after` (for its trace span).
     pub(super) async fn stream(
         &mut self,
         doc: &TurnDocument,
         step: u32,
         request: Request,
         stop: &StopSignal,
-        span: &tracing::Span,
+        first_chunk_after: &mut Option<std::time::Duration>,
     ) -> Result<Streamed> {
         let requested_at = self.clock.now();
-        let mut first_chunk = true;
         let mut events = self.provider.stream(request);
         let mut stopped = stop.stopped();
         let mut partial = Partial::default();
@@ -124,11 +124,8 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 }
                 Wake::Event(event) => event,
             };
-            if std::mem::take(&mut first_chunk) {
-                crate::spans::record_first_chunk(
-                    span,
-                    self.clock.now().saturating_sub(requested_at),
-                );
+            if first_chunk_after.is_none() {
+                *first_chunk_after = Some(self.clock.now().saturating_sub(requested_at));
             }
             match event {
                 None => {

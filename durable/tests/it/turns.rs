@@ -326,6 +326,110 @@ fn every_model_request_and_every_tool_call_has_its_task() {
     assert_eq!((models, tools, tasks.len()), (2, 1, 3), "{tasks:#?}");
 }
 
+/// What a model request's span was handed, in brief.
+#[derive(Debug, Clone, PartialEq)]
+struct Exported {
+    request_id: String,
+    step: u32,
+    model: String,
+    outcome: String,
+    first_chunk: bool,
+    in_order: bool,
+    input_messages: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Recorded(std::sync::Mutex<Vec<Exported>>);
+
+impl seed_durable::spans::ModelSpans for Recorded {
+    fn export(&self, _: &tracing::Span, request: &seed_durable::spans::ModelRequest<'_>) {
+        use seed_durable::spans::ModelOutcome;
+        let outcome = match request.outcome {
+            ModelOutcome::Response(message) => {
+                seed_durable::spans::finish_reason(message.stop_reason).to_owned()
+            }
+            ModelOutcome::Failed(error_type) => format!("failed: {error_type}"),
+        };
+        self.0.lock().expect("the record").push(Exported {
+            request_id: request.request_id.to_owned(),
+            step: request.step,
+            model: request.model.to_owned(),
+            outcome,
+            first_chunk: request.first_chunk_after.is_some(),
+            in_order: request.started_at <= request.ended_at,
+            input_messages: request.input_messages.clone(),
+        });
+    }
+}
+
+/// Each model request is handed whole to the model spans once it ended: its step, whether a
+/// first chunk came, and how it ended (answered, cut off, failed); the messages sent only with
+/// message text on.
+#[test]
+fn each_model_request_is_handed_to_its_span_once_it_ended() {
+    let scripted = ScriptedProvider::new(vec![
+        ScriptedStep::Respond(seed_providers::tool_response("", vec![look_call()])),
+        ScriptedStep::Respond(text_response("done")),
+        ScriptedStep::FailAfter {
+            text: "half".to_owned(),
+            error: seed_providers::ProviderError::new(
+                seed_providers::ProviderErrorKind::Timeout,
+                "busy",
+            ),
+        },
+    ]);
+    let recorded = Arc::new(Recorded::default());
+    let config = |trace_content| HarnessConfig {
+        model_spans: Some(Arc::clone(&recorded) as Arc<dyn seed_durable::spans::ModelSpans>),
+        trace_content,
+        ..HarnessConfig::new("scripted", "You are tested.")
+    };
+    let fs = MemoryFs::new();
+    let mut harness = block_on(Harness::open(
+        fs.clone(),
+        scripted.clone(),
+        ToolSet::new().with(Arc::new(Look)),
+        config(false),
+    ))
+    .expect("open");
+    block_on(harness.run_turn(TurnRequest::new("r1", "look"))).expect("a turn");
+    let mut harness = block_on(Harness::open(
+        fs,
+        scripted,
+        ToolSet::new().with(Arc::new(Look)),
+        config(true),
+    ))
+    .expect("open");
+    block_on(harness.run_turn(TurnRequest::new("r2", "again"))).expect("a failed turn");
+    let exported = recorded.0.lock().expect("the record").clone();
+    let brief: Vec<_> = exported
+        .iter()
+        .map(|e| {
+            (
+                e.request_id.as_str(),
+                e.step,
+                e.outcome.as_str(),
+                e.first_chunk,
+            )
+        })
+        .collect();
+    assert_eq!(
+        brief,
+        [
+            ("r1", 0, "tool_calls", true),
+            ("r1", 1, "stop", true),
+            ("r2", 0, "failed: timeout", true),
+        ]
+    );
+    assert!(exported.iter().all(|e| e.in_order && e.model == "scripted"));
+    assert_eq!(exported[0].input_messages, None);
+    let sent = exported[2]
+        .input_messages
+        .as_deref()
+        .expect("the messages sent");
+    assert!(sent.contains("again"), "{sent}");
+}
+
 /// A provider that streams a little text and one tool call, then waits for ever.
 struct CallsThenHangs;
 
