@@ -235,7 +235,7 @@ pub(crate) fn count_account_sessions(
 }
 
 /// Where a page of an account's sessions starts: after the session `session_id`, last
-/// updated at `updated_at_ms`, in the order [`list_sessions_page`] reads them.
+/// updated at `updated_at_ms`, in the order [`Store::list_sessions_page`] reads them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionsAfter {
     pub updated_at_ms: i64,

@@ -1,0 +1,166 @@
+//! Sending notices: [`notify_sql`], the statements the writer runs inside the transaction whose
+//! commit a notice tells of, and [`Notifier`], a connection of its own that sends each notice at
+//! once.
+
+use std::fmt;
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use tokio_postgres::{Client, NoTls};
+
+use super::{Notice, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN, TooLong};
+use crate::{Error, Result};
+
+/// One notification to send: run [`Notify::SQL`] with [`Notify::params`]. Run inside a
+/// transaction, it is delivered when the transaction commits, and never if it rolls back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notify {
+    pub channel: String,
+    pub payload: String,
+}
+
+impl Notify {
+    /// The statement; its parameters are the channel and the payload, both text.
+    pub const SQL: &'static str = "SELECT pg_notify($1, $2)";
+
+    /// The statement's parameters, in order.
+    pub fn params(&self) -> [&str; 2] {
+        [&self.channel, &self.payload]
+    }
+}
+
+/// The notifications that send `notice` from `origin` on `channel`, in order: one each of its
+/// [payloads](Notice::payloads).
+pub fn notify_sql(channel: &str, origin: &str, notice: &Notice) -> Result<Vec<Notify>, TooLong> {
+    Ok(notice
+        .payloads(origin)?
+        .into_iter()
+        .map(|payload| Notify {
+            channel: channel.to_owned(),
+            payload,
+        })
+        .collect())
+}
+
+/// Why a notice was not sent.
+#[derive(Debug, thiserror::Error)]
+pub enum Unsent {
+    #[error(transparent)]
+    TooLong(#[from] TooLong),
+    /// The connection is lost, or could not be made again yet; the notice is lost, and the
+    /// next one sent is preceded by a [`Notice::Missed`].
+    #[error("the notices' sending connection is lost: {0}")]
+    Lost(String),
+}
+
+/// Sends notices from one node on a connection of its own, outside any transaction, so each is
+/// delivered at once, in the order they are sent (one sender: its receivers hear them in that
+/// order). A lost connection is made again at a later send, no sooner than a backoff after the
+/// last failed attempt; what could not be sent meanwhile is lost, and the first notice sent
+/// after it is a [`Notice::Missed`], so receivers resync. Used inside a tokio runtime, which
+/// drives the connection.
+pub struct Notifier {
+    config: tokio_postgres::Config,
+    channel: String,
+    origin: String,
+    client: Option<Client>,
+    /// Notices were lost since the last one sent.
+    missed: bool,
+    /// When the next attempt to connect may be made, and the wait after it fails.
+    retry: Option<(tokio::time::Instant, Duration)>,
+}
+
+impl fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Notifier")
+            .field("channel", &self.channel)
+            .field("origin", &self.origin)
+            .field("missed", &self.missed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Notifier {
+    /// Connects to the database `url` names, to send on `channel` as `origin` (see
+    /// [`Notice::payloads`] for what an origin may hold).
+    pub async fn connect(url: &str, channel: &str, origin: &str) -> Result<Notifier> {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(Error::Postgres)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(crate::postgres::CONNECT_TIMEOUT);
+        }
+        let mut notifier = Notifier {
+            config,
+            channel: channel.to_owned(),
+            origin: origin.to_owned(),
+            client: None,
+            missed: false,
+            retry: None,
+        };
+        notifier.client = Some(notifier.open().await.map_err(Error::Postgres)?);
+        Ok(notifier)
+    }
+
+    async fn open(&self) -> Result<Client, tokio_postgres::Error> {
+        let (client, connection) = self.config.connect(NoTls).await?;
+        tokio::spawn(connection);
+        Ok(client)
+    }
+
+    /// Sends `notice`: all its payloads, in order. A notice too long is refused and nothing
+    /// is sent.
+    pub async fn send(&mut self, notice: &Notice) -> Result<(), Unsent> {
+        let payloads = notice.payloads(&self.origin)?;
+        self.connect_again().await?;
+        let mut missed = Vec::new();
+        if self.missed {
+            missed = Notice::Missed.payloads(&self.origin)?;
+        }
+        let client = self.client.as_ref().expect("connected just above");
+        let mut lost = None;
+        for payload in missed.iter().chain(&payloads) {
+            if let Err(error) = client.execute(Notify::SQL, &[&self.channel, payload]).await {
+                lost = Some(error);
+                break;
+            }
+        }
+        if let Some(error) = lost {
+            self.client = None;
+            self.missed = true;
+            return Err(Unsent::Lost(crate::postgres::describe(&error)));
+        }
+        self.missed = false;
+        Ok(())
+    }
+
+    /// Makes the connection again when it was lost and the backoff allows.
+    async fn connect_again(&mut self) -> Result<(), Unsent> {
+        if self.client.as_ref().is_some_and(Client::is_closed) {
+            self.client = None;
+            self.missed = true;
+        }
+        if self.client.is_none() {
+            if let Some((at, _)) = self.retry
+                && tokio::time::Instant::now() < at
+            {
+                self.missed = true;
+                return Err(Unsent::Lost("waiting to connect again".to_owned()));
+            }
+            match self.open().await {
+                Ok(client) => {
+                    self.retry = None;
+                    self.client = Some(client);
+                }
+                Err(error) => {
+                    let backoff = match self.retry {
+                        Some((_, backoff)) => (backoff * 2).min(RECONNECT_BACKOFF_MAX),
+                        None => RECONNECT_BACKOFF_MIN,
+                    };
+                    self.retry = Some((tokio::time::Instant::now() + backoff, backoff));
+                    self.missed = true;
+                    return Err(Unsent::Lost(crate::postgres::describe(&error)));
+                }
+            }
+        }
+        Ok(())
+    }
+}
