@@ -16,7 +16,7 @@ use crate::record::{
     EntryBody, LIVE_DOCUMENT, LiveDocument, LiveState, ModelTaskState, TURN_DOCUMENT, Task,
     TurnDocument, TurnState,
 };
-use crate::spans::{ModelOutcome, ModelRequest};
+use crate::spans::{ModelOutcome, ModelRequest, ModelSpans};
 use crate::state::Batch;
 use crate::stop::StopSignal;
 
@@ -35,11 +35,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             step,
             state,
         };
-        let traced = self
-            .config
-            .model_spans
-            .is_some()
-            .then(|| Traced::before(&request, self.config.trace_content));
+        let traced =
+            self.config.model_spans.clone().map(|model_spans| {
+                Traced::before(model_spans, &request, self.config.trace_content)
+            });
         let mut first_chunk_after = None;
         let streamed = self
             .stream(doc, step, request, stop, &mut first_chunk_after)
@@ -175,16 +174,18 @@ fn without_images_unless(
     messages
 }
 
-/// What a model request's span needs from before the request is sent.
+/// What a model request's span needs from before the request is sent, and where it goes.
 struct Traced {
+    model_spans: Arc<dyn ModelSpans>,
     started_at: SystemTime,
     model: String,
     input_messages: Option<String>,
 }
 
 impl Traced {
-    fn before(request: &Request, content: bool) -> Traced {
+    fn before(model_spans: Arc<dyn ModelSpans>, request: &Request, content: bool) -> Traced {
         Traced {
+            model_spans,
             started_at: SystemTime::now(),
             model: request.model.clone(),
             input_messages: content
@@ -194,8 +195,7 @@ impl Traced {
 }
 
 impl<F: DurableFs, P: Provider> Harness<F, P> {
-    /// Hands a model request that ended, as `streamed` says, to the exporter's
-    /// [`ModelSpans`](crate::spans::ModelSpans).
+    /// Hands a model request that ended, as `streamed` says, to the exporter's [`ModelSpans`].
     fn export_span(
         &self,
         traced: Traced,
@@ -204,9 +204,6 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         first_chunk_after: Option<Duration>,
         streamed: &Result<Streamed>,
     ) {
-        let Some(model_spans) = &self.config.model_spans else {
-            return;
-        };
         let error_kind;
         let outcome = match streamed {
             Ok(Streamed::Done(message)) => ModelOutcome::Response(message),
@@ -217,7 +214,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             }
             Err(_) => ModelOutcome::Failed("store"),
         };
-        model_spans.export(
+        traced.model_spans.export(
             &self.span,
             &ModelRequest {
                 system: &self.config.system,
