@@ -49,8 +49,9 @@ pub struct ModelRequest<'a> {
     pub ended_at: SystemTime,
     /// How long the first chunk of the response took, when one came.
     pub first_chunk_after: Option<Duration>,
-    /// The messages sent, as JSON, when message text is exported.
+    /// The messages sent, as JSON, and the response's text, when message text is exported.
     pub input_messages: Option<String>,
+    pub output_messages: Option<String>,
     pub outcome: ModelOutcome<'a>,
 }
 

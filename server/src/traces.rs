@@ -118,7 +118,6 @@ impl Exporter {
         seed_actors::traces::Traces::new(
             Arc::new(Contexts {
                 tracer: self.tracer.clone(),
-                content: self.content,
             }),
             self.content,
         )
@@ -301,8 +300,6 @@ fn extract(traceparent: &str) -> opentelemetry::Context {
 #[derive(Debug)]
 struct Contexts {
     tracer: SdkTracer,
-    /// Whether model request spans carry the messages' text.
-    content: bool,
 }
 
 impl ModelSpans for Contexts {
@@ -315,7 +312,7 @@ impl ModelSpans for Contexts {
             .span_builder(format!("chat {}", request.model))
             .with_kind(SpanKind::Client)
             .with_start_time(request.started_at)
-            .with_attributes(model_request_attributes(request, self.content))
+            .with_attributes(model_request_attributes(request))
             .start_with_context(&self.tracer, &parent.context());
         let failed = match request.outcome {
             ModelOutcome::Response(message) => message.stop_reason == StopReason::Error,
@@ -329,7 +326,7 @@ impl ModelSpans for Contexts {
 }
 
 /// The attributes of a model request's span, after the GenAI conventions.
-fn model_request_attributes(request: &ModelRequest<'_>, content: bool) -> Vec<KeyValue> {
+fn model_request_attributes(request: &ModelRequest<'_>) -> Vec<KeyValue> {
     let mut attributes = Vec::with_capacity(16);
     attributes.extend([
         KeyValue::new("gen_ai.operation.name", "chat"),
@@ -340,6 +337,9 @@ fn model_request_attributes(request: &ModelRequest<'_>, content: bool) -> Vec<Ke
     ]);
     if let Some(messages) = &request.input_messages {
         attributes.push(KeyValue::new("gen_ai.input.messages", messages.clone()));
+    }
+    if let Some(text) = &request.output_messages {
+        attributes.push(KeyValue::new("gen_ai.output.messages", text.clone()));
     }
     if let Some(after) = request.first_chunk_after {
         attributes.push(KeyValue::new(
@@ -369,9 +369,6 @@ fn model_request_attributes(request: &ModelRequest<'_>, content: bool) -> Vec<Ke
             ]);
             if message.stop_reason == StopReason::Error {
                 attributes.push(KeyValue::new("error.type", "provider_error"));
-            }
-            if content {
-                attributes.push(KeyValue::new("gen_ai.output.messages", message.text()));
             }
         }
         ModelOutcome::Failed(error_type) => {
@@ -477,7 +474,7 @@ mod tests {
 
     /// The attributes of a model request's span: its request and response after the GenAI
     /// conventions, an error the provider sent or a failure as `error.type`, and message text
-    /// only with the content switch.
+    /// only when the harness gave it (with the content switch).
     #[test]
     fn a_model_requests_span_carries_its_request_its_response_and_its_error() {
         let names = |attributes: &[KeyValue]| -> Vec<String> {
@@ -501,9 +498,10 @@ mod tests {
             ended_at: SystemTime::UNIX_EPOCH,
             first_chunk_after: Some(Duration::from_millis(250)),
             input_messages: None,
+            output_messages: None,
             outcome,
         };
-        let answered = model_request_attributes(&request(ModelOutcome::Response(&answer)), false);
+        let answered = model_request_attributes(&request(ModelOutcome::Response(&answer)));
         assert_eq!(
             names(&answered),
             [
@@ -540,13 +538,11 @@ mod tests {
             Some("stop")
         );
 
-        let with_text = model_request_attributes(
-            &ModelRequest {
-                input_messages: Some("[{\"role\":\"user\"}]".to_owned()),
-                ..request(ModelOutcome::Response(&answer))
-            },
-            true,
-        );
+        let with_text = model_request_attributes(&ModelRequest {
+            input_messages: Some("[{\"role\":\"user\"}]".to_owned()),
+            output_messages: Some("the answer".to_owned()),
+            ..request(ModelOutcome::Response(&answer))
+        });
         assert_eq!(
             value(&with_text, "gen_ai.output.messages").as_deref(),
             Some("the answer")
@@ -555,12 +551,12 @@ mod tests {
 
         let mut refused = answer.clone();
         refused.stop_reason = StopReason::Error;
-        let refused = model_request_attributes(&request(ModelOutcome::Response(&refused)), false);
+        let refused = model_request_attributes(&request(ModelOutcome::Response(&refused)));
         assert_eq!(
             value(&refused, "error.type").as_deref(),
             Some("provider_error")
         );
-        let failed = model_request_attributes(&request(ModelOutcome::Failed("timeout")), false);
+        let failed = model_request_attributes(&request(ModelOutcome::Failed("timeout")));
         assert_eq!(value(&failed, "error.type").as_deref(), Some("timeout"));
         assert_eq!(value(&failed, "gen_ai.response.model"), None);
     }

@@ -180,6 +180,8 @@ struct Traced {
     started_at: SystemTime,
     model: String,
     input_messages: Option<String>,
+    /// Whether message text is exported.
+    content: bool,
 }
 
 impl Traced {
@@ -190,6 +192,7 @@ impl Traced {
             model: request.model.clone(),
             input_messages: content
                 .then(|| serde_json::to_string(&request.messages).unwrap_or_default()),
+            content,
         }
     }
 }
@@ -225,6 +228,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
                 ended_at: SystemTime::now(),
                 first_chunk_after,
                 input_messages: traced.input_messages,
+                output_messages: match streamed {
+                    Ok(Streamed::Done(message)) if traced.content => Some(message.text()),
+                    _ => None,
+                },
                 outcome,
             },
         );

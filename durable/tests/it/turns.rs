@@ -336,6 +336,7 @@ struct Exported {
     first_chunk: bool,
     in_order: bool,
     input_messages: Option<String>,
+    output_messages: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -358,18 +359,20 @@ impl seed_durable::spans::ModelSpans for Recorded {
             first_chunk: request.first_chunk_after.is_some(),
             in_order: request.started_at <= request.ended_at,
             input_messages: request.input_messages.clone(),
+            output_messages: request.output_messages.clone(),
         });
     }
 }
 
 /// Each model request is handed whole to the model spans once it ended: its step, whether a
-/// first chunk came, and how it ended (answered, cut off, failed); the messages sent only with
-/// message text on.
+/// first chunk came, and how it ended (answered, cut off, failed); the messages sent and the
+/// response's text only with message text on.
 #[test]
 fn each_model_request_is_handed_to_its_span_once_it_ended() {
     let scripted = ScriptedProvider::new(vec![
         ScriptedStep::Respond(seed_providers::tool_response("", vec![look_call()])),
         ScriptedStep::Respond(text_response("done")),
+        ScriptedStep::Respond(text_response("with its text")),
         ScriptedStep::FailAfter {
             text: "half".to_owned(),
             error: seed_providers::ProviderError::new(
@@ -400,7 +403,8 @@ fn each_model_request_is_handed_to_its_span_once_it_ended() {
         config(true),
     ))
     .expect("open");
-    block_on(harness.run_turn(TurnRequest::new("r2", "again"))).expect("a failed turn");
+    block_on(harness.run_turn(TurnRequest::new("r2", "again"))).expect("a turn");
+    block_on(harness.run_turn(TurnRequest::new("r3", "once more"))).expect("a failed turn");
     let exported = recorded.0.lock().expect("the record").clone();
     let brief: Vec<_> = exported
         .iter()
@@ -418,7 +422,8 @@ fn each_model_request_is_handed_to_its_span_once_it_ended() {
         [
             ("r1", 0, "tool_calls", true),
             ("r1", 1, "stop", true),
-            ("r2", 0, "failed: timeout", true),
+            ("r2", 0, "stop", true),
+            ("r3", 0, "failed: timeout", true),
         ]
     );
     assert!(exported.iter().all(|e| e.in_order && e.model == "scripted"));
