@@ -137,15 +137,11 @@ impl Handler<StartRun> for SessionActor {
         // The run's span (a disabled one unless traces are exported), kept with the run so that
         // the attempt after a crash links to it.
         let traces = &self.env.settings.traces;
-        let span = traces.run_span(&run, (self.env.clock)());
         // The run's task is not entered in its span (each poll would enter and exit it): the
         // turn's spans are made under it by name, and its `traceparent` is kept by the turn's
         // first commit, in its transaction.
-        let trace = crate::turn::RunTrace {
-            traceparent: traces.run_traceparent(&span),
-            span: span.clone(),
-        };
-        let run_span = span;
+        let trace = traces.run_trace(&run, (self.env.clock)());
+        let run_span = trace.span.clone();
         let task = async move {
             // A panic in a run is a bug; it fails the run rather than the process (and the
             // harness it held is dropped).

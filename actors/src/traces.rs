@@ -29,15 +29,51 @@ pub const TRACE_PARENTS_MAX: usize = 65_536;
 /// What the exporter does for the runtime: ids in and out of spans, and spans with times of
 /// their own (waits here, model requests in the harness). Implemented by the service
 /// (`server/src/traces.rs`).
-pub trait SpanContexts: ModelSpans {
+pub trait SpanContexts: Send + Sync {
     /// `span`'s W3C `traceparent`, when it is exported (sampled or not).
     fn traceparent(&self, span: &Span) -> Option<String>;
     /// Makes `traceparent` the parent of `span`, which has not been entered yet.
     fn set_parent(&self, span: &Span, traceparent: &str);
     /// Links `span` to the span `traceparent` names.
     fn add_link(&self, span: &Span, traceparent: &str);
-    /// Exports a finished span under `parent`, from `wait.started_at_ms` to `wait.ended_at_ms`.
-    fn wait_span(&self, parent: &Span, wait: &Wait);
+    /// What is made under the span of a run's pass, once its parent and link are set: the
+    /// run's trace context is read from the span once, for all of them. `None` for a span
+    /// that is not exported.
+    fn under_run(&self, span: &Span) -> Option<Arc<dyn UnderRun>>;
+}
+
+/// What is made under one pass of a run ([`SpanContexts::under_run`]): its model requests
+/// (the harness hands them over), its wait, its `traceparent`.
+pub trait UnderRun: ModelSpans {
+    /// The run span's W3C `traceparent`.
+    fn traceparent(&self) -> String;
+    /// Exports a finished span under the run's, from `wait.started_at_ms` to
+    /// `wait.ended_at_ms`.
+    fn wait_span(&self, wait: &Wait);
+}
+
+/// A pass of a run as traces see it ([`Traces::run_trace`]).
+#[derive(Debug)]
+pub struct RunTrace {
+    /// The pass's span: the turn's tool calls are made under it (a disabled span unless
+    /// traces are exported).
+    pub span: Span,
+    /// Its `traceparent`, kept with the run by the turn's first commit, so that an attempt
+    /// after a crash links to this one.
+    pub traceparent: Option<String>,
+    /// Where the turn's model requests go as spans under it.
+    pub model_spans: Option<Arc<dyn ModelSpans>>,
+}
+
+impl RunTrace {
+    /// A pass that is not traced.
+    pub fn none() -> RunTrace {
+        RunTrace {
+            span: Span::none(),
+            traceparent: None,
+            model_spans: None,
+        }
+    }
 }
 
 /// A time a run spent waiting, as a span.
@@ -102,12 +138,6 @@ impl Traces {
         }
     }
 
-    /// Where a turn's model requests go as spans, when traces are on.
-    pub fn model_spans(&self) -> Option<Arc<dyn ModelSpans>> {
-        let contexts = self.contexts.clone()?;
-        Some(contexts)
-    }
-
     /// Whether anything is exported.
     pub fn is_on(&self) -> bool {
         self.contexts.is_some()
@@ -151,11 +181,12 @@ impl Traces {
 
     /// The span of a pass of `run`, starting at `now_ms`: under the span of the request that
     /// queued it, when one did; with its wait before it (queued, or parked) as a child span;
-    /// linked to the span of the attempt a crash cut off, when the run carries one. A disabled
-    /// span when traces are off.
-    pub fn run_span(&self, run: &RunRow, now_ms: i64) -> Span {
+    /// linked to the span of the attempt a crash cut off, when the run carries one. With its
+    /// `traceparent` and where its model requests go. A disabled span, and nothing else, when
+    /// traces are off.
+    pub fn run_trace(&self, run: &RunRow, now_ms: i64) -> RunTrace {
         let Some(contexts) = &self.contexts else {
-            return Span::none();
+            return RunTrace::none();
         };
         let span = tracing::info_span!(
             target: TRACE_TARGET,
@@ -185,6 +216,13 @@ impl Traces {
             contexts.add_link(&span, before);
             span.record("seed.run.adopted", parked.is_none());
         }
+        let Some(under) = contexts.under_run(&span) else {
+            return RunTrace {
+                span,
+                traceparent: None,
+                model_spans: None,
+            };
+        };
         let wait = match parked {
             Some((kind, parked_at_ms)) => Some(Wait {
                 kind,
@@ -200,14 +238,13 @@ impl Traces {
             }),
         };
         if let Some(wait) = wait {
-            contexts.wait_span(&span, &wait);
+            under.wait_span(&wait);
         }
-        span
-    }
-
-    /// The `traceparent` to keep with the run, so that the attempt after a crash links to it.
-    pub fn run_traceparent(&self, span: &Span) -> Option<String> {
-        self.contexts.as_ref()?.traceparent(span)
+        RunTrace {
+            span,
+            traceparent: Some(under.traceparent()),
+            model_spans: Some(under),
+        }
     }
 
     /// Records how the run's pass ended.
@@ -260,23 +297,36 @@ mod tests {
     struct Recording(Mutex<Vec<Asked>>);
 
     impl ModelSpans for Recording {
-        fn export(&self, _: &Span, _: &seed_durable::spans::ModelRequest<'_>) {}
+        fn export(&self, _: &seed_durable::spans::ModelRequest<'_>) {}
     }
 
-    impl SpanContexts for Recording {
+    impl UnderRun for Recording {
+        fn traceparent(&self) -> String {
+            RUN.to_owned()
+        }
+        fn wait_span(&self, wait: &Wait) {
+            self.0.lock().expect("the record").push(Asked::Wait(*wait));
+        }
+    }
+
+    /// The recording, shared with what it hands out under a run.
+    #[derive(Debug, Default)]
+    struct Recorder(Arc<Recording>);
+
+    impl SpanContexts for Recorder {
         fn traceparent(&self, _: &Span) -> Option<String> {
             None
         }
         fn set_parent(&self, _: &Span, traceparent: &str) {
             let asked = Asked::SetParent(traceparent.to_owned());
-            self.0.lock().expect("the record").push(asked);
+            self.0.0.lock().expect("the record").push(asked);
         }
         fn add_link(&self, _: &Span, traceparent: &str) {
             let asked = Asked::AddLink(traceparent.to_owned());
-            self.0.lock().expect("the record").push(asked);
+            self.0.0.lock().expect("the record").push(asked);
         }
-        fn wait_span(&self, _: &Span, wait: &Wait) {
-            self.0.lock().expect("the record").push(Asked::Wait(*wait));
+        fn under_run(&self, _: &Span) -> Option<Arc<dyn UnderRun>> {
+            Some(Arc::clone(&self.0) as Arc<dyn UnderRun>)
         }
     }
 
@@ -299,16 +349,23 @@ mod tests {
         }
     }
 
+    /// What a pass's start asked of the exporter; the pass carries the run's `traceparent`
+    /// and where its model requests go, both from what the exporter handed out under it.
     fn asked_at_start(setup: impl FnOnce(&Traces), run: &RunRow, now_ms: i64) -> Vec<Asked> {
         let recording = Arc::new(Recording::default());
-        let traces = Traces::new(Arc::clone(&recording) as Arc<dyn SpanContexts>, false);
+        let recorder = Recorder(Arc::clone(&recording));
+        let traces = Traces::new(Arc::new(recorder) as Arc<dyn SpanContexts>, false);
         setup(&traces);
-        drop(traces.run_span(run, now_ms));
+        let trace = traces.run_trace(run, now_ms);
+        assert_eq!(trace.traceparent.as_deref(), Some(RUN));
+        assert!(trace.model_spans.is_some());
+        drop(trace);
         recording.0.lock().expect("the record").clone()
     }
 
     const REQUEST: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     const EARLIER: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const RUN: &str = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01";
 
     #[test]
     fn a_first_pass_continues_its_requests_trace_and_shows_its_time_in_the_queue() {
@@ -359,7 +416,10 @@ mod tests {
         let traces = Traces::default();
         traces.queued(RunId::from_u128(1), REQUEST.to_owned());
         traces.parked(RunId::from_u128(1), WaitKind::Children, 5);
-        assert!(traces.run_span(&run(None), 10).is_disabled());
+        let trace = traces.run_trace(&run(None), 10);
+        assert!(trace.span.is_disabled());
+        assert_eq!(trace.traceparent, None);
+        assert!(trace.model_spans.is_none());
         assert_eq!(traces.current_traceparent(), None);
         assert!(traces.parents.is_empty());
         assert!(traces.parked.is_empty());
@@ -367,7 +427,7 @@ mod tests {
 
     #[test]
     fn what_is_kept_is_bounded_and_the_newest_runs_still_continue_their_traces() {
-        let traces = Traces::new(Arc::new(Recording::default()), false);
+        let traces = Traces::new(Arc::new(Recorder::default()), false);
         let past_the_bound = TRACE_PARENTS_MAX as u128 + 10;
         for idx in 0..past_the_bound {
             traces.queued(RunId::from_u128(idx), REQUEST.to_owned());

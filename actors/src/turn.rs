@@ -30,6 +30,7 @@ use seed_store::{PlanCheck, RunRow};
 use crate::bus::{Notification, SeqRange};
 use crate::env::RunEnv;
 use crate::run_end::{EndRefused, RunEnd, record_end};
+use crate::traces::RunTrace;
 use crate::verb::{TurnEffect, VerbContext};
 
 pub use crate::env::LIVE_INTERVAL_DEFAULT;
@@ -100,13 +101,6 @@ pub async fn execute_run(
             }
         }
     }
-}
-
-/// A run's span, and its `traceparent` when traces are exported ([`execute_run`]).
-#[derive(Debug)]
-pub struct RunTrace {
-    pub span: tracing::Span,
-    pub traceparent: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -246,6 +240,7 @@ async fn turn(
         documents: vec![(SYNC_DOCUMENT.to_owned(), sync_value)],
         stop,
         span: trace.span,
+        model_spans: trace.model_spans,
     };
     // Each commit of the turn writes its entries' events to the log in its own transaction.
     let outcome = match answered.clone() {

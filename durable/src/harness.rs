@@ -106,8 +106,6 @@ pub struct HarnessConfig {
     /// Whether the model request spans carry the messages' text (traces exported with
     /// message content); off, they carry counts and names alone.
     pub trace_content: bool,
-    /// Where model requests go as spans; `None` with traces off.
-    pub model_spans: Option<Arc<dyn crate::spans::ModelSpans>>,
 }
 
 impl HarnessConfig {
@@ -120,7 +118,6 @@ impl HarnessConfig {
             live_interval: Duration::from_millis(100),
             system: String::new(),
             trace_content: false,
-            model_spans: None,
         }
     }
 }
@@ -156,6 +153,9 @@ pub struct TurnRequest {
     /// given rather than entered, so that polling the turn costs no span enter and exit.
     /// [`TurnRequest::new`] takes the span current where it is made.
     pub span: tracing::Span,
+    /// Where the turn's model requests go as spans (children of the run's); `None` with
+    /// traces off.
+    pub model_spans: Option<Arc<dyn crate::spans::ModelSpans>>,
 }
 
 impl TurnRequest {
@@ -168,6 +168,7 @@ impl TurnRequest {
             documents: Vec::new(),
             stop: StopSignal::new(),
             span: tracing::Span::current(),
+            model_spans: None,
         }
     }
 }
@@ -212,6 +213,8 @@ pub struct Harness<F, P> {
     closed: bool,
     /// The span of the turn in hand ([`TurnRequest::span`]).
     span: tracing::Span,
+    /// Where the model requests of the turn in hand go ([`TurnRequest::model_spans`]).
+    model_spans: Option<Arc<dyn crate::spans::ModelSpans>>,
     before_request: Option<BeforeRequest>,
     /// Lines committed since the store last kept the state ([`DurableFs::keep`]).
     n_since_kept: usize,
@@ -254,6 +257,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             state,
             closed: false,
             span: tracing::Span::none(),
+            model_spans: None,
             before_request: None,
             n_since_kept: lines.n_after_kept,
         };
@@ -332,8 +336,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         }
         // Held for the turn alone: the span ends when its run lets it go.
         self.span = turn.span.clone();
+        self.model_spans = turn.model_spans.clone();
         let outcome = self.open_and_drive(&turn).await;
         self.span = tracing::Span::none();
+        self.model_spans = None;
         outcome
     }
 

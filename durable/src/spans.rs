@@ -2,15 +2,16 @@
 //! attributed after OpenTelemetry's GenAI semantic conventions where they name an attribute.
 //! This crate knows nothing of OpenTelemetry.
 //!
-//! A tool call's span is a plain `tracing` span, current while its tool runs (a verb reads
-//! it). The service's exporter (`server/src/traces.rs`) takes the spans of [`TRACE_TARGET`]
+//! A tool call's span is a plain `tracing` span, current while its tool makes the call's
+//! future (a verb carries it to its actor, which enters it while the verb runs). The service's exporter (`server/src/traces.rs`) takes the spans of [`TRACE_TARGET`]
 //! alone and turns their fields into attributes (`otel.name` names the span, `otel.kind` gives
 //! its kind). With no exporter, nothing subscribes to that target, so each span is a disabled
 //! one: creating it, recording into it and entering it cost a branch on a cached callsite
 //! interest, and no field value is computed.
 //!
-//! A model request is handed whole, once it ended, to [`ModelSpans`], which the exporter
-//! implements; with traces off there is none, and nothing is gathered.
+//! A model request is handed whole, once it ended, to the turn's [`ModelSpans`], which the
+//! exporter makes for each run with the run's span as the parent; with traces off there is
+//! none, and nothing is gathered.
 
 use std::time::{Duration, SystemTime};
 
@@ -24,15 +25,16 @@ pub const TRACE_TARGET: &str = "seed_trace";
 
 /// Where a turn's model requests go as spans, when traces are on: the service's exporter
 /// (`server/src/traces.rs`) makes each one whole once the request ended, a `chat {model}`
-/// client span under the run's span, from its start to its end.
+/// client span under the run's span, from its start to its end. One is made for each pass of
+/// a run ([`crate::TurnRequest::model_spans`]), with the run's trace context read once.
 ///
 /// A model request is not a `tracing` span: opening one, recording its response and closing it
 /// were a dispatch to every layer each, and the bridge's bookkeeping cost more than the span
 /// itself (docs/design/traces.md). Nothing runs under a model request, so nothing needs it as a
 /// current span.
 pub trait ModelSpans: Send + Sync + std::fmt::Debug {
-    /// Exports `request` as a child of `parent`, the run's span.
-    fn export(&self, parent: &Span, request: &ModelRequest<'_>);
+    /// Exports `request` as a child of the run's span.
+    fn export(&self, request: &ModelRequest<'_>);
 }
 
 /// One model request, as its span gives it.

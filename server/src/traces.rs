@@ -7,7 +7,6 @@
 //! spans of [`TRACE_TARGET`] are disabled at their callsites (the log's filter leaves that
 //! target out), so they cost what a disabled `tracing` span costs.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -23,7 +22,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider,
 };
-use seed_actors::traces::{SpanContexts, Wait};
+use seed_actors::traces::{SpanContexts, UnderRun, Wait};
 use seed_durable::TRACE_TARGET;
 use seed_durable::spans::{ModelOutcome, ModelRequest, ModelSpans, count, finish_reason};
 use seed_providers::StopReason;
@@ -289,31 +288,64 @@ impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanEx
     }
 }
 
+/// The one header the W3C propagator reads and writes here, `traceparent`, without a map.
+#[derive(Default)]
+struct Traceparent(Option<String>);
+
+impl opentelemetry::propagation::Injector for Traceparent {
+    fn set(&mut self, key: &str, value: String) {
+        if key == "traceparent" {
+            self.0 = Some(value);
+        }
+    }
+}
+
+impl opentelemetry::propagation::Extractor for Traceparent {
+    fn get(&self, key: &str) -> Option<&str> {
+        (key == "traceparent").then_some(self.0.as_deref()).flatten()
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        vec!["traceparent"]
+    }
+}
+
 /// The context `traceparent` names, read with the W3C propagator (an empty one when it does not
 /// parse).
 fn extract(traceparent: &str) -> opentelemetry::Context {
-    let carrier = HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);
-    TraceContextPropagator::new().extract(&carrier)
+    TraceContextPropagator::new().extract(&Traceparent(Some(traceparent.to_owned())))
 }
 
-/// [`SpanContexts`] (and [`ModelSpans`]) over the exporter's tracer.
+/// `context`'s `traceparent`, written with the W3C propagator.
+fn inject(context: &opentelemetry::Context) -> Option<String> {
+    let mut carrier = Traceparent::default();
+    TraceContextPropagator::new().inject_context(context, &mut carrier);
+    carrier.0
+}
+
+/// [`SpanContexts`] over the exporter's tracer.
 #[derive(Debug)]
 struct Contexts {
     tracer: SdkTracer,
 }
 
-impl ModelSpans for Contexts {
-    fn export(&self, parent: &tracing::Span, request: &ModelRequest<'_>) {
-        if parent.is_disabled() {
-            return;
-        }
+/// What is made under one pass of a run ([`UnderRun`]): the run span's context, read from the
+/// bridge once, is the parent of each.
+#[derive(Debug)]
+struct UnderRunSpan {
+    tracer: SdkTracer,
+    context: opentelemetry::Context,
+}
+
+impl ModelSpans for UnderRunSpan {
+    fn export(&self, request: &ModelRequest<'_>) {
         let mut span = self
             .tracer
             .span_builder(format!("chat {}", request.model))
             .with_kind(SpanKind::Client)
             .with_start_time(request.started_at)
             .with_attributes(model_request_attributes(request))
-            .start_with_context(&self.tracer, &parent.context());
+            .start_with_context(&self.tracer, &self.context);
         let failed = match request.outcome {
             ModelOutcome::Response(message) => message.stop_reason == StopReason::Error,
             ModelOutcome::Failed(_) => true,
@@ -322,6 +354,23 @@ impl ModelSpans for Contexts {
             span.set_status(opentelemetry::trace::Status::error(""));
         }
         span.end_with_timestamp(request.ended_at);
+    }
+}
+
+impl UnderRun for UnderRunSpan {
+    fn traceparent(&self) -> String {
+        inject(&self.context).unwrap_or_default()
+    }
+
+    fn wait_span(&self, wait: &Wait) {
+        let at = |ms: i64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+        let mut span = self
+            .tracer
+            .span_builder(wait.kind.span_name())
+            .with_kind(SpanKind::Internal)
+            .with_start_time(at(wait.started_at_ms))
+            .start_with_context(&self.tracer, &self.context);
+        span.end_with_timestamp(at(wait.ended_at_ms.max(wait.started_at_ms)));
     }
 }
 
@@ -383,9 +432,7 @@ impl SpanContexts for Contexts {
         if span.is_disabled() {
             return None;
         }
-        let mut carrier = HashMap::new();
-        TraceContextPropagator::new().inject_context(&span.context(), &mut carrier);
-        carrier.remove("traceparent")
+        inject(&span.context())
     }
 
     fn set_parent(&self, span: &tracing::Span, traceparent: &str) {
@@ -402,15 +449,14 @@ impl SpanContexts for Contexts {
         }
     }
 
-    fn wait_span(&self, parent: &tracing::Span, wait: &Wait) {
-        let at = |ms: i64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
-        let mut span = self
-            .tracer
-            .span_builder(wait.kind.span_name())
-            .with_kind(SpanKind::Internal)
-            .with_start_time(at(wait.started_at_ms))
-            .start_with_context(&self.tracer, &parent.context());
-        span.end_with_timestamp(at(wait.ended_at_ms.max(wait.started_at_ms)));
+    fn under_run(&self, span: &tracing::Span) -> Option<Arc<dyn UnderRun>> {
+        if span.is_disabled() {
+            return None;
+        }
+        Some(Arc::new(UnderRunSpan {
+            tracer: self.tracer.clone(),
+            context: span.context(),
+        }))
     }
 }
 

@@ -142,7 +142,6 @@ pub(super) async fn open_harness(
                 reasoning: session_reasoning(session),
                 system: env.settings.provider_name.clone(),
                 trace_content: env.settings.traces.content,
-                model_spans: env.settings.traces.model_spans(),
                 ..HarnessConfig::new(env.settings.session_model(session), system_prompt)
             };
             let files = CrashFs::new(

@@ -35,10 +35,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             step,
             state,
         };
-        let traced =
-            self.config.model_spans.clone().map(|model_spans| {
-                Traced::before(model_spans, &request, self.config.trace_content)
-            });
+        let traced = self
+            .model_spans
+            .clone()
+            .map(|model_spans| Traced::before(model_spans, &request, self.config.trace_content));
         let mut first_chunk_after = None;
         let streamed = self
             .stream(doc, step, request, stop, &mut first_chunk_after)
@@ -217,24 +217,21 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             }
             Err(_) => ModelOutcome::Failed("store"),
         };
-        traced.model_spans.export(
-            &self.span,
-            &ModelRequest {
-                system: &self.config.system,
-                model: &traced.model,
-                request_id: &doc.request_id,
-                step,
-                started_at: traced.started_at,
-                ended_at: SystemTime::now(),
-                first_chunk_after,
-                input_messages: traced.input_messages,
-                output_messages: match streamed {
-                    Ok(Streamed::Done(message)) if traced.content => Some(message.text()),
-                    _ => None,
-                },
-                outcome,
+        traced.model_spans.export(&ModelRequest {
+            system: &self.config.system,
+            model: &traced.model,
+            request_id: &doc.request_id,
+            step,
+            started_at: traced.started_at,
+            ended_at: SystemTime::now(),
+            first_chunk_after,
+            input_messages: traced.input_messages,
+            output_messages: match streamed {
+                Ok(Streamed::Done(message)) if traced.content => Some(message.text()),
+                _ => None,
             },
-        );
+            outcome,
+        });
     }
 }
 

@@ -2,7 +2,6 @@
 //! task), and carrying out a person's decision on a call that waits for one.
 
 use seed_providers::{Provider, ToolCall, ToolResultMessage};
-use tracing::Instrument as _;
 
 use super::{Harness, Result, TurnOutcome};
 use crate::fs::DurableFs;
@@ -24,18 +23,15 @@ pub(super) enum ResultKind {
 }
 
 impl<F: DurableFs, P: Provider> Harness<F, P> {
-    /// Runs `call` with its tool (an error result for a tool this harness does not have), in
-    /// the call's trace span.
+    /// Runs `call` with its tool (an error result for a tool this harness does not have), its
+    /// future made in the call's trace span.
     pub(super) async fn call_tool(&self, call: &ToolCall) -> ToolOutput {
         let span = spans::tool_call(&self.span, call, self.tools.safe_to_repeat(&call.name));
         let output = match self.tools.get(&call.name) {
-            // Made inside the span too: a tool may read the current span as it makes its
-            // future (a verb carries it to its actor).
-            Some(tool) => {
-                span.in_scope(|| tool.call(call))
-                    .instrument(span.clone())
-                    .await
-            }
+            // The span is current while the tool makes its future, not at each poll of it: a
+            // verb reads it there and carries it to its actor, which enters it while the verb
+            // runs. Entering it here too cost an enter and an exit at every poll.
+            Some(tool) => span.in_scope(|| tool.call(call)).await,
             None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
         };
         spans::record_tool_output(&span, output.is_error);

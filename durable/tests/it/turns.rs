@@ -343,7 +343,7 @@ struct Exported {
 struct Recorded(std::sync::Mutex<Vec<Exported>>);
 
 impl seed_durable::spans::ModelSpans for Recorded {
-    fn export(&self, _: &tracing::Span, request: &seed_durable::spans::ModelRequest<'_>) {
+    fn export(&self, request: &seed_durable::spans::ModelRequest<'_>) {
         use seed_durable::spans::ModelOutcome;
         let outcome = match request.outcome {
             ModelOutcome::Response(message) => {
@@ -380,12 +380,17 @@ fn each_model_request_is_handed_to_its_span_once_it_ended() {
                 "busy",
             ),
         },
+        ScriptedStep::Respond(text_response("unseen")),
     ]);
     let recorded = Arc::new(Recorded::default());
     let config = |trace_content| HarnessConfig {
-        model_spans: Some(Arc::clone(&recorded) as Arc<dyn seed_durable::spans::ModelSpans>),
         trace_content,
         ..HarnessConfig::new("scripted", "You are tested.")
+    };
+    // Each turn is given where its model requests go (its run's spans).
+    let traced = |request_id: &str, input: &str| TurnRequest {
+        model_spans: Some(Arc::clone(&recorded) as Arc<dyn seed_durable::spans::ModelSpans>),
+        ..TurnRequest::new(request_id, input)
     };
     let fs = MemoryFs::new();
     let mut harness = block_on(Harness::open(
@@ -395,7 +400,7 @@ fn each_model_request_is_handed_to_its_span_once_it_ended() {
         config(false),
     ))
     .expect("open");
-    block_on(harness.run_turn(TurnRequest::new("r1", "look"))).expect("a turn");
+    block_on(harness.run_turn(traced("r1", "look"))).expect("a turn");
     let mut harness = block_on(Harness::open(
         fs,
         scripted,
@@ -403,8 +408,10 @@ fn each_model_request_is_handed_to_its_span_once_it_ended() {
         config(true),
     ))
     .expect("open");
-    block_on(harness.run_turn(TurnRequest::new("r2", "again"))).expect("a turn");
-    block_on(harness.run_turn(TurnRequest::new("r3", "once more"))).expect("a failed turn");
+    block_on(harness.run_turn(traced("r2", "again"))).expect("a turn");
+    block_on(harness.run_turn(traced("r3", "once more"))).expect("a failed turn");
+    // A turn given none (traces off) hands nothing over.
+    block_on(harness.run_turn(TurnRequest::new("r4", "untraced"))).expect("a turn");
     let exported = recorded.0.lock().expect("the record").clone();
     let brief: Vec<_> = exported
         .iter()
@@ -433,6 +440,13 @@ fn each_model_request_is_handed_to_its_span_once_it_ended() {
         .as_deref()
         .expect("the messages sent");
     assert!(sent.contains("again"), "{sent}");
+    // The response's text, with the switch on alone, and none from a failed request.
+    assert_eq!(exported[1].output_messages, None);
+    assert_eq!(
+        exported[2].output_messages.as_deref(),
+        Some("with its text")
+    );
+    assert_eq!(exported[3].output_messages, None);
 }
 
 /// A provider that streams a little text and one tool call, then waits for ever.
