@@ -377,6 +377,7 @@ impl Runtime {
             stop: seed_durable::StopSignal::new(),
             successions: self.env.successions.upgrade(),
             traces: self.env.settings.traces.clone(),
+            call_span: None,
         })
     }
 

@@ -54,17 +54,22 @@ impl Handler<Continue> for SuccessionActor {
                 )
             });
         }
-        // The continuation's span, under the tool call's (the caller's span, carried here):
-        // the successor and the projection's size are recorded on it.
+        // The continuation's span, under the tool call's (carried here in the call's
+        // context): the successor and the projection's size are recorded on it.
         let span = tracing::info_span!(
             target: seed_durable::TRACE_TARGET,
-            parent: &message.span,
+            parent: None,
             "seed.continuation",
             otel.name = "seed.continuation",
             seed.session_id = %message.context.session_id,
             seed.continuation.successor_session_id = tracing::field::Empty,
             seed.continuation.projection_bytes = tracing::field::Empty,
         );
+        if let Some(call_span) = &message.context.call_span {
+            env.settings
+                .traces
+                .set_parent(&span, &call_span.traceparent());
+        }
         Box::pin(async move {
             let outcome =
                 crate::continuation::continue_session(&env, message.context, message.arguments)

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use seed_durable::TRACE_TARGET;
-use seed_durable::spans::ModelSpans;
+use seed_durable::spans::TurnSpans;
 use seed_events::RunId;
 use seed_store::RunRow;
 use tracing::Span;
@@ -26,8 +26,8 @@ use tracing::field::Empty;
 /// still continue their traces (those forgotten start traces of their own).
 pub const TRACE_PARENTS_MAX: usize = 65_536;
 
-/// What the exporter does for the runtime: ids in and out of spans, and spans with times of
-/// their own (waits here, model requests in the harness). Implemented by the service
+/// What the exporter does for the runtime: ids in and out of spans, and spans made on the
+/// exporter directly (waits here, model requests and tool calls in the harness). Implemented by the service
 /// (`server/src/traces.rs`).
 pub trait SpanContexts: Send + Sync {
     /// `span`'s W3C `traceparent`, when it is exported (sampled or not).
@@ -42,9 +42,9 @@ pub trait SpanContexts: Send + Sync {
     fn under_run(&self, span: &Span) -> Option<Arc<dyn UnderRun>>;
 }
 
-/// What is made under one pass of a run ([`SpanContexts::under_run`]): its model requests
-/// (the harness hands them over), its wait, its `traceparent`.
-pub trait UnderRun: ModelSpans {
+/// What is made under one pass of a run ([`SpanContexts::under_run`]): its turn's spans (the
+/// harness makes them), its wait, its `traceparent`.
+pub trait UnderRun: TurnSpans {
     /// The run span's W3C `traceparent`.
     fn traceparent(&self) -> String;
     /// Exports a finished span under the run's, from `wait.started_at_ms` to
@@ -55,14 +55,13 @@ pub trait UnderRun: ModelSpans {
 /// A pass of a run as traces see it ([`Traces::run_trace`]).
 #[derive(Debug)]
 pub struct RunTrace {
-    /// The pass's span: the turn's tool calls are made under it (a disabled span unless
-    /// traces are exported).
+    /// The pass's span (a disabled span unless traces are exported).
     pub span: Span,
     /// Its `traceparent`, kept with the run by the turn's first commit, so that an attempt
     /// after a crash links to this one.
     pub traceparent: Option<String>,
-    /// Where the turn's model requests go as spans under it.
-    pub model_spans: Option<Arc<dyn ModelSpans>>,
+    /// Where the turn's model requests and tool calls go as spans under it.
+    pub spans: Option<Arc<dyn TurnSpans>>,
 }
 
 impl RunTrace {
@@ -71,7 +70,7 @@ impl RunTrace {
         RunTrace {
             span: Span::none(),
             traceparent: None,
-            model_spans: None,
+            spans: None,
         }
     }
 }
@@ -165,6 +164,14 @@ impl Traces {
         }
     }
 
+    /// Makes `traceparent` (a tool call's) the parent of `span`, which has not been entered
+    /// yet, when traces are on.
+    pub fn set_parent(&self, span: &Span, traceparent: &str) {
+        if let Some(contexts) = &self.contexts {
+            contexts.set_parent(span, traceparent);
+        }
+    }
+
     /// Forgets what [`Traces::continue_here`] noted for a run that was not queued after all.
     pub fn forget(&self, run_id: RunId) {
         if self.is_on() {
@@ -182,7 +189,7 @@ impl Traces {
     /// The span of a pass of `run`, starting at `now_ms`: under the span of the request that
     /// queued it, when one did; with its wait before it (queued, or parked) as a child span;
     /// linked to the span of the attempt a crash cut off, when the run carries one. With its
-    /// `traceparent` and where its model requests go. A disabled span, and nothing else, when
+    /// `traceparent` and where its turn's spans go. A disabled span, and nothing else, when
     /// traces are off.
     pub fn run_trace(&self, run: &RunRow, now_ms: i64) -> RunTrace {
         let Some(contexts) = &self.contexts else {
@@ -220,7 +227,7 @@ impl Traces {
             return RunTrace {
                 span,
                 traceparent: None,
-                model_spans: None,
+                spans: None,
             };
         };
         let wait = match parked {
@@ -243,7 +250,7 @@ impl Traces {
         RunTrace {
             span,
             traceparent: Some(under.traceparent()),
-            model_spans: Some(under),
+            spans: Some(under),
         }
     }
 
@@ -296,8 +303,15 @@ mod tests {
     #[derive(Debug, Default)]
     struct Recording(Mutex<Vec<Asked>>);
 
-    impl ModelSpans for Recording {
-        fn export(&self, _: &seed_durable::spans::ModelRequest<'_>) {}
+    impl TurnSpans for Recording {
+        fn model_request(&self, _: &seed_durable::spans::ModelRequest<'_>) {}
+        fn tool_call(
+            &self,
+            _: &seed_providers::ToolCall,
+            _: bool,
+        ) -> Arc<dyn seed_durable::spans::ToolSpan> {
+            unreachable!("no turn runs here")
+        }
     }
 
     impl UnderRun for Recording {
@@ -358,7 +372,7 @@ mod tests {
         setup(&traces);
         let trace = traces.run_trace(run, now_ms);
         assert_eq!(trace.traceparent.as_deref(), Some(RUN));
-        assert!(trace.model_spans.is_some());
+        assert!(trace.spans.is_some());
         drop(trace);
         recording.0.lock().expect("the record").clone()
     }
@@ -419,7 +433,7 @@ mod tests {
         let trace = traces.run_trace(&run(None), 10);
         assert!(trace.span.is_disabled());
         assert_eq!(trace.traceparent, None);
-        assert!(trace.model_spans.is_none());
+        assert!(trace.spans.is_none());
         assert_eq!(traces.current_traceparent(), None);
         assert!(traces.parents.is_empty());
         assert!(traces.parked.is_empty());

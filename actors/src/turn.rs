@@ -166,6 +166,7 @@ async fn turn(
         stop: stop.clone(),
         successions: env.successions.upgrade(),
         traces: env.settings.traces.clone(),
+        call_span: None,
     };
     // Continuing is possible in a top-level session's run, never in a delegated child.
     let can_continue = !env.verbs.names_with(TurnEffect::Continues).is_empty()
@@ -239,8 +240,7 @@ async fn turn(
         imports: plan.entries,
         documents: vec![(SYNC_DOCUMENT.to_owned(), sync_value)],
         stop,
-        span: trace.span,
-        model_spans: trace.model_spans,
+        spans: trace.spans,
     };
     // Each commit of the turn writes its entries' events to the log in its own transaction.
     let outcome = match answered.clone() {

@@ -14,7 +14,6 @@ use seed_events::{AccountId, RunId, SessionId};
 use seed_providers::{ToolCall, ToolSpec};
 use seed_store::ApprovalStatus;
 use seed_store::Store;
-use tracing::Instrument as _;
 
 /// Where a verb may be offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,8 +63,21 @@ pub struct VerbContext {
     /// succession actor; `None` when a verb is called outside a running runtime.
     pub successions: Option<Recipient<Continue>>,
     /// The runtime's traces (off by default): a verb that queues a run has it continue the
-    /// trace of its call ([`crate::traces::Traces::continue_here`]), as delegate does.
+    /// trace of its call ([`VerbContext::continue_call_trace`]), as delegate does.
     pub traces: crate::traces::Traces,
+    /// The span of the call, when traces are exported.
+    pub call_span: Option<Arc<dyn seed_durable::spans::ToolSpan>>,
+}
+
+impl VerbContext {
+    /// Notes that `run_id`, about to be queued by this call, continues the call's trace (when
+    /// traces are exported). Made before the run is written, so that its span cannot start
+    /// first; [`crate::traces::Traces::forget`] undoes it for a run that was not queued.
+    pub fn continue_call_trace(&self, run_id: RunId) {
+        if let Some(span) = &self.call_span {
+            self.traces.queued(run_id, span.traceparent());
+        }
+    }
 }
 
 /// A continue_session call: continue the calling session into a successor. The runtime's
@@ -77,9 +89,6 @@ pub struct Continue {
     pub arguments: serde_json::Value,
     /// Whether to create the successor or only measure it.
     pub ask: ContinueAsk,
-    /// The caller's span (its tool call's, when traces are exported): the continuation's span
-    /// is its child.
-    pub span: tracing::Span,
 }
 
 /// What a [`Continue`] asks the succession actor for.
@@ -214,19 +223,11 @@ impl Actor for VerbActor {
 pub struct Invoke {
     pub context: VerbContext,
     pub arguments: serde_json::Value,
-    /// The span the call runs in (its tool call's, when traces are exported): the verb runs on
-    /// its own actor, where the caller's span is not current.
-    pub span: tracing::Span,
 }
 
 impl Invoke {
-    /// A call with no span of its own.
     pub fn new(context: VerbContext, arguments: serde_json::Value) -> Invoke {
-        Invoke {
-            context,
-            arguments,
-            span: tracing::Span::none(),
-        }
+        Invoke { context, arguments }
     }
 }
 
@@ -245,20 +246,16 @@ impl Handler<Invoke> for VerbActor {
         let name = self.verb.name().to_owned();
         let failed = move || VerbOutput::error(format!("the {name} verb failed on this call"));
         let verb = Arc::clone(&self.verb);
-        let span = invoke.span;
         let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            span.in_scope(|| verb.call(invoke.context, invoke.arguments))
+            verb.call(invoke.context, invoke.arguments)
         }));
         match call {
-            Ok(future) => Box::pin(
-                async move {
-                    std::panic::AssertUnwindSafe(future)
-                        .catch_unwind()
-                        .await
-                        .unwrap_or_else(|_| failed())
-                }
-                .instrument(span),
-            ),
+            Ok(future) => Box::pin(async move {
+                std::panic::AssertUnwindSafe(future)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|_| failed())
+            }),
             Err(_) => Box::pin(async move { failed() }),
         }
     }
@@ -410,17 +407,22 @@ impl Tool for VerbTool {
     }
 
     fn call<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, ToolOutput> {
+        self.call_traced(call, None)
+    }
+
+    fn call_traced<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        span: Option<Arc<dyn seed_durable::spans::ToolSpan>>,
+    ) -> BoxFuture<'a, ToolOutput> {
         if let Some(refusal) = unparsed_arguments(&self.spec.name, &call.arguments) {
             return Box::pin(std::future::ready(refusal));
         }
         let mut context = self.binding.get();
         context.tool_call_id = call.id.clone();
-        let invoke = Invoke {
-            context,
-            arguments: call.arguments.clone(),
-            // The harness runs this call in its tool call's span.
-            span: tracing::Span::current(),
-        };
+        // The verb runs on its own actor: the call's span goes with it.
+        context.call_span = span;
+        let invoke = Invoke::new(context, call.arguments.clone());
         let ends_turn = self.ends_turn;
         let name = self.spec.name.clone();
         Box::pin(async move {

@@ -149,13 +149,9 @@ pub struct TurnRequest {
     /// Documents committed with the input (Seed's `seed.sync`, with its import mark).
     pub documents: Vec<(String, serde_json::Value)>,
     pub stop: StopSignal,
-    /// The span the turn's model requests and tool calls go under, for traces (the run's):
-    /// given rather than entered, so that polling the turn costs no span enter and exit.
-    /// [`TurnRequest::new`] takes the span current where it is made.
-    pub span: tracing::Span,
-    /// Where the turn's model requests go as spans (children of the run's); `None` with
-    /// traces off.
-    pub model_spans: Option<Arc<dyn crate::spans::ModelSpans>>,
+    /// Where the turn's spans go (children of its run's), for traces; `None` with traces
+    /// off.
+    pub spans: Option<Arc<dyn crate::spans::TurnSpans>>,
 }
 
 impl TurnRequest {
@@ -167,8 +163,7 @@ impl TurnRequest {
             imports: Vec::new(),
             documents: Vec::new(),
             stop: StopSignal::new(),
-            span: tracing::Span::current(),
-            model_spans: None,
+            spans: None,
         }
     }
 }
@@ -211,10 +206,8 @@ pub struct Harness<F, P> {
     state: StoreState,
     /// Set when a commit was refused; nothing more is written.
     closed: bool,
-    /// The span of the turn in hand ([`TurnRequest::span`]).
-    span: tracing::Span,
-    /// Where the model requests of the turn in hand go ([`TurnRequest::model_spans`]).
-    model_spans: Option<Arc<dyn crate::spans::ModelSpans>>,
+    /// Where the spans of the turn in hand go ([`TurnRequest::spans`]).
+    spans: Option<Arc<dyn crate::spans::TurnSpans>>,
     before_request: Option<BeforeRequest>,
     /// Lines committed since the store last kept the state ([`DurableFs::keep`]).
     n_since_kept: usize,
@@ -256,8 +249,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             clock: Arc::new(SystemClock::default()),
             state,
             closed: false,
-            span: tracing::Span::none(),
-            model_spans: None,
+            spans: None,
             before_request: None,
             n_since_kept: lines.n_after_kept,
         };
@@ -334,12 +326,10 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         if self.closed {
             return Err(Error::Closed);
         }
-        // Held for the turn alone: the span ends when its run lets it go.
-        self.span = turn.span.clone();
-        self.model_spans = turn.model_spans.clone();
+        // Held for the turn alone: the run's span ends when its run lets it go.
+        self.spans = turn.spans.clone();
         let outcome = self.open_and_drive(&turn).await;
-        self.span = tracing::Span::none();
-        self.model_spans = None;
+        self.spans = None;
         outcome
     }
 

@@ -1,40 +1,44 @@
 //! The spans a turn makes for traces: one per tool call and one per model request, named and
 //! attributed after OpenTelemetry's GenAI semantic conventions where they name an attribute.
-//! This crate knows nothing of OpenTelemetry.
+//! This crate knows nothing of OpenTelemetry: a turn is given its run's [`TurnSpans`], which
+//! the service's exporter (`server/src/traces.rs`) makes for each pass of a run with the run's
+//! trace context read once; with traces off there is none, and nothing is gathered.
 //!
-//! A tool call's span is a plain `tracing` span, current while its tool makes the call's
-//! future (a verb carries it to its actor, which enters it while the verb runs). The service's exporter (`server/src/traces.rs`) takes the spans of [`TRACE_TARGET`]
-//! alone and turns their fields into attributes (`otel.name` names the span, `otel.kind` gives
-//! its kind). With no exporter, nothing subscribes to that target, so each span is a disabled
-//! one: creating it, recording into it and entering it cost a branch on a cached callsite
-//! interest, and no field value is computed.
-//!
-//! A model request is handed whole, once it ended, to the turn's [`ModelSpans`], which the
-//! exporter makes for each run with the run's span as the parent; with traces off there is
-//! none, and nothing is gathered.
+//! Neither is a `tracing` span: opening one, recording into it, entering it at each poll and
+//! closing it were a dispatch to every layer each, and the bridge's bookkeeping cost more than
+//! the span itself (docs/design/traces.md). A model request is handed over whole once it
+//! ended. A tool call's span is started before its tool runs and handed to the tool
+//! ([`crate::Tool::call_traced`]): a verb gives its `traceparent` to what it starts (a
+//! delegated child's run, a continuation) and records on it (the MCP server that served it).
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use seed_providers::{AssistantMessage, StopReason, ToolCall};
-use tracing::Span;
-use tracing::field::Empty;
 
-/// The target of every span meant for traces, in every crate: the exporter subscribes to it,
-/// and the log's filter leaves it out.
+/// The target of every `tracing` span meant for traces, in every crate: the exporter
+/// subscribes to it, and the log's filter leaves it out.
 pub const TRACE_TARGET: &str = "seed_trace";
 
-/// Where a turn's model requests go as spans, when traces are on: the service's exporter
-/// (`server/src/traces.rs`) makes each one whole once the request ended, a `chat {model}`
-/// client span under the run's span, from its start to its end. One is made for each pass of
-/// a run ([`crate::TurnRequest::model_spans`]), with the run's trace context read once.
-///
-/// A model request is not a `tracing` span: opening one, recording its response and closing it
-/// were a dispatch to every layer each, and the bridge's bookkeeping cost more than the span
-/// itself (docs/design/traces.md). Nothing runs under a model request, so nothing needs it as a
-/// current span.
-pub trait ModelSpans: Send + Sync + std::fmt::Debug {
-    /// Exports `request` as a child of the run's span.
-    fn export(&self, request: &ModelRequest<'_>);
+/// Where a turn's spans go, when traces are on: children of the run's span, made by the
+/// service's exporter.
+pub trait TurnSpans: Send + Sync + std::fmt::Debug {
+    /// Exports `request`, which ended, as a `chat {model}` client span from its start to its
+    /// end.
+    fn model_request(&self, request: &ModelRequest<'_>);
+    /// Starts the span of a tool call (`execute_tool {name}`): its name, call id and whether
+    /// it is safe to repeat. It ends with [`ToolSpan::end`].
+    fn tool_call(&self, call: &ToolCall, safe_to_repeat: bool) -> Arc<dyn ToolSpan>;
+}
+
+/// The span of one tool call, started ([`TurnSpans::tool_call`]).
+pub trait ToolSpan: Send + Sync + std::fmt::Debug {
+    /// Its W3C `traceparent`: what the call starts continues its trace under it.
+    fn traceparent(&self) -> String;
+    /// Records an attribute of the call (the MCP server that serves it, `seed.mcp.server`).
+    fn set_attribute(&self, key: &'static str, value: String);
+    /// Ends it, as an error when the call's result is one (`error.type` `tool_error`).
+    fn end(&self, is_error: bool);
 }
 
 /// One model request, as its span gives it.
@@ -80,34 +84,6 @@ pub fn finish_reason(reason: StopReason) -> &'static str {
         StopReason::Length => "length",
         StopReason::Aborted => "cancelled",
         StopReason::Error => "error",
-    }
-}
-
-/// The span of one tool call (`execute_tool {name}`): its name, call id and whether it is safe
-/// to repeat; the MCP server that serves it is recorded by its verb (`seed.mcp.server`), an
-/// error result by [`record_tool_output`]. Under `parent`, the turn's span.
-pub fn tool_call(parent: &Span, call: &ToolCall, safe_to_repeat: bool) -> Span {
-    tracing::info_span!(
-        target: TRACE_TARGET,
-        parent: parent,
-        "gen_ai.execute_tool",
-        otel.name = %format_args!("execute_tool {}", call.name),
-        otel.kind = "internal",
-        otel.status_code = Empty,
-        gen_ai.operation.name = "execute_tool",
-        gen_ai.tool.name = call.name.as_str(),
-        gen_ai.tool.call.id = call.id.as_str(),
-        seed.tool.safe_to_repeat = safe_to_repeat,
-        seed.mcp.server = Empty,
-        error.type = Empty,
-    )
-}
-
-/// Records a tool call's error result.
-pub fn record_tool_output(span: &Span, is_error: bool) {
-    if is_error {
-        span.record("otel.status_code", "ERROR");
-        span.record("error.type", "tool_error");
     }
 }
 

@@ -66,6 +66,18 @@ pub trait Tool: Send + Sync {
 
     fn call<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, ToolOutput>;
 
+    /// [`Tool::call`] in the call's trace span, when traces are on: a tool that starts work
+    /// of its own under the call (a verb: a delegated child's run, a continuation) or records
+    /// on it takes `span` on; by default it is not needed.
+    fn call_traced<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        span: Option<std::sync::Arc<dyn crate::spans::ToolSpan>>,
+    ) -> BoxFuture<'a, ToolOutput> {
+        let _ = span;
+        self.call(call)
+    }
+
     /// Whether a call of a tool that is not safe to repeat, cut off by a crash after its intent
     /// was committed, took effect: `Some` with the result it had (the harness answers the call
     /// with it, and it is not run again), `None` when it did not or the tool cannot tell (the

@@ -143,9 +143,10 @@ impl Verb for McpVerb {
     }
 
     fn call(&self, context: VerbContext, arguments: Value) -> BoxFuture<'static, VerbOutput> {
-        // The tool call's span is current here (the verb actor enters it): the server that
-        // serves the call is part of its trace.
-        tracing::Span::current().record("seed.mcp.server", self.tool.server.as_str());
+        // The server that serves the call is part of its trace.
+        if let Some(span) = &context.call_span {
+            span.set_attribute("seed.mcp.server", self.tool.server.clone());
+        }
         let arguments = match arguments_to_send(&self.tool, arguments) {
             Ok(arguments) => arguments,
             Err(refused) => return Box::pin(async move { refused }),

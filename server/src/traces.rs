@@ -24,8 +24,8 @@ use opentelemetry_sdk::trace::{
 };
 use seed_actors::traces::{SpanContexts, UnderRun, Wait};
 use seed_durable::TRACE_TARGET;
-use seed_durable::spans::{ModelOutcome, ModelRequest, ModelSpans, count, finish_reason};
-use seed_providers::StopReason;
+use seed_durable::spans::{ModelOutcome, ModelRequest, ToolSpan, TurnSpans, count, finish_reason};
+use seed_providers::{StopReason, ToolCall};
 use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::Layer as _;
@@ -302,7 +302,9 @@ impl opentelemetry::propagation::Injector for Traceparent {
 
 impl opentelemetry::propagation::Extractor for Traceparent {
     fn get(&self, key: &str) -> Option<&str> {
-        (key == "traceparent").then_some(self.0.as_deref()).flatten()
+        (key == "traceparent")
+            .then_some(self.0.as_deref())
+            .flatten()
     }
 
     fn keys(&self) -> Vec<&str> {
@@ -337,8 +339,50 @@ struct UnderRunSpan {
     context: opentelemetry::Context,
 }
 
-impl ModelSpans for UnderRunSpan {
-    fn export(&self, request: &ModelRequest<'_>) {
+/// A tool call's span: the context it is the span of, under the run's.
+#[derive(Debug)]
+struct ToolCallSpan {
+    context: opentelemetry::Context,
+}
+
+impl ToolSpan for ToolCallSpan {
+    fn traceparent(&self) -> String {
+        inject(&self.context).unwrap_or_default()
+    }
+
+    fn set_attribute(&self, key: &'static str, value: String) {
+        self.context.span().set_attribute(KeyValue::new(key, value));
+    }
+
+    fn end(&self, is_error: bool) {
+        let span = self.context.span();
+        if is_error {
+            span.set_attribute(KeyValue::new("error.type", "tool_error"));
+            span.set_status(opentelemetry::trace::Status::error(""));
+        }
+        span.end();
+    }
+}
+
+impl TurnSpans for UnderRunSpan {
+    fn tool_call(&self, call: &ToolCall, safe_to_repeat: bool) -> Arc<dyn ToolSpan> {
+        let span = self
+            .tracer
+            .span_builder(format!("execute_tool {}", call.name))
+            .with_kind(SpanKind::Internal)
+            .with_attributes([
+                KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                KeyValue::new("gen_ai.tool.name", call.name.clone()),
+                KeyValue::new("gen_ai.tool.call.id", call.id.clone()),
+                KeyValue::new("seed.tool.safe_to_repeat", safe_to_repeat),
+            ])
+            .start_with_context(&self.tracer, &self.context);
+        Arc::new(ToolCallSpan {
+            context: self.context.with_span(span),
+        })
+    }
+
+    fn model_request(&self, request: &ModelRequest<'_>) {
         let mut span = self
             .tracer
             .span_builder(format!("chat {}", request.model))

@@ -177,7 +177,6 @@ async fn ask_successions(context: VerbContext, arguments: Value) -> VerbOutput {
             context,
             arguments,
             ask: ContinueAsk::Create,
-            span: tracing::Span::current(),
         })
         .await
     {

@@ -200,7 +200,7 @@ async fn start_child(context: &VerbContext, args: &DelegateArgs) -> Result<Sessi
     };
     // The child's run continues this call's trace.
     let run_id = run.id;
-    context.traces.continue_here(run_id);
+    context.continue_call_trace(run_id);
     if let Err(error) = store.start_child(child, task, run).await {
         context.traces.forget(run_id);
         return Err(error.to_string());

@@ -61,7 +61,6 @@ impl Verb for PreviewContinuation {
                     context,
                     arguments,
                     ask: ContinueAsk::Preview,
-                    span: tracing::Span::current(),
                 })
                 .await
             {

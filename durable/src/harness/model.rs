@@ -16,7 +16,7 @@ use crate::record::{
     EntryBody, LIVE_DOCUMENT, LiveDocument, LiveState, ModelTaskState, TURN_DOCUMENT, Task,
     TurnDocument, TurnState,
 };
-use crate::spans::{ModelOutcome, ModelRequest, ModelSpans};
+use crate::spans::{ModelOutcome, ModelRequest, TurnSpans};
 use crate::state::Batch;
 use crate::stop::StopSignal;
 
@@ -36,9 +36,9 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             state,
         };
         let traced = self
-            .model_spans
+            .spans
             .clone()
-            .map(|model_spans| Traced::before(model_spans, &request, self.config.trace_content));
+            .map(|spans| Traced::before(spans, &request, self.config.trace_content));
         let mut first_chunk_after = None;
         let streamed = self
             .stream(doc, step, request, stop, &mut first_chunk_after)
@@ -176,7 +176,7 @@ fn without_images_unless(
 
 /// What a model request's span needs from before the request is sent, and where it goes.
 struct Traced {
-    model_spans: Arc<dyn ModelSpans>,
+    spans: Arc<dyn TurnSpans>,
     started_at: SystemTime,
     model: String,
     input_messages: Option<String>,
@@ -185,9 +185,9 @@ struct Traced {
 }
 
 impl Traced {
-    fn before(model_spans: Arc<dyn ModelSpans>, request: &Request, content: bool) -> Traced {
+    fn before(spans: Arc<dyn TurnSpans>, request: &Request, content: bool) -> Traced {
         Traced {
-            model_spans,
+            spans,
             started_at: SystemTime::now(),
             model: request.model.clone(),
             input_messages: content
@@ -198,7 +198,7 @@ impl Traced {
 }
 
 impl<F: DurableFs, P: Provider> Harness<F, P> {
-    /// Hands a model request that ended, as `streamed` says, to the exporter's [`ModelSpans`].
+    /// Hands a model request that ended, as `streamed` says, to the turn's [`TurnSpans`].
     fn export_span(
         &self,
         traced: Traced,
@@ -217,7 +217,7 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
             }
             Err(_) => ModelOutcome::Failed("store"),
         };
-        traced.model_spans.export(&ModelRequest {
+        traced.spans.model_request(&ModelRequest {
             system: &self.config.system,
             model: &traced.model,
             request_id: &doc.request_id,

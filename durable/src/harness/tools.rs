@@ -6,7 +6,6 @@ use seed_providers::{Provider, ToolCall, ToolResultMessage};
 use super::{Harness, Result, TurnOutcome};
 use crate::fs::DurableFs;
 use crate::record::{EntryBody, Task, ToolTaskState, TurnDocument};
-use crate::spans;
 use crate::state::Batch;
 use crate::tool::{Decision, ToolOutput};
 
@@ -23,18 +22,20 @@ pub(super) enum ResultKind {
 }
 
 impl<F: DurableFs, P: Provider> Harness<F, P> {
-    /// Runs `call` with its tool (an error result for a tool this harness does not have), its
-    /// future made in the call's trace span.
+    /// Runs `call` with its tool (an error result for a tool this harness does not have), in
+    /// the call's trace span when traces are on (handed to the tool, which may carry it on).
     pub(super) async fn call_tool(&self, call: &ToolCall) -> ToolOutput {
-        let span = spans::tool_call(&self.span, call, self.tools.safe_to_repeat(&call.name));
+        let span = self
+            .spans
+            .as_ref()
+            .map(|spans| spans.tool_call(call, self.tools.safe_to_repeat(&call.name)));
         let output = match self.tools.get(&call.name) {
-            // The span is current while the tool makes its future, not at each poll of it: a
-            // verb reads it there and carries it to its actor, which enters it while the verb
-            // runs. Entering it here too cost an enter and an exit at every poll.
-            Some(tool) => span.in_scope(|| tool.call(call)).await,
+            Some(tool) => tool.call_traced(call, span.clone()).await,
             None => ToolOutput::error(format!("unknown tool {:?}", call.name)),
         };
-        spans::record_tool_output(&span, output.is_error);
+        if let Some(span) = span {
+            span.end(output.is_error);
+        }
         output
     }
 

@@ -340,10 +340,46 @@ struct Exported {
 }
 
 #[derive(Debug, Default)]
-struct Recorded(std::sync::Mutex<Vec<Exported>>);
+struct Recorded {
+    model_requests: std::sync::Mutex<Vec<Exported>>,
+    /// Each tool call's span as it ended: its call id, whether safe to repeat, whether an
+    /// error.
+    tool_calls: Arc<std::sync::Mutex<Vec<(String, bool, bool)>>>,
+}
 
-impl seed_durable::spans::ModelSpans for Recorded {
-    fn export(&self, request: &seed_durable::spans::ModelRequest<'_>) {
+/// A tool call's span, recorded when it ends.
+#[derive(Debug)]
+struct RecordedToolSpan {
+    call_id: String,
+    safe_to_repeat: bool,
+    ended: Arc<std::sync::Mutex<Vec<(String, bool, bool)>>>,
+}
+
+impl seed_durable::spans::ToolSpan for RecordedToolSpan {
+    fn traceparent(&self) -> String {
+        String::new()
+    }
+    fn set_attribute(&self, _: &'static str, _: String) {}
+    fn end(&self, is_error: bool) {
+        let ended = (self.call_id.clone(), self.safe_to_repeat, is_error);
+        self.ended.lock().expect("the record").push(ended);
+    }
+}
+
+impl seed_durable::spans::TurnSpans for Recorded {
+    fn tool_call(
+        &self,
+        call: &seed_providers::ToolCall,
+        safe_to_repeat: bool,
+    ) -> Arc<dyn seed_durable::spans::ToolSpan> {
+        Arc::new(RecordedToolSpan {
+            call_id: call.id.clone(),
+            safe_to_repeat,
+            ended: Arc::clone(&self.tool_calls),
+        })
+    }
+
+    fn model_request(&self, request: &seed_durable::spans::ModelRequest<'_>) {
         use seed_durable::spans::ModelOutcome;
         let outcome = match request.outcome {
             ModelOutcome::Response(message) => {
@@ -351,26 +387,39 @@ impl seed_durable::spans::ModelSpans for Recorded {
             }
             ModelOutcome::Failed(error_type) => format!("failed: {error_type}"),
         };
-        self.0.lock().expect("the record").push(Exported {
-            request_id: request.request_id.to_owned(),
-            step: request.step,
-            model: request.model.to_owned(),
-            outcome,
-            first_chunk: request.first_chunk_after.is_some(),
-            in_order: request.started_at <= request.ended_at,
-            input_messages: request.input_messages.clone(),
-            output_messages: request.output_messages.clone(),
-        });
+        self.model_requests
+            .lock()
+            .expect("the record")
+            .push(Exported {
+                request_id: request.request_id.to_owned(),
+                step: request.step,
+                model: request.model.to_owned(),
+                outcome,
+                first_chunk: request.first_chunk_after.is_some(),
+                in_order: request.started_at <= request.ended_at,
+                input_messages: request.input_messages.clone(),
+                output_messages: request.output_messages.clone(),
+            });
     }
 }
 
-/// Each model request is handed whole to the model spans once it ended: its step, whether a
+/// Each model request is handed whole to the turn's spans once it ended: its step, whether a
 /// first chunk came, and how it ended (answered, cut off, failed); the messages sent and the
-/// response's text only with message text on.
+/// response's text only with message text on. Each tool call's span ends once its tool ran.
 #[test]
 fn each_model_request_is_handed_to_its_span_once_it_ended() {
     let scripted = ScriptedProvider::new(vec![
-        ScriptedStep::Respond(seed_providers::tool_response("", vec![look_call()])),
+        ScriptedStep::Respond(seed_providers::tool_response(
+            "",
+            vec![
+                look_call(),
+                seed_providers::ToolCall {
+                    id: "u1".to_owned(),
+                    name: "unknown".to_owned(),
+                    arguments: serde_json::json!({}),
+                },
+            ],
+        )),
         ScriptedStep::Respond(text_response("done")),
         ScriptedStep::Respond(text_response("with its text")),
         ScriptedStep::FailAfter {
@@ -387,9 +436,9 @@ fn each_model_request_is_handed_to_its_span_once_it_ended() {
         trace_content,
         ..HarnessConfig::new("scripted", "You are tested.")
     };
-    // Each turn is given where its model requests go (its run's spans).
+    // Each turn is given where its spans go (its run's).
     let traced = |request_id: &str, input: &str| TurnRequest {
-        model_spans: Some(Arc::clone(&recorded) as Arc<dyn seed_durable::spans::ModelSpans>),
+        spans: Some(Arc::clone(&recorded) as Arc<dyn seed_durable::spans::TurnSpans>),
         ..TurnRequest::new(request_id, input)
     };
     let fs = MemoryFs::new();
@@ -412,7 +461,7 @@ fn each_model_request_is_handed_to_its_span_once_it_ended() {
     block_on(harness.run_turn(traced("r3", "once more"))).expect("a failed turn");
     // A turn given none (traces off) hands nothing over.
     block_on(harness.run_turn(TurnRequest::new("r4", "untraced"))).expect("a turn");
-    let exported = recorded.0.lock().expect("the record").clone();
+    let exported = recorded.model_requests.lock().expect("the record").clone();
     let brief: Vec<_> = exported
         .iter()
         .map(|e| {
@@ -447,6 +496,15 @@ fn each_model_request_is_handed_to_its_span_once_it_ended() {
         Some("with its text")
     );
     assert_eq!(exported[3].output_messages, None);
+    // Each tool call's span ended once, after its tool ran, an error result as an error; none
+    // in the turn given no spans.
+    assert_eq!(
+        *recorded.tool_calls.lock().expect("the record"),
+        [
+            ("l1".to_owned(), true, false),
+            ("u1".to_owned(), true, true)
+        ]
+    );
 }
 
 /// A provider that streams a little text and one tool call, then waits for ever.

@@ -383,6 +383,7 @@ pub fn verb_context(store: &Store, session_id: SessionId) -> seed_actors::VerbCo
         stop: Default::default(),
         successions: None,
         traces: Default::default(),
+        call_span: None,
     }
 }
 
