@@ -134,14 +134,11 @@ impl Handler<StartRun> for SessionActor {
             Some(_) => None,
             None => self.harness.take(),
         };
-        // The run's span (a disabled one unless traces are exported), kept with the run so that
-        // the attempt after a crash links to it.
-        let traces = &self.env.settings.traces;
-        // The run's task is not entered in its span (each poll would enter and exit it): the
-        // turn's spans are made under it by name, and its `traceparent` is kept by the turn's
-        // first commit, in its transaction.
-        let trace = traces.run_trace(&run, (self.env.clock)());
-        let run_span = trace.span.clone();
+        // The run's span (nothing unless traces are exported): the turn's spans are made under
+        // it, and its `traceparent` is kept by the turn's first commit, in its transaction, so
+        // that the attempt after a crash links to it. It ends with the run's task.
+        let trace = self.env.settings.traces.run_trace(&run, (self.env.clock)());
+        let run_trace = trace.clone();
         let task = async move {
             // A panic in a run is a bug; it fails the run rather than the process (and the
             // harness it held is dropped).
@@ -154,8 +151,7 @@ impl Handler<StartRun> for SessionActor {
         };
         ctx.spawn(task.into_actor(self).map(move |(env, run, outcome, harness), actor, ctx| {
             let status = outcome.as_ref().ok().map(|end| end.status);
-            env.settings.traces.run_ended(&run_span, status);
-            drop(run_span);
+            run_trace.end(status);
             actor.current = None;
             actor.harness = harness;
             actor.last_active_at = Instant::now();

@@ -3,22 +3,21 @@
 //! on a person's approval) is a span of its own; a run taken up again after a crash links to the
 //! span of the attempt the crash cut off.
 //!
-//! The spans are plain `tracing` spans of [`TRACE_TARGET`]; this crate knows nothing of
-//! OpenTelemetry. What needs the trace's ids (a span's `traceparent` to keep with the run, a
-//! parent or a link from a kept one, a wait span with its own start and end) goes through
-//! [`SpanContexts`], which the service implements over its exporter. Without it ([`Traces`]'s
-//! default) every span here is a disabled one and nothing else is done: no map is touched,
-//! nothing is written.
+//! This crate knows nothing of OpenTelemetry. A run's span and what is made under it (its wait,
+//! its turn's model requests and tool calls) are made on the exporter directly, through
+//! [`SpanContexts`], which the service implements: none is a `tracing` span, since nothing runs
+//! with a run's span current (what a run starts carries its `traceparent`), and the bridge's
+//! bookkeeping cost more than the spans themselves (docs/design/traces.md). A continuation's
+//! span is a `tracing` span of [`seed_durable::TRACE_TARGET`], current while the continuation runs. Without
+//! an exporter ([`Traces`]'s default) nothing is made: no map is touched, nothing is written.
 
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use seed_durable::TRACE_TARGET;
 use seed_durable::spans::TurnSpans;
-use seed_events::RunId;
+use seed_events::{RunId, RunStatus};
 use seed_store::RunRow;
 use tracing::Span;
-use tracing::field::Empty;
 
 /// Runs whose parent span (or parking) is remembered at once, at most. A run is taken out when
 /// it starts, but on several nodes another node may start it, and its entry would stay: past
@@ -26,51 +25,71 @@ use tracing::field::Empty;
 /// still continue their traces (those forgotten start traces of their own).
 pub const TRACE_PARENTS_MAX: usize = 65_536;
 
-/// What the exporter does for the runtime: ids in and out of spans, and spans made on the
-/// exporter directly (waits here, model requests and tool calls in the harness). Implemented by the service
-/// (`server/src/traces.rs`).
+/// What the exporter does for the runtime: ids in and out of `tracing` spans, and the spans
+/// made on the exporter directly (a run's, and what is made under it). Implemented by the
+/// service (`server/src/traces.rs`).
 pub trait SpanContexts: Send + Sync {
     /// `span`'s W3C `traceparent`, when it is exported (sampled or not).
     fn traceparent(&self, span: &Span) -> Option<String>;
     /// Makes `traceparent` the parent of `span`, which has not been entered yet.
     fn set_parent(&self, span: &Span, traceparent: &str);
-    /// Links `span` to the span `traceparent` names.
-    fn add_link(&self, span: &Span, traceparent: &str);
-    /// What is made under the span of a run's pass, once its parent and link are set: the
-    /// run's trace context is read from the span once, for all of them. `None` for a span
-    /// that is not exported.
-    fn under_run(&self, span: &Span) -> Option<Arc<dyn UnderRun>>;
+    /// Starts the span of a pass of `run`: under `pass.parent` when a request queued it,
+    /// linked to `pass.earlier` when the run had a span already.
+    fn start_run(&self, run: &RunRow, pass: &RunPass<'_>) -> Arc<dyn UnderRun>;
 }
 
-/// What is made under one pass of a run ([`SpanContexts::under_run`]): its turn's spans (the
-/// harness makes them), its wait, its `traceparent`.
+/// How a pass of a run relates to spans before it ([`SpanContexts::start_run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunPass<'a> {
+    /// The `traceparent` of the span of the request that queued the run (its parent).
+    pub parent: Option<&'a str>,
+    /// The `traceparent` of the run's earlier span (its earlier pass, or the attempt a crash
+    /// cut off), which this one links to.
+    pub earlier: Option<&'a str>,
+    /// Whether the run is taken up after a crash (it had a span, and did not park).
+    pub adopted: bool,
+}
+
+/// The span of one pass of a run, started ([`SpanContexts::start_run`]), and what is made
+/// under it: its turn's spans (the harness makes them), its wait, its `traceparent`.
 pub trait UnderRun: TurnSpans {
     /// The run span's W3C `traceparent`.
     fn traceparent(&self) -> String;
     /// Exports a finished span under the run's, from `wait.started_at_ms` to
     /// `wait.ended_at_ms`.
     fn wait_span(&self, wait: &Wait);
+    /// Ends the run's span with how the pass ended (`None`: it panicked).
+    fn end(&self, outcome: Option<RunStatus>);
 }
 
-/// A pass of a run as traces see it ([`Traces::run_trace`]).
-#[derive(Debug)]
+/// A pass of a run as traces see it ([`Traces::run_trace`]): nothing when traces are off.
+#[derive(Debug, Clone, Default)]
 pub struct RunTrace {
-    /// The pass's span (a disabled span unless traces are exported).
-    pub span: Span,
-    /// Its `traceparent`, kept with the run by the turn's first commit, so that an attempt
-    /// after a crash links to this one.
-    pub traceparent: Option<String>,
-    /// Where the turn's model requests and tool calls go as spans under it.
-    pub spans: Option<Arc<dyn TurnSpans>>,
+    run: Option<Arc<dyn UnderRun>>,
 }
 
 impl RunTrace {
     /// A pass that is not traced.
     pub fn none() -> RunTrace {
-        RunTrace {
-            span: Span::none(),
-            traceparent: None,
-            spans: None,
+        RunTrace::default()
+    }
+
+    /// Its `traceparent`, kept with the run by the turn's first commit, so that an attempt
+    /// after a crash links to this one.
+    pub fn traceparent(&self) -> Option<String> {
+        Some(self.run.as_ref()?.traceparent())
+    }
+
+    /// Where the turn's model requests and tool calls go as spans under it.
+    pub fn turn_spans(&self) -> Option<Arc<dyn TurnSpans>> {
+        let run = self.run.clone()?;
+        Some(run)
+    }
+
+    /// Ends the pass's span with how it ended (`None`: it panicked).
+    pub fn end(&self, outcome: Option<RunStatus>) {
+        if let Some(run) = &self.run {
+            run.end(outcome);
         }
     }
 }
@@ -188,48 +207,25 @@ impl Traces {
 
     /// The span of a pass of `run`, starting at `now_ms`: under the span of the request that
     /// queued it, when one did; with its wait before it (queued, or parked) as a child span;
-    /// linked to the span of the attempt a crash cut off, when the run carries one. With its
-    /// `traceparent` and where its turn's spans go. A disabled span, and nothing else, when
-    /// traces are off.
+    /// linked to the span of the attempt a crash cut off, when the run carries one. Nothing
+    /// when traces are off.
     pub fn run_trace(&self, run: &RunRow, now_ms: i64) -> RunTrace {
         let Some(contexts) = &self.contexts else {
             return RunTrace::none();
         };
-        let span = tracing::info_span!(
-            target: TRACE_TARGET,
-            "gen_ai.invoke_agent",
-            otel.name = "invoke_agent seed",
-            otel.kind = "internal",
-            otel.status_code = Empty,
-            gen_ai.operation.name = "invoke_agent",
-            gen_ai.agent.name = "seed",
-            gen_ai.conversation.id = %run.session_id,
-            seed.session_id = %run.session_id,
-            seed.run_id = %run.id,
-            seed.run.queue = run.queue.as_str(),
-            seed.run.pass = run.pass,
-            seed.run.attempt = run.attempts,
-            seed.run.adopted = Empty,
-            seed.run.outcome = Empty,
-            error.type = Empty,
-        );
-        if let Some((_, parent)) = self.parents.remove(&run.id) {
-            contexts.set_parent(&span, &parent);
-        }
+        let parent = self.parents.remove(&run.id).map(|(_, parent)| parent);
         let parked = self.parked.remove(&run.id).map(|(_, parked)| parked);
-        if let Some(before) = &run.trace_parent {
-            // The run had a span already: its earlier pass, which parked in this process, or
-            // an attempt a crash cut off, adopted now.
-            contexts.add_link(&span, before);
-            span.record("seed.run.adopted", parked.is_none());
-        }
-        let Some(under) = contexts.under_run(&span) else {
-            return RunTrace {
-                span,
-                traceparent: None,
-                spans: None,
-            };
-        };
+        // A run with a span already: its earlier pass, which parked in this process, or an
+        // attempt a crash cut off, adopted now.
+        let earlier = run.trace_parent.as_deref();
+        let under = contexts.start_run(
+            run,
+            &RunPass {
+                parent: parent.as_deref(),
+                earlier,
+                adopted: earlier.is_some() && parked.is_none(),
+            },
+        );
         let wait = match parked {
             Some((kind, parked_at_ms)) => Some(Wait {
                 kind,
@@ -238,7 +234,7 @@ impl Traces {
             }),
             // A first pass waited from its queueing; a run taken up after a crash waited too
             // long ago to say.
-            None => run.trace_parent.is_none().then_some(Wait {
+            None => earlier.is_none().then_some(Wait {
                 kind: WaitKind::Queued,
                 started_at_ms: run.created_at_ms,
                 ended_at_ms: now_ms,
@@ -247,32 +243,7 @@ impl Traces {
         if let Some(wait) = wait {
             under.wait_span(&wait);
         }
-        RunTrace {
-            span,
-            traceparent: Some(under.traceparent()),
-            spans: Some(under),
-        }
-    }
-
-    /// Records how the run's pass ended.
-    pub fn run_ended(&self, span: &Span, outcome: Option<seed_events::RunStatus>) {
-        if span.is_disabled() {
-            return;
-        }
-        match outcome {
-            Some(status) => {
-                span.record("seed.run.outcome", status.as_str());
-                if status == seed_events::RunStatus::Failed {
-                    span.record("otel.status_code", "ERROR");
-                    span.record("error.type", "run_failed");
-                }
-            }
-            None => {
-                span.record("seed.run.outcome", "panicked");
-                span.record("otel.status_code", "ERROR");
-                span.record("error.type", "panic");
-            }
-        }
+        RunTrace { run: Some(under) }
     }
 }
 
@@ -295,13 +266,24 @@ mod tests {
     /// What the runtime asked of the exporter.
     #[derive(Debug, Clone, PartialEq)]
     enum Asked {
-        SetParent(String),
-        AddLink(String),
+        /// A run's span started: its parent, the span it links to, whether adopted.
+        Start {
+            parent: Option<String>,
+            earlier: Option<String>,
+            adopted: bool,
+        },
         Wait(Wait),
+        End(Option<RunStatus>),
     }
 
     #[derive(Debug, Default)]
     struct Recording(Mutex<Vec<Asked>>);
+
+    impl Recording {
+        fn push(&self, asked: Asked) {
+            self.0.lock().expect("the record").push(asked);
+        }
+    }
 
     impl TurnSpans for Recording {
         fn model_request(&self, _: &seed_durable::spans::ModelRequest<'_>) {}
@@ -319,11 +301,14 @@ mod tests {
             RUN.to_owned()
         }
         fn wait_span(&self, wait: &Wait) {
-            self.0.lock().expect("the record").push(Asked::Wait(*wait));
+            self.push(Asked::Wait(*wait));
+        }
+        fn end(&self, outcome: Option<RunStatus>) {
+            self.push(Asked::End(outcome));
         }
     }
 
-    /// The recording, shared with what it hands out under a run.
+    /// The recording, shared with the run spans it hands out.
     #[derive(Debug, Default)]
     struct Recorder(Arc<Recording>);
 
@@ -331,16 +316,14 @@ mod tests {
         fn traceparent(&self, _: &Span) -> Option<String> {
             None
         }
-        fn set_parent(&self, _: &Span, traceparent: &str) {
-            let asked = Asked::SetParent(traceparent.to_owned());
-            self.0.0.lock().expect("the record").push(asked);
-        }
-        fn add_link(&self, _: &Span, traceparent: &str) {
-            let asked = Asked::AddLink(traceparent.to_owned());
-            self.0.0.lock().expect("the record").push(asked);
-        }
-        fn under_run(&self, _: &Span) -> Option<Arc<dyn UnderRun>> {
-            Some(Arc::clone(&self.0) as Arc<dyn UnderRun>)
+        fn set_parent(&self, _: &Span, _: &str) {}
+        fn start_run(&self, _: &RunRow, pass: &RunPass<'_>) -> Arc<dyn UnderRun> {
+            self.0.push(Asked::Start {
+                parent: pass.parent.map(str::to_owned),
+                earlier: pass.earlier.map(str::to_owned),
+                adopted: pass.adopted,
+            });
+            Arc::clone(&self.0) as Arc<dyn UnderRun>
         }
     }
 
@@ -363,19 +346,30 @@ mod tests {
         }
     }
 
-    /// What a pass's start asked of the exporter; the pass carries the run's `traceparent`
-    /// and where its model requests go, both from what the exporter handed out under it.
+    /// What a pass's start and end asked of the exporter; the pass carries the run's
+    /// `traceparent` and where its turn's spans go, both from the run span the exporter
+    /// started.
     fn asked_at_start(setup: impl FnOnce(&Traces), run: &RunRow, now_ms: i64) -> Vec<Asked> {
         let recording = Arc::new(Recording::default());
         let recorder = Recorder(Arc::clone(&recording));
         let traces = Traces::new(Arc::new(recorder) as Arc<dyn SpanContexts>, false);
         setup(&traces);
         let trace = traces.run_trace(run, now_ms);
-        assert_eq!(trace.traceparent.as_deref(), Some(RUN));
-        assert!(trace.spans.is_some());
-        drop(trace);
+        assert_eq!(trace.traceparent().as_deref(), Some(RUN));
+        assert!(trace.turn_spans().is_some());
+        trace.end(Some(RunStatus::Succeeded));
         recording.0.lock().expect("the record").clone()
     }
+
+    fn start(parent: Option<&str>, earlier: Option<&str>, adopted: bool) -> Asked {
+        Asked::Start {
+            parent: parent.map(str::to_owned),
+            earlier: earlier.map(str::to_owned),
+            adopted,
+        }
+    }
+
+    const ENDED: Asked = Asked::End(Some(RunStatus::Succeeded));
 
     const REQUEST: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     const EARLIER: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -396,7 +390,11 @@ mod tests {
         };
         assert_eq!(
             asked,
-            [Asked::SetParent(REQUEST.to_owned()), Asked::Wait(queued)]
+            [
+                start(Some(REQUEST), None, false),
+                Asked::Wait(queued),
+                ENDED
+            ]
         );
     }
 
@@ -412,7 +410,11 @@ mod tests {
             };
             assert_eq!(
                 asked,
-                [Asked::AddLink(EARLIER.to_owned()), Asked::Wait(parked)],
+                [
+                    start(None, Some(EARLIER), false),
+                    Asked::Wait(parked),
+                    ENDED
+                ],
                 "{kind:?}"
             );
         }
@@ -422,18 +424,17 @@ mod tests {
     fn a_run_adopted_after_a_crash_links_to_the_attempt_it_cut_off_and_shows_no_wait() {
         let run = run(Some(EARLIER));
         let asked = asked_at_start(|_| {}, &run, 90_000);
-        assert_eq!(asked, [Asked::AddLink(EARLIER.to_owned())]);
+        assert_eq!(asked, [start(None, Some(EARLIER), true), ENDED]);
     }
 
     #[test]
-    fn with_traces_off_nothing_is_kept_and_the_span_is_disabled() {
+    fn with_traces_off_nothing_is_kept_and_nothing_is_made() {
         let traces = Traces::default();
         traces.queued(RunId::from_u128(1), REQUEST.to_owned());
         traces.parked(RunId::from_u128(1), WaitKind::Children, 5);
         let trace = traces.run_trace(&run(None), 10);
-        assert!(trace.span.is_disabled());
-        assert_eq!(trace.traceparent, None);
-        assert!(trace.spans.is_none());
+        assert_eq!(trace.traceparent(), None);
+        assert!(trace.turn_spans().is_none());
         assert_eq!(traces.current_traceparent(), None);
         assert!(traces.parents.is_empty());
         assert!(traces.parked.is_empty());

@@ -47,8 +47,8 @@ pub use open::SessionHarness;
 /// refuses even that, the end is written again after a pause until it is (the session's next
 /// runs wait behind it); the turn itself is not run again.
 ///
-/// `trace` is the run's span (a disabled one unless traces are exported): the turn's model
-/// requests and tool calls go under it, and its `traceparent` is kept with the run by the
+/// `trace` is the run's span (nothing unless traces are exported): the turn's model requests
+/// and tool calls go under it, and its `traceparent` is kept with the run by the
 /// turn's first commit, so that an attempt after a crash links to this one.
 pub async fn execute_run(
     env: &RunEnv,
@@ -180,7 +180,7 @@ async fn turn(
         tools_for,
     } = open::open_harness(env, run, &session, kept, context, can_continue).await?;
     // The run span's `traceparent` goes with the turn's first commit.
-    run_cell.keep_trace_parent(trace.traceparent);
+    run_cell.keep_trace_parent(trace.traceparent());
 
     // On open: marks the store cannot back are cleared, and every entry the log lacks is
     // projected again, so nothing is lost and nothing repeated.
@@ -240,7 +240,7 @@ async fn turn(
         imports: plan.entries,
         documents: vec![(SYNC_DOCUMENT.to_owned(), sync_value)],
         stop,
-        spans: trace.spans,
+        spans: trace.turn_spans(),
     };
     // Each commit of the turn writes its entries' events to the log in its own transaction.
     let outcome = match answered.clone() {

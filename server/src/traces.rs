@@ -22,10 +22,11 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider,
 };
-use seed_actors::traces::{SpanContexts, UnderRun, Wait};
+use seed_actors::traces::{RunPass, SpanContexts, UnderRun, Wait};
 use seed_durable::TRACE_TARGET;
 use seed_durable::spans::{ModelOutcome, ModelRequest, ToolSpan, TurnSpans, count, finish_reason};
 use seed_providers::{StopReason, ToolCall};
+use seed_store::RunRow;
 use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::Layer as _;
@@ -331,8 +332,8 @@ struct Contexts {
     tracer: SdkTracer,
 }
 
-/// What is made under one pass of a run ([`UnderRun`]): the run span's context, read from the
-/// bridge once, is the parent of each.
+/// The span of one pass of a run, and what is made under it ([`UnderRun`]): its context (the
+/// run's span in it) is the parent of each.
 #[derive(Debug)]
 struct UnderRunSpan {
     tracer: SdkTracer,
@@ -404,6 +405,27 @@ impl TurnSpans for UnderRunSpan {
 impl UnderRun for UnderRunSpan {
     fn traceparent(&self) -> String {
         inject(&self.context).unwrap_or_default()
+    }
+
+    fn end(&self, outcome: Option<seed_events::RunStatus>) {
+        let span = self.context.span();
+        match outcome {
+            Some(status) => {
+                span.set_attribute(KeyValue::new("seed.run.outcome", status.as_str()));
+                if status == seed_events::RunStatus::Failed {
+                    span.set_attribute(KeyValue::new("error.type", "run_failed"));
+                    span.set_status(opentelemetry::trace::Status::error(""));
+                }
+            }
+            None => {
+                span.set_attributes([
+                    KeyValue::new("seed.run.outcome", "panicked"),
+                    KeyValue::new("error.type", "panic"),
+                ]);
+                span.set_status(opentelemetry::trace::Status::error(""));
+            }
+        }
+        span.end();
     }
 
     fn wait_span(&self, wait: &Wait) {
@@ -486,22 +508,47 @@ impl SpanContexts for Contexts {
         }
     }
 
-    fn add_link(&self, span: &tracing::Span, traceparent: &str) {
-        let linked = extract(traceparent).span().span_context().clone();
-        if linked.is_valid() {
-            span.add_link(linked);
+    fn start_run(&self, run: &RunRow, pass: &RunPass<'_>) -> Arc<dyn UnderRun> {
+        let parent = pass.parent.map(extract).unwrap_or_default();
+        let mut builder = self
+            .tracer
+            .span_builder("invoke_agent seed")
+            .with_kind(SpanKind::Internal)
+            .with_attributes(run_attributes(run, pass));
+        if let Some(earlier) = pass.earlier {
+            let linked = extract(earlier).span().span_context().clone();
+            if linked.is_valid() {
+                builder =
+                    builder.with_links(vec![opentelemetry::trace::Link::with_context(linked)]);
+            }
         }
-    }
-
-    fn under_run(&self, span: &tracing::Span) -> Option<Arc<dyn UnderRun>> {
-        if span.is_disabled() {
-            return None;
-        }
-        Some(Arc::new(UnderRunSpan {
+        // A parent that does not parse leaves the span a trace of its own.
+        let span = builder.start_with_context(&self.tracer, &parent);
+        Arc::new(UnderRunSpan {
             tracer: self.tracer.clone(),
-            context: span.context(),
-        }))
+            context: parent.with_span(span),
+        })
     }
+}
+
+/// The attributes a run's span starts with, after the GenAI conventions where they name one.
+fn run_attributes(run: &RunRow, pass: &RunPass<'_>) -> Vec<KeyValue> {
+    let session_id = run.session_id.to_string();
+    let mut attributes = Vec::with_capacity(10);
+    attributes.extend([
+        KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+        KeyValue::new("gen_ai.agent.name", "seed"),
+        KeyValue::new("gen_ai.conversation.id", session_id.clone()),
+        KeyValue::new("seed.session_id", session_id),
+        KeyValue::new("seed.run_id", run.id.to_string()),
+        KeyValue::new("seed.run.queue", run.queue.as_str()),
+        KeyValue::new("seed.run.pass", run.pass),
+        KeyValue::new("seed.run.attempt", run.attempts),
+    ]);
+    if pass.earlier.is_some() {
+        attributes.push(KeyValue::new("seed.run.adopted", pass.adopted));
+    }
+    attributes
 }
 
 /// The span of one HTTP request (`{METHOD} {route}`, a server span), under the caller's trace
