@@ -175,8 +175,8 @@ impl Traces {
     }
 
     /// Notes that `run_id`, about to be queued here, continues the trace of the span current in
-    /// the caller (a delegate call's, a continuation's, a request's), when traces are on. Made
-    /// before the run is written, so that its span cannot start first.
+    /// the caller (a continuation's, a request's), when traces are on. Made before the run is
+    /// written, so that its span cannot start first.
     pub fn continue_here(&self, run_id: RunId) {
         if let Some(traceparent) = self.current_traceparent() {
             self.queued(run_id, traceparent);
@@ -191,7 +191,8 @@ impl Traces {
         }
     }
 
-    /// Forgets what [`Traces::continue_here`] noted for a run that was not queued after all.
+    /// Forgets what [`Traces::continue_here`] (or [`Traces::queued`]) noted for a run that was
+    /// not queued after all.
     pub fn forget(&self, run_id: RunId) {
         if self.is_on() {
             self.parents.remove(&run_id);
