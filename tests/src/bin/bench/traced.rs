@@ -54,8 +54,8 @@ struct Received {
 /// It stands in for a collector, doing the least any receiver does: the request's head parsed
 /// (httparse), its body read to the end by its length, counted and dropped. An actix server
 /// here cost 10 to 60 ms of CPU a round (its dispatcher reads a body in small pieces, each a
-/// wake-up of the handler's task), up to 8% of a round this 2-core host took from the runtime
-/// being measured, and more than the exporter itself (docs/design/traces.md).
+/// wake-up of the handler's task), more than the exporter itself, on the two cores the
+/// runtime being measured has (docs/design/traces.md).
 fn receiver(received: Arc<Received>) -> anyhow::Result<String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let address = listener.local_addr()?;
