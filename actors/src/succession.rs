@@ -65,10 +65,9 @@ impl Handler<Continue> for SuccessionActor {
             seed.continuation.successor_session_id = tracing::field::Empty,
             seed.continuation.projection_bytes = tracing::field::Empty,
         );
-        if let Some(call_span) = &message.context.call_span {
-            env.settings
-                .traces
-                .set_parent(&span, &call_span.traceparent());
+        let call_traceparent = message.context.call_span.as_ref();
+        if let Some(traceparent) = call_traceparent.and_then(|span| span.traceparent()) {
+            env.settings.traces.set_parent(&span, &traceparent);
         }
         Box::pin(async move {
             let outcome =

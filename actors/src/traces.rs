@@ -53,8 +53,8 @@ pub struct RunPass<'a> {
 /// The span of one pass of a run, started ([`SpanContexts::start_run`]), and what is made
 /// under it: its turn's spans (the harness makes them), its wait, its `traceparent`.
 pub trait UnderRun: TurnSpans {
-    /// The run span's W3C `traceparent`.
-    fn traceparent(&self) -> String;
+    /// The run span's W3C `traceparent` (`None` if its ids are not valid ones).
+    fn traceparent(&self) -> Option<String>;
     /// Exports a finished span under the run's, from `wait.started_at_ms` to
     /// `wait.ended_at_ms`.
     fn wait_span(&self, wait: &Wait);
@@ -62,22 +62,18 @@ pub trait UnderRun: TurnSpans {
     fn end(&self, outcome: Option<RunStatus>);
 }
 
-/// A pass of a run as traces see it ([`Traces::run_trace`]): nothing when traces are off.
+/// A pass of a run as traces see it ([`Traces::run_trace`]): nothing (the default) when
+/// traces are off.
 #[derive(Debug, Clone, Default)]
 pub struct RunTrace {
     run: Option<Arc<dyn UnderRun>>,
 }
 
 impl RunTrace {
-    /// A pass that is not traced.
-    pub fn none() -> RunTrace {
-        RunTrace::default()
-    }
-
     /// Its `traceparent`, kept with the run by the turn's first commit, so that an attempt
     /// after a crash links to this one.
     pub fn traceparent(&self) -> Option<String> {
-        Some(self.run.as_ref()?.traceparent())
+        self.run.as_ref()?.traceparent()
     }
 
     /// Where the turn's model requests and tool calls go as spans under it.
@@ -212,7 +208,7 @@ impl Traces {
     /// when traces are off.
     pub fn run_trace(&self, run: &RunRow, now_ms: i64) -> RunTrace {
         let Some(contexts) = &self.contexts else {
-            return RunTrace::none();
+            return RunTrace::default();
         };
         let parent = self.parents.remove(&run.id).map(|(_, parent)| parent);
         let parked = self.parked.remove(&run.id).map(|(_, parked)| parked);
@@ -298,8 +294,8 @@ mod tests {
     }
 
     impl UnderRun for Recording {
-        fn traceparent(&self) -> String {
-            RUN.to_owned()
+        fn traceparent(&self) -> Option<String> {
+            Some(RUN.to_owned())
         }
         fn wait_span(&self, wait: &Wait) {
             self.push(Asked::Wait(*wait));

@@ -74,8 +74,8 @@ impl VerbContext {
     /// traces are exported). Made before the run is written, so that its span cannot start
     /// first; [`crate::traces::Traces::forget`] undoes it for a run that was not queued.
     pub fn continue_call_trace(&self, run_id: RunId) {
-        if let Some(span) = &self.call_span {
-            self.traces.queued(run_id, span.traceparent());
+        if let Some(traceparent) = self.call_span.as_ref().and_then(|span| span.traceparent()) {
+            self.traces.queued(run_id, traceparent);
         }
     }
 }

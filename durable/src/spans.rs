@@ -33,8 +33,9 @@ pub trait TurnSpans: Send + Sync + std::fmt::Debug {
 
 /// The span of one tool call, started ([`TurnSpans::tool_call`]).
 pub trait ToolSpan: Send + Sync + std::fmt::Debug {
-    /// Its W3C `traceparent`: what the call starts continues its trace under it.
-    fn traceparent(&self) -> String;
+    /// Its W3C `traceparent`: what the call starts continues its trace under it (`None` if
+    /// its ids are not valid ones).
+    fn traceparent(&self) -> Option<String>;
     /// Records an attribute of the call (the MCP server that serves it, `seed.mcp.server`).
     fn set_attribute(&self, key: &'static str, value: String);
     /// Ends it, as an error when the call's result is one (`error.type` `tool_error`).

@@ -347,8 +347,8 @@ struct ToolCallSpan {
 }
 
 impl ToolSpan for ToolCallSpan {
-    fn traceparent(&self) -> String {
-        inject(&self.context).unwrap_or_default()
+    fn traceparent(&self) -> Option<String> {
+        inject(&self.context)
     }
 
     fn set_attribute(&self, key: &'static str, value: String) {
@@ -403,8 +403,8 @@ impl TurnSpans for UnderRunSpan {
 }
 
 impl UnderRun for UnderRunSpan {
-    fn traceparent(&self) -> String {
-        inject(&self.context).unwrap_or_default()
+    fn traceparent(&self) -> Option<String> {
+        inject(&self.context)
     }
 
     fn end(&self, outcome: Option<seed_events::RunStatus>) {

@@ -356,8 +356,8 @@ struct RecordedToolSpan {
 }
 
 impl seed_durable::spans::ToolSpan for RecordedToolSpan {
-    fn traceparent(&self) -> String {
-        String::new()
+    fn traceparent(&self) -> Option<String> {
+        None
     }
     fn set_attribute(&self, _: &'static str, _: String) {}
     fn end(&self, is_error: bool) {
