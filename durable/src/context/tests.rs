@@ -250,11 +250,7 @@ fn results_follow_their_calls_and_orphans_are_mended() {
             "9:user next",
         ]
     );
-    let messages: Vec<Message> = context
-        .into_iter()
-        .map(|item| Message::clone(&item.message))
-        .collect();
-    assert!(!has_orphans(&messages));
+    assert!(!has_orphans(context.iter().map(|item| &item.message)));
 }
 
 #[test]
@@ -281,11 +277,7 @@ fn a_call_id_used_again_by_a_later_response_gets_its_own_result() {
             "7:result x second",
         ]
     );
-    let messages: Vec<Message> = context
-        .into_iter()
-        .map(|item| Message::clone(&item.message))
-        .collect();
-    assert!(!has_orphans(&messages));
+    assert!(!has_orphans(context.iter().map(|item| &item.message)));
 }
 
 #[test]
