@@ -57,6 +57,7 @@ mod sql;
 mod store;
 mod tokens;
 mod turn_view;
+mod wal_writes;
 mod writer;
 
 pub use approvals::{ApprovalDecision, ApprovalRow, ApprovalStatus, DecideOutcome, NewApproval};

@@ -164,7 +164,12 @@ fn open_migrated(config: &Config) -> Result<(Connection, RangeInclusive<u32>)> {
     if !crate::memory_disk::is_memory(config) {
         create_private(&config.path)?;
     }
-    let mut connection = Connection::open(&config.path)?;
+    // The one connection that writes the WAL: through the VFS that writes a commit's frames
+    // at once (src/wal_writes.rs).
+    let mut connection = match crate::wal_writes::vfs_name() {
+        Some(vfs) => Connection::open_with_flags_and_vfs(&config.path, OpenFlags::default(), vfs)?,
+        None => Connection::open(&config.path)?,
+    };
     connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
     apply_pragmas(&connection, config)?;
     let before = match MIGRATIONS
