@@ -76,6 +76,13 @@ CREATE TABLE session_events (
 -- No index of pi_entry_id: the log's highest mark is its newest one, found back from the newest
 -- seq (src/log.rs, `newest_pi_entry_id`). Migration 7 drops the index databases had before.
 
+-- The events no store entry was projected from (user messages, verbs run by hand, notices): the
+-- only ones a turn's import can take past its mark (src/turn_view.rs, `pending_events`). Of just
+-- those, so that the read costs the pending events, not every event since the mark: the events
+-- of a session lie on pages of their own, one page each when sessions interleave. Migration 20.
+CREATE INDEX session_events_pending ON session_events (session_key, seq)
+    WHERE pi_entry_id IS NULL;
+
 -- The store: a session's durable files, where a file is its rows in id order and an append is
 -- one inserted row. file: 0 entries.jsonl, 1 documents.jsonl, 2 tasks.jsonl.
 CREATE TABLE session_durable_files (

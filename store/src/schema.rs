@@ -30,7 +30,7 @@ pub(crate) struct Version {
 /// it (`migrations/00NN-name.postgres.sql`). So a later change goes into `sqlite-schema.sql`
 /// and here as one version with each engine's SQL; a test checks that the two engines' schemas
 /// agree.
-pub(crate) static VERSIONS: [Version; 19] = [
+pub(crate) static VERSIONS: [Version; 20] = [
     Version {
         sqlite: include_str!("../sqlite-schema.sql"),
         sqlite_hook: None,
@@ -100,6 +100,11 @@ pub(crate) static VERSIONS: [Version; 19] = [
         sqlite: include_str!("../migrations/0019-run-trace-parent.sql"),
         sqlite_hook: Some(add_run_trace_parent),
         postgres: include_str!("../migrations/0019-run-trace-parent.postgres.sql"),
+    },
+    Version {
+        sqlite: include_str!("../migrations/0020-pending-events.sql"),
+        sqlite_hook: None,
+        postgres: include_str!("../migrations/0020-pending-events.postgres.sql"),
     },
 ];
 

@@ -85,6 +85,12 @@ fn count_children(connection: &Connection, run_id: RunId) -> Result<usize> {
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
+/// Which events [`pending_events`] reads: by the index of just the events no store entry was
+/// projected from (`session_events_pending`), so that the events projected since the mark are
+/// not read at all.
+pub(crate) const PENDING_EVENTS: &str =
+    "WHERE session_key = ?1 AND seq > ?2 AND seq <= ?3 AND pi_entry_id IS NULL ORDER BY seq";
+
 pub(crate) fn pending_events(
     connection: &Connection,
     session_id: SessionId,
@@ -95,9 +101,7 @@ pub(crate) fn pending_events(
     // left for the next turn rather than passed over by the mark.
     let through_seq = last_seq_of_key(connection, session_key)?.max(mark);
     let mut statement = connection.prepare_cached(&format!(
-        "SELECT {EVENT_COLUMNS} FROM session_events
-         WHERE session_key = ?1 AND seq > ?2 AND seq <= ?3 AND pi_entry_id IS NULL
-         ORDER BY seq"
+        "SELECT {EVENT_COLUMNS} FROM session_events {PENDING_EVENTS}"
     ))?;
     let rows = statement.query_map(params![session_key, mark, through_seq], |row| {
         event_from_row(session_id, row)

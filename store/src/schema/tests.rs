@@ -205,7 +205,10 @@ fn log_indexes(connection: &Connection) -> Vec<String> {
 fn assert_the_newest_mark_is_read_back_from_the_newest_seq(connection: &Connection) {
     assert_eq!(
         log_indexes(connection),
-        ["sqlite_autoindex_session_events_1"]
+        [
+            "session_events_pending",
+            "sqlite_autoindex_session_events_1"
+        ]
     );
     let plan = query_plan(connection, crate::log::NEWEST_PI_ENTRY_ID);
     assert!(
@@ -230,6 +233,41 @@ fn the_log_keeps_no_index_of_its_marks_in_a_new_database_and_an_upgraded_one() {
          PRAGMA user_version = 6;",
     );
     assert_the_newest_mark_is_read_back_from_the_newest_seq(&connection);
+    drop(connection);
+    assert_reopened_at_the_latest_version(&config);
+}
+
+/// A turn reads the events pending import past its mark by the index of just those, not by
+/// reading every event since the mark.
+fn assert_pending_events_are_read_by_their_index(connection: &Connection) {
+    let plan = query_plan(
+        connection,
+        &format!(
+            "SELECT {} FROM session_events {}",
+            crate::log::EVENT_COLUMNS,
+            crate::turn_view::PENDING_EVENTS
+        ),
+    );
+    assert!(
+        plan.contains("USING INDEX session_events_pending (session_key=? AND seq>? AND seq<?)")
+            && !plan.contains("TEMP B-TREE"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn pending_events_are_read_by_their_index_in_a_new_database_and_an_upgraded_one() {
+    let dir = tempfile::tempdir().expect("a temporary dir");
+    let config = Config::new(dir.path().join("agents.db"));
+    let connection = open_writer(&config).expect("a new database");
+    assert_pending_events_are_read_by_their_index(&connection);
+    drop(connection);
+    // A database of version 19, without the index.
+    let connection = upgraded(
+        &config,
+        "DROP INDEX session_events_pending; PRAGMA user_version = 19;",
+    );
+    assert_pending_events_are_read_by_their_index(&connection);
     drop(connection);
     assert_reopened_at_the_latest_version(&config);
 }
