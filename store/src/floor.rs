@@ -1,6 +1,7 @@
 //! The raw SQLite floor: what one `INSERT` + `COMMIT` per step costs with rusqlite directly,
-//! under the same pragmas and schema as the store, with no writer thread, no channel and no
-//! grouping. The bench harness measures every suite against it.
+//! under the same pragmas and schema as the store, with no writer thread, no channel, no
+//! grouping and SQLite's own VFS (not the writer's, src/wal_writes.rs). The bench harness
+//! measures every suite against it.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,7 @@ use crate::{Config, Result};
 /// into the database at `config.path` (created with the store's schema if new), and returns how
 /// long they took.
 pub fn measure_commits(config: &Config, n_commits: usize) -> Result<Duration> {
-    let connection = crate::schema::open_writer(config)?;
+    let connection = crate::schema::open_raw_writer(config)?;
     let account_id = "00000000-0000-7000-8000-00000000f100";
     let session_id = "00000000-0000-7000-8000-0000000f1001";
     connection.execute(
@@ -62,7 +63,7 @@ pub fn measure_grouped_commits(
     group_size: usize,
     n_commits: usize,
 ) -> Result<Duration> {
-    let connection = crate::schema::open_writer(config)?;
+    let connection = crate::schema::open_raw_writer(config)?;
     let account_id = "00000000-0000-7000-8000-00000000f100";
     connection.execute(
         "INSERT OR IGNORE INTO accounts (id, public_key, created_at) VALUES (?1, x'00', 0)",

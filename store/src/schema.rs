@@ -160,18 +160,17 @@ pub fn schema_script(engine: Engine) -> String {
 /// Brings the SQLite database `config` names up to the newest version, creating it if needed,
 /// and returns the versions it applied (none when it was up to date).
 pub fn migrate_sqlite(config: &Config) -> Result<RangeInclusive<u32>> {
-    open_migrated(config).map(|(_, applied)| applied)
+    open_migrated(config, crate::wal_writes::vfs_name()).map(|(_, applied)| applied)
 }
 
 /// Opens the writer's connection and brings the schema up to date; the versions it applied
 /// with it.
-fn open_migrated(config: &Config) -> Result<(Connection, RangeInclusive<u32>)> {
+/// `vfs` names the VFS the connection opens its files through (`None`: SQLite's default).
+fn open_migrated(config: &Config, vfs: Option<&str>) -> Result<(Connection, RangeInclusive<u32>)> {
     if !crate::memory_disk::is_memory(config) {
         create_private(&config.path)?;
     }
-    // The one connection that writes the WAL: through the VFS that writes a commit's frames
-    // at once (src/wal_writes.rs).
-    let mut connection = match crate::wal_writes::vfs_name() {
+    let mut connection = match vfs {
         Some(vfs) => Connection::open_with_flags_and_vfs(&config.path, OpenFlags::default(), vfs)?,
         None => Connection::open(&config.path)?,
     };
@@ -369,7 +368,15 @@ const STATEMENT_CACHE_CAPACITY: usize = 128;
 /// Opens the writer's connection: creates the file if needed, switches it to WAL, applies the
 /// pragmas and brings the schema up to date.
 pub(crate) fn open_writer(config: &Config) -> Result<Connection> {
-    open_migrated(config).map(|(connection, _)| connection)
+    // The one connection that writes the WAL: through the VFS that writes a commit's frames
+    // at once (src/wal_writes.rs).
+    open_migrated(config, crate::wal_writes::vfs_name()).map(|(connection, _)| connection)
+}
+
+/// A writing connection as SQLite makes it, through its default VFS: the bench's floors, which
+/// are raw SQLite's figures, whatever the store's writer does better.
+pub(crate) fn open_raw_writer(config: &Config) -> Result<Connection> {
+    open_migrated(config, None).map(|(connection, _)| connection)
 }
 
 /// Creates a missing database file readable by its owner only (0600) before SQLite opens it:

@@ -205,3 +205,13 @@ fn the_stores_writer_writes_its_wal_through_it() {
         .expect("writes");
     assert!(n_wal_writes() > before, "the writer's WAL is the VFS's");
 }
+
+#[test]
+fn the_floors_write_through_sqlites_own_vfs() {
+    let dir = tempfile::tempdir().expect("a dir");
+    let config = crate::Config::new(dir.path().join("floor.db"));
+    let before = n_wal_writes();
+    crate::floor::measure_commits(&config, 20).expect("the floor's commits");
+    crate::floor::measure_grouped_commits(&config, 4, 2, 20).expect("the grouped commits");
+    assert_eq!(n_wal_writes(), before, "the floors are raw SQLite's");
+}
