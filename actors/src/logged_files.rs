@@ -218,8 +218,13 @@ fn is_response(entry: &seed_durable::Entry) -> bool {
 /// of the verbs named in `delegating`): the store's own result for such a call (a recovered
 /// call's, a restart's) then goes to the log as a notice when the log answers the call already.
 pub(crate) fn delivered_calls(events: &[NewEvent], delegating: &[String]) -> Vec<String> {
+    if delegating.is_empty() {
+        return Vec::new();
+    }
+    // Only a result's content is read back into its body: an event's kind says what it is.
     events
         .iter()
+        .filter(|event| event.kind == kind::TOOL_RESULT)
         .filter_map(|event| match event.body() {
             EventBody::ToolResult(result) if delegating.contains(&result.tool_name) => {
                 Some(result.tool_call_id)

@@ -55,10 +55,15 @@ struct PreparedProjection {
 
 impl PreparedProjection {
     fn of(projection: &Projection) -> PreparedProjection {
+        // Only a result's content is read back into its body, and only when a call may have
+        // been delivered: an event's kind says what it is.
         let delivered = projection
             .events
             .iter()
             .enumerate()
+            .filter(|(_, event)| {
+                !projection.delivered_calls.is_empty() && event.kind == kind::TOOL_RESULT
+            })
             .filter_map(|(idx, event)| {
                 let EventBody::ToolResult(result) = event.body() else {
                     return None;
