@@ -166,7 +166,10 @@ pub fn migrate_sqlite(config: &Config) -> Result<RangeInclusive<u32>> {
 /// Opens the writer's connection and brings the schema up to date; the versions it applied
 /// with it.
 /// `vfs` names the VFS the connection opens its files through (`None`: SQLite's default).
-fn open_migrated(config: &Config, vfs: Option<&str>) -> Result<(Connection, RangeInclusive<u32>)> {
+fn open_migrated(
+    config: &Config,
+    vfs: Option<&std::ffi::CStr>,
+) -> Result<(Connection, RangeInclusive<u32>)> {
     if !crate::memory_disk::is_memory(config) {
         create_private(&config.path)?;
     }

@@ -1,4 +1,4 @@
-//! The writer's WAL writes, one `write` a commit.
+//! The writer's WAL writes: a commit's frames in one `write` for up to 31 of them.
 //!
 //! SQLite writes each frame of a commit to the WAL with two calls of the VFS's `xWrite`: the
 //! frame's 24-byte header, then its page. On Linux each is a `pwrite`, and each `pwrite` into
@@ -23,14 +23,14 @@
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
-use std::ffi::{c_int, c_void};
+use std::ffi::{CStr, c_int, c_void};
 use std::ptr;
 use std::sync::OnceLock;
 
 use rusqlite::ffi;
 
 /// The VFS's name, for `Connection::open_with_flags_and_vfs`.
-pub(crate) const VFS_NAME: &str = "seed-wal-writes";
+const VFS_NAME: &CStr = c"seed-wal-writes";
 
 /// The most a buffer holds before it is written out, a commit of more frames being written in
 /// several writes: the `unix` VFS writes at most this much a call (its `seekAndWrite` masks the
@@ -61,20 +61,22 @@ static REGISTERED: OnceLock<Option<Registered>> = OnceLock::new();
 /// Registers the VFS (once) and returns its name; `None` when the default VFS is not `unix`,
 /// whose behaviour this one relies on, or when registering failed: the caller then opens its
 /// connection with the default VFS.
-pub(crate) fn vfs_name() -> Option<&'static str> {
+pub(crate) fn vfs_name() -> Option<&'static CStr> {
     REGISTERED
         .get_or_init(|| {
             // SAFETY: sqlite3_vfs_find with NULL returns the default VFS (initializing SQLite
             // if needed); the struct copied is SQLite's, and the copy is leaked so that it lives
-            // as long as SQLite may use it.
+            // as long as SQLite may use it. Every method but xOpen is `unix`'s own, called with
+            // this VFS: `unix` leaves its VFS argument unused there, and what SQLite reads of
+            // the VFS itself (`mxPathname`, `iVersion`) the copy keeps.
             unsafe {
                 let inner = ffi::sqlite3_vfs_find(ptr::null());
-                if inner.is_null() || !c"unix".eq(std::ffi::CStr::from_ptr((*inner).zName)) {
+                if inner.is_null() || c"unix" != CStr::from_ptr((*inner).zName) {
                     return None;
                 }
                 let mut vfs: ffi::sqlite3_vfs = *inner;
                 vfs.szOsFile = c_int::try_from(inner_offset()).ok()? + (*inner).szOsFile;
-                vfs.zName = c"seed-wal-writes".as_ptr();
+                vfs.zName = VFS_NAME.as_ptr();
                 vfs.pNext = ptr::null_mut();
                 vfs.xOpen = Some(open);
                 let vfs = Box::into_raw(Box::new(vfs));
