@@ -330,7 +330,13 @@ impl PgConnection {
         let client = self.client_for(sql)?;
         let outcome = self.round_trip(client.batch_execute(sql));
         drop(client);
-        Ok(self.noting_closed(outcome)?)
+        let outcome = self.noting_closed(outcome);
+        if outcome.is_err() && transaction_effect(sql) == Some(true) && self.lost.get() {
+            // The transaction this began ended with the connection the server closed under it:
+            // the next statement opens a connection anew rather than meeting the closed one.
+            self.in_transaction.set(false);
+        }
+        Ok(outcome?)
     }
 }
 
@@ -528,6 +534,25 @@ mod tests {
             "made again, the newest value"
         );
         assert_eq!(connection.session_settings.borrow().len(), 1);
+    }
+
+    #[test]
+    fn a_transaction_the_server_cut_off_leaves_the_next_statement_a_connection_opened_anew() {
+        let database = ScratchDatabase::on_test_cluster();
+        let connection = PgConnection::open(database.url(), Purpose::Reader).expect("connects");
+        // A read's snapshot whose connection the server closes under it (a restart, an
+        // operator): the transaction is gone with the connection.
+        let cut = connection
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT pg_terminate_backend(pg_backend_pid())");
+        assert!(cut.is_err(), "the connection was cut: {cut:?}");
+        // The next read, which begins no transaction, connects anew.
+        let answered = (0..50).find_map(|_| {
+            show(&connection, "application_name").ok().or_else(|| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                None
+            })
+        });
+        assert!(answered.is_some(), "a plain read after the cut is answered");
     }
 
     fn count(connection: &PgConnection) -> Result<i64> {
