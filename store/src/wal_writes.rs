@@ -132,7 +132,9 @@ const fn inner_offset() -> usize {
 }
 
 static WAL_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
-    iVersion: 3,
+    // Version 1: SQLite maps shared memory and fetches pages through the database file, never
+    // through its WAL, so a WAL file needs none of the later methods.
+    iVersion: 1,
     xClose: Some(close),
     xRead: Some(read),
     xWrite: Some(write),
@@ -145,12 +147,12 @@ static WAL_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
     xFileControl: Some(file_control),
     xSectorSize: Some(sector_size),
     xDeviceCharacteristics: Some(device_characteristics),
-    xShmMap: Some(shm_map),
-    xShmLock: Some(shm_lock),
-    xShmBarrier: Some(shm_barrier),
-    xShmUnmap: Some(shm_unmap),
-    xFetch: Some(fetch),
-    xUnfetch: Some(unfetch),
+    xShmMap: None,
+    xShmLock: None,
+    xShmBarrier: None,
+    xShmUnmap: None,
+    xFetch: None,
+    xUnfetch: None,
 };
 
 unsafe extern "C" fn open(
@@ -425,69 +427,6 @@ unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_i
             .xDeviceCharacteristics
             .map_or(0, |characteristics| characteristics(wal.inner))
     }
-}
-
-unsafe extern "C" fn shm_map(
-    file: *mut ffi::sqlite3_file,
-    page: c_int,
-    page_size: c_int,
-    extend: c_int,
-    out: *mut *mut c_void,
-) -> c_int {
-    flushed!(
-        file,
-        xShmMap,
-        ffi::SQLITE_IOERR_SHMMAP,
-        page,
-        page_size,
-        extend,
-        out
-    )
-}
-
-unsafe extern "C" fn shm_lock(
-    file: *mut ffi::sqlite3_file,
-    offset: c_int,
-    n: c_int,
-    flags: c_int,
-) -> c_int {
-    flushed!(file, xShmLock, ffi::SQLITE_IOERR_SHMLOCK, offset, n, flags)
-}
-
-unsafe extern "C" fn shm_barrier(file: *mut ffi::sqlite3_file) {
-    // SAFETY: SQLite passes back a buffered WAL file; its wrapped file is open.
-    unsafe {
-        let wal = wal(file);
-        // A barrier has no way to report an error: a failed write fails the next call instead,
-        // with the frames already out of the buffer; but SQLite never asks a WAL file for one.
-        let _ = wal.flush();
-        if let Some(barrier) = methods(wal.inner).xShmBarrier {
-            barrier(wal.inner);
-        }
-    }
-}
-
-unsafe extern "C" fn shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
-    flushed!(file, xShmUnmap, ffi::SQLITE_OK, delete)
-}
-
-unsafe extern "C" fn fetch(
-    file: *mut ffi::sqlite3_file,
-    offset: ffi::sqlite3_int64,
-    len: c_int,
-    out: *mut *mut c_void,
-) -> c_int {
-    // SAFETY: SQLite passes `out` to store a pointer in.
-    unsafe { *out = ptr::null_mut() };
-    flushed!(file, xFetch, ffi::SQLITE_OK, offset, len, out)
-}
-
-unsafe extern "C" fn unfetch(
-    file: *mut ffi::sqlite3_file,
-    offset: ffi::sqlite3_int64,
-    page: *mut c_void,
-) -> c_int {
-    flushed!(file, xUnfetch, ffi::SQLITE_OK, offset, page)
 }
 
 #[cfg(test)]

@@ -38,17 +38,22 @@ fn wal_size(path: &Path) -> u64 {
     std::fs::metadata(path.with_extension("db-wal")).map_or(0, |metadata| metadata.len())
 }
 
-/// Inserts rows `from..to`, each with a blob of `size` bytes, in one transaction.
-fn insert(connection: &mut Connection, from: i64, to: i64, size: usize) {
-    let transaction = connection.transaction().expect("begins");
+/// Inserts rows `from..to` on `connection` (a transaction's), each with a blob of `size` bytes of `byte(id)`.
+fn insert_in(connection: &Connection, from: i64, to: i64, size: usize, byte: fn(i64) -> u8) {
     for id in from..to {
-        transaction
+        connection
             .execute(
                 "INSERT INTO t (id, k, v) VALUES (?1, ?2, ?3)",
-                params![id, format!("key-{id:08}"), vec![(id % 251) as u8; size]],
+                params![id, format!("key-{id:08}"), vec![byte(id); size]],
             )
             .expect("inserts");
     }
+}
+
+/// Inserts rows `from..to`, each with a blob of `size` bytes, in one transaction.
+fn insert(connection: &mut Connection, from: i64, to: i64, size: usize) {
+    let transaction = connection.transaction().expect("begins");
+    insert_in(&transaction, from, to, size, |id| (id % 251) as u8);
     transaction.commit().expect("commits");
 }
 
@@ -159,14 +164,7 @@ fn spilled_frames_rolled_back_or_rewritten_leave_exactly_the_commits() {
     insert(&mut connection, 0, 300, 900);
     {
         let transaction = connection.transaction().expect("begins");
-        for id in 300..600 {
-            transaction
-                .execute(
-                    "INSERT INTO t (id, k, v) VALUES (?1, ?2, ?3)",
-                    params![id, format!("key-{id:08}"), vec![1u8; 900]],
-                )
-                .expect("inserts");
-        }
+        insert_in(&transaction, 300, 600, 900, |_| 1);
         transaction.rollback().expect("rolls back");
     }
     assert_eq!(contents(&path), expected(0, 300, 900));
