@@ -14,7 +14,8 @@ use crate::{Error, Result, Store, log, sessions};
 pub use claim::ClaimFor;
 #[cfg(test)]
 pub(crate) use claim::{
-    ACCOUNT_RUNS_IN_FLIGHT, FIRST_WAITING_ACCOUNT, NEXT_CLAIMABLE_OF_ACCOUNT, NEXT_WAITING_ACCOUNT,
+    ACCOUNT_RUNS_IN_FLIGHT, ACCOUNT_RUNS_IN_FLIGHT_OF_NONE, FIRST_WAITING_ACCOUNT,
+    NEXT_CLAIMABLE_OF_ACCOUNT, NEXT_CLAIMABLE_OF_NONE, NEXT_WAITING_ACCOUNT,
     SESSION_FREE_FOR_NEW_RUN,
 };
 use claim::{started, starts_at_once, take_lease};
@@ -643,7 +644,9 @@ mod tests {
             FIRST_WAITING_ACCOUNT,
             NEXT_WAITING_ACCOUNT,
             ACCOUNT_RUNS_IN_FLIGHT,
+            ACCOUNT_RUNS_IN_FLIGHT_OF_NONE,
             NEXT_CLAIMABLE_OF_ACCOUNT,
+            NEXT_CLAIMABLE_OF_NONE,
             SESSION_FREE_FOR_NEW_RUN,
         ] {
             assert!(!builds_a_temporary_btree(&connection, sql), "{sql}");

@@ -7,6 +7,8 @@
 pub(crate) mod connection;
 pub mod floor;
 pub mod notices;
+#[cfg(test)]
+mod plans;
 pub(crate) mod schema;
 pub mod scratch;
 

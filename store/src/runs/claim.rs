@@ -80,20 +80,49 @@ pub(crate) const FIRST_WAITING_ACCOUNT: &str = "SELECT account_id
 pub(crate) const NEXT_WAITING_ACCOUNT: &str = "SELECT account_id
      FROM runs INDEXED BY runs_queued_by_account WHERE status = 'queued' AND account_id > ?1 ORDER BY account_id LIMIT 1";
 
-/// The runs of account `?1` in flight, counted up to `?2`.
-pub(crate) const ACCOUNT_RUNS_IN_FLIGHT: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM runs
-     WHERE account_id IS NOT DISTINCT FROM ?1 AND status = 'running' LIMIT ?2) AS in_flight";
+/// The count of [`ACCOUNT_RUNS_IN_FLIGHT`], its account matched by `$account`.
+macro_rules! runs_in_flight_where {
+    ($account:literal) => {
+        concat!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM runs WHERE ",
+            $account,
+            " AND status = 'running' LIMIT ?2) AS in_flight"
+        )
+    };
+}
+
+/// The query of [`NEXT_CLAIMABLE_OF_ACCOUNT`], its account matched by `$account`.
+macro_rules! claimable_where {
+    ($account:literal) => {
+        concat!(
+            "SELECT ",
+            run_columns!(),
+            ", queued.rowid FROM runs AS queued INDEXED BY runs_queued_by_account WHERE ",
+            $account,
+            " AND queued.status = 'queued' AND queued.queue = ?1 AND ",
+            session_free!(),
+            " ORDER BY queued.rowid LIMIT 1"
+        )
+    };
+}
+
+/// The runs of account `?1` in flight, counted up to `?2`. An account is matched with `=`,
+/// and runs that name none by [`ACCOUNT_RUNS_IN_FLIGHT_OF_NONE`]: PostgreSQL finds no index
+/// for `IS NOT DISTINCT FROM`, and would read every run of the table for it.
+pub(crate) const ACCOUNT_RUNS_IN_FLIGHT: &str = runs_in_flight_where!("account_id = ?1");
+
+/// [`ACCOUNT_RUNS_IN_FLIGHT`] for the runs that name no account (`?1` is NULL).
+pub(crate) const ACCOUNT_RUNS_IN_FLIGHT_OF_NONE: &str =
+    runs_in_flight_where!("account_id IS NULL AND CAST(?1 AS TEXT) IS NULL");
 
 /// The oldest queued run on queue `?1` of account `?3` that may start (for owner `?2`, see
-/// [`session_free!`]), with its row id.
-pub(crate) const NEXT_CLAIMABLE_OF_ACCOUNT: &str = concat!(
-    "SELECT ",
-    run_columns!(),
-    ", queued.rowid FROM runs AS queued INDEXED BY runs_queued_by_account
-     WHERE queued.account_id IS NOT DISTINCT FROM ?3 AND queued.status = 'queued' AND queued.queue = ?1 AND ",
-    session_free!(),
-    " ORDER BY queued.rowid LIMIT 1"
-);
+/// [`session_free!`]), with its row id. The account is matched as in
+/// [`ACCOUNT_RUNS_IN_FLIGHT`], with `=`.
+pub(crate) const NEXT_CLAIMABLE_OF_ACCOUNT: &str = claimable_where!("queued.account_id = ?3");
+
+/// [`NEXT_CLAIMABLE_OF_ACCOUNT`] for the runs that name no account (`?3` is NULL).
+pub(crate) const NEXT_CLAIMABLE_OF_NONE: &str =
+    claimable_where!("queued.account_id IS NULL AND CAST(?3 AS TEXT) IS NULL");
 
 /// Whether the session `?3` of the new run `?4` is free for owner `?2`, by the same
 /// [`session_free!`] as a queued run's, over a row that stands for the run not yet inserted
@@ -136,8 +165,12 @@ fn account_runs_in_flight(
     up_to: usize,
 ) -> Result<usize> {
     let up_to = i64::try_from(up_to).unwrap_or(i64::MAX);
+    let sql = match account_id {
+        Some(_) => ACCOUNT_RUNS_IN_FLIGHT,
+        None => ACCOUNT_RUNS_IN_FLIGHT_OF_NONE,
+    };
     let n_runs: i64 = connection
-        .prepare_cached(ACCOUNT_RUNS_IN_FLIGHT)?
+        .prepare_cached(sql)?
         .query_row(params![account_id, up_to], |row| row.get(0))?;
     Ok(usize::try_from(n_runs).unwrap_or(usize::MAX))
 }
@@ -156,7 +189,6 @@ fn next_claimable(
     let accounts = waiting_accounts(connection)?;
     // One account alone with no share needs no count: it is first whatever its count.
     let counted = accounts.len() > 1 || account_runs_max != usize::MAX;
-    let mut next_run = connection.prepare_cached(NEXT_CLAIMABLE_OF_ACCOUNT)?;
     let mut best: Option<(usize, i64, RunRow)> = None;
     for account_id in &accounts {
         let n_in_flight = match counted {
@@ -166,7 +198,12 @@ fn next_claimable(
         if n_in_flight >= account_runs_max {
             continue;
         }
-        let found = next_run
+        let sql = match account_id {
+            Some(_) => NEXT_CLAIMABLE_OF_ACCOUNT,
+            None => NEXT_CLAIMABLE_OF_NONE,
+        };
+        let found = connection
+            .prepare_cached(sql)?
             .query_row(params![queue.as_str(), lease_owner, account_id], |row| {
                 Ok((run_from_row(row)?, row.get::<_, i64>(RUN_COLUMNS_COUNT)?))
             })

@@ -355,6 +355,7 @@ fn query_plan(connection: &Connection, sql: &str) -> String {
 fn assert_runs_are_claimed_by_index(connection: &Connection) {
     for sql in [
         crate::runs::NEXT_CLAIMABLE_OF_ACCOUNT,
+        crate::runs::NEXT_CLAIMABLE_OF_NONE,
         crate::runs::SESSION_FREE_FOR_NEW_RUN,
         crate::runs::QUEUED_EVENT_IDS,
     ] {
@@ -367,6 +368,10 @@ fn assert_runs_are_claimed_by_index(connection: &Connection) {
             "runs_queued_by_account (account_id=?)",
         ),
         (
+            crate::runs::NEXT_CLAIMABLE_OF_NONE,
+            "runs_queued_by_account (account_id=?)",
+        ),
+        (
             crate::runs::FIRST_WAITING_ACCOUNT,
             "COVERING INDEX runs_queued_by_account",
         ),
@@ -376,6 +381,10 @@ fn assert_runs_are_claimed_by_index(connection: &Connection) {
         ),
         (
             crate::runs::ACCOUNT_RUNS_IN_FLIGHT,
+            "COVERING INDEX runs_running_by_account (account_id=?)",
+        ),
+        (
+            crate::runs::ACCOUNT_RUNS_IN_FLIGHT_OF_NONE,
             "COVERING INDEX runs_running_by_account (account_id=?)",
         ),
     ] {

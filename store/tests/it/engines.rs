@@ -163,12 +163,15 @@ async fn postgres_schema(client: &tokio_postgres::Client) -> BTreeSet<String> {
         LEFT JOIN pg_class r ON r.oid = c.confrelid
         WHERE t.relnamespace = 'public'::regnamespace AND c.contype IN ('p', 'u', 'f')
             AND t.relname <> 'seed_schema_versions'";
-    // The indexes made by CREATE INDEX: those of no key or unique constraint.
+    // The indexes made by CREATE INDEX: those of no key or unique constraint. One that ends in
+    // the `rowid` column is SQLite's of the same columns, whose every index ends in its rowid
+    // without naming it.
     const INDEXES: &str = "
         SELECT 'index ' || t.relname || '.' || ic.relname || ' ('
             || (SELECT string_agg(a.attname, ', ' ORDER BY k.ord)
                 FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k (attnum, ord)
-                JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum)
+                JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+                WHERE NOT (a.attname = 'rowid' AND k.ord = i.indnatts))
             || ')'
             || CASE WHEN i.indisunique THEN ' unique' ELSE '' END
             || CASE WHEN i.indpred IS NOT NULL THEN ' partial' ELSE '' END
