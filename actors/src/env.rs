@@ -29,6 +29,8 @@ pub struct RunEnv {
     pub successions: actix::WeakRecipient<Continue>,
     /// The runs in flight on each queue, against its limit.
     pub slots: crate::slots::Slots,
+    /// What this node counted of its peers and of its kept harnesses on a shared database.
+    pub peer_stats: Arc<crate::peers::PeerStats>,
 }
 
 impl std::fmt::Debug for RunEnv {

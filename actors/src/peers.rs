@@ -28,6 +28,12 @@ pub struct PeerStats {
     pub n_takeovers: AtomicU64,
     /// Leases of lapsed peers this node let go.
     pub n_leases_swept: AtomicU64,
+    /// Runs that went on with the harness this node kept from the session's last run here,
+    /// no other node having written the session since.
+    pub n_harnesses_kept: AtomicU64,
+    /// Runs whose session another node had written since this node's last run of it: the
+    /// harness kept here was dropped, and the session opened afresh from the store.
+    pub n_harnesses_overtaken: AtomicU64,
 }
 
 /// The node's lease time in milliseconds.

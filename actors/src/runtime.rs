@@ -136,6 +136,7 @@ impl Runtime {
                     settings.background_runs_max,
                 ),
                 settings,
+                peer_stats: Arc::default(),
             });
             let registry: Registry = Arc::new(DashMap::new());
             let queue = RunQueue::new(Arc::clone(&env), Arc::clone(&registry)).start();
@@ -152,7 +153,7 @@ impl Runtime {
         }
         queue.do_send(Wake);
         // On a shared database: the node's heartbeat and the sweep for lapsed peers.
-        let peer_stats = Arc::new(crate::peers::PeerStats::default());
+        let peer_stats = Arc::clone(&env.peer_stats);
         let (lapsed_tx, lapsed_rx) = futures::channel::oneshot::channel();
         crate::peers::start(
             Arc::clone(&env),

@@ -128,12 +128,8 @@ impl Handler<StartRun> for SessionActor {
         let queue = run.queue;
         let run_id = run.id;
         // On a database shared by several nodes, another node may have run the session since
-        // this harness was folded: each run opens it afresh from the store (from its kept
-        // state, so the cost is the context's, not the history's).
-        let mut harness = match self.env.store.node() {
-            Some(_) => None,
-            None => self.harness.take(),
-        };
+        // this harness was folded: the run checks that first (`turn::open`).
+        let mut harness = self.harness.take();
         // The run's span (nothing unless traces are exported): the turn's spans are made under
         // it, and its `traceparent` is kept by the turn's first commit, in its transaction, so
         // that the attempt after a crash links to it. It ends with the run's task.

@@ -20,10 +20,12 @@ mod namer;
 mod open;
 mod project;
 
+use std::sync::atomic::Ordering;
+
 use end::{Continued, EndPlan, EndStep, TurnBroke, TurnEnd, TurnSaw};
 
 use seed_durable::{StopSignal, TurnOutcome, TurnRequest};
-use seed_events::{EventRole, MessageBody, NewEvent, RunStatus};
+use seed_events::{EventRole, MessageBody, NewEvent, RunStatus, SessionId};
 use seed_projections::import::{SYNC_DOCUMENT, answered_already, delegated_in_turn};
 use seed_store::{PlanCheck, RunRow};
 
@@ -126,6 +128,37 @@ impl TurnError {
     }
 }
 
+/// On a database several nodes share, drops the harness this node `kept` from the session's
+/// last run here when another node has written the session since (its newest durable line is
+/// not the one the harness saw at the end of that run): the run then opens the session afresh
+/// from the store. Asked after the run's claim took the session's lease, so no node writes the
+/// session after the answer. On SQLite the process is the only writer, and a kept harness
+/// always serves.
+async fn drop_if_overtaken(
+    env: &RunEnv,
+    session_id: SessionId,
+    kept: &mut Option<SessionHarness>,
+) -> Result<(), TurnError> {
+    let Some(SessionHarness { newest_line, .. }) = kept.as_ref() else {
+        return Ok(());
+    };
+    if env.store.node().is_none() {
+        return Ok(());
+    }
+    let Some(seen) = *newest_line else {
+        *kept = None;
+        return Ok(());
+    };
+    let stats = &env.peer_stats;
+    if env.store.newest_durable_line(session_id).await? == Some(seen) {
+        stats.n_harnesses_kept.fetch_add(1, Ordering::Relaxed);
+    } else {
+        stats.n_harnesses_overtaken.fetch_add(1, Ordering::Relaxed);
+        *kept = None;
+    }
+    Ok(())
+}
+
 async fn turn(
     env: &RunEnv,
     run: &RunRow,
@@ -135,6 +168,7 @@ async fn turn(
 ) -> Result<TurnEnd, TurnError> {
     let store = &env.store;
     let session_id = run.session_id;
+    drop_if_overtaken(env, session_id, kept).await?;
     // Everything the turn reads before it starts, in one read; with a kept harness, the log's
     // pending events past its mark too.
     let kept_mark = kept
@@ -178,6 +212,7 @@ async fn turn(
         binding,
         run: run_cell,
         tools_for,
+        newest_line: _,
     } = open::open_harness(env, run, &session, kept, context, can_continue).await?;
     // The run span's `traceparent` goes with the turn's first commit.
     run_cell.keep_trace_parent(trace.traceparent());
@@ -256,11 +291,18 @@ async fn turn(
     let continued = end::continued_by(env, session_id, harness.state(), &request_id).await?;
     let delegated = delegated_in_turn(harness.state(), &request_id);
     if outcome.is_ok() && !harness.is_closed() {
+        // Read while the run still holds the session's lease, after the harness's last
+        // commit: no other node can have written the session in between.
+        let newest_line = match store.node() {
+            Some(_) => store.newest_durable_line(session_id).await.ok().flatten(),
+            None => None,
+        };
         *kept = Some(SessionHarness {
             harness,
             binding,
             run: run_cell,
             tools_for,
+            newest_line,
         });
     }
     if session.title_source == seed_store::TitleSource::None {

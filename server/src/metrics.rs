@@ -91,7 +91,9 @@ pub async fn render(state: &AppState) -> Result<String, ApiError> {
 }
 
 /// A node's counters on a shared database (PostgreSQL): runs claimed, lease renewals, runs of
-/// lapsed peers taken over, and writes refused because this node no longer held the lease.
+/// lapsed peers taken over, writes refused because this node no longer held the lease, and
+/// runs that went on with the session's harness kept here or found another node had run the
+/// session since.
 fn node_metrics(node: &str, state: &AppState) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     let peers = state.runtime.peer_stats();
@@ -106,6 +108,14 @@ fn node_metrics(node: &str, state: &AppState) -> String {
         (
             "seed_node_fencing_refusals_total",
             state.store.fencing_refusals(),
+        ),
+        (
+            "seed_node_harnesses_kept_total",
+            peers.n_harnesses_kept.load(Relaxed),
+        ),
+        (
+            "seed_node_harnesses_overtaken_total",
+            peers.n_harnesses_overtaken.load(Relaxed),
         ),
     ]
     .into_iter()

@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::params;
-use crate::sql::Connection;
+use crate::sql::{Connection, OptionalExtension};
 use seed_durable::{Append, DurableFs, FileName};
 use seed_events::SessionId;
 
@@ -78,6 +78,39 @@ pub(crate) fn known_key_for_write(
             let key = key_for_write(connection, session_id)?;
             Ok(*known.get_or_init(|| key))
         }
+    }
+}
+
+/// The id of the session's newest durable line, of any file; `None` when it has none or is
+/// gone. A line's id is its row's, which only grows: a harness folded up to this line is
+/// current as long as it is still the newest. Three seeks of `session_durable_files_by_file`,
+/// one statement.
+pub(crate) fn newest_line_id(
+    connection: &Connection,
+    session_id: SessionId,
+) -> Result<Option<i64>> {
+    let newest: [Option<i64>; 3] = connection
+        .prepare_cached(
+            "SELECT (SELECT MAX(id) FROM session_durable_files WHERE session_key = s.key AND file = 0),
+                    (SELECT MAX(id) FROM session_durable_files WHERE session_key = s.key AND file = 1),
+                    (SELECT MAX(id) FROM session_durable_files WHERE session_key = s.key AND file = 2)
+             FROM sessions AS s WHERE s.id = ?1",
+        )?
+        .query_row(params![session_id.to_string()], |row| {
+            Ok([row.get(0)?, row.get(1)?, row.get(2)?])
+        })
+        .optional()?
+        .unwrap_or_default();
+    Ok(newest.into_iter().flatten().max())
+}
+
+impl Store {
+    /// The id of the session's newest durable line (see [`newest_line_id`]): on a database
+    /// several nodes share, a node that kept a session's harness since its last run asks
+    /// whether another node has written the session since.
+    pub async fn newest_durable_line(&self, session_id: SessionId) -> Result<Option<i64>> {
+        self.read(move |connection| newest_line_id(connection, session_id))
+            .await
     }
 }
 

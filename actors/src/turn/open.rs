@@ -54,6 +54,10 @@ pub struct SessionHarness {
     pub(super) run: RunCell,
     /// Whom the tools were chosen for: (a delegated child's session, a typed run).
     pub(super) tools_for: (bool, bool, u64),
+    /// On a database several nodes share: the session's newest durable line when the harness
+    /// was kept, at the end of its run (`None`: not known, and the next run opens the session
+    /// afresh).
+    pub(super) newest_line: Option<i64>,
 }
 
 impl std::fmt::Debug for SessionHarness {
@@ -106,6 +110,7 @@ pub(super) async fn open_harness(
             binding,
             run: run_cell,
             tools_for: kept_for,
+            newest_line: _,
         }) if !harness.is_closed()
             && harness.config().model == env.settings.session_model(session)
             && harness.config().reasoning == session_reasoning(session) =>
@@ -120,6 +125,7 @@ pub(super) async fn open_harness(
                 binding,
                 run: run_cell,
                 tools_for,
+                newest_line: None,
             })
         }
         _ => {
@@ -162,6 +168,7 @@ pub(super) async fn open_harness(
                 binding,
                 run: run_cell,
                 tools_for,
+                newest_line: None,
             })
         }
     }

@@ -85,3 +85,110 @@ async fn a_lapsed_peers_run_is_taken_over_by_the_heartbeats_sweep() -> anyhow::R
     assert_eq!(provider.n_requests(), 1);
     Ok(())
 }
+
+/// A node keeps a session's harness between its runs there while no other node runs the
+/// session (one read of the session's newest line, not a fold of its files); once another
+/// node has, it opens the session afresh, and its request holds the other node's turn.
+#[actix::test]
+async fn a_harness_kept_on_a_node_serves_until_another_node_runs_the_session() -> anyhow::Result<()>
+{
+    let database = ScratchDatabase::on_test_cluster();
+    let (dir_a, dir_b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let (store_a, store_b) = (open(&database, &dir_a)?, open(&database, &dir_b)?);
+    store_a.create_account(account(), vec![1], 0).await?;
+    store_a
+        .create_session(NewSession::new(session(0), account(), 0))
+        .await?;
+    let answers = |texts: &[&str]| {
+        ScriptedProvider::new(
+            texts
+                .iter()
+                .map(|text| ScriptedStep::Respond(text_response(text)))
+                .collect(),
+        )
+    };
+    let (provider_a, provider_b) = (answers(&["one", "two", "four"]), answers(&["three"]));
+    // Renewals far apart: neither node's heartbeat claims what the other queued.
+    let settings = RuntimeSettings {
+        node_renew: Duration::from_secs(60),
+        node_expire: Duration::from_secs(120),
+        ..RuntimeSettings::default()
+    };
+    let start = async |store: &Store, provider: &ScriptedProvider, boot_id: &str| {
+        start_runtime_with(
+            store.clone(),
+            Arc::new(provider.clone()),
+            Vec::new(),
+            settings.clone(),
+            boot_id,
+        )
+        .await
+        .map(|(runtime, _)| runtime)
+    };
+    let node_a = start(&store_a, &provider_a, "a").await?;
+    let node_b = start(&store_b, &provider_b, "b").await?;
+    let send = async |node: &seed_actors::Runtime, id: &str, text: &str| -> anyhow::Result<()> {
+        let (_, run_id) = node.send_message(session(0), text).await?;
+        let ended = within("the run's end", node.wait_for_run(run_id)).await?;
+        assert_eq!(ended.status, RunStatus::Succeeded, "{ended:?}");
+        assert_eq!(
+            ended.owner.as_deref(),
+            Some(id),
+            "run on the node it was sent to"
+        );
+        Ok(())
+    };
+    let counts = |node: &seed_actors::Runtime| {
+        let stats = node.peer_stats();
+        (
+            stats.n_harnesses_kept.load(Ordering::Relaxed),
+            stats.n_harnesses_overtaken.load(Ordering::Relaxed),
+        )
+    };
+
+    send(&node_a, "a", "first").await?;
+    send(&node_a, "a", "second").await?;
+    assert_eq!(
+        counts(&node_a),
+        (1, 0),
+        "the second run went on with the first's harness"
+    );
+    send(&node_b, "b", "third").await?;
+    send(&node_a, "a", "fourth").await?;
+    assert_eq!(counts(&node_a), (1, 1), "node b ran the session in between");
+
+    let requests = provider_a.requests();
+    let last = requests.last().expect("node a's last request");
+    assert_eq!(
+        crate::common::summary(&crate::common::conversation(last)),
+        [
+            "user: first",
+            "assistant: one",
+            "user: second",
+            "assistant: two",
+            "user: third",
+            "assistant: three",
+            "user: fourth",
+        ]
+    );
+    // The store holds one history: each turn's entries once, as the log shows them.
+    crate::common::assert_log_agrees_with_store(&store_a, session(0)).await?;
+    let messages: Vec<String> = crate::common::log(&store_a, session(0))
+        .await?
+        .iter()
+        .filter(|event| event.kind == "message")
+        .map(|event| {
+            event.content["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "first", "one", "second", "two", "third", "three", "fourth", "four"
+        ]
+    );
+    Ok(())
+}
