@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 use end::{Continued, EndPlan, EndStep, TurnBroke, TurnEnd, TurnSaw};
 
 use seed_durable::{StopSignal, TurnOutcome, TurnRequest};
-use seed_events::{EventRole, MessageBody, NewEvent, RunStatus, SessionId};
+use seed_events::{EventRole, MessageBody, NewEvent, RunStatus};
 use seed_projections::import::{SYNC_DOCUMENT, answered_already, delegated_in_turn};
 use seed_store::{PlanCheck, RunRow};
 
@@ -129,34 +129,40 @@ impl TurnError {
 }
 
 /// On a database several nodes share, drops the harness this node `kept` from the session's
-/// last run here when another node has written the session since (its newest durable line is
-/// not the one the harness saw at the end of that run): the run then opens the session afresh
-/// from the store. Asked after the run's claim took the session's lease, so no node writes the
-/// session after the answer. On SQLite the process is the only writer, and a kept harness
-/// always serves.
-async fn drop_if_overtaken(
+/// last run here when another node has written the session since: `newest_line`, the
+/// session's newest durable line as the turn's view read it, is not the one the harness saw at
+/// the end of that run. The run then opens the session afresh from the store. The view is read
+/// after the run's claim took the session's lease, so no node writes the session after it.
+/// On SQLite the process is the only writer, and a kept harness always serves. Whether it
+/// dropped the harness.
+fn drop_if_overtaken(
     env: &RunEnv,
-    session_id: SessionId,
     kept: &mut Option<SessionHarness>,
-) -> Result<(), TurnError> {
-    let Some(SessionHarness { newest_line, .. }) = kept.as_ref() else {
-        return Ok(());
-    };
-    if env.store.node().is_none() {
-        return Ok(());
-    }
-    let Some(seen) = *newest_line else {
-        *kept = None;
-        return Ok(());
+    newest_line: Option<i64>,
+) -> bool {
+    let Some(SessionHarness {
+        newest_line: seen, ..
+    }) = kept.as_ref()
+    else {
+        return false;
     };
     let stats = &env.peer_stats;
-    if env.store.newest_durable_line(session_id).await? == Some(seen) {
-        stats.n_harnesses_kept.fetch_add(1, Ordering::Relaxed);
-    } else {
-        stats.n_harnesses_overtaken.fetch_add(1, Ordering::Relaxed);
-        *kept = None;
+    match *seen {
+        Some(seen) if newest_line == Some(seen) => {
+            stats.n_harnesses_kept.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+        // Not known: the read at the end of its run failed.
+        None => {
+            *kept = None;
+            true
+        }
+        Some(_) => {
+            stats.n_harnesses_overtaken.fetch_add(1, Ordering::Relaxed);
+            *kept = None;
+            true
+        }
     }
-    Ok(())
 }
 
 async fn turn(
@@ -168,25 +174,31 @@ async fn turn(
 ) -> Result<TurnEnd, TurnError> {
     let store = &env.store;
     let session_id = run.session_id;
-    drop_if_overtaken(env, session_id, kept).await?;
     // Everything the turn reads before it starts, in one read; with a kept harness, the log's
-    // pending events past its mark too.
-    let kept_mark = kept
+    // pending events past its mark too, and on a shared database the session's newest line.
+    let mut kept_mark = kept
         .as_ref()
         .filter(|kept| !kept.harness.is_closed())
         .map(|kept| import::sync_document(kept.harness.state()).mark);
+    let check_overtaken = kept.is_some() && store.node().is_some();
     let seed_store::TurnView {
         session,
         n_children: n_children_before,
         max_pi_entry_id: view_max_pi_entry_id,
         queued_event_ids,
         memory,
-        pending: view_pending,
+        pending: mut view_pending,
         schedules,
+        newest_line,
     } = store
-        .turn_view(session_id, run.id, kept_mark)
+        .turn_view(session_id, run.id, kept_mark, check_overtaken)
         .await?
         .ok_or(TurnError::SessionGone)?;
+    if check_overtaken && drop_if_overtaken(env, kept, newest_line) {
+        // As if no harness had been kept: the fresh one reads what is pending itself.
+        kept_mark = None;
+        view_pending = None;
+    }
     // Each pass of a run (a later pass for a child's result) is a turn of its own; a pass cut
     // off by a crash comes back with the same id and is adopted.
     let request_id = request_id_of(run);

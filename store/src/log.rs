@@ -402,7 +402,7 @@ pub(crate) const NEWEST_PI_ENTRY_ID: &str = "SELECT pi_entry_id FROM session_eve
 /// along the log ([`insert_rows`] asserts it in debug builds). So no index of the marks is
 /// kept, which would cost every projected event an entry on a leaf of its session's
 /// (migration 7 drops the one there was).
-fn newest_pi_entry_id(connection: &Connection, session_key: i64) -> Result<Option<i64>> {
+pub(crate) fn newest_pi_entry_id(connection: &Connection, session_key: i64) -> Result<Option<i64>> {
     connection
         .prepare_cached(NEWEST_PI_ENTRY_ID)?
         .query_row(params![session_key], |row| row.get(0))

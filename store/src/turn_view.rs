@@ -5,7 +5,7 @@ use crate::params;
 use crate::sql::Connection;
 use seed_events::{EventId, RunId, SessionEvent, SessionId};
 
-use crate::log::{EVENT_COLUMNS, event_from_row, last_seq_of_key, max_pi_entry_id};
+use crate::log::{EVENT_COLUMNS, event_from_row, last_seq_of_key, newest_pi_entry_id};
 use crate::memory::{MemoryFileRow, list_memory};
 use crate::sessions::{SessionRow, get_session, key_for_read};
 use crate::{Error, Result, Store};
@@ -26,6 +26,8 @@ pub struct TurnView {
     pub pending: Option<PendingEvents>,
     /// The session's wake-ups still to fire, soonest first.
     pub schedules: Vec<crate::ScheduleRow>,
+    /// Asked for: the session's newest durable line (see [`Store::newest_durable_line`]).
+    pub newest_line: Option<i64>,
 }
 
 /// The events past a mark that no store entry was projected from (`pi_entry_id` unset), in seq
@@ -40,12 +42,14 @@ pub struct PendingEvents {
 
 impl Store {
     /// The view run `run_id` of `session_id` starts its turn from; with `after_mark`, the
-    /// pending events past it too. `None` when the session is gone.
+    /// pending events past it too, and with `newest_line` the session's newest durable line.
+    /// `None` when the session is gone.
     pub async fn turn_view(
         &self,
         session_id: SessionId,
         run_id: RunId,
         after_mark: Option<i64>,
+        newest_line: bool,
     ) -> Result<Option<TurnView>> {
         self.read(move |connection| {
             // One snapshot for all of it.
@@ -53,16 +57,22 @@ impl Store {
             let Some(session) = get_session(connection, session_id)? else {
                 return Ok(None);
             };
+            let session_key = key_for_read(connection, session_id)?;
             let pending = after_mark
-                .map(|mark| pending_events(connection, session_id, mark))
+                .map(|mark| pending_events_of_key(connection, session_id, session_key, mark))
                 .transpose()?;
+            let newest_line = match newest_line {
+                true => crate::files::newest_line_id(connection, session_id)?,
+                false => None,
+            };
             let view = TurnView {
                 n_children: count_children(connection, run_id)?,
-                max_pi_entry_id: max_pi_entry_id(connection, session_id)?,
+                max_pi_entry_id: newest_pi_entry_id(connection, session_key)?,
                 queued_event_ids: crate::runs::queued_event_ids(connection, session_id)?,
                 memory: list_memory(connection, session.account_id)?,
                 pending,
                 schedules: crate::schedules::list_active(connection, session_id)?,
+                newest_line,
                 session,
             };
             snapshot.finish()?;
@@ -97,6 +107,16 @@ pub(crate) fn pending_events(
     mark: i64,
 ) -> Result<PendingEvents> {
     let session_key = key_for_read(connection, session_id)?;
+    pending_events_of_key(connection, session_id, session_key, mark)
+}
+
+/// [`pending_events`] of the session whose key the caller looked up.
+fn pending_events_of_key(
+    connection: &Connection,
+    session_id: SessionId,
+    session_key: i64,
+    mark: i64,
+) -> Result<PendingEvents> {
     // The newest seq first, and no event past it: an event committed between the two reads is
     // left for the next turn rather than passed over by the mark.
     let through_seq = last_seq_of_key(connection, session_key)?.max(mark);

@@ -37,13 +37,61 @@ fn pending_events_hold_every_event_up_to_where_they_were_read_while_messages_kee
     writer.join().expect("the writer thread")?;
     assert!(n_reads > 10, "{n_reads} reads");
 
-    let view = block_on(store.turn_view(session(0), RunId::from_u128(1), Some(1_990)))?
+    let view = block_on(store.turn_view(session(0), RunId::from_u128(1), Some(1_990), false))?
         .expect("the session");
     let pending = view.pending.expect("asked for with a mark");
     assert_eq!(pending.through_seq, 2_000);
     assert_eq!(pending.events.len(), 10);
     assert_eq!(view.max_pi_entry_id, None);
     assert_eq!(view.n_children, 0);
-    assert!(block_on(store.turn_view(session(7), RunId::from_u128(1), None))?.is_none());
+    assert_eq!(view.newest_line, None, "not asked for");
+    assert!(block_on(store.turn_view(session(7), RunId::from_u128(1), None, true))?.is_none());
+    Ok(())
+}
+
+/// The session's newest durable line, of any file, as the turn's view and the store's own read
+/// name it: what a node that kept a session's harness compares.
+#[test]
+fn the_newest_durable_line_is_the_last_committed_of_any_file() -> anyhow::Result<()> {
+    use seed_durable::{Append, DurableFs as _, FileName};
+    let fixture = Fixture::new()?;
+    fixture.create_sessions(2)?;
+    let store = fixture.store.clone();
+    let newest = |idx| -> anyhow::Result<(Option<i64>, Option<i64>)> {
+        let view = block_on(store.turn_view(session(idx), RunId::from_u128(1), None, true))?
+            .expect("the session");
+        Ok((
+            view.newest_line,
+            block_on(store.newest_durable_line(session(idx)))?,
+        ))
+    };
+    assert_eq!(newest(0)?, (None, None));
+    let mut seen = Vec::new();
+    let files = [
+        FileName::Entries,
+        FileName::Tasks,
+        FileName::Documents,
+        FileName::Tasks,
+    ];
+    for (idx, file) in (0_u128..).zip(files) {
+        block_on(
+            store
+                .session_files(session(idx % 2))
+                .commit(vec![Append::new(file, format!("{{\"n\":{idx}}}"))]),
+        )?;
+        let (in_view, read) = newest(idx % 2)?;
+        assert_eq!(in_view, read);
+        let line = read.expect("a line");
+        assert!(seen.iter().all(|earlier| *earlier < line), "ids only grow");
+        seen.push(line);
+    }
+    // Session 1's lines are not session 0's.
+    assert_eq!(newest(0)?.1, Some(seen[2]));
+    assert_eq!(newest(1)?.1, Some(seen[3]));
+    assert_eq!(
+        block_on(store.newest_durable_line(session(9)))?,
+        None,
+        "no such session"
+    );
     Ok(())
 }
