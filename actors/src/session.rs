@@ -128,7 +128,7 @@ impl Handler<StartRun> for SessionActor {
         let queue = run.queue;
         let run_id = run.id;
         // On a database shared by several nodes, another node may have run the session since
-        // this harness was folded: the run checks that first (`turn::open`).
+        // this harness was folded: the run checks that first (`turn::drop_if_overtaken`).
         let mut harness = self.harness.take();
         // The run's span (nothing unless traces are exported): the turn's spans are made under
         // it, and its `traceparent` is kept by the turn's first commit, in its transaction, so
