@@ -37,7 +37,7 @@ impl Store {
         let outcome = self
             .write(scope, move |connection| {
                 if let Some((session_id, owner)) = &lease {
-                    leases::release_lease(connection, *session_id, owner)?;
+                    leases::let_go_lease(connection, *session_id, owner)?;
                 }
                 // The plan is read here, in the end's own transaction, so what it owes is decided
                 // from the plan as it is when the run ends. Only a run still running is resumed

@@ -92,9 +92,23 @@ pub(crate) fn release_lease(
     owner: &str,
 ) -> Result<bool> {
     let n_deleted = connection
-        .prepare_cached("DELETE FROM session_leases WHERE session_id = ?1 AND owner = ?2")?
+        .prepare_cached(RELEASE_LEASE)?
         .execute(params![session_id.to_string(), owner])?;
     Ok(n_deleted == 1)
+}
+
+const RELEASE_LEASE: &str = "DELETE FROM session_leases WHERE session_id = ?1 AND owner = ?2";
+
+/// [`release_lease`] where nobody asks whether there was one to let go (a run's closing): on
+/// PostgreSQL it goes with the next statement that is waited on (`Statement::send`).
+pub(crate) fn let_go_lease(
+    connection: &Connection,
+    session_id: SessionId,
+    owner: &str,
+) -> Result<()> {
+    connection
+        .prepare_cached(RELEASE_LEASE)?
+        .send(params![session_id.to_string(), owner])
 }
 
 /// Releases every lease held by an owner other than `owner`: the boot sweep's step for leases

@@ -105,7 +105,9 @@ fn insert_run_as(connection: &Connection, run: &NewRun, owner: Option<&str>) -> 
              VALUES (?1, ?2, ?3, CASE WHEN CAST(?8 AS TEXT) IS NULL THEN 'queued' ELSE 'running' END, ?4, ?5, ?6, ?8,
                  CASE WHEN CAST(?8 AS TEXT) IS NULL THEN 0 ELSE 1 END, ?7, ?7, (SELECT account_id FROM sessions WHERE id = ?2))",
         )?
-        .execute(params![
+        // Nothing reads its answer; a refusal (its session gone, its id taken) is the error
+        // of the job's next statement that is waited on, or of its commit.
+        .send(params![
             run.id.to_string(),
             run.session_id.to_string(),
             run.queue.as_str(),
@@ -114,8 +116,7 @@ fn insert_run_as(connection: &Connection, run: &NewRun, owner: Option<&str>) -> 
             run.typed,
             run.created_at_ms,
             owner,
-        ])?;
-    Ok(())
+        ])
 }
 
 /// The columns [`run_from_row`] reads, as a literal for `concat!`.

@@ -348,12 +348,12 @@ pub(crate) fn delete_session(connection: &Connection, id: SessionId, now_ms: i64
     Ok(n_deleted == 1)
 }
 
-/// Sets the session's `updated_at`. Returns whether the session exists.
-pub(crate) fn touch_session(connection: &Connection, id: SessionId, now_ms: i64) -> Result<bool> {
-    let n_updated = connection
+/// Sets the session's `updated_at`, in the writer's transaction. Nothing reads its answer: on
+/// PostgreSQL it goes with the next statement that is waited on (`Statement::send`).
+pub(crate) fn touch_session(connection: &Connection, id: SessionId, now_ms: i64) -> Result<()> {
+    connection
         .prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
-        .execute(params![id.to_string(), now_ms])?;
-    Ok(n_updated == 1)
+        .send(params![id.to_string(), now_ms])
 }
 
 /// Sets the session's title, description and who named it. Returns whether the session exists.

@@ -345,20 +345,20 @@ pub(super) fn take_lease(
     owner: &str,
     now_ms: i64,
 ) -> Result<()> {
-    // Held already by this owner for this run (a claim redone), or taken now.
+    // Held already by this owner for this run (a claim redone), or taken now. Nothing reads
+    // its answer (see `Statement::send`).
     connection
         .prepare_cached(
             "INSERT INTO session_leases (session_id, owner, run_id, acquired_at, epoch)
              VALUES (?1, ?2, ?3, ?4, COALESCE((SELECT epoch FROM nodes WHERE id = ?2), 0))
              ON CONFLICT DO NOTHING",
         )?
-        .execute(params![
+        .send(params![
             run.session_id.to_string(),
             owner,
             run.id.to_string(),
             now_ms
-        ])?;
-    Ok(())
+        ])
 }
 
 /// Whether the new run `run_id` of `session_id` on `queue` may start for `claim` at once, in
