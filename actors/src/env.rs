@@ -3,6 +3,7 @@
 //! the runtime's limits ([`RuntimeSettings`]).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use seed_providers::{Provider, model_context_window};
 use seed_store::Store;
@@ -10,6 +11,23 @@ use seed_store::Store;
 use crate::bus::Publisher;
 use crate::verb::Continue;
 use crate::verbs::VerbSet;
+
+/// What a node counted on a shared database, for `/metrics`: its heartbeat (`peers`) and its
+/// runs' kept harnesses (`turn`).
+#[derive(Debug, Default)]
+pub struct PeerStats {
+    pub n_renewals: AtomicU64,
+    /// Runs of lapsed peers this node queued again (taken over).
+    pub n_takeovers: AtomicU64,
+    /// Leases of lapsed peers this node let go.
+    pub n_leases_swept: AtomicU64,
+    /// Runs that went on with the harness this node kept from the session's last run here,
+    /// no other node having written the session since.
+    pub n_harnesses_kept: AtomicU64,
+    /// Runs whose session another node had written since this node's last run of it: the
+    /// harness kept here was dropped, and the session opened afresh from the store.
+    pub n_harnesses_overtaken: AtomicU64,
+}
 
 /// How long the partial text of a response waits, at most, for its commit to `pi.live`.
 pub const LIVE_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_millis(100);
@@ -30,7 +48,7 @@ pub struct RunEnv {
     /// The runs in flight on each queue, against its limit.
     pub slots: crate::slots::Slots,
     /// What this node counted of its peers and of its kept harnesses on a shared database.
-    pub peer_stats: Arc<crate::peers::PeerStats>,
+    pub peer_stats: Arc<PeerStats>,
 }
 
 impl std::fmt::Debug for RunEnv {

@@ -11,7 +11,7 @@
 //! to stop; restarted, it is a new node.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use actix::prelude::*;
 use futures::channel::oneshot;
@@ -20,21 +20,7 @@ use crate::env::RunEnv;
 use crate::messages::Wake;
 use crate::queue::RunQueue;
 
-/// What the node's heartbeat counted, for `/metrics`.
-#[derive(Debug, Default)]
-pub struct PeerStats {
-    pub n_renewals: AtomicU64,
-    /// Runs of lapsed peers this node queued again (taken over).
-    pub n_takeovers: AtomicU64,
-    /// Leases of lapsed peers this node let go.
-    pub n_leases_swept: AtomicU64,
-    /// Runs that went on with the harness this node kept from the session's last run here,
-    /// no other node having written the session since.
-    pub n_harnesses_kept: AtomicU64,
-    /// Runs whose session another node had written since this node's last run of it: the
-    /// harness kept here was dropped, and the session opened afresh from the store.
-    pub n_harnesses_overtaken: AtomicU64,
-}
+pub use crate::env::PeerStats;
 
 /// The node's lease time in milliseconds.
 fn expire_ms(env: &RunEnv) -> i64 {
