@@ -81,6 +81,9 @@ pub(crate) fn known_key_for_write(
     }
 }
 
+// `newest_line_id`'s statement names the three files by code, as the table's CHECK does.
+const _: () = assert!(FileName::ALL.len() == 3, "newest_line_id names every file");
+
 /// The id of the session's newest durable line, of any file; `None` when it has none or is
 /// gone. A line's id is its row's, which only grows: a harness folded up to this line is
 /// current as long as it is still the newest. Three seeks of `session_durable_files_by_file`,
