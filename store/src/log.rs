@@ -82,6 +82,50 @@ pub(crate) fn insert_rows_of_key(
     session_id: SessionId,
     rows: &[EventRow],
 ) -> Result<Vec<Placed>> {
+    let placed = insert_rows_of_key_later(connection, session_key, session_id, rows)?;
+    connection.read_answers()?;
+    placed.placed()
+}
+
+/// Where inserted events went: known at once on SQLite; on PostgreSQL, where the inserts are
+/// sent without waiting, once the transaction's answers are read (its `COMMIT` at the latest).
+pub(crate) enum LaterPlaced {
+    Now(Vec<Placed>),
+    /// Each insert's rows (seq, id), with how many it inserted.
+    Sent(Vec<(usize, crate::sql::LaterRows<(i64, i64)>)>),
+}
+
+impl LaterPlaced {
+    /// Where the rows went, in the order they were given.
+    pub(crate) fn placed(self) -> Result<Vec<Placed>> {
+        let sent = match self {
+            LaterPlaced::Now(placed) => return Ok(placed),
+            LaterPlaced::Sent(sent) => sent,
+        };
+        let mut placed = Vec::new();
+        for (n_rows, inserted) in sent {
+            let mut inserted = inserted.values()?;
+            inserted.sort_unstable();
+            if inserted.len() != n_rows {
+                return Err(Error::corrupt(
+                    "session_events",
+                    format_args!("{} rows inserted for {n_rows}", inserted.len()),
+                ));
+            }
+            placed.extend(inserted.into_iter().map(|(seq, id)| (EventId(id), seq)));
+        }
+        Ok(placed)
+    }
+}
+
+/// [`insert_rows_of_key`], where the events' places are wanted once the transaction's answers
+/// are read: on PostgreSQL no round trip waits on the inserts.
+pub(crate) fn insert_rows_of_key_later(
+    connection: &Connection,
+    session_key: i64,
+    session_id: SessionId,
+    rows: &[EventRow],
+) -> Result<LaterPlaced> {
     // Named only by the debug check below.
     #[cfg(not(debug_assertions))]
     let _ = session_id;
@@ -111,6 +155,16 @@ pub(crate) fn insert_rows_of_key(
     if connection.engine() == Engine::Postgres {
         return insert_rows_several_to_a_statement(connection, session_key, rows);
     }
+    let placed = insert_rows_one_by_one(connection, session_key, rows)?;
+    Ok(LaterPlaced::Now(placed))
+}
+
+/// [`insert_rows_of_key`] on SQLite: a statement a row, each row's id read from the connection.
+fn insert_rows_one_by_one(
+    connection: &Connection,
+    session_key: i64,
+    rows: &[EventRow],
+) -> Result<Vec<Placed>> {
     let last_seq = last_seq_of_key(connection, session_key)?;
     // SQLite names the new row's id without a RETURNING clause, which costs it more.
     let mut insert = connection.prepare_cached(
@@ -195,15 +249,15 @@ fn multi_row_event_inserts() -> &'static [String] {
     })
 }
 
-/// [`insert_rows_of_key`] on PostgreSQL, where each statement waits on a round trip to the
-/// server: the rows go several to a statement, which reads the newest seq itself and whose
-/// answer names each new row's id and seq.
+/// [`insert_rows_of_key_later`] on PostgreSQL: the rows go several to a statement, which
+/// reads the newest seq itself and whose answer names each new row's id and seq. The
+/// statements are sent without waiting: their answers come with the next one waited on.
 fn insert_rows_several_to_a_statement(
     connection: &Connection,
     session_key: i64,
     rows: &[EventRow],
-) -> Result<Vec<Placed>> {
-    let mut placed = Vec::with_capacity(rows.len());
+) -> Result<LaterPlaced> {
+    let mut sent = Vec::with_capacity(rows.len().div_ceil(EVENTS_PER_INSERT_MAX));
     for chunk in rows.chunks(EVENTS_PER_INSERT_MAX) {
         let mut values: Vec<&dyn crate::sql::ToSql> =
             Vec::with_capacity(1 + BOUND_COLUMNS.len() * chunk.len());
@@ -220,20 +274,12 @@ fn insert_rows_several_to_a_statement(
                 &row.created_at_ms,
             ]);
         }
-        let mut inserted: Vec<(i64, i64)> = connection
+        let inserted = connection
             .prepare_cached(&multi_row_event_inserts()[chunk.len() - 1])?
-            .query_map(&values, |row| Ok((row.get(1)?, row.get(0)?)))?
-            .collect::<Result<_>>()?;
-        inserted.sort_unstable();
-        if inserted.len() != chunk.len() {
-            return Err(Error::corrupt(
-                "session_events",
-                format_args!("{} rows inserted for {}", inserted.len(), chunk.len()),
-            ));
-        }
-        placed.extend(inserted.into_iter().map(|(seq, id)| (EventId(id), seq)));
+            .send_query_map(&values, |row| Ok((row.get(1)?, row.get(0)?)))?;
+        sent.push((chunk.len(), inserted));
     }
-    Ok(placed)
+    Ok(LaterPlaced::Sent(sent))
 }
 
 /// One event ready for the writer: serialized on the caller's thread, so that the writer's job

@@ -28,22 +28,24 @@ pub struct Projection {
 impl Projection {
     /// The events as the log holds them once `written`: a delivered call's result that the log
     /// answered earlier is a notice.
-    fn placed(self, written: Written) -> Vec<SessionEvent> {
+    fn placed(self, written: Written) -> Result<Vec<SessionEvent>> {
         let (placed, answered_earlier) = written;
+        let placed = placed.placed()?;
         let mut events = self.events;
         for (idx, call_id) in answered_earlier {
             events[idx].kind = kind::NOTICE.to_owned();
             events[idx].meta = answered_earlier_meta(&call_id);
         }
-        log::stored_events(self.session_id, events, &placed)
+        Ok(log::stored_events(self.session_id, events, &placed))
     }
 }
 
 /// Results of a projection, by their place in the batch and their call.
 type ResultsAt = Vec<(usize, String)>;
 
-/// Where a projection's rows went, and its results written as notices.
-type Written = (Vec<log::Placed>, ResultsAt);
+/// Where a projection's rows went (once the transaction's answers are read), and its results
+/// written as notices.
+type Written = (log::LaterPlaced, ResultsAt);
 
 /// A projection ready for the writer: its rows serialized on the caller's thread, and the
 /// results that may have been delivered (their place in the batch, their call).
@@ -105,7 +107,7 @@ impl PreparedProjection {
             row.kind = kind::NOTICE.to_owned();
             row.meta = answered_earlier_meta(call_id).to_string();
         }
-        let placed = log::insert_rows_of_key(connection, session_key, session_id, &rows)?;
+        let placed = log::insert_rows_of_key_later(connection, session_key, session_id, &rows)?;
         Ok((placed, answered_earlier))
     }
 }
@@ -128,7 +130,7 @@ impl Store {
                 prepared.write(connection)
             })
             .await?;
-        Ok(projection.placed(written))
+        projection.placed(written)
     }
 }
 
@@ -172,17 +174,17 @@ impl SessionFiles {
                 }
                 append_lines(connection, key, &batch)?;
                 match &prepared {
-                    Some(prepared) => prepared.write_of_key(connection, key),
-                    None => Ok(Default::default()),
+                    Some(prepared) => prepared.write_of_key(connection, key).map(Some),
+                    None => Ok(None),
                 }
             })
             .await?;
-        Ok(match projection {
-            Some(projection) => {
+        match (projection, written) {
+            (Some(projection), Some(written)) => {
                 debug_assert_eq!(projection.session_id, session_id);
                 projection.placed(written)
             }
-            None => Vec::new(),
-        })
+            _ => Ok(Vec::new()),
+        }
     }
 }

@@ -471,6 +471,28 @@ impl<'c> Statement<'c> {
         }
     }
 
+    /// `f` of each row, as [`Statement::query_map`], for a query whose rows nobody needs
+    /// before the transaction's later statements: on PostgreSQL it is sent without waiting
+    /// (as [`Statement::send`]) and its rows are there once the answers are read (the next
+    /// statement waited on, the `COMMIT` at the latest); on SQLite it runs at once.
+    pub(crate) fn send_query_map<T, F>(&mut self, params: Params<'_>, f: F) -> Result<LaterRows<T>>
+    where
+        F: Fn(&Row<'_>) -> Result<T> + Send + 'static,
+    {
+        match &mut self.inner {
+            StatementInner::Postgres {
+                connection,
+                statement,
+            } => Ok(LaterRows::Postgres {
+                rows: connection.send_query(statement, params)?,
+                f: Box::new(f),
+            }),
+            _ => Ok(LaterRows::Now(
+                self.query_map(params, f)?.collect::<Result<_>>()?,
+            )),
+        }
+    }
+
     /// The first row's `f`; [`Error::NoRows`] when there is none.
     pub(crate) fn query_row<T, F>(&mut self, params: Params<'_>, f: F) -> Result<T>
     where
@@ -515,6 +537,35 @@ impl<'c> Statement<'c> {
 /// The rows of a query.
 pub(crate) struct Rows<'s> {
     inner: RowsInner<'s>,
+}
+
+/// What [`Statement::send_query_map`] gives: the rows' values, or (PostgreSQL) the rows to
+/// come and what makes a value of each.
+pub(crate) enum LaterRows<T> {
+    Now(Vec<T>),
+    Postgres {
+        rows: crate::postgres::connection::Later,
+        #[allow(clippy::type_complexity)]
+        f: Box<dyn Fn(&Row<'_>) -> Result<T> + Send>,
+    },
+}
+
+impl<T> LaterRows<T> {
+    /// The values, once the statement's answer was read.
+    pub(crate) fn values(self) -> Result<Vec<T>> {
+        match self {
+            LaterRows::Now(values) => Ok(values),
+            LaterRows::Postgres { rows, f } => rows
+                .rows()?
+                .into_iter()
+                .map(|row| {
+                    f(&Row {
+                        inner: RowInner::Postgres(row, PhantomData),
+                    })
+                })
+                .collect(),
+        }
+    }
 }
 
 enum RowsInner<'s> {

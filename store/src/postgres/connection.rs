@@ -56,6 +56,24 @@ pub(crate) struct PgConnection {
     lost: Cell<bool>,
 }
 
+/// The rows of a query sent without waiting ([`PgConnection::send_query`]), there once its
+/// answer was read.
+#[derive(Debug, Default)]
+pub(crate) struct Later(Arc<std::sync::Mutex<Option<Vec<tokio_postgres::Row>>>>);
+
+impl Later {
+    /// The rows; an error if the answers were not read yet (a bug of the caller's).
+    pub(crate) fn rows(&self) -> Result<Vec<tokio_postgres::Row>> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut rows| rows.take())
+            .ok_or_else(|| {
+                Error::corrupt("statement", "a query's rows were read before its answer")
+            })
+    }
+}
+
 /// A statement sent without waiting for its answer: awaiting it reads the answer.
 type Unanswered =
     Pin<Box<dyn Future<Output = std::result::Result<u64, tokio_postgres::Error>> + Send>>;
@@ -243,16 +261,42 @@ impl PgConnection {
         statement: &tokio_postgres::Statement,
         params: Params<'_>,
     ) -> Result<()> {
-        let values: Vec<Owned> = params
-            .iter()
-            .map(|param| Owned::of(param.to_sql()))
-            .collect();
+        let values = owned(params);
         let client = Arc::clone(&self.client.borrow());
         let statement = statement.clone();
-        let mut sent: Unanswered = Box::pin(async move {
+        self.sent(Box::pin(async move {
             let values: Vec<Bound<'_>> = values.iter().map(Owned::bound).collect();
             client.execute(&statement, &refs(&values)).await
-        });
+        }))
+    }
+
+    /// [`PgConnection::send`] for a query whose rows are wanted, though not before the
+    /// transaction's later statements: they are in the returned [`Later`] once the answers
+    /// are read (the next statement waited on, the `COMMIT` at the latest).
+    pub(crate) fn send_query(
+        &self,
+        statement: &tokio_postgres::Statement,
+        params: Params<'_>,
+    ) -> Result<Later> {
+        let values = owned(params);
+        let client = Arc::clone(&self.client.borrow());
+        let statement = statement.clone();
+        let later = Later::default();
+        let slot = Arc::clone(&later.0);
+        self.sent(Box::pin(async move {
+            let values: Vec<Bound<'_>> = values.iter().map(Owned::bound).collect();
+            let rows = client.query(&statement, &refs(&values)).await?;
+            let n_rows = rows.len() as u64;
+            if let Ok(mut slot) = slot.lock() {
+                *slot = Some(rows);
+            }
+            Ok(n_rows)
+        }))?;
+        Ok(later)
+    }
+
+    /// Hands a statement's request to the driver and keeps it among those to be answered.
+    fn sent(&self, mut sent: Unanswered) -> Result<()> {
         // The first poll hands the request to the driver's connection, which writes it when it
         // next runs: with the next statement that is waited on.
         match self.block_on(poll_once(sent.as_mut())) {
@@ -378,6 +422,14 @@ fn connect(
         runtime.block_on(client.batch_execute("SET default_transaction_read_only = on"))?;
     }
     Ok(client)
+}
+
+/// The values of a statement sent without waiting, held until it is answered.
+fn owned(params: Params<'_>) -> Vec<Owned> {
+    params
+        .iter()
+        .map(|param| Owned::of(param.to_sql()))
+        .collect()
 }
 
 /// A value as PostgreSQL binds it.

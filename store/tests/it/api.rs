@@ -565,6 +565,63 @@ fn a_store_commit_writes_its_log_events_in_the_same_transaction() -> anyhow::Res
     Ok(())
 }
 
+/// A step's commit (its durable lines and its log events, several events to an insert) waits
+/// on the database once, at its `COMMIT`: on PostgreSQL the inserts are sent without waiting,
+/// and the events' ids and seqs are read from the answers that come with the `COMMIT`'s. The
+/// events come back placed as the log holds them. (SQLite has no round trips to count.)
+#[test]
+fn a_steps_commit_waits_on_the_database_once() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let session = fixture.create_sessions(1)?[0];
+    let store = &fixture.store;
+    let files = store.session_files(session);
+    let round_trips = || {
+        store
+            .writer_stats()
+            .n_round_trips
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let mut written = Vec::new();
+    let mut waited = Vec::new();
+    for step in 1..=3_i64 {
+        let before = round_trips();
+        let lines = vec![
+            seed_durable::Append::new(seed_durable::FileName::Entries, format!("entry {step}")),
+            seed_durable::Append::new(seed_durable::FileName::Tasks, format!("task {step}")),
+        ];
+        let events = vec![
+            message(&format!("step {step}"), Some(step)),
+            message(&format!("step {step}, again"), Some(step)),
+        ];
+        written.extend(block_on(files.commit_projecting(
+            lines,
+            Some(seed_store::Projection {
+                session_id: session,
+                events,
+                delivered_calls: Vec::new(),
+            }),
+        ))?);
+        waited.push(round_trips() - before);
+    }
+    // The first commit prepares its statements; a debug build checks the log's marks with a
+    // query of its own at each insert.
+    let expected = if common::on_postgres() {
+        1 + u64::from(cfg!(debug_assertions))
+    } else {
+        0
+    };
+    assert_eq!(waited[1..], [expected, expected], "{waited:?}");
+    assert_eq!(
+        written.iter().map(|event| event.seq).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6]
+    );
+    assert_eq!(
+        block_on(store.read_events(session, 1, i64::MAX, usize::MAX))?,
+        written
+    );
+    Ok(())
+}
+
 /// An answered run's end with a plan check: the session's plan as it stands in the end's
 /// transaction decides. Unfinished steps give the run a later pass (the turn's entries, then the
 /// plan's notice, in the log; the run queued again with its pass counted up; the lease let go);
