@@ -290,37 +290,41 @@ fn may_claim(
     if connection.engine() != crate::Engine::Postgres {
         return Ok(true);
     }
-    let node_lapsed: bool = connection
+    // One statement: whether the node's row has lapsed; the session's row taken; then, only
+    // once that is this claim's, the queued run's row (when there is one) taken and checked
+    // still queued. Each `SKIP LOCKED`: a row another transaction holds is passed over, never
+    // waited for. A lock reads the row's newest version, committed before it is taken.
+    let (node_lapsed, session_locked, still_queued): (bool, bool, bool) = connection
         .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM nodes WHERE id = ?1
-                 AND (ended_at IS NOT NULL
-                      OR expires_at <= CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)))",
+            "WITH checks AS MATERIALIZED (
+                 SELECT EXISTS (SELECT 1 FROM nodes WHERE id = ?1
+                            AND (ended_at IS NOT NULL
+                                 OR expires_at <= CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)))
+                            AS lapsed,
+                        EXISTS (SELECT 1 FROM sessions WHERE id = ?2 FOR NO KEY UPDATE SKIP LOCKED)
+                            AS locked)
+             SELECT lapsed, locked,
+                    CASE WHEN lapsed OR NOT locked THEN FALSE
+                         WHEN CAST(?3 AS TEXT) IS NULL THEN TRUE
+                         ELSE EXISTS (SELECT 1 FROM runs WHERE id = ?3 AND status = 'queued'
+                                      FOR UPDATE SKIP LOCKED)
+                    END
+             FROM checks",
         )?
-        .query_row(params![owner], |row| row.get(0))?;
-    if node_lapsed {
-        return Ok(false);
-    }
-    let session_locked = connection
-        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1 FOR NO KEY UPDATE SKIP LOCKED")?
-        .query_row(params![session_id.to_string()], |row| row.get::<_, i64>(0))
-        .optional()?
-        .is_some();
-    if !session_locked {
+        .query_row(
+            params![
+                owner,
+                session_id.to_string(),
+                run_id.map(|run_id| run_id.to_string())
+            ],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )?;
+    if node_lapsed || !session_locked || !still_queued {
         return Ok(false);
     }
     let Some(run_id) = run_id else {
         return Ok(true);
     };
-    let still_queued = connection
-        .prepare_cached(
-            "SELECT 1 FROM runs WHERE id = ?1 AND status = 'queued' FOR UPDATE SKIP LOCKED",
-        )?
-        .query_row(params![run_id.to_string()], |row| row.get::<_, i64>(0))
-        .optional()?
-        .is_some();
-    if !still_queued {
-        return Ok(false);
-    }
     // Free still, now that the session is this claim's: a claim another node committed after
     // this one chose the run is seen here.
     connection
