@@ -211,3 +211,39 @@ fn claims_from_two_nodes_at_once_start_one_turn_per_session() -> anyhow::Result<
     }
     Ok(())
 }
+
+/// A claim passes over a queued run whose session's row another transaction holds (another
+/// node claiming in it), and over one whose own row another holds, and leaves it queued; once
+/// both are let go, the next claim starts it.
+#[test]
+fn a_claim_passes_over_a_session_or_run_another_holds() -> anyhow::Result<()> {
+    let database = ScratchDatabase::on_test_cluster();
+    let (_dir, store) = node_store(&database)?;
+    block_on(store.register_node("node-a", 0, MINUTE_MS))?;
+    let session = sessions(&store, 1)?[0];
+    send(&store, session, 1)?;
+    let run_id = RunId::from_u128(1).to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let other = runtime.block_on(async {
+        let (client, connection) =
+            tokio_postgres::connect(database.url(), tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
+        anyhow::Ok(client)
+    })?;
+    for held in [
+        format!("SELECT 1 FROM sessions WHERE id = '{session}' FOR NO KEY UPDATE"),
+        format!("SELECT 1 FROM runs WHERE id = '{run_id}' FOR UPDATE"),
+    ] {
+        runtime.block_on(other.batch_execute(&format!("BEGIN; {held}")))?;
+        assert!(claim(&store, "node-a")?.is_empty(), "claimed past: {held}");
+        runtime.block_on(other.batch_execute("ROLLBACK"))?;
+    }
+    let claimed = claim(&store, "node-a")?;
+    assert_eq!(
+        claimed.iter().map(|run| run.id).collect::<Vec<_>>(),
+        [RunId::from_u128(1)]
+    );
+    Ok(())
+}
