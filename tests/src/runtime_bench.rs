@@ -334,18 +334,24 @@ pub fn steps_rate(
         boot_id: "bench".to_owned(),
         first_lane: 0,
         set_up: true,
+        bridged: false,
     };
     steps_rate_on(config, n_lanes, turns_per_lane, shape, &share, || Ok(()))
 }
 
 /// One node's share of a workload that several processes run on one database: its boot id,
-/// its lanes (from `first_lane` on), and whether it sets the database up (the account and
-/// every lane's sessions) or finds it set up.
+/// its lanes (from `first_lane` on), whether it sets the database up (the account and every
+/// lane's sessions) or finds it set up, and whether it joins the other nodes' bus over the
+/// database as `seed serve` does (`seed_server::bus_bridge`): then a run of this node's lanes
+/// that another node claimed tells its end here at once, and another node's queued run wakes
+/// this node's queue, where without it the lane hears of the end only at its next look, a
+/// renewal's interval (5 s) later.
 #[derive(Debug, Clone)]
 pub struct NodeShare {
     pub boot_id: String,
     pub first_lane: usize,
     pub set_up: bool,
+    pub bridged: bool,
 }
 
 /// The sessions every lane of `n_lanes` lanes of `turns_per_lane` turns uses, made on the
@@ -377,6 +383,22 @@ pub fn steps_rate_on(
         };
         let provider = Arc::new(provider_for(shape));
         let runtime = start_runtime(&store, provider, n_lanes, &share.boot_id).await?;
+        // Held until the measurement ends.
+        let _bridge = match (&config.database, share.bridged) {
+            (Some(database), true) => Some(
+                seed_server::bus_bridge::start(
+                    runtime.publisher().clone(),
+                    &share.boot_id,
+                    &database.0,
+                    {
+                        let runtime = runtime.clone();
+                        move || runtime.wake()
+                    },
+                )
+                .await?,
+            ),
+            _ => None,
+        };
         ready()?;
         let stats = store.writer_stats();
         let commits_before = stats.n_commits.load(Ordering::Relaxed);

@@ -263,6 +263,7 @@ fn two_nodes_row(url: &str, base: &seed_store::Config, floor_one: f64) -> anyhow
             boot_id: "bench-a".to_owned(),
             first_lane: 0,
             set_up: false,
+            bridged: true,
         };
         let here = runtime_bench::steps_rate_on(
             &config,
@@ -332,6 +333,7 @@ pub(crate) fn node_child() -> anyhow::Result<()> {
         boot_id: "bench-b".to_owned(),
         first_lane: first_lane.parse()?,
         set_up: false,
+        bridged: true,
     };
     let measured = runtime_bench::steps_rate_on(
         &config,
