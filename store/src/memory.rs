@@ -1,8 +1,9 @@
 //! Memory files: what an agent keeps under `~/memory/`, one row of `memory_files` per file,
 //! scoped to the account.
 
+use crate::error::collect_rows;
 use crate::params;
-use crate::sql::{Connection, OptionalExtension};
+use crate::sql::{Connection, OptionalExtension, Row};
 use seed_events::AccountId;
 
 use crate::effects::{self, CallEffect};
@@ -143,32 +144,31 @@ pub(crate) fn read_memory(
         .optional()
 }
 
+/// The columns of a memory file as listed ([`memory_file_from_row`]), without its content.
+pub(crate) const MEMORY_FILE_COLUMNS: &str = "path, octet_length(content), updated_at";
+
 /// The account's memory files, sorted by path (byte order).
 pub(crate) fn list_memory(
     connection: &Connection,
     account_id: AccountId,
 ) -> Result<Vec<MemoryFileRow>> {
-    let mut statement = connection.prepare_cached(
-        "SELECT path, octet_length(content), updated_at FROM memory_files
-         WHERE account_id = ?1 ORDER BY path",
-    )?;
-    let rows = statement.query_map(params![account_id.to_string()], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            row.get::<_, i64>(1)?,
-            row.get::<_, i64>(2)?,
-        ))
-    })?;
-    let mut files = Vec::new();
-    for row in rows {
-        let (path, size_bytes, updated_at_ms) = row?;
-        files.push(MemoryFileRow {
-            path,
-            size_bytes: u64::try_from(size_bytes).map_err(|e| Error::corrupt("memory_files", e))?,
-            updated_at_ms,
-        });
-    }
-    Ok(files)
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {MEMORY_FILE_COLUMNS} FROM memory_files WHERE account_id = ?1 ORDER BY path"
+    ))?;
+    collect_rows(statement.query_map(params![account_id.to_string()], memory_file_from_row)?)
+}
+
+/// A memory file as listed, from a row of [`MEMORY_FILE_COLUMNS`].
+pub(crate) fn memory_file_from_row(row: &Row<'_>) -> Result<Result<MemoryFileRow>> {
+    let size_bytes: i64 = row.get(1)?;
+    Ok(Ok(MemoryFileRow {
+        path: row.get(0)?,
+        size_bytes: match u64::try_from(size_bytes) {
+            Ok(size_bytes) => size_bytes,
+            Err(e) => return Ok(Err(Error::corrupt("memory_files", e))),
+        },
+        updated_at_ms: row.get(2)?,
+    }))
 }
 
 /// What the account's memory files hold now: how many, their bytes together, and the bytes of

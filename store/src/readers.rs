@@ -3,6 +3,7 @@
 //! finished when it started.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use crate::sql::Connection;
@@ -21,10 +22,14 @@ pub(crate) struct Readers {
     threads: Vec<JoinHandle<()>>,
     /// How callers wait for their rows (shared with the writer).
     replies: Arc<Replies>,
+    /// How many times the readers waited on the database server's answers (PostgreSQL's
+    /// round trips; 0 on SQLite).
+    round_trips: Arc<AtomicU64>,
 }
 
 impl Readers {
     pub(crate) fn start(config: &Config, replies: Arc<Replies>) -> Result<Readers> {
+        let round_trips = Arc::new(AtomicU64::new(0));
         if config.inline {
             return Ok(Readers {
                 sender: None,
@@ -33,6 +38,7 @@ impl Readers {
                 )?)),
                 threads: Vec::new(),
                 replies,
+                round_trips,
             });
         }
         let (sender, receiver) = crossbeam_channel::unbounded::<ReadJob>();
@@ -54,7 +60,14 @@ impl Readers {
             inline: None,
             threads,
             replies,
+            round_trips,
         })
+    }
+
+    /// How many times the readers waited on the database server's answers: PostgreSQL's round
+    /// trips, 0 on SQLite.
+    pub(crate) fn n_round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
     }
 
     /// Runs `read` on a pooled connection and returns what it found. A read that met its
@@ -69,11 +82,20 @@ impl Readers {
     {
         if let Some(inline) = &self.inline {
             let connection = inline.lock().map_err(|_| Error::Closed)?;
-            return read_again_if_closed(&connection, &mut read);
+            let before = connection.n_round_trips();
+            let outcome = read_again_if_closed(&connection, &mut read);
+            self.round_trips
+                .fetch_add(connection.n_round_trips() - before, Ordering::Relaxed);
+            return outcome;
         }
         let (reply, outcome) = oneshot::channel();
+        let round_trips = Arc::clone(&self.round_trips);
         let job: ReadJob = Box::new(move |connection| {
-            let _ = reply.send(read_again_if_closed(connection, &mut read));
+            let before = connection.n_round_trips();
+            let outcome = read_again_if_closed(connection, &mut read);
+            // Counted before the caller hears back.
+            round_trips.fetch_add(connection.n_round_trips() - before, Ordering::Relaxed);
+            let _ = reply.send(outcome);
         });
         self.sender
             .as_ref()

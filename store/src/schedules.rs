@@ -71,7 +71,7 @@ pub struct FiredWakeup {
 const SCHEDULE_COLUMNS: &str = "id, session_id, kind, spec, note, next_due_at, created_by_call_id, \
      fired, last_fired_at, ended, created_at";
 
-fn schedule_from_row(row: &Row<'_>) -> Result<Result<ScheduleRow>> {
+pub(crate) fn schedule_from_row(row: &Row<'_>) -> Result<Result<ScheduleRow>> {
     let id: String = row.get(0)?;
     let session_id: String = row.get(1)?;
     let kind: String = row.get(2)?;
@@ -167,12 +167,21 @@ pub(crate) fn list_active(
     connection: &Connection,
     session_id: SessionId,
 ) -> Result<Vec<ScheduleRow>> {
-    let mut statement = connection.prepare_cached(&format!(
-        "SELECT {SCHEDULE_COLUMNS} FROM schedules
-         WHERE session_id = ?1 AND ended IS NULL ORDER BY next_due_at, id"
-    ))?;
+    let mut statement = connection.prepare_cached(active_schedules())?;
     let rows = statement.query_map(params![session_id.to_string()], schedule_from_row)?;
     collect_rows(rows)
+}
+
+/// The query of the session `?1`'s schedules still to fire, soonest first; its rows are read
+/// with [`schedule_from_row`].
+pub(crate) fn active_schedules() -> &'static str {
+    static QUERY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    QUERY.get_or_init(|| {
+        format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules
+             WHERE session_id = ?1 AND ended IS NULL ORDER BY next_due_at, id"
+        )
+    })
 }
 
 /// Cancels the session's schedule `id`; `false` when it has none such still to fire.

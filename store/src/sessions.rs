@@ -164,10 +164,11 @@ pub(crate) fn insert_session(connection: &Connection, session: &NewSession) -> R
     Ok(())
 }
 
-const SESSION_COLUMNS: &str = "id, account_id, title, description, title_source, model_override,
+pub(crate) const SESSION_COLUMNS: &str =
+    "id, account_id, title, description, title_source, model_override,
      reasoning_level, plan, parent_session_id, created_at, updated_at";
 
-fn session_from_row(row: &Row<'_>) -> Result<Result<SessionRow>> {
+pub(crate) fn session_from_row(row: &Row<'_>) -> Result<Result<SessionRow>> {
     let id: String = row.get(0)?;
     let account_id: String = row.get(1)?;
     let title_source: String = row.get(4)?;

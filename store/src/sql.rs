@@ -362,12 +362,15 @@ impl Connection {
     }
 
     /// A read-only view of the database as of now, for reads that must agree with each other:
-    /// a transaction rolled back when the snapshot is dropped.
+    /// a transaction rolled back when the snapshot is dropped. On PostgreSQL its `BEGIN` is
+    /// sent without waiting, with the first statement that is waited on.
     pub(crate) fn snapshot(&self) -> Result<Snapshot<'_>> {
-        self.execute_batch(match self.engine() {
-            Engine::Sqlite => "BEGIN DEFERRED",
-            Engine::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-        })?;
+        match self.engine() {
+            Engine::Sqlite => self.execute_batch("BEGIN DEFERRED")?,
+            Engine::Postgres => self
+                .prepare_cached("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?
+                .send(params![])?,
+        }
         Ok(Snapshot {
             connection: self,
             open: true,
@@ -382,10 +385,23 @@ pub(crate) struct Snapshot<'c> {
 }
 
 impl Snapshot<'_> {
-    /// Ends the snapshot, saying whether its transaction ended cleanly.
+    /// Ends the snapshot, saying whether its transaction ended cleanly: on PostgreSQL the
+    /// answers of the queries sent in it ([`Statement::send_query_map`]) are read with the
+    /// `COMMIT`'s, and the first error among them is returned.
     pub(crate) fn finish(mut self) -> Result<()> {
-        self.open = false;
-        self.connection.execute_batch("COMMIT")
+        // The `COMMIT` ends the transaction whether or not a statement in it failed.
+        match self.connection.engine() {
+            Engine::Sqlite => {
+                self.open = false;
+                self.connection.execute_batch("COMMIT")
+            }
+            // Waited on: the answers of the statements sent before it come in the same trip.
+            Engine::Postgres => {
+                let mut commit = self.connection.prepare_cached("COMMIT")?;
+                self.open = false;
+                commit.execute(params![]).map(drop)
+            }
+        }
     }
 }
 

@@ -90,6 +90,12 @@ impl Store {
         &self.inner.writer.stats
     }
 
+    /// How many times the store's readers waited on the database server's answers:
+    /// PostgreSQL's round trips, 0 on SQLite.
+    pub fn reader_round_trips(&self) -> u64 {
+        self.inner.readers.n_round_trips()
+    }
+
     /// Runs `apply` in the writer's transaction, committed together with whatever else is
     /// waiting. `session_id` is named in a refusal. `apply` may run more than once.
     pub(crate) async fn write<T, F>(&self, session_id: Option<SessionId>, apply: F) -> Result<T>

@@ -253,6 +253,20 @@ fn assert_pending_events_are_read_by_their_index(connection: &Connection) {
             && !plan.contains("TEMP B-TREE"),
         "{plan}"
     );
+    // The turn's view reads them by the session's id, in its snapshot.
+    let plan = query_plan(
+        connection,
+        &format!(
+            "SELECT {} FROM session_events {}",
+            crate::log::EVENT_COLUMNS,
+            crate::turn_view::PENDING_EVENTS_OF_SESSION
+        ),
+    );
+    assert!(
+        plan.contains("USING INDEX session_events_pending (session_key=? AND seq>?)")
+            && !plan.contains("TEMP B-TREE"),
+        "{plan}"
+    );
 }
 
 #[test]

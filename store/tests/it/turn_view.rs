@@ -95,3 +95,81 @@ fn the_newest_durable_line_is_the_last_committed_of_any_file() -> anyhow::Result
     );
     Ok(())
 }
+
+/// Everything a turn reads before it starts, in one trip to the database on PostgreSQL: the
+/// session, its queued messages, the account's memory, the session's wake-ups and the events
+/// pending import, each as its own read gives it.
+#[test]
+fn a_turns_view_waits_on_the_database_once_and_holds_what_each_read_gives() -> anyhow::Result<()> {
+    use seed_events::schedule::When;
+    use seed_events::{Queue, ScheduleId};
+    // One reader, whose statements the first view prepares.
+    let fixture = Fixture::with(|config| config.n_readers = 1)?;
+    let session = fixture.create_sessions(1)?[0];
+    let store = &fixture.store;
+    block_on(store.append_events(session, vec![user_message("before the mark")]))?;
+    let (_, queued) = block_on(store.send_user_message(
+        session,
+        user_message("queued"),
+        RunId::from_u128(10),
+        Queue::Interactive,
+        500,
+        None,
+    ))?;
+    block_on(store.write_memory(
+        crate::common::account(),
+        "~/memory/notes.md",
+        "remember".to_owned(),
+        600,
+    ))?;
+    let when = When::Interval { every_ms: 60_000 };
+    block_on(store.add_schedule(
+        seed_store::NewSchedule {
+            id: ScheduleId::from_u128(1),
+            session_id: session,
+            first_due_ms: when.first_due(700, 60_000).expect("a valid interval"),
+            when,
+            note: "check the build".to_owned(),
+            created_by_call_id: None,
+            created_at_ms: 700,
+        },
+        None,
+    ))?;
+
+    let mut waited = Vec::new();
+    let mut views = Vec::new();
+    for _ in 0..3 {
+        let before = store.reader_round_trips();
+        views.push(
+            block_on(store.turn_view(session, RunId::from_u128(11), Some(1), true))?
+                .expect("the session"),
+        );
+        waited.push(store.reader_round_trips() - before);
+    }
+    // The first view prepares its statements.
+    let expected = u64::from(crate::common::on_postgres());
+    assert_eq!(waited[1..], [expected, expected], "{waited:?}");
+
+    let view = views.pop().expect("a view");
+    assert_eq!(Some(view.session), block_on(store.get_session(session))?);
+    assert_eq!(view.queued_event_ids, queued.user_event_ids);
+    assert_eq!(
+        view.memory,
+        block_on(store.list_memory(crate::common::account()))?
+    );
+    assert_eq!(view.memory.len(), 1);
+    assert_eq!(view.schedules, block_on(store.list_schedules(session))?);
+    assert_eq!(view.schedules.len(), 1);
+    let pending = view.pending.expect("asked for with a mark");
+    assert_eq!(pending, block_on(store.pending_events(session, 1))?);
+    assert_eq!(
+        pending
+            .events
+            .iter()
+            .map(|event| event.seq)
+            .collect::<Vec<_>>(),
+        [2]
+    );
+    assert_eq!(pending.through_seq, 2);
+    Ok(())
+}
