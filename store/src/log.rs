@@ -70,8 +70,45 @@ pub(crate) fn insert_rows(
     session_id: SessionId,
     rows: &[EventRow],
 ) -> Result<Vec<Placed>> {
+    if connection.engine() == Engine::Postgres {
+        return insert_rows_by_id(connection, session_id, rows);
+    }
     let session_key = key_for_write(connection, session_id)?;
     insert_rows_of_key(connection, session_key, session_id, rows)
+}
+
+/// [`insert_rows`] on PostgreSQL, in one round trip: the session's row is taken by its id (as
+/// [`insert_rows_of_key_later`] takes it by its key) and the inserts name the session by its id
+/// too, so nothing waits on its key first. A deleted session is refused as
+/// [`key_for_write`] refuses it.
+fn insert_rows_by_id(
+    connection: &Connection,
+    session_id: SessionId,
+    rows: &[EventRow],
+) -> Result<Vec<Placed>> {
+    #[cfg(debug_assertions)]
+    if let Some(session_key) = crate::sessions::session_key(connection, session_id)? {
+        assert_marks_ascend(connection, session_key, session_id, rows)?;
+    }
+    let locked = connection
+        .prepare_cached("SELECT key FROM sessions WHERE id = ?1 FOR NO KEY UPDATE")?
+        .send_query_map(params![session_id.to_string()], |row| row.get::<_, i64>(0))?;
+    let placed = insert_rows_several_to_a_statement(
+        connection,
+        &session_id.to_string(),
+        EventsOf::Id,
+        rows,
+    )?;
+    let answered = connection.read_answers();
+    // The session's row is there, or the inserts failed for want of it.
+    if locked.values()?.is_empty() {
+        return Err(Error::Refused {
+            session_id: Some(session_id),
+            reason: crate::Refusal::SessionDeleted,
+        });
+    }
+    answered?;
+    placed.placed()
 }
 
 /// [`insert_rows`] for a session whose key the caller knows (its durable files looked it up
@@ -138,11 +175,25 @@ pub(crate) fn insert_rows_of_key_later(
             .prepare_cached("SELECT 1 FROM sessions WHERE key = ?1 FOR NO KEY UPDATE")?
             .send(params![session_key])?;
     }
-    // The log's newest mark is its highest only while marks never go down (see
-    // `newest_pi_entry_id`): checked at every append the tests make.
     #[cfg(debug_assertions)]
+    assert_marks_ascend(connection, session_key, session_id, rows)?;
+    if connection.engine() == Engine::Postgres {
+        return insert_rows_several_to_a_statement(connection, &session_key, EventsOf::Key, rows);
+    }
+    let placed = insert_rows_one_by_one(connection, session_key, rows)?;
+    Ok(LaterPlaced::Now(placed))
+}
+
+/// The log's newest mark is its highest only while marks never go down (see
+/// `newest_pi_entry_id`): checked at every append the tests make.
+#[cfg(debug_assertions)]
+fn assert_marks_ascend(
+    connection: &Connection,
+    session_key: i64,
+    session_id: SessionId,
+    rows: &[EventRow],
+) -> Result<()> {
     let mut newest_mark = newest_pi_entry_id(connection, session_key)?;
-    #[cfg(debug_assertions)]
     for row in rows {
         if let Some(entry_id) = row.pi_entry_id {
             assert!(
@@ -152,11 +203,7 @@ pub(crate) fn insert_rows_of_key_later(
             newest_mark = Some(entry_id);
         }
     }
-    if connection.engine() == Engine::Postgres {
-        return insert_rows_several_to_a_statement(connection, session_key, rows);
-    }
-    let placed = insert_rows_one_by_one(connection, session_key, rows)?;
-    Ok(LaterPlaced::Now(placed))
+    Ok(())
 }
 
 /// [`insert_rows_of_key`] on SQLite: a statement a row, each row's id read from the connection.
@@ -212,41 +259,61 @@ const BOUND_COLUMNS: [(&str, &str); 8] = [
     ("created_at", "BIGINT"),
 ];
 
+/// How the statements of [`multi_row_event_inserts`] name the session whose log they append
+/// to, as `?1`.
+#[derive(Clone, Copy)]
+enum EventsOf {
+    /// By its key.
+    Key,
+    /// By its id, its key looked up in the statement.
+    Id,
+}
+
 /// The statements that append 1 to [`EVENTS_PER_INSERT_MAX`] events at once to the log of the
-/// session `?1`, by count - 1: their seqs follow the newest the statement sees (the session's
-/// row is locked before it, so that is every append committed), in the order given, and each
-/// new row's id and seq come back.
-fn multi_row_event_inserts() -> &'static [String] {
-    static INSERTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    INSERTS.get_or_init(|| {
+/// session `?1` (by key or by id), by count - 1: their seqs follow the newest the statement
+/// sees (the session's row is locked before it, so that is every append committed), in the
+/// order given, and each new row's id and seq come back.
+fn multi_row_event_inserts(of: EventsOf) -> &'static [String] {
+    static INSERTS: std::sync::OnceLock<[Vec<String>; 2]> = std::sync::OnceLock::new();
+    let [by_key, by_id] = INSERTS.get_or_init(|| {
         let names: Vec<&str> = BOUND_COLUMNS.iter().map(|(name, _)| *name).collect();
         let names = names.join(", ");
-        (1..=EVENTS_PER_INSERT_MAX)
-            .map(|n_rows| {
-                let rows: Vec<String> = (0..n_rows)
-                    .map(|row| {
-                        let first = 2 + BOUND_COLUMNS.len() * row;
-                        let values: Vec<String> = BOUND_COLUMNS
-                            .iter()
-                            .enumerate()
-                            .map(|(idx, (_, ty))| format!("CAST(?{} AS {ty})", first + idx))
-                            .collect();
-                        format!("({}, {})", row + 1, values.join(", "))
-                    })
-                    .collect();
-                format!(
-                    "INSERT INTO session_events (session_key, seq, {names})
-                     SELECT CAST(?1 AS BIGINT), last.seq + v.n, {names}
-                     FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM session_events
-                           WHERE session_key = ?1) AS last,
-                          (VALUES {}) AS v (n, {names})
-                     ORDER BY v.n
-                     RETURNING id, seq",
-                    rows.join(", ")
-                )
-            })
-            .collect()
-    })
+        let inserts = |key: &str| -> Vec<String> {
+            (1..=EVENTS_PER_INSERT_MAX)
+                .map(|n_rows| {
+                    let rows: Vec<String> = (0..n_rows)
+                        .map(|row| {
+                            let first = 2 + BOUND_COLUMNS.len() * row;
+                            let values: Vec<String> = BOUND_COLUMNS
+                                .iter()
+                                .enumerate()
+                                .map(|(idx, (_, ty))| format!("CAST(?{} AS {ty})", first + idx))
+                                .collect();
+                            format!("({}, {})", row + 1, values.join(", "))
+                        })
+                        .collect();
+                    format!(
+                        "INSERT INTO session_events (session_key, seq, {names})
+                         SELECT {key}, last.seq + v.n, {names}
+                         FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM session_events
+                               WHERE session_key = {key}) AS last,
+                              (VALUES {}) AS v (n, {names})
+                         ORDER BY v.n
+                         RETURNING id, seq",
+                        rows.join(", ")
+                    )
+                })
+                .collect()
+        };
+        [
+            inserts("CAST(?1 AS BIGINT)"),
+            inserts("(SELECT key FROM sessions WHERE id = CAST(?1 AS TEXT))"),
+        ]
+    });
+    match of {
+        EventsOf::Key => by_key,
+        EventsOf::Id => by_id,
+    }
 }
 
 /// [`insert_rows_of_key_later`] on PostgreSQL: the rows go several to a statement, which
@@ -254,14 +321,15 @@ fn multi_row_event_inserts() -> &'static [String] {
 /// statements are sent without waiting: their answers come with the next one waited on.
 fn insert_rows_several_to_a_statement(
     connection: &Connection,
-    session_key: i64,
+    session: &dyn crate::sql::ToSql,
+    of: EventsOf,
     rows: &[EventRow],
 ) -> Result<LaterPlaced> {
     let mut sent = Vec::with_capacity(rows.len().div_ceil(EVENTS_PER_INSERT_MAX));
     for chunk in rows.chunks(EVENTS_PER_INSERT_MAX) {
         let mut values: Vec<&dyn crate::sql::ToSql> =
             Vec::with_capacity(1 + BOUND_COLUMNS.len() * chunk.len());
-        values.push(&session_key);
+        values.push(session);
         for row in chunk {
             values.extend_from_slice(&[
                 &row.kind as &dyn crate::sql::ToSql,
@@ -275,7 +343,7 @@ fn insert_rows_several_to_a_statement(
             ]);
         }
         let inserted = connection
-            .prepare_cached(&multi_row_event_inserts()[chunk.len() - 1])?
+            .prepare_cached(&multi_row_event_inserts(of)[chunk.len() - 1])?
             .send_query_map(&values, |row| Ok((row.get(1)?, row.get(0)?)))?;
         sent.push((chunk.len(), inserted));
     }

@@ -134,14 +134,55 @@ pub(crate) const SESSION_FREE_FOR_NEW_RUN: &str = concat!(
     ")"
 );
 
+/// [`waiting_accounts`] on PostgreSQL, in one statement: the same seeks of
+/// `runs_queued_by_account`, one per account, each from the account before (runs that name
+/// no account sort last there, and are found only when no other account has runs queued).
+pub(crate) const WAITING_ACCOUNTS_POSTGRES: &str = "WITH RECURSIVE waiting (account_id, n) AS (
+         (SELECT account_id, 0 FROM runs WHERE status = 'queued' ORDER BY account_id LIMIT 1)
+         UNION ALL
+         SELECT next.account_id, waiting.n + 1
+         FROM waiting,
+              LATERAL (SELECT account_id FROM runs
+                       WHERE status = 'queued' AND account_id > COALESCE(waiting.account_id, '')
+                       ORDER BY account_id LIMIT 1) AS next
+     )
+     SELECT account_id FROM waiting ORDER BY n";
+
+/// The accounts with a queued run, as they are about to be read: on PostgreSQL all of them,
+/// by a query sent without waiting; on SQLite the first of them, read at once.
+struct SentWaitingAccounts(crate::sql::LaterRows<Option<String>>);
+
+/// Sends the query of the accounts with a queued run ([`waiting_accounts`]), whose answer is
+/// read with the next statement waited on.
+fn send_waiting_accounts(connection: &Connection) -> Result<SentWaitingAccounts> {
+    let sql = match connection.engine() {
+        crate::Engine::Postgres => WAITING_ACCOUNTS_POSTGRES,
+        crate::Engine::Sqlite => FIRST_WAITING_ACCOUNT,
+    };
+    connection
+        .prepare_cached(sql)?
+        .send_query_map(params![], |row| row.get(0))
+        .map(SentWaitingAccounts)
+}
+
 /// The accounts with a queued run (on either queue), each once, in byte order; `None` stands
 /// for runs that name no account.
 fn waiting_accounts(connection: &Connection) -> Result<Vec<Option<String>>> {
-    let first: Option<Option<String>> = connection
-        .prepare_cached(FIRST_WAITING_ACCOUNT)?
-        .query_row(params![], |row| row.get(0))
-        .optional()?;
-    let Some(first) = first else {
+    let sent = send_waiting_accounts(connection)?;
+    waiting_accounts_sent(connection, sent)
+}
+
+/// [`waiting_accounts`], its query sent already ([`send_waiting_accounts`]).
+fn waiting_accounts_sent(
+    connection: &Connection,
+    sent: SentWaitingAccounts,
+) -> Result<Vec<Option<String>>> {
+    connection.read_answers()?;
+    let mut accounts = sent.0.values()?;
+    if connection.engine() == crate::Engine::Postgres {
+        return Ok(accounts);
+    }
+    let Some(first) = accounts.pop() else {
         return Ok(Vec::new());
     };
     let mut next = connection.prepare_cached(NEXT_WAITING_ACCOUNT)?;
@@ -187,10 +228,22 @@ fn next_claimable(
     account_runs_max: usize,
 ) -> Result<Option<RunRow>> {
     let accounts = waiting_accounts(connection)?;
+    next_claimable_of(connection, queue, lease_owner, account_runs_max, &accounts)
+}
+
+/// [`next_claimable`] among `accounts`, the accounts with queued runs as [`waiting_accounts`]
+/// found them.
+fn next_claimable_of(
+    connection: &Connection,
+    queue: Queue,
+    lease_owner: Option<&str>,
+    account_runs_max: usize,
+    accounts: &[Option<String>],
+) -> Result<Option<RunRow>> {
     // One account alone with no share needs no count: it is first whatever its count.
     let counted = accounts.len() > 1 || account_runs_max != usize::MAX;
     let mut best: Option<(usize, i64, RunRow)> = None;
-    for account_id in &accounts {
+    for account_id in accounts {
         let n_in_flight = match counted {
             true => account_runs_in_flight(connection, account_id.as_deref(), account_runs_max)?,
             false => 0,
@@ -267,72 +320,121 @@ pub(crate) fn claim_next_run_leased(
     let Some(run) = next_claimable(connection, queue, Some(owner), claim.account_runs_max)? else {
         return Ok(None);
     };
-    if !may_claim(connection, run.session_id, Some(run.id), owner)? {
+    if !may_claim(connection, run.session_id, run.id, owner)? {
         // Another node is claiming in the session now: the next claim looks again.
         return Ok(None);
     }
     start_leased(connection, run, owner, now_ms).map(Some)
 }
 
-/// On PostgreSQL, where several nodes claim at once: whether `owner` may go on to claim in
-/// `session_id` (its queued run `run_id`, or a new run for `None`) in this transaction. It
-/// takes the session's row `FOR NO KEY UPDATE SKIP LOCKED`, so claims in one session take
-/// turns across nodes (one that finds it taken passes, for the next claim to look again) and
-/// the checks that follow see every claim committed before; the queued run's row likewise,
-/// which must still be queued; and it refuses a node whose row has lapsed (its leases are
-/// being swept). On SQLite, with one writer, claims already take turns.
+/// Whether `owner` may go on to claim in `session_id` (its queued run `run_id`), in this
+/// transaction: see [`send_claim_checks`].
 fn may_claim(
     connection: &Connection,
     session_id: SessionId,
-    run_id: Option<RunId>,
+    run_id: RunId,
     owner: &str,
 ) -> Result<bool> {
-    if connection.engine() != crate::Engine::Postgres {
-        return Ok(true);
-    }
+    let checks = send_claim_checks(connection, "", session_id, run_id, true, owner)?;
+    connection.read_answers()?;
+    checks.pass()
+}
+
+/// The checks of a claim in a session, sent without waiting; [`SentClaimChecks::pass`] once
+/// their answers are read.
+struct SentClaimChecks {
+    /// Whether the node's row has lapsed, the session's row was taken, and the queued run's row
+    /// (when there is one) was taken still queued: PostgreSQL's alone.
+    locks: Option<crate::sql::LaterRows<(bool, bool, bool)>>,
+    /// Whether the session is free ([`SESSION_FREE_FOR_NEW_RUN`]); not asked of a queued run
+    /// on SQLite, whose claim found it free in the same statement that chose it.
+    session_free: Option<crate::sql::LaterRows<bool>>,
+}
+
+/// Sends the checks of a claim by `owner` in `session_id`, for run `run_id` (`queued`, or a
+/// new run on `queue` not inserted yet). On PostgreSQL, where several nodes claim at once, the
+/// first takes the session's row `FOR NO KEY UPDATE SKIP LOCKED`, so claims in one session take
+/// turns across nodes (one that finds it taken passes, for the next claim to look again); the
+/// queued run's row likewise, which must still be queued; and it refuses a node whose row has
+/// lapsed (its leases are being swept). The check that the session is free is a statement of
+/// its own after it: a statement reads from a snapshot taken before its locks, and this one
+/// must see every claim committed before the session's row was taken. On SQLite, with one
+/// writer, claims already take turns.
+fn send_claim_checks(
+    connection: &Connection,
+    queue: &str,
+    session_id: SessionId,
+    run_id: RunId,
+    queued: bool,
+    owner: &str,
+) -> Result<SentClaimChecks> {
+    let on_postgres = connection.engine() == crate::Engine::Postgres;
     // One statement: whether the node's row has lapsed; the session's row taken; then, only
     // once that is this claim's, the queued run's row (when there is one) taken and checked
     // still queued. Each `SKIP LOCKED`: a row another transaction holds is passed over, never
     // waited for. A lock reads the row's newest version, committed before it is taken.
-    let (node_lapsed, session_locked, still_queued): (bool, bool, bool) = connection
-        .prepare_cached(
-            "WITH checks AS MATERIALIZED (
-                 SELECT EXISTS (SELECT 1 FROM nodes WHERE id = ?1
-                            AND (ended_at IS NOT NULL
-                                 OR expires_at <= CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)))
-                            AS lapsed,
-                        EXISTS (SELECT 1 FROM sessions WHERE id = ?2 FOR NO KEY UPDATE SKIP LOCKED)
-                            AS locked)
-             SELECT lapsed, locked,
-                    CASE WHEN lapsed OR NOT locked THEN FALSE
-                         WHEN CAST(?3 AS TEXT) IS NULL THEN TRUE
-                         ELSE EXISTS (SELECT 1 FROM runs WHERE id = ?3 AND status = 'queued'
-                                      FOR UPDATE SKIP LOCKED)
-                    END
-             FROM checks",
-        )?
-        .query_row(
-            params![
-                owner,
-                session_id.to_string(),
-                run_id.map(|run_id| run_id.to_string())
-            ],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-        )?;
-    if node_lapsed || !session_locked || !still_queued {
-        return Ok(false);
-    }
-    let Some(run_id) = run_id else {
-        return Ok(true);
+    let locks = match on_postgres {
+        true => Some(
+            connection
+                .prepare_cached(
+                    "WITH checks AS MATERIALIZED (
+                         SELECT EXISTS (SELECT 1 FROM nodes WHERE id = ?1
+                                    AND (ended_at IS NOT NULL
+                                         OR expires_at <= CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)))
+                                    AS lapsed,
+                                EXISTS (SELECT 1 FROM sessions WHERE id = ?2 FOR NO KEY UPDATE SKIP LOCKED)
+                                    AS locked)
+                     SELECT lapsed, locked,
+                            CASE WHEN lapsed OR NOT locked THEN FALSE
+                                 WHEN CAST(?3 AS TEXT) IS NULL THEN TRUE
+                                 ELSE EXISTS (SELECT 1 FROM runs WHERE id = ?3 AND status = 'queued'
+                                              FOR UPDATE SKIP LOCKED)
+                            END
+                     FROM checks",
+                )?
+                .send_query_map(
+                    params![
+                        owner,
+                        session_id.to_string(),
+                        queued.then(|| run_id.to_string())
+                    ],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )?,
+        ),
+        false => None,
     };
-    // Free still, now that the session is this claim's: a claim another node committed after
-    // this one chose the run is seen here.
-    connection
-        .prepare_cached(SESSION_FREE_FOR_NEW_RUN)?
-        .query_row(
-            params!["", owner, session_id.to_string(), run_id.to_string()],
-            |row| row.get(0),
-        )
+    let session_free = match on_postgres || !queued {
+        true => Some(
+            connection
+                .prepare_cached(SESSION_FREE_FOR_NEW_RUN)?
+                .send_query_map(
+                    params![queue, owner, session_id.to_string(), run_id.to_string()],
+                    |row| row.get(0),
+                )?,
+        ),
+        false => None,
+    };
+    Ok(SentClaimChecks {
+        locks,
+        session_free,
+    })
+}
+
+impl SentClaimChecks {
+    /// Whether the claim may go on, once the answers were read.
+    fn pass(self) -> Result<bool> {
+        if let Some(locks) = self.locks {
+            let (node_lapsed, session_locked, still_queued) =
+                locks.values()?.pop().ok_or(Error::NoRows)?;
+            if node_lapsed || !session_locked || !still_queued {
+                return Ok(false);
+            }
+        }
+        match self.session_free {
+            Some(free) => Ok(free.values()?.pop().ok_or(Error::NoRows)?),
+            None => Ok(true),
+        }
+    }
 }
 
 /// Marks the queued `run` running for `owner` and takes its session's lease for it.
@@ -380,21 +482,11 @@ pub(super) fn starts_at_once(
     claim: &ClaimFor,
 ) -> Result<bool> {
     let owner = claim.owner.as_str();
-    if !may_claim(connection, session_id, None, owner)? {
-        return Ok(false);
-    }
-    let session_free: bool = connection
-        .prepare_cached(SESSION_FREE_FOR_NEW_RUN)?
-        .query_row(
-            params![
-                queue.as_str(),
-                owner,
-                session_id.to_string(),
-                run_id.to_string()
-            ],
-            |row| row.get(0),
-        )?;
-    if !session_free {
+    // The checks, and the accounts with queued runs, in one trip.
+    let checks = send_claim_checks(connection, queue.as_str(), session_id, run_id, false, owner)?;
+    let waiting = send_waiting_accounts(connection)?;
+    connection.read_answers()?;
+    if !checks.pass()? {
         return Ok(false);
     }
     if claim.account_runs_max != usize::MAX {
@@ -408,7 +500,15 @@ pub(super) fn starts_at_once(
             return Ok(false);
         }
     }
-    Ok(next_claimable(connection, queue, Some(owner), claim.account_runs_max)?.is_none())
+    let accounts = waiting_accounts_sent(connection, waiting)?;
+    Ok(next_claimable_of(
+        connection,
+        queue,
+        Some(owner),
+        claim.account_runs_max,
+        &accounts,
+    )?
+    .is_none())
 }
 
 /// Claims up to `max` runs on `queue` in one transaction, each with its session's lease, as
