@@ -727,3 +727,64 @@ fn a_read_whose_connection_the_server_cut_off_is_answered() -> anyhow::Result<()
     }
     Ok(())
 }
+
+/// A person's message with a claim for a node: its event, its run and the checks of whether
+/// the run starts at once take one trip to the database each on PostgreSQL (the session's row
+/// taken by its id with the event's insert; the claim's locks, whether the session is free and
+/// the accounts with queued runs together), whether the run starts or queues behind one that
+/// waits; then the group's commit.
+#[test]
+fn a_message_and_its_claim_wait_on_the_database_a_trip_each() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(4)?;
+    let store = &fixture.store;
+    let claim = ClaimFor::unshared("node-a");
+    let round_trips = || {
+        store
+            .writer_stats()
+            .n_round_trips
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let send = |idx: u128, session: SessionId| -> anyhow::Result<(RunStatus, u64)> {
+        let before = round_trips();
+        let (_, run) = block_on(store.send_user_message(
+            session,
+            user_message(&format!("message {idx}")),
+            RunId::from_u128(idx),
+            Queue::Interactive,
+            idx as i64,
+            Some(claim.clone()),
+        ))?;
+        Ok((run.status, round_trips() - before))
+    };
+    // The first of each kind prepares the statements: a run that starts, one that queues, one
+    // that starts past another waiting.
+    send(1, sessions[0])?;
+    send(2, sessions[0])?;
+    send(3, sessions[1])?;
+    // Session 2 is free, and session 0's queued run could not start: this one starts.
+    let starts_past_one_waiting = send(4, sessions[2])?;
+    // Session 1's run is running: this one queues.
+    let queues = send(5, sessions[1])?;
+    // Nothing waits once the queued runs are canceled; session 3 is free: its run starts.
+    for run_id in [2, 5] {
+        block_on(store.finish_run(RunId::from_u128(run_id), RunStatus::Canceled, None, 10))?;
+    }
+    let starts = send(6, sessions[3])?;
+    // On PostgreSQL: the event (1), the claim's checks (1), the commit (1); past a waiting
+    // run, whether it could start instead (1). A debug build checks the log's marks with two
+    // queries of its own. SQLite waits on no server.
+    let (trip, debug) = match common::on_postgres() {
+        true => (1, 2 * u64::from(cfg!(debug_assertions))),
+        false => (0, 0),
+    };
+    assert_eq!(
+        [starts_past_one_waiting, queues, starts],
+        [
+            (RunStatus::Running, 4 * trip + debug),
+            (RunStatus::Queued, 3 * trip + debug),
+            (RunStatus::Running, 3 * trip + debug),
+        ]
+    );
+    Ok(())
+}
