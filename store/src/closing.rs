@@ -5,7 +5,7 @@ use std::fmt;
 
 use seed_events::{NewEvent, RunId, RunStatus, SessionId};
 
-use crate::{ChildDelivery, Result, Store, children, leases, log, sessions};
+use crate::{ChildDelivery, Result, Store, children, leases, log, runs, sessions};
 
 impl Store {
     /// Closes a run ([`RunClosing`]): ends it and, for a delegated child, delivers its result to
@@ -48,9 +48,20 @@ impl Store {
                     && children::resume_run(connection, run_id, now_ms)?
                 {
                     let written = log::append_events(connection, check.session_id, &[notice])?;
-                    return Ok(RunEndOutcome::LaterPass {
+                    return Ok(EndWritten::Now(RunEndOutcome::LaterPass {
                         notice_seq: written.first().map_or(0, |event| event.seq),
-                    });
+                    }));
+                }
+                // Nothing else to write with the end: its answer is read with the commit's.
+                if delivery.is_none() && notice.is_none() {
+                    return runs::send_finish_run(
+                        connection,
+                        run_id,
+                        status,
+                        result.as_deref(),
+                        now_ms,
+                    )
+                    .map(EndWritten::Sent);
                 }
                 let (ended, delivered_seq) = children::finish_run_delivering(
                     connection,
@@ -61,7 +72,7 @@ impl Store {
                     delivery.as_ref(),
                 )?;
                 if !ended {
-                    return Ok(RunEndOutcome::Unchanged);
+                    return Ok(EndWritten::Now(RunEndOutcome::Unchanged));
                 }
                 let notice_seq = match (&notice, &lease) {
                     (Some(notice), Some((session_id, _))) => {
@@ -69,17 +80,40 @@ impl Store {
                     }
                     _ => None,
                 };
-                Ok(RunEndOutcome::Ended {
+                Ok(EndWritten::Now(RunEndOutcome::Ended {
                     delivered_seq,
                     notice_seq,
-                })
+                }))
             })
-            .await;
+            .await
+            .and_then(EndWritten::outcome);
         // The lease was let go with the end (or the end was refused, the lease lost).
         if let Some(session_id) = fencing_scope {
             self.fencing().let_go(session_id);
         }
         outcome
+    }
+}
+
+/// What a run's end wrote: its outcome, or (the end alone) the answer of its update to come.
+enum EndWritten {
+    Now(RunEndOutcome),
+    Sent(crate::sql::LaterRows<()>),
+}
+
+impl EndWritten {
+    /// The outcome, once the write's answers were read.
+    fn outcome(self) -> Result<RunEndOutcome> {
+        match self {
+            EndWritten::Now(outcome) => Ok(outcome),
+            EndWritten::Sent(ended) => Ok(match ended.values()?.is_empty() {
+                true => RunEndOutcome::Unchanged,
+                false => RunEndOutcome::Ended {
+                    delivered_seq: None,
+                    notice_seq: None,
+                },
+            }),
+        }
     }
 }
 

@@ -250,6 +250,9 @@ const SET_STATUS: &str = set_status!();
 /// [`finish_run`]'s statement: [`SET_STATUS`] where the run is still open.
 const FINISH_RUN: &str = concat!(set_status!(), " AND ", run_is_open!());
 
+/// [`FINISH_RUN`], its answer a row for the run it ended.
+const FINISH_RUN_RETURNING: &str = concat!(set_status!(), " AND ", run_is_open!(), " RETURNING id");
+
 /// Runs `sql` (one of [`SET_STATUS`] and [`FINISH_RUN`]) for the run: its status and its result,
 /// when it has one. Returns whether a row was updated.
 fn update_status(
@@ -313,6 +316,31 @@ pub(crate) fn finish_run(
     now_ms: i64,
 ) -> Result<bool> {
     update_status(connection, FINISH_RUN, id, status, result, now_ms)
+}
+
+/// [`finish_run`], whose answer is wanted only once the transaction's answers are read (its
+/// `COMMIT` at the latest): on PostgreSQL it is sent without waiting. One row in the answer
+/// when the run was ended, none when it had ended already or is gone.
+pub(crate) fn send_finish_run(
+    connection: &Connection,
+    id: RunId,
+    status: RunStatus,
+    result: Option<&str>,
+    now_ms: i64,
+) -> Result<crate::sql::LaterRows<()>> {
+    if connection.engine() == crate::Engine::Sqlite {
+        let finished = finish_run(connection, id, status, result, now_ms)?;
+        return Ok(crate::sql::LaterRows::Now(match finished {
+            true => vec![()],
+            false => Vec::new(),
+        }));
+    }
+    connection
+        .prepare_cached(FINISH_RUN_RETURNING)?
+        .send_query_map(
+            params![id.to_string(), status.as_str(), result, now_ms],
+            |_| Ok(()),
+        )
 }
 
 /// The query of [`queued_event_ids`], in `runs_open_by_session` (see [`claim::NEXT_CLAIMABLE`]).

@@ -855,3 +855,60 @@ fn sessions_are_listed_a_page_at_a_time() -> anyhow::Result<()> {
     assert_eq!((all.sessions.len(), all.next), (7, None));
     Ok(())
 }
+
+/// A run's end with its lease and a plan check, and nothing else to write: one trip to the
+/// database on PostgreSQL (the plan, read with the lease's release), then the group's commit,
+/// which brings the answer of the run's update. The outcome says whether the run ended.
+#[test]
+fn a_runs_end_waits_on_the_database_for_its_plan_alone() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let sessions = fixture.create_sessions(2)?;
+    let store = &fixture.store;
+    for (idx, session) in sessions.iter().enumerate() {
+        block_on(store.enqueue_run(run(idx as u128 + 1, *session, Queue::Interactive)))?;
+    }
+    let claimed = block_on(store.claim_runs_of_queues(
+        vec![(Queue::Interactive, 2)],
+        ClaimFor::unshared("boot-a"),
+        10,
+    ))?;
+    assert_eq!(claimed.len(), 2);
+    let round_trips = || {
+        store
+            .writer_stats()
+            .n_round_trips
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let end = |idx: usize| -> anyhow::Result<(RunEndOutcome, u64)> {
+        let before = round_trips();
+        let outcome = block_on(store.finish_run_releasing(RunClosing {
+            run_id: RunId::from_u128(idx as u128 + 1),
+            status: RunStatus::Succeeded,
+            result: Some(serde_json::json!({"answer": "done"})),
+            now_ms: 12,
+            delivery: None,
+            lease: Some((sessions[idx], "boot-a".to_owned())),
+            plan_check: Some(PlanCheck {
+                session_id: sessions[idx],
+                notice: std::sync::Arc::new(|_| None),
+            }),
+            notice: None,
+        }))?;
+        Ok((outcome, round_trips() - before))
+    };
+    let ended = RunEndOutcome::Ended {
+        delivered_seq: None,
+        notice_seq: None,
+    };
+    // The first prepares the statements.
+    assert_eq!(end(0)?.0, ended);
+    let trips = u64::from(common::on_postgres());
+    assert_eq!(end(1)?, (ended, 2 * trips));
+    // Ended already: left as it was.
+    assert_eq!(end(1)?, (RunEndOutcome::Unchanged, 2 * trips));
+    assert_eq!(
+        block_on(store.get_run(RunId::from_u128(2)))?.map(|run| run.status),
+        Some(RunStatus::Succeeded)
+    );
+    Ok(())
+}
