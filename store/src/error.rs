@@ -279,7 +279,9 @@ fn classify_postgres(
         Refusal::DiskFull
     } else if *code == SqlState::UNIQUE_VIOLATION {
         Refusal::Duplicate { detail }
-    } else if *code == SqlState::FOREIGN_KEY_VIOLATION
+    } else if (*code == SqlState::FOREIGN_KEY_VIOLATION
+        // A session's key found NULL in the insert itself (`append_lines_locking`).
+        || *code == SqlState::NOT_NULL_VIOLATION)
         && session_id.is_some_and(|id| !session_exists(id))
     {
         Refusal::SessionDeleted

@@ -135,11 +135,13 @@ pub(crate) fn read_lines(
 /// The most rows one insert of a batch of appends carries on PostgreSQL.
 const LINES_PER_INSERT_MAX: usize = 8;
 
-/// The statements that insert 1 to [`LINES_PER_INSERT_MAX`] appends at once, by count - 1.
-fn multi_row_inserts() -> &'static [String] {
-    static INSERTS: OnceLock<Vec<String>> = OnceLock::new();
-    INSERTS.get_or_init(|| {
-        (1..=LINES_PER_INSERT_MAX)
+/// The statements that insert 1 to [`LINES_PER_INSERT_MAX`] appends at once, by count - 1;
+/// with `locking`, each takes the session's row first, as an append to its log does (see
+/// [`append_lines_locking`]).
+fn multi_row_inserts(locking: bool) -> &'static [String] {
+    static INSERTS: OnceLock<[Vec<String>; 2]> = OnceLock::new();
+    let [plain, locked] = INSERTS.get_or_init(|| {
+        let plain = (1..=LINES_PER_INSERT_MAX)
             .map(|n_rows| {
                 let rows: Vec<String> = (0..n_rows)
                     .map(|row| format!("(?1, ?{}, ?{})", 2 + 2 * row, 3 + 2 * row))
@@ -149,8 +151,35 @@ fn multi_row_inserts() -> &'static [String] {
                     rows.join(", ")
                 )
             })
-            .collect()
-    })
+            .collect();
+        // The session's key NULL when its row is gone: the insert fails, as the foreign key
+        // would fail it. The rows go in the order given.
+        let locked = (1..=LINES_PER_INSERT_MAX)
+            .map(|n_rows| {
+                let rows: Vec<String> = (0..n_rows)
+                    .map(|row| {
+                        format!(
+                            "({}, CAST(?{} AS BIGINT), CAST(?{} AS TEXT))",
+                            row + 1,
+                            2 + 2 * row,
+                            3 + 2 * row
+                        )
+                    })
+                    .collect();
+                format!(
+                    "WITH locked AS MATERIALIZED (
+                         SELECT key FROM sessions WHERE key = CAST(?1 AS BIGINT) FOR NO KEY UPDATE)
+                     INSERT INTO session_durable_files (session_key, file, line)
+                     SELECT (SELECT key FROM locked), v.file, v.line
+                     FROM (VALUES {}) AS v (n, file, line)
+                     ORDER BY v.n",
+                    rows.join(", ")
+                )
+            })
+            .collect();
+        [plain, locked]
+    });
+    if locking { locked } else { plain }
 }
 
 /// Inserts one row per append, in order. The foreign key refuses a deleted session's batch.
@@ -161,8 +190,29 @@ pub(crate) fn append_lines(
     session_key: i64,
     batch: &[Append],
 ) -> Result<()> {
+    append_lines_as(connection, session_key, batch, false).map(drop)
+}
+
+/// [`append_lines`], and on PostgreSQL the session's row taken first (`FOR NO KEY UPDATE`) by
+/// the same statement, as an append to the session's log takes it: the log's append that
+/// follows in the transaction need not take it again. Returns whether the row was taken
+/// (PostgreSQL, and lines to append).
+pub(crate) fn append_lines_locking(
+    connection: &Connection,
+    session_key: i64,
+    batch: &[Append],
+) -> Result<bool> {
+    append_lines_as(connection, session_key, batch, true)
+}
+
+fn append_lines_as(
+    connection: &Connection,
+    session_key: i64,
+    batch: &[Append],
+    locking: bool,
+) -> Result<bool> {
     if connection.engine() == crate::Engine::Postgres {
-        for chunk in batch.chunks(LINES_PER_INSERT_MAX) {
+        for (idx, chunk) in batch.chunks(LINES_PER_INSERT_MAX).enumerate() {
             let codes: Vec<i64> = chunk
                 .iter()
                 .map(|append| i64::from(append.file.code()))
@@ -175,10 +225,10 @@ pub(crate) fn append_lines(
             }
             // Nothing reads the answer: it comes with the next statement's (see `send`).
             connection
-                .prepare_cached(&multi_row_inserts()[chunk.len() - 1])?
+                .prepare_cached(&multi_row_inserts(locking && idx == 0)[chunk.len() - 1])?
                 .send(&values)?;
         }
-        return Ok(());
+        return Ok(locking && !batch.is_empty());
     }
     let mut insert = connection.prepare_cached(
         "INSERT INTO session_durable_files (session_key, file, line) VALUES (?1, ?2, ?3)",
@@ -186,7 +236,7 @@ pub(crate) fn append_lines(
     for append in batch {
         insert.execute(params![session_key, append.file.code(), append.line])?;
     }
-    Ok(())
+    Ok(false)
 }
 
 /// How many of a session's newest document lines are searched for `pi.live`: while a response

@@ -119,7 +119,7 @@ pub(crate) fn insert_rows_of_key(
     session_id: SessionId,
     rows: &[EventRow],
 ) -> Result<Vec<Placed>> {
-    let placed = insert_rows_of_key_later(connection, session_key, session_id, rows)?;
+    let placed = insert_rows_of_key_later(connection, session_key, session_id, rows, false)?;
     connection.read_answers()?;
     placed.placed()
 }
@@ -156,17 +156,19 @@ impl LaterPlaced {
 }
 
 /// [`insert_rows_of_key`], where the events' places are wanted once the transaction's answers
-/// are read: on PostgreSQL no round trip waits on the inserts.
+/// are read: on PostgreSQL no round trip waits on the inserts. With `row_held`, the
+/// transaction took the session's row already (see [`crate::files::append_lines_locking`]).
 pub(crate) fn insert_rows_of_key_later(
     connection: &Connection,
     session_key: i64,
     session_id: SessionId,
     rows: &[EventRow],
+    row_held: bool,
 ) -> Result<LaterPlaced> {
     // Named only by the debug check below.
     #[cfg(not(debug_assertions))]
     let _ = session_id;
-    if connection.engine() == Engine::Postgres {
+    if connection.engine() == Engine::Postgres && !row_held {
         // Nodes append to one session's log in turns (a person's message on one node, a turn's
         // events on another): the session's row is held until this transaction ends, and the
         // newest seq read after it sees every append committed before. The lock's answer is

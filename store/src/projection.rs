@@ -10,7 +10,7 @@ use seed_durable::Append;
 use seed_events::body::kind;
 use seed_events::{EventBody, NewEvent, RunId, SessionEvent, SessionId};
 
-use crate::files::{SessionFiles, append_lines, known_key_for_write};
+use crate::files::{SessionFiles, append_lines, append_lines_locking, known_key_for_write};
 use crate::runs::send_run_trace_parent;
 use crate::sessions::key_for_write;
 use crate::{Result, Store, log};
@@ -88,12 +88,17 @@ impl PreparedProjection {
     /// again after a rollback: it rewrites a copy, when it rewrites.
     fn write(&self, connection: &Connection) -> Result<Written> {
         let session_key = key_for_write(connection, self.session_id)?;
-        self.write_of_key(connection, session_key)
+        self.write_of_key(connection, session_key, false)
     }
 
     /// [`PreparedProjection::write`], for a session whose key the caller knows (a step's
     /// commit, whose durable files looked it up once): it is not looked up again.
-    fn write_of_key(&self, connection: &Connection, session_key: i64) -> Result<Written> {
+    fn write_of_key(
+        &self,
+        connection: &Connection,
+        session_key: i64,
+        row_held: bool,
+    ) -> Result<Written> {
         let session_id = self.session_id;
         let mut answered_earlier = Vec::new();
         for (idx, call_id) in &self.delivered {
@@ -107,7 +112,8 @@ impl PreparedProjection {
             row.kind = kind::NOTICE.to_owned();
             row.meta = answered_earlier_meta(call_id).to_string();
         }
-        let placed = log::insert_rows_of_key_later(connection, session_key, session_id, &rows)?;
+        let placed =
+            log::insert_rows_of_key_later(connection, session_key, session_id, &rows, row_held)?;
         Ok((placed, answered_earlier))
     }
 }
@@ -172,10 +178,13 @@ impl SessionFiles {
                 if let Some((run_id, traceparent)) = &trace_parent {
                     send_run_trace_parent(connection, *run_id, traceparent)?;
                 }
-                append_lines(connection, key, &batch)?;
                 match &prepared {
-                    Some(prepared) => prepared.write_of_key(connection, key).map(Some),
-                    None => Ok(None),
+                    // The lines' insert takes the session's row for the log's append after it.
+                    Some(prepared) => {
+                        let row_held = append_lines_locking(connection, key, &batch)?;
+                        prepared.write_of_key(connection, key, row_held).map(Some)
+                    }
+                    None => append_lines(connection, key, &batch).map(|()| None),
                 }
             })
             .await?;

@@ -310,6 +310,9 @@ pub struct StepsMeasurement {
     /// The writer's waits on the database server's answers (PostgreSQL; 0 on SQLite).
     #[serde(default)]
     pub n_round_trips: u64,
+    /// The readers' waits on the database server's answers (PostgreSQL; 0 on SQLite).
+    #[serde(default)]
+    pub n_reader_round_trips: u64,
     /// CPU time of each thread (by name) during the timed part.
     pub thread_cpu: Vec<(String, Duration)>,
 }
@@ -404,6 +407,7 @@ pub fn steps_rate_on(
         let commits_before = stats.n_commits.load(Ordering::Relaxed);
         let jobs_before = stats.n_jobs_committed.load(Ordering::Relaxed);
         let round_trips_before = stats.n_round_trips.load(Ordering::Relaxed);
+        let reader_round_trips_before = store.reader_round_trips();
         let cpu_before = thread_cpu()?;
         let started = Instant::now();
         let first_lane = share.first_lane;
@@ -438,6 +442,7 @@ pub fn steps_rate_on(
         let n_commits = stats.n_commits.load(Ordering::Relaxed) - commits_before;
         let n_jobs = stats.n_jobs_committed.load(Ordering::Relaxed) - jobs_before;
         let n_round_trips = stats.n_round_trips.load(Ordering::Relaxed) - round_trips_before;
+        let n_reader_round_trips = store.reader_round_trips() - reader_round_trips_before;
         let mut n_turns = 0;
         for outcome in outcomes {
             n_turns += outcome?;
@@ -468,6 +473,7 @@ pub fn steps_rate_on(
             n_commits,
             n_jobs,
             n_round_trips,
+            n_reader_round_trips,
             thread_cpu,
         })
     })

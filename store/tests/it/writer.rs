@@ -166,8 +166,20 @@ fn writing_to_a_deleted_session_is_refused_with_a_typed_error() -> anyhow::Resul
             serde_json::json!("late"),
             0,
         );
-        let error = block_on(fixture.store.append_events(sessions[0], vec![event]))
+        let error = block_on(fixture.store.append_events(sessions[0], vec![event.clone()]))
             .expect_err("event for a deleted session");
+        assert_eq!(error.refusal(), Some(&Refusal::SessionDeleted));
+        // So does a step's commit, its lines and their events together (on PostgreSQL the
+        // lines' insert takes the session's row, and finds none).
+        let error = block_on(files.commit_projecting(
+            batch(FileName::Entries, &["a step"]),
+            Some(seed_store::Projection {
+                session_id: sessions[0],
+                events: vec![event],
+                delivered_calls: Vec::new(),
+            }),
+        ))
+        .expect_err("a step of a deleted session");
         assert_eq!(error.refusal(), Some(&Refusal::SessionDeleted));
         // The other session is untouched.
         block_on(

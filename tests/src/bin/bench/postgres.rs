@@ -125,15 +125,19 @@ fn runtime_row(url: &str, base: &seed_store::Config, floor_one: f64) -> anyhow::
             postgres_spent.as_secs_f64() * 1e6 / n_steps,
         );
         eprintln!(
-            "{RUNTIME_ROW}: {:.0} steps/s, {:.0} commits for {} jobs, {:.1} writer round trips \
-             per step; CPU per step: Seed {:.0} µs, PostgreSQL {:.0} µs",
+            "{RUNTIME_ROW}: {:.0} steps/s, {:.0} commits for {} jobs, round trips per step: \
+             writer {:.1}, readers {:.1}; CPU per step: Seed {:.0} µs, PostgreSQL {:.0} µs",
             round.0,
             measured.n_commits as f64,
             measured.n_jobs,
             measured.n_round_trips as f64 / n_steps,
+            measured.n_reader_round_trips as f64 / n_steps,
             round.1,
             round.2
         );
+        if std::env::var_os("SEED_BENCH_VERBOSE").is_some() {
+            crate::runtime::print_measured(RUNTIME_ROW, &measured);
+        }
         if best.is_none_or(|(rate, _, _)| round.0 > rate) {
             best = Some(round);
         }
