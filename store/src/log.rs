@@ -86,6 +86,39 @@ fn insert_rows_by_id(
     session_id: SessionId,
     rows: &[EventRow],
 ) -> Result<Vec<Placed>> {
+    send_rows_by_id(connection, session_id, rows)?.placed(connection)
+}
+
+/// Rows sent to a session's log by its id ([`send_rows_by_id`]), placed once their answers
+/// are read.
+pub(crate) struct SentById {
+    session_id: SessionId,
+    /// The session's row, taken (PostgreSQL).
+    locked: Option<crate::sql::LaterRows<i64>>,
+    placed: LaterPlaced,
+}
+
+/// [`insert_rows`], sent without waiting on PostgreSQL: the session's row taken by its id and
+/// the rows' inserts, whose answers come with the next statement waited on (or
+/// [`SentById::placed`]'s). SQLite inserts at once.
+pub(crate) fn send_rows_by_id(
+    connection: &Connection,
+    session_id: SessionId,
+    rows: &[EventRow],
+) -> Result<SentById> {
+    if connection.engine() != Engine::Postgres {
+        let session_key = key_for_write(connection, session_id)?;
+        return Ok(SentById {
+            session_id,
+            locked: None,
+            placed: LaterPlaced::Now(insert_rows_of_key(
+                connection,
+                session_key,
+                session_id,
+                rows,
+            )?),
+        });
+    }
     #[cfg(debug_assertions)]
     if let Some(session_key) = crate::sessions::session_key(connection, session_id)? {
         assert_marks_ascend(connection, session_key, session_id, rows)?;
@@ -99,16 +132,29 @@ fn insert_rows_by_id(
         EventsOf::Id,
         rows,
     )?;
-    let answered = connection.read_answers();
-    // The session's row is there, or the inserts failed for want of it.
-    if locked.values()?.is_empty() {
-        return Err(Error::Refused {
-            session_id: Some(session_id),
-            reason: crate::Refusal::SessionDeleted,
-        });
+    Ok(SentById {
+        session_id,
+        locked: Some(locked),
+        placed,
+    })
+}
+
+impl SentById {
+    /// Where the rows went, their answers read now if they were not yet.
+    pub(crate) fn placed(self, connection: &Connection) -> Result<Vec<Placed>> {
+        let answered = connection.read_answers();
+        // The session's row is there, or the inserts failed for want of it.
+        if let Some(locked) = self.locked
+            && locked.values()?.is_empty()
+        {
+            return Err(Error::Refused {
+                session_id: Some(self.session_id),
+                reason: crate::Refusal::SessionDeleted,
+            });
+        }
+        answered?;
+        self.placed.placed()
     }
-    answered?;
-    placed.placed()
 }
 
 /// [`insert_rows`] for a session whose key the caller knows (its durable files looked it up
@@ -373,7 +419,22 @@ impl PreparedEvent {
         session_id: SessionId,
     ) -> Result<SessionEvent> {
         let placed = insert_rows(connection, session_id, std::slice::from_ref(&self.row))?;
-        stored_events(session_id, vec![self.event.clone()], &placed)
+        self.stored(session_id, &placed)
+    }
+
+    /// [`PreparedEvent::append`], sent without waiting on PostgreSQL ([`send_rows_by_id`]):
+    /// the event as stored once [`SentById::placed`] reads the answers.
+    pub(crate) fn send_append(
+        &self,
+        connection: &Connection,
+        session_id: SessionId,
+    ) -> Result<SentById> {
+        send_rows_by_id(connection, session_id, std::slice::from_ref(&self.row))
+    }
+
+    /// The event as stored where `placed` says it went.
+    pub(crate) fn stored(&self, session_id: SessionId, placed: &[Placed]) -> Result<SessionEvent> {
+        stored_events(session_id, vec![self.event.clone()], placed)
             .pop()
             .ok_or_else(|| crate::Error::corrupt("session_events", "an append stored no event"))
     }

@@ -397,7 +397,14 @@ pub(crate) fn send_user_message(
     now_ms: i64,
     claim_for: Option<&ClaimFor>,
 ) -> Result<(SessionEvent, RunRow)> {
-    let stored = event.append(connection, session_id)?;
+    // On PostgreSQL the event's insert goes with the claim's checks: one trip for both. They
+    // read nothing it writes.
+    let sent = event.send_append(connection, session_id)?;
+    let starts = match claim_for {
+        Some(claim) => starts_at_once(connection, queue, session_id, run_id, claim)?,
+        None => false,
+    };
+    let stored = event.stored(session_id, &sent.placed(connection)?)?;
     let run = NewRun {
         id: run_id,
         session_id,
@@ -407,7 +414,10 @@ pub(crate) fn send_user_message(
         typed: false,
         created_at_ms: now_ms,
     };
-    Ok((stored, queue_run(connection, &run, now_ms, claim_for)?))
+    let owner = claim_for
+        .filter(|_| starts)
+        .map(|claim| claim.owner.as_str());
+    Ok((stored, queue_run_for(connection, &run, now_ms, owner)?))
 }
 
 /// Queues a person's run (touching its session); with `claim_for`, claimed for that owner in
@@ -424,6 +434,16 @@ pub(crate) fn queue_run(
         }
         _ => None,
     };
+    queue_run_for(connection, run, now_ms, owner)
+}
+
+/// [`queue_run`], claimed for `owner` at once when one is given (it may start at once).
+fn queue_run_for(
+    connection: &Connection,
+    run: &NewRun,
+    now_ms: i64,
+    owner: Option<&str>,
+) -> Result<RunRow> {
     insert_run_as(connection, run, owner)?;
     sessions::touch_session(connection, run.session_id, now_ms)?;
     let mut run = run.queued();

@@ -166,8 +166,12 @@ fn writing_to_a_deleted_session_is_refused_with_a_typed_error() -> anyhow::Resul
             serde_json::json!("late"),
             0,
         );
-        let error = block_on(fixture.store.append_events(sessions[0], vec![event.clone()]))
-            .expect_err("event for a deleted session");
+        let error = block_on(
+            fixture
+                .store
+                .append_events(sessions[0], vec![event.clone()]),
+        )
+        .expect_err("event for a deleted session");
         assert_eq!(error.refusal(), Some(&Refusal::SessionDeleted));
         // So does a step's commit, its lines and their events together (on PostgreSQL the
         // lines' insert takes the session's row, and finds none).
