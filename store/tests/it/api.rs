@@ -575,12 +575,7 @@ fn a_steps_commit_waits_on_the_database_once() -> anyhow::Result<()> {
     let session = fixture.create_sessions(1)?[0];
     let store = &fixture.store;
     let files = store.session_files(session);
-    let round_trips = || {
-        store
-            .writer_stats()
-            .n_round_trips
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let round_trips = || common::writer_round_trips(store);
     let mut written = Vec::new();
     let mut waited = Vec::new();
     for step in 1..=3_i64 {
@@ -873,12 +868,7 @@ fn a_runs_end_waits_on_the_database_for_its_plan_alone() -> anyhow::Result<()> {
         10,
     ))?;
     assert_eq!(claimed.len(), 2);
-    let round_trips = || {
-        store
-            .writer_stats()
-            .n_round_trips
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let round_trips = || common::writer_round_trips(store);
     let end = |idx: usize| -> anyhow::Result<(RunEndOutcome, u64)> {
         let before = round_trips();
         let outcome = block_on(store.finish_run_releasing(RunClosing {

@@ -752,12 +752,7 @@ fn a_message_and_its_claim_wait_on_the_database_a_trip_each() -> anyhow::Result<
     let sessions = fixture.create_sessions(4)?;
     let store = &fixture.store;
     let claim = ClaimFor::unshared("node-a");
-    let round_trips = || {
-        store
-            .writer_stats()
-            .n_round_trips
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let round_trips = || common::writer_round_trips(store);
     let send = |idx: u128, session: SessionId| -> anyhow::Result<(RunStatus, u64)> {
         let before = round_trips();
         let (_, run) = block_on(store.send_user_message(

@@ -10,6 +10,15 @@ use seed_store::{Config, DatabaseUrl, NewSession, ScratchDatabase, Store};
 pub const ENGINE_VAR: &str = "SEED_TEST_STORE_ENGINE";
 
 /// Whether these tests run on PostgreSQL ([`ENGINE_VAR`]).
+/// How many times the store's writer has waited on the database server's answers (0 on
+/// SQLite).
+pub fn writer_round_trips(store: &seed_store::Store) -> u64 {
+    store
+        .writer_stats()
+        .n_round_trips
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub fn on_postgres() -> bool {
     std::env::var(ENGINE_VAR).is_ok_and(|engine| engine == "postgres")
 }
