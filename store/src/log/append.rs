@@ -8,7 +8,9 @@ use crate::schema::Engine;
 use crate::sql::Connection;
 use seed_events::{EventId, NewEvent, SessionEvent, SessionId};
 
-use super::{last_seq_of_key, newest_pi_entry_id};
+use super::last_seq_of_key;
+#[cfg(debug_assertions)]
+use super::newest_pi_entry_id;
 use crate::sessions::key_for_write;
 use crate::{Error, Result};
 
