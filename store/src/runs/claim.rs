@@ -134,7 +134,7 @@ pub(crate) const SESSION_FREE_FOR_NEW_RUN: &str = concat!(
     ")"
 );
 
-/// [`waiting_accounts_sent`] on PostgreSQL, in one statement: the same seeks of
+/// [`waiting_accounts`] on PostgreSQL, in one statement: the same seeks of
 /// `runs_queued_by_account`, one per account, each from the account before (runs that name
 /// no account sort last there, and are found only when no other account has runs queued).
 pub(crate) const WAITING_ACCOUNTS_POSTGRES: &str = "WITH RECURSIVE waiting (account_id, n) AS (
@@ -148,65 +148,37 @@ pub(crate) const WAITING_ACCOUNTS_POSTGRES: &str = "WITH RECURSIVE waiting (acco
      )
      SELECT account_id FROM waiting ORDER BY n";
 
-/// [`NEXT_CLAIMABLE_OF_ACCOUNT`] of the first account with a queued run, as
-/// [`WAITING_ACCOUNTS_POSTGRES`] orders them (PostgreSQL's alone): what a claim takes when
-/// that account is the only one waiting and no share is counted, asked together with the
-/// accounts so that the answer is there with theirs.
-pub(crate) const NEXT_CLAIMABLE_OF_FIRST_WAITING: &str = claimable_where!(
-    "queued.account_id = (SELECT account_id FROM runs WHERE status = 'queued'
-                          ORDER BY account_id LIMIT 1)"
-);
-
-/// A claimable run and its row id, as [`NEXT_CLAIMABLE_OF_ACCOUNT`] reads them.
-type Claimable = (Result<RunRow>, i64);
-
 /// The accounts with a queued run, as they are about to be read: on PostgreSQL all of them,
-/// by a query sent without waiting, and (when asked) the run the first of them would have
-/// claimed; on SQLite the first account, read at once.
-struct SentWaitingAccounts {
-    accounts: crate::sql::LaterRows<Option<String>>,
-    first_claimable: Option<crate::sql::LaterRows<Claimable>>,
-}
+/// by a query sent without waiting; on SQLite the first of them, read at once.
+struct SentWaitingAccounts(crate::sql::LaterRows<Option<String>>);
 
-/// Sends the query of the accounts with a queued run ([`waiting_accounts_sent`]), whose answer is
-/// read with the next statement waited on; with `claim` (a queue and its lease owner, no share
-/// per account), on PostgreSQL also [`NEXT_CLAIMABLE_OF_FIRST_WAITING`].
-fn send_waiting_accounts(
-    connection: &Connection,
-    claim: Option<(Queue, Option<&str>)>,
-) -> Result<SentWaitingAccounts> {
-    let on_postgres = connection.engine() == crate::Engine::Postgres;
-    let sql = match on_postgres {
-        true => WAITING_ACCOUNTS_POSTGRES,
-        false => FIRST_WAITING_ACCOUNT,
+/// Sends the query of the accounts with a queued run ([`waiting_accounts`]), whose answer is
+/// read with the next statement waited on.
+fn send_waiting_accounts(connection: &Connection) -> Result<SentWaitingAccounts> {
+    let sql = match connection.engine() {
+        crate::Engine::Postgres => WAITING_ACCOUNTS_POSTGRES,
+        crate::Engine::Sqlite => FIRST_WAITING_ACCOUNT,
     };
-    let accounts = connection
+    connection
         .prepare_cached(sql)?
-        .send_query_map(params![], |row| row.get(0))?;
-    let first_claimable = match claim.filter(|_| on_postgres) {
-        Some((queue, lease_owner)) => Some(
-            connection
-                .prepare_cached(NEXT_CLAIMABLE_OF_FIRST_WAITING)?
-                .send_query_map(params![queue.as_str(), lease_owner], |row| {
-                    Ok((run_from_row(row)?, row.get::<_, i64>(RUN_COLUMNS_COUNT)?))
-                })?,
-        ),
-        None => None,
-    };
-    Ok(SentWaitingAccounts {
-        accounts,
-        first_claimable,
-    })
+        .send_query_map(params![], |row| row.get(0))
+        .map(SentWaitingAccounts)
 }
 
-/// The accounts with a queued run (on either queue), each once, in byte order (`None` stands
-/// for runs that name no account), their query sent already ([`send_waiting_accounts`]).
+/// The accounts with a queued run (on either queue), each once, in byte order; `None` stands
+/// for runs that name no account.
+fn waiting_accounts(connection: &Connection) -> Result<Vec<Option<String>>> {
+    let sent = send_waiting_accounts(connection)?;
+    waiting_accounts_sent(connection, sent)
+}
+
+/// [`waiting_accounts`], its query sent already ([`send_waiting_accounts`]).
 fn waiting_accounts_sent(
     connection: &Connection,
-    sent: crate::sql::LaterRows<Option<String>>,
+    sent: SentWaitingAccounts,
 ) -> Result<Vec<Option<String>>> {
     connection.read_answers()?;
-    let mut accounts = sent.values()?;
+    let mut accounts = sent.0.values()?;
     if connection.engine() == crate::Engine::Postgres {
         return Ok(accounts);
     }
@@ -255,35 +227,11 @@ fn next_claimable(
     lease_owner: Option<&str>,
     account_runs_max: usize,
 ) -> Result<Option<RunRow>> {
-    let unshared = account_runs_max == usize::MAX;
-    let sent = send_waiting_accounts(connection, unshared.then_some((queue, lease_owner)))?;
-    next_claimable_sent(connection, queue, lease_owner, account_runs_max, sent)
-}
-
-/// [`next_claimable`], the accounts' query sent already ([`send_waiting_accounts`]): when one
-/// account alone waits and the run its first queued run would be was asked with it, that is
-/// the answer, with no more trips.
-fn next_claimable_sent(
-    connection: &Connection,
-    queue: Queue,
-    lease_owner: Option<&str>,
-    account_runs_max: usize,
-    sent: SentWaitingAccounts,
-) -> Result<Option<RunRow>> {
-    let accounts = waiting_accounts_sent(connection, sent.accounts)?;
-    if let (Some(first_claimable), [Some(_)], usize::MAX) =
-        (sent.first_claimable, accounts.as_slice(), account_runs_max)
-    {
-        return first_claimable
-            .values()?
-            .pop()
-            .map(|(run, _)| run)
-            .transpose();
-    }
+    let accounts = waiting_accounts(connection)?;
     next_claimable_of(connection, queue, lease_owner, account_runs_max, &accounts)
 }
 
-/// [`next_claimable`] among `accounts`, the accounts with queued runs as [`waiting_accounts_sent`]
+/// [`next_claimable`] among `accounts`, the accounts with queued runs as [`waiting_accounts`]
 /// found them.
 fn next_claimable_of(
     connection: &Connection,
@@ -534,11 +482,9 @@ pub(super) fn starts_at_once(
     claim: &ClaimFor,
 ) -> Result<bool> {
     let owner = claim.owner.as_str();
-    // The checks, and the accounts with queued runs (and what the first would claim), in one
-    // trip.
+    // The checks, and the accounts with queued runs, in one trip.
     let checks = send_claim_checks(connection, queue.as_str(), session_id, run_id, false, owner)?;
-    let unshared = claim.account_runs_max == usize::MAX;
-    let waiting = send_waiting_accounts(connection, unshared.then_some((queue, Some(owner))))?;
+    let waiting = send_waiting_accounts(connection)?;
     connection.read_answers()?;
     if !checks.pass()? {
         return Ok(false);
@@ -554,12 +500,13 @@ pub(super) fn starts_at_once(
             return Ok(false);
         }
     }
-    Ok(next_claimable_sent(
+    let accounts = waiting_accounts_sent(connection, waiting)?;
+    Ok(next_claimable_of(
         connection,
         queue,
         Some(owner),
         claim.account_runs_max,
-        waiting,
+        &accounts,
     )?
     .is_none())
 }
