@@ -243,6 +243,11 @@ pub enum Command {
         /// to be started again as a new node). Must be longer than --node-renew-ms.
         #[arg(long, env = "SEED_NODE_EXPIRE_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(20..))]
         node_expire_ms: u64,
+        /// With --database: the connections this node writes over, side by side (each commits
+        /// its own groups of steps; a session's writes always go over the same one). SQLite has
+        /// one writer, whatever this says.
+        #[arg(long, env = "SEED_WRITER_LANES", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+        writer_lanes: u16,
         /// How durable a commit is, on SQLite (with --database, the PostgreSQL server's own
         /// settings decide): `normal` survives a crash of the process (a power loss may roll
         /// back the newest commits); `full` syncs the WAL at every commit, so a commit survives
@@ -461,6 +466,7 @@ pub fn main() -> anyhow::Result<()> {
             database,
             node_renew_ms,
             node_expire_ms,
+            writer_lanes,
             synchronous,
             token_ttl_ms,
             tokens_per_account_max,
@@ -536,6 +542,7 @@ pub fn main() -> anyhow::Result<()> {
                 database: database.clone().map(seed_store::DatabaseUrl),
                 node_renew: Duration::from_millis(*node_renew_ms),
                 node_expire: Duration::from_millis(*node_expire_ms),
+                writer_lanes: usize::from(*writer_lanes),
                 synchronous: match synchronous {
                     SynchronousArg::Normal => seed_store::Synchronous::Normal,
                     SynchronousArg::Full => seed_store::Synchronous::Full,
@@ -692,6 +699,7 @@ fn account_add(cli: &Cli, public_key: &str, database: Option<&str>) -> anyhow::R
             .as_ref(),
         seed_store::Quotas::default(),
         seed_store::Synchronous::Normal,
+        1,
     )?;
     let runtime = actix_web::rt::System::new();
     runtime.block_on(async {

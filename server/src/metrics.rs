@@ -91,7 +91,9 @@ pub async fn render(state: &AppState) -> Result<String, ApiError> {
 }
 
 /// A node's counters on a shared database (PostgreSQL): runs claimed, lease renewals, runs of
-/// lapsed peers taken over, writes refused because this node no longer held the lease, and
+/// lapsed peers taken over, writes refused because this node no longer held the lease, writes
+/// run again after PostgreSQL broke a deadlock between them and another's (its lanes', or
+/// other nodes'), and
 /// runs that went on with the session's harness kept here or found another node had run the
 /// session since.
 fn node_metrics(node: &str, state: &AppState) -> String {
@@ -108,6 +110,10 @@ fn node_metrics(node: &str, state: &AppState) -> String {
         (
             "seed_node_fencing_refusals_total",
             state.store.fencing_refusals(),
+        ),
+        (
+            "seed_node_write_conflicts_retried_total",
+            state.store.writer_stats().n_conflicts_retried.load(Relaxed),
         ),
         (
             "seed_node_harnesses_kept_total",

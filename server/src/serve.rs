@@ -96,6 +96,8 @@ pub struct ServeOptions {
     /// renewal the lease holds.
     pub node_renew: Duration,
     pub node_expire: Duration,
+    /// On PostgreSQL, the connections the store writes over side by side (`--writer-lanes`).
+    pub writer_lanes: usize,
     /// Whether a commit survives a power loss (`Full`) or a process crash (`Normal`); SQLite's
     /// alone.
     pub synchronous: seed_store::Synchronous,
@@ -139,6 +141,7 @@ pub fn open_store(
     database: Option<&seed_store::DatabaseUrl>,
     quotas: seed_store::Quotas,
     synchronous: seed_store::Synchronous,
+    writer_lanes: usize,
 ) -> anyhow::Result<Store> {
     crate::data_dir::create(data_dir)?;
     // No spinning for the store's replies: under many concurrent requests, a task that polls
@@ -150,6 +153,7 @@ pub fn open_store(
         quotas,
         synchronous,
         database: database.cloned(),
+        writer_lanes,
         ..Config::new(data_dir.join(DATABASE_FILE))
     };
     match database {
@@ -325,6 +329,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         options.database.as_ref(),
         options.quotas,
         options.synchronous,
+        options.writer_lanes,
     )?;
     let (key, key_created) = local_key(&options.data_dir)?;
     ensure_account(&store, &key).await?;
@@ -613,6 +618,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         Some(database) => {
             println!("database: {}", describe_database(database));
             println!("durability: the PostgreSQL server's (its synchronous_commit)");
+            println!("writer lanes: {}", options.writer_lanes);
         }
         None => {
             println!(

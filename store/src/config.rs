@@ -84,6 +84,11 @@ pub struct Config {
     /// Read connections in the pool.
     pub n_readers: usize,
     pub batch_mode: BatchMode,
+    /// Writing connections on PostgreSQL, each with a thread that commits its own groups (a
+    /// lane): a session's writes always go to the same lane, in the order they were sent, and
+    /// the lanes commit side by side, as several nodes would. SQLite has one writer: there this
+    /// is always 1. Two by default (docs/design/several-nodes.md has the figures).
+    pub writer_lanes: usize,
     /// At most this many jobs share one transaction.
     pub commit_batch_jobs_max: usize,
     /// Once a job has arrived, the writer keeps gathering while the next one follows within
@@ -203,6 +208,7 @@ impl Config {
             busy_timeout: Duration::from_secs(5),
             n_readers: 4,
             batch_mode: BatchMode::default(),
+            writer_lanes: 2,
             commit_batch_jobs_max: 256,
             gather_gap: Duration::from_micros(3),
             gather_max: Duration::from_micros(200),

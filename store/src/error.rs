@@ -171,6 +171,18 @@ impl Error {
         }
     }
 
+    /// Whether PostgreSQL ended the transaction to break a conflict with another one running at
+    /// the same time (a deadlock, or a serialization failure): nothing of it was committed,
+    /// and the same transaction run again may pass.
+    pub(crate) fn is_conflict(&self) -> bool {
+        match self {
+            Error::Postgres(error) => error
+                .code()
+                .is_some_and(|code| matches!(code.code(), "40P01" | "40001")),
+            _ => false,
+        }
+    }
+
     /// Whether a statement failed because the server had closed its connection (it restarted,
     /// or an administrator cut the connection off), which the connection had not noticed yet:
     /// a connection opened anew may serve at once.

@@ -249,6 +249,18 @@ impl Connection {
         }
     }
 
+    /// Opens another writing connection to a PostgreSQL database the first writer has set up:
+    /// a lane of the writer's (see `writer`). `None` on SQLite, which has one writer.
+    pub(crate) fn open_lane(config: &Config) -> Result<Option<Connection>> {
+        match &config.database {
+            Some(url) => Ok(Some(Connection::Postgres(Box::new(PgConnection::open(
+                &url.0,
+                Purpose::Lane,
+            )?)))),
+            None => Ok(None),
+        }
+    }
+
     /// Opens a read-only connection to a database the writer has set up.
     pub(crate) fn open_reader(config: &Config) -> Result<Connection> {
         match &config.database {

@@ -155,6 +155,9 @@ pub struct WriterStats {
     /// How many times the writer waited on the database server's answers (PostgreSQL's round
     /// trips; 0 on SQLite).
     pub n_round_trips: AtomicU64,
+    /// Jobs run again because PostgreSQL ended their transaction to break a conflict with
+    /// another lane's or node's (a deadlock).
+    pub n_conflicts_retried: AtomicU64,
 }
 
 /// A latency histogram in fixed buckets, lock-free, in the Prometheus shape.
@@ -199,23 +202,44 @@ impl LatencyHistogram {
     }
 }
 
-/// The handle the store keeps; dropping it stops the thread after the jobs already sent.
+/// The handle the store keeps; dropping it stops the threads after the jobs already sent.
 pub(crate) struct Writer {
+    /// One lane on SQLite; on PostgreSQL [`Config::writer_lanes`], each a connection with a
+    /// thread of its own. A session's jobs always go to the same lane ([`Writer::lane_of`]).
+    lanes: Vec<Lane>,
+    /// Jobs sent to a thread and not yet answered, and holds not yet released ([`InFlight`]),
+    /// over every lane. A caller commits on its own thread only while this is 0, so it never
+    /// overtakes a write sent before it.
+    in_flight: Arc<AtomicUsize>,
+    /// How callers wait for their outcomes (shared with the readers).
+    replies: Arc<Replies>,
+    pub(crate) stats: Arc<WriterStats>,
+    /// Set by [`Writer::fence`]: nothing more is committed, on any lane.
+    fenced: Arc<AtomicBool>,
+}
+
+/// Which of `n_lanes` lanes commits the jobs of `session_id`: the same one every time, spread
+/// evenly; the first for a job of no session.
+fn lane_index(n_lanes: usize, session_id: Option<SessionId>) -> usize {
+    use std::hash::{BuildHasher as _, BuildHasherDefault};
+    match (n_lanes, session_id) {
+        (0 | 1, _) | (_, None) => 0,
+        (n_lanes, Some(session_id)) => {
+            let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+                .hash_one(session_id);
+            (hash % n_lanes as u64) as usize
+        }
+    }
+}
+
+/// One writing connection and the thread that commits its groups.
+struct Lane {
     /// `None` inline ([`Config::inline`]): no thread, and every job commits on its caller's.
     sender: Option<Sender<Message>>,
     thread: Option<JoinHandle<()>>,
     /// The connection and what commits on it: locked by the thread for each group, and by a
     /// caller that commits on its own thread ([`Writer::lone_caller_lock`]).
     core: Arc<Mutex<WriterCore>>,
-    /// Jobs sent to the thread and not yet answered, and holds not yet released
-    /// ([`InFlight`]). A caller commits on its own thread only while this is 0, so it never
-    /// overtakes a write sent before it.
-    in_flight: Arc<AtomicUsize>,
-    /// How callers wait for their outcomes (shared with the readers).
-    replies: Arc<Replies>,
-    pub(crate) stats: Arc<WriterStats>,
-    /// Set by [`Writer::fence`]: nothing more is committed.
-    fenced: Arc<AtomicBool>,
 }
 
 impl Writer {
@@ -225,7 +249,6 @@ impl Writer {
         replies: Arc<Replies>,
         fencing: &Arc<crate::nodes::Fencing>,
     ) -> Result<Writer> {
-        let (sender, receiver) = crossbeam_channel::unbounded();
         let stats = Arc::new(WriterStats::default());
         let fenced = Arc::new(AtomicBool::new(false));
         let in_flight = Arc::new(AtomicUsize::new(0));
@@ -237,47 +260,48 @@ impl Writer {
             }
             _ => None,
         };
-        let core = Arc::new(Mutex::new(WriterCore {
-            checkpointer,
-            fenced: Arc::clone(&fenced),
-            fencing: (connection.engine() == crate::Engine::Postgres).then(|| Arc::clone(fencing)),
-            node_row_held: std::cell::Cell::new(false),
-            connection,
-            batch_mode: config.batch_mode,
-            stats: Arc::clone(&stats),
-            faults: config.faults.clone(),
-        }));
-        if config.inline {
-            return Ok(Writer {
-                sender: None,
-                thread: None,
-                core,
-                in_flight,
-                replies,
-                stats,
-                fenced,
-            });
-        }
-        let mut thread = WriterThread {
-            core: Arc::clone(&core),
-            receiver,
-            commit_batch_jobs_max: config.commit_batch_jobs_max.max(1),
-            gather_gap: config.gather_gap,
-            gather_max: config.gather_max,
-            spin: config.spin,
+        let n_lanes = match config.inline {
+            true => 1,
+            false => config.writer_lanes.max(1),
         };
-        let thread = std::thread::Builder::new()
-            .name("seed-store-writer".to_owned())
-            .spawn(move || thread.run())?;
+        let mut connections = vec![(connection, checkpointer)];
+        while connections.len() < n_lanes {
+            match Connection::open_lane(config)? {
+                Some(lane) => connections.push((lane, None)),
+                None => break,
+            }
+        }
+        let lanes = connections
+            .into_iter()
+            .map(|(connection, checkpointer)| {
+                let core = Arc::new(Mutex::new(WriterCore {
+                    checkpointer,
+                    fenced: Arc::clone(&fenced),
+                    fencing: (connection.engine() == crate::Engine::Postgres)
+                        .then(|| Arc::clone(fencing)),
+                    node_row_held: std::cell::Cell::new(false),
+                    round_trips_counted: std::cell::Cell::new(0),
+                    connection,
+                    batch_mode: config.batch_mode,
+                    stats: Arc::clone(&stats),
+                    faults: config.faults.clone(),
+                }));
+                Lane::start(core, config)
+            })
+            .collect::<Result<Vec<Lane>>>()?;
         Ok(Writer {
-            sender: Some(sender),
-            thread: Some(thread),
-            core,
+            lanes,
             in_flight,
             replies,
             stats,
             fenced,
         })
+    }
+
+    /// The lane that commits the jobs of `scope`: a session's always the same one, and a job
+    /// of no session the first.
+    fn lane_of(&self, scope: Scope) -> &Lane {
+        &self.lanes[lane_index(self.lanes.len(), scope.session_id)]
     }
 
     /// Queues `apply` and waits for its group to commit.
@@ -295,20 +319,21 @@ impl Writer {
         });
         // Counted as waiting from here on, so that callers asking together see each other.
         let outcome = self.replies.wait(outcome);
-        if let Some(job) = self.commit_here(job).await? {
+        let lane = self.lane_of(scope);
+        if let Some(job) = self.commit_here(lane, job).await? {
             let in_flight = InFlight::new(&self.in_flight);
-            self.send(Message::Job(Box::new(SentJob { job, in_flight })))?;
+            self.send(lane, Message::Job(Box::new(SentJob { job, in_flight })))?;
         }
         outcome.await.map_err(|_| Error::Closed)?
     }
 
     /// Commits `job` alone on the caller's thread when that is allowed (inline, or
-    /// [`Writer::lone_caller_lock`]); otherwise hands it back, to be sent to the thread.
-    async fn commit_here(&self, job: Box<dyn Job>) -> Result<Option<Box<dyn Job>>> {
-        let core = if self.sender.is_none() {
-            self.core.lock().map_err(|_| Error::Closed)?
+    /// [`Writer::lone_caller_lock`]); otherwise hands it back, to be sent to `lane`'s thread.
+    async fn commit_here(&self, lane: &Lane, job: Box<dyn Job>) -> Result<Option<Box<dyn Job>>> {
+        let core = if lane.sender.is_none() {
+            lane.core.lock().map_err(|_| Error::Closed)?
         } else {
-            match self.lone_caller_lock().await? {
+            match self.lone_caller_lock(lane).await? {
                 Some(core) => core,
                 None => return Ok(Some(job)),
             }
@@ -328,7 +353,10 @@ impl Writer {
     /// nothing. `None` otherwise. A lone caller then pays no
     /// hand-off between threads, which costs more than the commit itself on a busy virtual
     /// machine (docs/design/group-commit.md); callers asking together still commit as a group.
-    async fn lone_caller_lock(&self) -> Result<Option<MutexGuard<'_, WriterCore>>> {
+    async fn lone_caller_lock<'lane>(
+        &self,
+        lane: &'lane Lane,
+    ) -> Result<Option<MutexGuard<'lane, WriterCore>>> {
         if tokio::runtime::Handle::try_current().is_ok() {
             return Ok(None);
         }
@@ -344,33 +372,47 @@ impl Writer {
         }
         // Held at most while the thread finishes a group whose jobs are all answered (its
         // checkpoint share), or by another lone caller: the thread would wait for it as well.
-        let core = self.core.lock().map_err(|_| Error::Closed)?;
+        let core = lane.core.lock().map_err(|_| Error::Closed)?;
         // Checked again under the lock: a job sent meanwhile goes first.
         Ok((self.in_flight.load(Ordering::SeqCst) == 0).then_some(core))
     }
 
-    /// Stops the writer between two groups until the returned hold is dropped. Jobs sent
-    /// meanwhile wait and then commit together: tests use it to put chosen jobs in one group.
-    /// Inline, there is no group to hold jobs for: the hold does nothing.
+    /// Stops the writer between two groups (every lane) until the returned hold is dropped.
+    /// Jobs sent meanwhile wait and then commit together: tests use it to put chosen jobs in
+    /// one group. Inline, there is no group to hold jobs for: the hold does nothing.
     pub(crate) fn hold(&self) -> Result<WriterHold> {
-        let (started_sender, started) = crossbeam_channel::bounded(1);
-        let (release, release_receiver) = crossbeam_channel::bounded(0);
-        if self.sender.is_none() {
-            return Ok(WriterHold { _release: release });
+        let mut releases = Vec::with_capacity(self.lanes.len());
+        for lane in &self.lanes {
+            let (started_sender, started) = crossbeam_channel::bounded(1);
+            let (release, release_receiver) = crossbeam_channel::bounded(0);
+            releases.push(release);
+            if lane.sender.is_none() {
+                continue;
+            }
+            self.send(
+                lane,
+                Message::Hold {
+                    started: started_sender,
+                    release: release_receiver,
+                    // In flight from now, so that no caller commits on its own thread under
+                    // the hold.
+                    in_flight: InFlight::new(&self.in_flight),
+                },
+            )?;
+            started.recv().map_err(|_| Error::Closed)?;
         }
-        self.send(Message::Hold {
-            started: started_sender,
-            release: release_receiver,
-            // In flight from now, so that no caller commits on its own thread under the hold.
-            in_flight: InFlight::new(&self.in_flight),
-        })?;
-        started.recv().map_err(|_| Error::Closed)?;
-        Ok(WriterHold { _release: release })
+        Ok(WriterHold {
+            _releases: releases,
+        })
     }
 
     /// Jobs sent and not yet taken up by the writer.
     pub(crate) fn queued(&self) -> usize {
-        self.sender.as_ref().map_or(0, Sender::len)
+        self.lanes
+            .iter()
+            .filter_map(|lane| lane.sender.as_ref())
+            .map(Sender::len)
+            .sum()
     }
 
     /// The flag [`Writer::fence`] sets, for a job that fences the writer after itself.
@@ -383,11 +425,11 @@ impl Writer {
         self.fenced.store(true, Ordering::SeqCst);
     }
 
-    fn send(&self, message: Message) -> Result<()> {
+    fn send(&self, lane: &Lane, message: Message) -> Result<()> {
         if self.fenced.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        self.sender
+        lane.sender
             .as_ref()
             .ok_or(Error::Closed)?
             .send(message)
@@ -397,25 +439,62 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        self.sender = None;
-        if let Some(thread) = self.thread.take()
-            && thread.join().is_err()
-        {
-            tracing::error!("the store writer thread panicked");
+        for lane in &mut self.lanes {
+            lane.sender = None;
+        }
+        for lane in &mut self.lanes {
+            if let Some(thread) = lane.thread.take()
+                && thread.join().is_err()
+            {
+                tracing::error!("a store writer thread panicked");
+            }
         }
         // The connection closes when the last handle on the core goes, which is this one.
-        if self.fenced.load(Ordering::SeqCst)
-            && let Ok(core) = self.core.lock()
-        {
-            core.skip_close_checkpoint();
+        if self.fenced.load(Ordering::SeqCst) {
+            for lane in &self.lanes {
+                if let Ok(core) = lane.core.lock() {
+                    core.skip_close_checkpoint();
+                }
+            }
         }
+    }
+}
+
+impl Lane {
+    /// The lane of `core`, with its thread (none inline).
+    fn start(core: Arc<Mutex<WriterCore>>, config: &Config) -> Result<Lane> {
+        if config.inline {
+            return Ok(Lane {
+                sender: None,
+                thread: None,
+                core,
+            });
+        }
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        let mut thread = WriterThread {
+            core: Arc::clone(&core),
+            receiver,
+            commit_batch_jobs_max: config.commit_batch_jobs_max.max(1),
+            gather_gap: config.gather_gap,
+            gather_max: config.gather_max,
+            spin: config.spin,
+        };
+        let thread = std::thread::Builder::new()
+            .name("seed-store-writer".to_owned())
+            .spawn(move || thread.run())?;
+        Ok(Lane {
+            sender: Some(sender),
+            thread: Some(thread),
+            core,
+        })
     }
 }
 
 /// Keeps the writer stopped between groups while it lives. See [`crate::Store::hold_writer`].
 #[derive(Debug)]
 pub struct WriterHold {
-    _release: Sender<()>,
+    /// One per lane.
+    _releases: Vec<Sender<()>>,
 }
 
 /// The thread's side: gathers the jobs sent to it into groups and commits each on the core.
@@ -515,146 +594,4 @@ impl WriterThread {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::task::Context;
-
-    use super::*;
-    use crate::params;
-
-    /// A job that does nothing; its session id says which one it is.
-    struct Probe(Scope);
-
-    impl Job for Probe {
-        fn scope(&self) -> Scope {
-            self.0
-        }
-        fn apply(&mut self, _: &Connection) -> Result<()> {
-            Ok(())
-        }
-        fn finish(self: Box<Self>, _: Result<()>) {}
-    }
-
-    #[test]
-    fn appends_sort_by_session_within_runs_and_keep_each_sessions_order() {
-        // (probe number, append key): None is a job that may depend on what came before.
-        let probes = [
-            (0, Some(3)),
-            (1, Some(1)),
-            (2, Some(3)),
-            (3, None),
-            (4, Some(2)),
-            (5, Some(1)),
-            (6, Some(1)),
-        ];
-        let mut group: Vec<Box<dyn Job>> = probes
-            .iter()
-            .map(|&(number, append_key)| {
-                Box::new(Probe(Scope {
-                    session_id: Some(SessionId::from_u128(number)),
-                    append_key,
-                })) as Box<dyn Job>
-            })
-            .collect();
-        sort_commuting_runs(&mut group);
-        let order: Vec<SessionId> = group
-            .iter()
-            .filter_map(|job| job.scope().session_id)
-            .collect();
-        let expected: Vec<SessionId> = [1, 0, 2, 3, 5, 6, 4]
-            .into_iter()
-            .map(SessionId::from_u128)
-            .collect();
-        assert_eq!(order, expected);
-    }
-
-    /// Which thread ran a write, and the write's row landed.
-    fn thread_of_a_write(store: &crate::Store) -> impl Future<Output = Result<String>> + use<> {
-        let store = store.clone();
-        async move {
-            let name = store
-                .write(None, |connection| {
-                    connection.execute_batch(
-                        "CREATE TABLE IF NOT EXISTS probe (x INTEGER); INSERT INTO probe VALUES (1)",
-                    )?;
-                    Ok(std::thread::current().name().unwrap_or("").to_owned())
-                })
-                .await?;
-            let n_rows: i64 = store
-                .read(|connection| {
-                    connection.query_row("SELECT count(*) FROM probe", params![], |row| row.get(0))
-                })
-                .await?;
-            assert!(n_rows >= 1, "the write landed");
-            Ok(name)
-        }
-    }
-
-    fn open_store(dir: &tempfile::TempDir) -> crate::Store {
-        crate::Store::open(Config::new(dir.path().join("store.db"))).expect("opens")
-    }
-
-    #[test]
-    fn a_lone_caller_off_any_async_runtime_commits_on_its_own_thread() {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let store = open_store(&dir);
-        let here = std::thread::current().name().unwrap_or("").to_owned();
-        let ran_on = futures::executor::block_on(thread_of_a_write(&store)).expect("writes");
-        assert_eq!(ran_on, here);
-        assert_eq!(store.writer_stats().n_commits.load(Ordering::Relaxed), 1);
-    }
-
-    #[test]
-    fn a_caller_on_an_async_runtime_hands_its_write_to_the_thread() {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let store = open_store(&dir);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("a runtime");
-        let ran_on = runtime.block_on(thread_of_a_write(&store)).expect("writes");
-        assert_eq!(ran_on, "seed-store-writer");
-    }
-
-    #[test]
-    fn a_caller_never_overtakes_what_was_sent_to_the_thread_before_it() {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let store = open_store(&dir);
-        // A hold counts as sent: while it lasts, a write waits in the queue.
-        let hold = store.hold_writer().expect("holds");
-        let mut write = Box::pin(thread_of_a_write(&store));
-        let mut context = Context::from_waker(futures::task::noop_waker_ref());
-        for _ in 0..3 {
-            assert!(
-                write.as_mut().poll(&mut context).is_pending(),
-                "the write committed under the hold"
-            );
-        }
-        assert_eq!(store.queued_writes(), 1);
-        drop(hold);
-        let ran_on = futures::executor::block_on(write).expect("writes");
-        assert_eq!(ran_on, "seed-store-writer");
-        // With nothing left in flight, the next lone write commits on this thread again.
-        let here = std::thread::current().name().unwrap_or("").to_owned();
-        let ran_on = futures::executor::block_on(thread_of_a_write(&store)).expect("writes");
-        assert_eq!(ran_on, here);
-    }
-
-    #[test]
-    fn tasks_of_one_executor_asking_together_commit_on_the_thread() {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let store = open_store(&dir);
-        let mut pool = futures::executor::LocalPool::new();
-        let spawner = pool.spawner();
-        let firsts = (0..8)
-            .map(|_| {
-                let store = store.clone();
-                futures::task::LocalSpawnExt::spawn_local_with_handle(&spawner, async move {
-                    thread_of_a_write(&store).await
-                })
-                .expect("spawns")
-            })
-            .collect::<Vec<_>>();
-        for ran_on in pool.run_until(futures::future::join_all(firsts)) {
-            assert_eq!(ran_on.expect("writes"), "seed-store-writer");
-        }
-    }
-}
+mod tests;

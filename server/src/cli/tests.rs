@@ -245,3 +245,20 @@ fn serve_takes_each_accounts_share_of_the_runs_in_flight_and_refuses_none() {
     assert_eq!(seed_actors::account_runs_max_default(64), 16);
     assert_eq!(seed_actors::account_runs_max_default(3), 1, "at least one");
 }
+
+#[test]
+fn serve_takes_the_writer_lanes_with_two_by_default() {
+    let lanes = |args: &[&str]| match parse_serve(args).ok() {
+        Some(Command::Serve { writer_lanes, .. }) => Some(writer_lanes),
+        _ => None,
+    };
+    assert_eq!(lanes(&[]), Some(2));
+    assert_eq!(
+        usize::from(lanes(&[]).expect("parses")),
+        seed_store::Config::new("store.db").writer_lanes,
+        "the flag's default is the store's"
+    );
+    assert_eq!(lanes(&["--writer-lanes", "4"]), Some(4));
+    assert_serve_refuses(&["--writer-lanes", "0"], "--writer-lanes");
+    assert_serve_refuses(&["--writer-lanes", "65"], "--writer-lanes");
+}

@@ -25,7 +25,10 @@ use crate::{Error, Result};
 /// What a connection is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Purpose {
+    /// The writer's first connection: it brings the schema up to date when it opens.
     Writer,
+    /// Another writer's connection (a lane: see `writer`), opened after the first.
+    Lane,
     Reader,
 }
 

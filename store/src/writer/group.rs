@@ -16,6 +16,10 @@ use crate::params;
 use crate::sql::Connection;
 use crate::{BatchMode, Error, Result};
 
+/// How many times a job alone is run again after PostgreSQL ended its transaction to break a
+/// conflict (see [`Error::is_conflict`]).
+const CONFLICT_RETRIES: u32 = 3;
+
 /// The writing connection and what commits on it, behind the writer's lock.
 pub(super) struct WriterCore {
     /// Checkpoints the WAL, mostly on a thread of its own; `None` leaves it to SQLite on this
@@ -29,6 +33,9 @@ pub(super) struct WriterCore {
     /// `Fencing::check`). Cleared when a transaction begins and when what took it is rolled
     /// back.
     pub(super) node_row_held: std::cell::Cell<bool>,
+    /// The connection's round trips already added to [`WriterStats::n_round_trips`], which
+    /// counts every lane's.
+    pub(super) round_trips_counted: std::cell::Cell<u64>,
     pub(super) connection: Connection,
     pub(super) batch_mode: BatchMode,
     pub(super) stats: Arc<WriterStats>,
@@ -53,9 +60,11 @@ impl WriterCore {
     /// that falls to the writer: it delays the next group only.
     pub(super) fn commit_and_checkpoint(&self, group: Vec<Box<dyn Job>>) {
         self.commit_group(group);
-        self.stats
-            .n_round_trips
-            .store(self.connection.n_round_trips(), Ordering::Relaxed);
+        let n_round_trips = self.connection.n_round_trips();
+        self.stats.n_round_trips.fetch_add(
+            n_round_trips.saturating_sub(self.round_trips_counted.replace(n_round_trips)),
+            Ordering::Relaxed,
+        );
         if let Some(checkpointer) = &self.checkpointer
             && let Some(sqlite) = self.connection.sqlite()
         {
@@ -175,19 +184,32 @@ impl WriterCore {
         job.apply(&self.connection)
     }
 
+    /// Commits the job in a transaction of its own. A transaction PostgreSQL ended to break a
+    /// conflict with another writer's (another lane's or node's) is run again, a few times.
     fn commit_alone(&self, mut job: Box<dyn Job>) {
-        let outcome = self.begin().and_then(|()| {
-            self.apply(&mut job)?;
-            self.commit()
-        });
-        let outcome = match outcome {
-            Ok(()) => {
-                self.stats.n_commits.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(error) => {
-                self.rollback();
-                Err(self.classify(error, job.scope().session_id))
+        let mut n_conflicts = 0;
+        let outcome = loop {
+            let outcome = self.begin().and_then(|()| {
+                self.apply(&mut job)?;
+                self.commit()
+            });
+            match outcome {
+                Ok(()) => {
+                    self.stats.n_commits.fetch_add(1, Ordering::Relaxed);
+                    break Ok(());
+                }
+                Err(error) => {
+                    self.rollback();
+                    if error.is_conflict() && n_conflicts < CONFLICT_RETRIES {
+                        n_conflicts += 1;
+                        self.stats
+                            .n_conflicts_retried
+                            .fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(%error, "store write run again after a conflict");
+                        continue;
+                    }
+                    break Err(self.classify(error, job.scope().session_id));
+                }
             }
         };
         self.finish(job, outcome);

@@ -78,7 +78,8 @@
 //! throwaway cluster with every commit synced; they run in the `runtime` suite when the filter
 //! selects one of them or that URL is set. `runtime 100 sessions postgres` is the `runtime 100
 //! sessions` workload with the store on that PostgreSQL (one node), against the one-connection
-//! floor; CPU per step of Seed and of PostgreSQL go to stderr.
+//! floor; CPU per step of Seed and of PostgreSQL go to stderr. `SEED_BENCH_WRITER_LANES=N` sets
+//! the writer's lanes on PostgreSQL (the store's default otherwise).
 //!
 //! The `mcp` suite (`mcp.rs`, `seed_tests::mcp_bench`) calls server-everything's `echo` over
 //! stdio through the whole runtime (installed by scripts/mcp-servers.sh when missing): `mcp call

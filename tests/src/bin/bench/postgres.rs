@@ -56,6 +56,9 @@ pub(crate) fn wanted(filter: &str) -> bool {
 /// The floors and the runtime's row; `base` is the store's configuration for the runtime's
 /// row, whose database is set to one of the cluster's.
 pub(crate) fn rows(filter: &str, base: &seed_store::Config) -> anyhow::Result<Vec<Row>> {
+    let mut base = base.clone();
+    set_writer_lanes(&mut base)?;
+    let base = &base;
     let cluster = match std::env::var("SEED_BENCH_DATABASE_URL") {
         Ok(url) => Cluster { url, dir: None },
         Err(_) => Cluster::start()?,
@@ -104,6 +107,17 @@ pub(crate) fn rows(filter: &str, base: &seed_store::Config) -> anyhow::Result<Ve
         rows.push(two_nodes_row(&cluster.url, base, floor_one)?);
     }
     Ok(rows)
+}
+
+/// The writer's lanes as `SEED_BENCH_WRITER_LANES` says, when it does (the store's default
+/// otherwise), to compare them.
+fn set_writer_lanes(config: &mut seed_store::Config) -> anyhow::Result<()> {
+    if let Ok(lanes) = std::env::var("SEED_BENCH_WRITER_LANES") {
+        config.writer_lanes = lanes
+            .parse()
+            .context("SEED_BENCH_WRITER_LANES must be a whole number")?;
+    }
+    Ok(())
 }
 
 /// `runtime 100 sessions postgres`: the best of the rounds, each on a database of its own.
@@ -333,6 +347,7 @@ pub(crate) fn node_child() -> anyhow::Result<()> {
         seed_store::BatchMode::Optimistic,
     );
     config.database = Some(seed_store::DatabaseUrl(url.clone()));
+    set_writer_lanes(&mut config)?;
     let share = NodeShare {
         boot_id: "bench-b".to_owned(),
         first_lane: first_lane.parse()?,
