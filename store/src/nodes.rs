@@ -49,16 +49,6 @@ pub(crate) fn database_now(connection: &Connection, now_ms: i64) -> Result<i64> 
 fn register_node(connection: &Connection, id: &str, now_ms: i64, ttl_ms: i64) -> Result<NodeRow> {
     let now_ms = database_now(connection, now_ms)?;
     let expires_at_ms = now_ms.saturating_add(ttl_ms);
-    if connection.engine() == Engine::Postgres {
-        // A process paused in the middle of a transaction holds its locks (a session's row, its
-        // node's row) from everyone: PostgreSQL ends such a transaction once it has been idle
-        // as long as a lease holds, and the node's row lapses meanwhile anyway.
-        // Made again on each connection the writer opens anew after losing this one.
-        connection.set_for_session(
-            "idle_in_transaction_session_timeout",
-            &format!("{ttl_ms}ms"),
-        )?;
-    }
     let epoch = connection
         .prepare_cached(
             "INSERT INTO nodes (id, epoch, started_at, renewed_at, expires_at)
@@ -194,6 +184,18 @@ impl Store {
     /// holding for `ttl_ms` unless renewed ([`Store::renew_node`]). From then on, on
     /// PostgreSQL, the leases it takes carry its epoch and its writes are fenced.
     pub async fn register_node(&self, id: &str, now_ms: i64, ttl_ms: i64) -> Result<NodeRow> {
+        // A process paused in the middle of a transaction holds its locks (a session's row, its
+        // node's row) from everyone: PostgreSQL ends such a transaction once it has been idle
+        // as long as a lease holds, and the node's row lapses meanwhile anyway. On every
+        // connection the writer writes over (each lane's), and made again on each it opens
+        // anew after losing one.
+        if self.config().database.is_some() {
+            let timeout = format!("{ttl_ms}ms");
+            self.write_on_every_connection(move |connection| {
+                connection.set_for_session("idle_in_transaction_session_timeout", &timeout)
+            })
+            .await?;
+        }
         // Two nodes joining at once may pick the same epoch; one of them tries again.
         let mut attempts = 0;
         let node = loop {

@@ -110,6 +110,16 @@ impl Store {
         self.inner.writer.write(scope, apply).await
     }
 
+    /// Runs `apply` on each of the writer's connections (one on SQLite, a lane each on
+    /// PostgreSQL), in a transaction of its own; the outputs in lane order.
+    pub(crate) async fn write_on_every_connection<T, F>(&self, apply: F) -> Result<Vec<T>>
+    where
+        F: FnMut(&Connection) -> Result<T> + Clone + Send + 'static,
+        T: Send + 'static,
+    {
+        self.inner.writer.write_on_every_lane(apply).await
+    }
+
     /// Like `write`, for a job that only appends rows of the session whose key is `session_key`
     /// (when it is known), so the writer may order it among other sessions' appends.
     pub(crate) async fn write_appends<T, F>(

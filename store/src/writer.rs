@@ -310,6 +310,29 @@ impl Writer {
         F: FnMut(&Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
+        self.write_on(self.lane_of(scope), scope, apply).await
+    }
+
+    /// Runs `apply` on every lane's connection, one lane after the other, each in a
+    /// transaction of its lane's: for what each connection must hold (a setting of its
+    /// session's).
+    pub(crate) async fn write_on_every_lane<T, F>(&self, apply: F) -> Result<Vec<T>>
+    where
+        F: FnMut(&Connection) -> Result<T> + Clone + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut outputs = Vec::with_capacity(self.lanes.len());
+        for lane in &self.lanes {
+            outputs.push(self.write_on(lane, Scope::default(), apply.clone()).await?);
+        }
+        Ok(outputs)
+    }
+
+    async fn write_on<T, F>(&self, lane: &Lane, scope: Scope, apply: F) -> Result<T>
+    where
+        F: FnMut(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
         let (reply, outcome) = oneshot::channel();
         let job = Box::new(FnJob {
             scope,
@@ -319,7 +342,6 @@ impl Writer {
         });
         // Counted as waiting from here on, so that callers asking together see each other.
         let outcome = self.replies.wait(outcome);
-        let lane = self.lane_of(scope);
         if let Some(job) = self.commit_here(lane, job).await? {
             let in_flight = InFlight::new(&self.in_flight);
             self.send(lane, Message::Job(Box::new(SentJob { job, in_flight })))?;

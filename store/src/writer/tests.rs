@@ -320,3 +320,27 @@ fn a_hold_stops_every_lane() {
         second.expect("commits");
     });
 }
+
+#[test]
+fn a_registered_node_has_every_lane_end_a_transaction_left_idle_past_its_lease() {
+    let database = crate::ScratchDatabase::on_test_cluster();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = open_postgres_store(&database, &dir, 2);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime
+        .block_on(store.register_node("node-a", 1_000, 30_000))
+        .expect("registers");
+    let shown: Vec<String> = runtime
+        .block_on(store.write_on_every_connection(|connection| {
+            connection.query_row(
+                "SHOW idle_in_transaction_session_timeout",
+                params![],
+                |row| row.get(0),
+            )
+        }))
+        .expect("shows");
+    assert_eq!(shown, ["30s", "30s"], "each lane's connection");
+}
