@@ -185,12 +185,19 @@ impl WriterCore {
     }
 
     /// Commits the job in a transaction of its own. A transaction PostgreSQL ended to break a
-    /// conflict with another writer's (another lane's or node's) is run again, a few times.
+    /// conflict with another writer's (another lane's or node's) is run again, a few times; so
+    /// is, once, one that met its connection closed (the server restarted, or cut it off, and
+    /// this connection had not noticed yet) before its `COMMIT` was sent: nothing of it was
+    /// committed, and the next `BEGIN` opens a connection anew. A `COMMIT` that meets the
+    /// connection closed is not run again: it may have committed.
     fn commit_alone(&self, mut job: Box<dyn Job>) {
         let mut n_conflicts = 0;
+        let mut reconnected = false;
         let outcome = loop {
+            let mut committing = false;
             let outcome = self.begin().and_then(|()| {
                 self.apply(&mut job)?;
+                committing = true;
                 self.commit()
             });
             match outcome {
@@ -206,6 +213,11 @@ impl WriterCore {
                             .n_conflicts_retried
                             .fetch_add(1, Ordering::Relaxed);
                         tracing::debug!(%error, "store write run again after a conflict");
+                        continue;
+                    }
+                    if error.is_connection_closed() && !committing && !reconnected {
+                        reconnected = true;
+                        tracing::info!(%error, "a write met its connection closed; writing again");
                         continue;
                     }
                     break Err(self.classify(error, job.scope().session_id));

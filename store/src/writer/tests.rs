@@ -344,3 +344,44 @@ fn a_registered_node_has_every_lane_end_a_transaction_left_idle_past_its_lease()
         .expect("shows");
     assert_eq!(shown, ["30s", "30s"], "each lane's connection");
 }
+
+#[test]
+fn a_write_whose_connection_the_server_cut_while_idle_commits_on_a_new_one() {
+    let database = crate::ScratchDatabase::on_test_cluster();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = open_postgres_store(&database, &dir, 2);
+    let (one, other) = sessions_on_two_lanes(2);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let write = |session_id| {
+        store.write(Some(session_id), |connection| {
+            connection.execute_batch(
+                "CREATE TABLE IF NOT EXISTS probe (x INTEGER); INSERT INTO probe VALUES (1)",
+            )
+        })
+    };
+    for session_id in [one, other] {
+        runtime.block_on(write(session_id)).expect("commits");
+    }
+    // The server cuts every connection of the database off (a restart, an operator), while
+    // the writer's lanes sit idle.
+    blocker(&database)
+        .batch_execute(
+            "SELECT CAST(pg_terminate_backend(pid) AS TEXT) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .expect("cuts the connections");
+    for session_id in [one, other] {
+        runtime
+            .block_on(write(session_id))
+            .expect("the next write on each lane commits");
+    }
+    let n_rows: i64 = runtime
+        .block_on(store.read(|connection| {
+            connection.query_row("SELECT count(*) FROM probe", params![], |row| row.get(0))
+        }))
+        .expect("reads");
+    assert_eq!(n_rows, 4);
+}
