@@ -143,38 +143,75 @@ fn tasks_of_one_executor_asking_together_commit_on_the_thread() {
     }
 }
 
-/// A store on a scratch PostgreSQL database whose writer has `n_lanes` lanes.
-fn open_postgres_store(
-    database: &crate::ScratchDatabase,
-    dir: &tempfile::TempDir,
-    n_lanes: usize,
-) -> crate::Store {
-    crate::Store::open(Config {
-        database: Some(crate::DatabaseUrl(database.url().to_owned())),
-        writer_lanes: n_lanes,
-        ..Config::new(dir.path().join("store.db"))
-    })
-    .expect("opens")
+/// A store on a scratch PostgreSQL database whose writer has two lanes, two sessions it
+/// commits on different lanes, and a runtime to drive the store's futures on.
+struct TwoLanes {
+    // Field order is drop order: the store's connections close before its database goes.
+    store: crate::Store,
+    one: SessionId,
+    other: SessionId,
+    runtime: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+    database: crate::ScratchDatabase,
 }
 
-/// Two sessions that a writer of `n_lanes` lanes commits on different lanes.
-fn sessions_on_two_lanes(n_lanes: usize) -> (SessionId, SessionId) {
-    let first = SessionId::from_u128(1);
-    let lane = lane_index(n_lanes, Some(first));
-    let other = (2..1_000)
-        .map(SessionId::from_u128)
-        .find(|session_id| lane_index(n_lanes, Some(*session_id)) != lane)
-        .expect("a session on another lane");
-    (first, other)
+impl TwoLanes {
+    fn new() -> TwoLanes {
+        let database = crate::ScratchDatabase::on_test_cluster();
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = crate::Store::open(Config {
+            database: Some(crate::DatabaseUrl(database.url().to_owned())),
+            writer_lanes: 2,
+            ..Config::new(dir.path().join("store.db"))
+        })
+        .expect("opens");
+        let one = SessionId::from_u128(1);
+        let other = (2..1_000)
+            .map(SessionId::from_u128)
+            .find(|session_id| lane_index(2, Some(*session_id)) != lane_index(2, Some(one)))
+            .expect("a session on the other lane");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime
+            .block_on(store.write(None, |connection| {
+                connection.execute_batch("CREATE TABLE probe (x INTEGER)")
+            }))
+            .expect("makes the probe table");
+        TwoLanes {
+            store,
+            one,
+            other,
+            runtime,
+            _dir: dir,
+            database,
+        }
+    }
+
+    /// Another connection to the database, to hold what the writer's jobs then wait for.
+    fn blocker(&self) -> crate::postgres::connection::PgConnection {
+        crate::postgres::connection::PgConnection::open(
+            self.database.url(),
+            crate::postgres::connection::Purpose::Lane,
+        )
+        .expect("connects")
+    }
+
+    /// The rows [`insert_probe`] wrote.
+    fn n_probes(&self) -> i64 {
+        self.runtime
+            .block_on(self.store.read(|connection| {
+                connection.query_row("SELECT count(*) FROM probe", params![], |row| row.get(0))
+            }))
+            .expect("reads")
+    }
 }
 
-/// Another connection to the database, to hold what the writer's jobs then wait for.
-fn blocker(database: &crate::ScratchDatabase) -> crate::postgres::connection::PgConnection {
-    crate::postgres::connection::PgConnection::open(
-        database.url(),
-        crate::postgres::connection::Purpose::Lane,
-    )
-    .expect("connects")
+/// A job's write: one row of `probe`.
+fn insert_probe(connection: &Connection) -> Result<()> {
+    connection
+        .execute_batch("CREATE TABLE IF NOT EXISTS probe (x INTEGER); INSERT INTO probe VALUES (1)")
 }
 
 #[test]
@@ -196,33 +233,22 @@ fn a_sessions_lane_lays_its_jobs_out_evenly_and_the_same_every_time() {
 
 #[test]
 fn a_session_on_one_lane_commits_while_another_lanes_job_waits() {
-    let database = crate::ScratchDatabase::on_test_cluster();
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let store = open_postgres_store(&database, &dir, 2);
-    let (waiting, free) = sessions_on_two_lanes(2);
-    let blocker = blocker(&database);
+    let lanes = TwoLanes::new();
+    let blocker = lanes.blocker();
     blocker
         .batch_execute("SELECT pg_advisory_lock(7)")
         .expect("locks");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
     // This job waits on the lock the other connection holds, and its lane with it.
-    let mut blocked = Box::pin(store.write(Some(waiting), |connection| {
+    let mut blocked = Box::pin(lanes.store.write(Some(lanes.one), |connection| {
         connection.execute_batch("SELECT pg_advisory_xact_lock(7)")
     }));
-    runtime.block_on(async {
+    lanes.runtime.block_on(async {
         assert!(
             futures::poll!(blocked.as_mut()).is_pending(),
             "the blocked write is under way"
         );
         // The other lane commits meanwhile: one lane would keep it behind the blocked job.
-        let free_write = store.write(Some(free), |connection| {
-            connection.execute_batch(
-                "CREATE TABLE IF NOT EXISTS probe (x INTEGER); INSERT INTO probe VALUES (1)",
-            )
-        });
+        let free_write = lanes.store.write(Some(lanes.other), insert_probe);
         tokio::time::timeout(Duration::from_secs(60), free_write)
             .await
             .expect("the other lane's write commits while the first waits")
@@ -235,17 +261,15 @@ fn a_session_on_one_lane_commits_while_another_lanes_job_waits() {
     blocker
         .batch_execute("SELECT pg_advisory_unlock(7)")
         .expect("unlocks");
-    runtime
+    lanes
+        .runtime
         .block_on(blocked)
         .expect("the blocked write commits once free");
 }
 
 #[test]
 fn a_deadlock_between_two_lanes_is_broken_and_both_writes_commit() {
-    let database = crate::ScratchDatabase::on_test_cluster();
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let store = open_postgres_store(&database, &dir, 2);
-    let (one, other) = sessions_on_two_lanes(2);
+    let lanes = TwoLanes::new();
     // Each job takes one lock, waits until the other job holds its own, then takes the other's:
     // the first time round only, so that the job PostgreSQL ends goes through when run again.
     let both_hold_one = Arc::new(std::sync::Barrier::new(2));
@@ -258,59 +282,32 @@ fn a_deadlock_between_two_lanes_is_broken_and_both_writes_commit() {
                 both_hold_one.wait();
             }
             connection.execute_batch(&format!("SELECT pg_advisory_xact_lock({second_lock})"))?;
-            connection.execute_batch(
-                "CREATE TABLE IF NOT EXISTS probe (x INTEGER); INSERT INTO probe VALUES (1)",
-            )
+            insert_probe(connection)
         }
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let (first, second) = runtime.block_on(async {
+    let (first, second) = lanes.runtime.block_on(async {
         futures::join!(
-            store.write(Some(one), job(1, 2)),
-            store.write(Some(other), job(2, 1))
+            lanes.store.write(Some(lanes.one), job(1, 2)),
+            lanes.store.write(Some(lanes.other), job(2, 1))
         )
     });
     first.expect("the first write commits");
     second.expect("the second write commits");
-    assert!(
-        store
-            .writer_stats()
-            .n_conflicts_retried
-            .load(Ordering::Relaxed)
-            >= 1
-    );
-    let n_rows: i64 = runtime
-        .block_on(store.read(|connection| {
-            connection.query_row("SELECT count(*) FROM probe", params![], |row| row.get(0))
-        }))
-        .expect("reads");
-    assert_eq!(n_rows, 2, "each write committed once");
+    let stats = lanes.store.writer_stats();
+    assert!(stats.n_conflicts_retried.load(Ordering::Relaxed) >= 1);
+    assert_eq!(lanes.n_probes(), 2, "each write committed once");
 }
 
 #[test]
 fn a_hold_stops_every_lane() {
-    let database = crate::ScratchDatabase::on_test_cluster();
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let store = open_postgres_store(&database, &dir, 2);
-    let (one, other) = sessions_on_two_lanes(2);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async {
-        let hold = store.hold_writer().expect("holds");
-        let write = |session_id| {
-            store.write(Some(session_id), |connection| {
-                connection.execute_batch("SELECT 1")
-            })
-        };
-        let mut writes = Box::pin(futures::future::join(write(one), write(other)));
+    let lanes = TwoLanes::new();
+    lanes.runtime.block_on(async {
+        let hold = lanes.store.hold_writer().expect("holds");
+        let write = |session_id| lanes.store.write(Some(session_id), insert_probe);
+        let mut writes = Box::pin(futures::future::join(write(lanes.one), write(lanes.other)));
         assert!(futures::poll!(writes.as_mut()).is_pending());
         assert_eq!(
-            store.queued_writes(),
+            lanes.store.queued_writes(),
             2,
             "both lanes keep their job waiting"
         );
@@ -323,18 +320,14 @@ fn a_hold_stops_every_lane() {
 
 #[test]
 fn a_registered_node_has_every_lane_end_a_transaction_left_idle_past_its_lease() {
-    let database = crate::ScratchDatabase::on_test_cluster();
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let store = open_postgres_store(&database, &dir, 2);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime
-        .block_on(store.register_node("node-a", 1_000, 30_000))
+    let lanes = TwoLanes::new();
+    lanes
+        .runtime
+        .block_on(lanes.store.register_node("node-a", 1_000, 30_000))
         .expect("registers");
-    let shown: Vec<String> = runtime
-        .block_on(store.write_on_every_connection(|connection| {
+    let shown: Vec<String> = lanes
+        .runtime
+        .block_on(lanes.store.write_on_every_connection(|connection| {
             connection.query_row(
                 "SHOW idle_in_transaction_session_timeout",
                 params![],
@@ -347,41 +340,25 @@ fn a_registered_node_has_every_lane_end_a_transaction_left_idle_past_its_lease()
 
 #[test]
 fn a_write_whose_connection_the_server_cut_while_idle_commits_on_a_new_one() {
-    let database = crate::ScratchDatabase::on_test_cluster();
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let store = open_postgres_store(&database, &dir, 2);
-    let (one, other) = sessions_on_two_lanes(2);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let write = |session_id| {
-        store.write(Some(session_id), |connection| {
-            connection.execute_batch(
-                "CREATE TABLE IF NOT EXISTS probe (x INTEGER); INSERT INTO probe VALUES (1)",
-            )
-        })
+    let lanes = TwoLanes::new();
+    let write_both = || {
+        for session_id in [lanes.one, lanes.other] {
+            lanes
+                .runtime
+                .block_on(lanes.store.write(Some(session_id), insert_probe))
+                .expect("the write on each lane commits");
+        }
     };
-    for session_id in [one, other] {
-        runtime.block_on(write(session_id)).expect("commits");
-    }
+    write_both();
     // The server cuts every connection of the database off (a restart, an operator), while
     // the writer's lanes sit idle.
-    blocker(&database)
+    lanes
+        .blocker()
         .batch_execute(
             "SELECT CAST(pg_terminate_backend(pid) AS TEXT) FROM pg_stat_activity
              WHERE datname = current_database() AND pid <> pg_backend_pid()",
         )
         .expect("cuts the connections");
-    for session_id in [one, other] {
-        runtime
-            .block_on(write(session_id))
-            .expect("the next write on each lane commits");
-    }
-    let n_rows: i64 = runtime
-        .block_on(store.read(|connection| {
-            connection.query_row("SELECT count(*) FROM probe", params![], |row| row.get(0))
-        }))
-        .expect("reads");
-    assert_eq!(n_rows, 4);
+    write_both();
+    assert_eq!(lanes.n_probes(), 4);
 }
