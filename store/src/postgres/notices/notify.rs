@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls, Statement};
 
 use super::{Notice, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN, TooLong};
 use crate::{Error, Result};
@@ -63,7 +63,9 @@ pub struct Notifier {
     config: tokio_postgres::Config,
     channel: String,
     origin: String,
-    client: Option<Client>,
+    /// The connection, and [`Notify::SQL`] prepared on it: parsed and planned once, not at
+    /// every notice.
+    client: Option<(Client, Statement)>,
     /// Notices were lost since the last one sent.
     missed: bool,
     /// When the next attempt to connect may be made, and the wait after it fails.
@@ -100,10 +102,14 @@ impl Notifier {
         Ok(notifier)
     }
 
-    async fn open(&self) -> Result<Client, tokio_postgres::Error> {
+    async fn open(&self) -> Result<(Client, Statement), tokio_postgres::Error> {
         let (client, connection) = self.config.connect(NoTls).await?;
         tokio::spawn(connection);
-        Ok(client)
+        let text = tokio_postgres::types::Type::TEXT;
+        let statement = client
+            .prepare_typed(Notify::SQL, &[text.clone(), text])
+            .await?;
+        Ok((client, statement))
     }
 
     /// Sends `notice`: all its payloads, in order. A notice too long is refused and nothing
@@ -115,10 +121,10 @@ impl Notifier {
         if self.missed {
             missed = Notice::Missed.payloads(&self.origin)?;
         }
-        let client = self.client.as_ref().expect("connected just above");
+        let (client, statement) = self.client.as_ref().expect("connected just above");
         let mut lost = None;
         for payload in missed.iter().chain(&payloads) {
-            if let Err(error) = client.execute(Notify::SQL, &[&self.channel, payload]).await {
+            if let Err(error) = client.execute(statement, &[&self.channel, payload]).await {
                 lost = Some(error);
                 break;
             }
@@ -134,7 +140,11 @@ impl Notifier {
 
     /// Makes the connection again when it was lost and the backoff allows.
     async fn connect_again(&mut self) -> Result<(), Unsent> {
-        if self.client.as_ref().is_some_and(Client::is_closed) {
+        if self
+            .client
+            .as_ref()
+            .is_some_and(|(client, _)| client.is_closed())
+        {
             self.client = None;
             self.missed = true;
         }
