@@ -318,15 +318,18 @@ impl PgConnection {
         if unanswered.is_empty() {
             return Ok(());
         }
-        self.round_trip(async {
+        let outcome = self.round_trip(async {
             let mut first_error = None;
             for sent in unanswered {
                 if let Err(error) = sent.await {
                     first_error.get_or_insert(error);
                 }
             }
-            first_error.map_or(Ok(()), |error| Err(error.into()))
-        })
+            first_error.map_or(Ok(()), Err)
+        });
+        // A statement sent before that met the connection closed closes it for the next one
+        // too, which then opens a connection anew where it may.
+        Ok(self.noting_closed(outcome)?)
     }
 
     /// Runs `statement` (a future of the driver's), written together with the statements sent
