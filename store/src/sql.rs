@@ -379,9 +379,20 @@ impl Connection {
     pub(crate) fn snapshot(&self) -> Result<Snapshot<'_>> {
         match self.engine() {
             Engine::Sqlite => self.execute_batch("BEGIN DEFERRED")?,
-            Engine::Postgres => self
-                .prepare_cached("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?
-                .send(params![])?,
+            Engine::Postgres => {
+                // Open from before the `BEGIN`: if it cannot even be sent (the connection was
+                // lost under it), dropping the snapshot rolls back, which ends the transaction
+                // the connection counts as begun, so that the next statement may open a
+                // connection anew. Otherwise every later read on the connection that begins no
+                // transaction would meet the closed one.
+                let snapshot = Snapshot {
+                    connection: self,
+                    open: true,
+                };
+                self.prepare_cached("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?
+                    .send(params![])?;
+                return Ok(snapshot);
+            }
         }
         Ok(Snapshot {
             connection: self,

@@ -304,7 +304,7 @@ impl PgConnection {
         // next runs: with the next statement that is waited on.
         match self.block_on(poll_once(sent.as_mut())) {
             Poll::Ready(outcome) => {
-                outcome?;
+                self.noting_closed(outcome)?;
             }
             Poll::Pending => self.unanswered.borrow_mut().push(sent),
         }
