@@ -106,18 +106,26 @@ fn database_name(url: &str) -> String {
 fn set_database_away(url: &str, away: bool) {
     let admin = std::env::var(seed_store::TEST_CLUSTER_VAR).expect("the test cluster");
     let name = database_name(url);
-    let sql = if away {
-        format!(
-            "ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS false;
-             SELECT CAST(pg_terminate_backend(pid) AS TEXT) FROM pg_stat_activity
-             WHERE datname = '{name}'"
-        )
+    // The connections are cut only once the refusal of new ones has committed: in one batch
+    // (one transaction) a connection cut could open anew before it, and outlast the cut.
+    let statements = if away {
+        vec![
+            format!("ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS false"),
+            format!(
+                "SELECT CAST(pg_terminate_backend(pid) AS TEXT) FROM pg_stat_activity
+                 WHERE datname = '{name}'"
+            ),
+        ]
     } else {
-        format!("ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS true")
+        vec![format!("ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS true")]
     };
     // From a thread of its own: the query blocks on a runtime of its own.
     std::thread::scope(|scope| {
-        scope.spawn(|| crate::migrate::query(&admin, &sql));
+        scope.spawn(|| {
+            for sql in &statements {
+                crate::migrate::query(&admin, sql);
+            }
+        });
     });
 }
 
