@@ -377,27 +377,23 @@ impl Connection {
     /// a transaction rolled back when the snapshot is dropped. On PostgreSQL its `BEGIN` is
     /// sent without waiting, with the first statement that is waited on.
     pub(crate) fn snapshot(&self) -> Result<Snapshot<'_>> {
-        match self.engine() {
-            Engine::Sqlite => self.execute_batch("BEGIN DEFERRED")?,
-            Engine::Postgres => {
-                // Open from before the `BEGIN`: if it cannot even be sent (the connection was
-                // lost under it), dropping the snapshot rolls back, which ends the transaction
-                // the connection counts as begun, so that the next statement may open a
-                // connection anew. Otherwise every later read on the connection that begins no
-                // transaction would meet the closed one.
-                let snapshot = Snapshot {
-                    connection: self,
-                    open: true,
-                };
-                self.prepare_cached("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?
-                    .send(params![])?;
-                return Ok(snapshot);
-            }
+        if self.engine() == Engine::Sqlite {
+            self.execute_batch("BEGIN DEFERRED")?;
         }
-        Ok(Snapshot {
+        // On PostgreSQL, open from before the `BEGIN`: if it cannot even be sent (the
+        // connection was lost under it), dropping the snapshot rolls back, which ends the
+        // transaction the connection counts as begun, so that the next statement may open a
+        // connection anew. Otherwise every later read on the connection that begins no
+        // transaction would meet the closed one.
+        let snapshot = Snapshot {
             connection: self,
             open: true,
-        })
+        };
+        if self.engine() == Engine::Postgres {
+            self.prepare_cached("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?
+                .send(params![])?;
+        }
+        Ok(snapshot)
     }
 }
 

@@ -184,7 +184,9 @@ async fn a_node_paused_past_its_lease_is_taken_over_and_fenced_when_it_wakes() {
     assert!(counter("seed_node_lease_renewals_total") >= 1.0);
     assert!(counter("seed_node_takeovers_total") >= 1.0);
     assert_eq!(counter("seed_node_fencing_refusals_total"), 0.0);
-    assert!(counter("seed_node_write_conflicts_retried_total") >= 0.0);
+    // Exposed per node too (`counter` fails when the line is missing); whether a deadlock
+    // between the nodes' writes came up here is left to chance.
+    counter("seed_node_write_conflicts_retried_total");
     drop(node_b);
 }
 
