@@ -23,6 +23,7 @@
 //! starts (offset 0), and has subscribers re-read the session once.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt as _;
@@ -30,7 +31,7 @@ use futures::channel::mpsc::UnboundedReceiver;
 use seed_actors::bus::{Notification, Publisher, SeqRange};
 use seed_events::{AccountId, RunId, SessionId};
 use seed_store::notices::{
-    CHANNEL, Heard, Listener, NOTICES_BUFFERED_MAX_DEFAULT, Notice, Notifier, Unsent,
+    Batch, CHANNEL, Heard, Listener, NOTICES_BUFFERED_MAX_DEFAULT, Notice, Notifier,
 };
 
 /// The reasons a session changes for, as the bus names them: a reason heard from another node
@@ -79,11 +80,27 @@ const HEARD_OF_MAX: usize = 16_384;
 /// (a bus that stopped), they are forgotten.
 const ECHOES_MAX: usize = 65_536;
 
+/// The most notices the sender puts in one batch (one statement); what the bus holds past it
+/// goes in the next.
+const NOTICES_A_BATCH_MAX: usize = 256;
+
 /// The bridge of one node; dropping it stops both its tasks.
 #[derive(Debug)]
 pub struct BusBridge {
     sender: tokio::task::AbortHandle,
     receiver: tokio::task::AbortHandle,
+    sent: Arc<SentCounts>,
+}
+
+impl BusBridge {
+    /// The notices this node's sender has sent to the other nodes so far, and the batches
+    /// (statements, each its own transaction) that carried them.
+    pub fn sent(&self) -> (u64, u64) {
+        (
+            self.sent.notices.load(Ordering::Relaxed),
+            self.sent.batches.load(Ordering::Relaxed),
+        )
+    }
 }
 
 impl Drop for BusBridge {
@@ -114,7 +131,8 @@ pub async fn start(
         .await
         .ok_or_else(|| anyhow::anyhow!("the bus stopped before its bridge started"))?;
     let echoes = Echoes::default();
-    let sender = tokio::spawn(send_own(bus, notifier, echoes.clone())).abort_handle();
+    let sent = Arc::new(SentCounts::default());
+    let sender = tokio::spawn(send_own(bus, notifier, echoes.clone(), sent.clone())).abort_handle();
     let receiver = tokio::spawn(publish_others(
         listener,
         node_id.to_owned(),
@@ -123,7 +141,11 @@ pub async fn start(
         wake,
     ))
     .abort_handle();
-    Ok(BusBridge { sender, receiver })
+    Ok(BusBridge {
+        sender,
+        receiver,
+        sent,
+    })
 }
 
 /// What the receiver published, in order, until the sender sees it come back on the bus.
@@ -160,35 +182,80 @@ impl Echoes {
 }
 
 /// Sends this node's notifications, in the order the bus hands them over, until the bus stops.
+/// What the bus holds when the sender gets to it goes in one batch (one statement): while a
+/// batch is on its way, the next gathers, as a group commit's jobs do.
 async fn send_own(
     mut bus: UnboundedReceiver<Notification>,
     mut notifier: Notifier,
     echoes: Echoes,
+    sent: Arc<SentCounts>,
 ) {
     let mut outgoing = Outgoing::default();
-    while let Some(notification) = bus.next().await {
-        if echoes.take(&notification) {
+    while let Some(first) = bus.next().await {
+        let mut batch = notifier.batch();
+        gather(first, &mut bus, &echoes, &mut outgoing, &mut batch);
+        let n_notices = batch.len() as u64;
+        if n_notices == 0 {
             continue;
         }
-        for notice in outgoing.notices(notification) {
-            match notifier.send(&notice).await {
-                Ok(()) => {}
-                Err(Unsent::TooLong(too_long)) => {
-                    // A call's arguments too long for a notice: its session's change goes
-                    // instead, and subscribers read the call from the log.
-                    let Some(instead) = instead_of_too_long(&notice) else {
-                        tracing::warn!(%too_long, "a notice too long to send, dropped");
-                        continue;
-                    };
-                    if let Err(error) = notifier.send(&instead).await {
-                        tracing::warn!(%error, "a notice to the other nodes was not sent");
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "a notice to the other nodes was not sent");
-                }
+        match notifier.send_batch(batch).await {
+            Ok(()) => sent.add(n_notices),
+            Err(error) => tracing::warn!(%error, "notices to the other nodes were not sent"),
+        }
+    }
+}
+
+/// Adds to `batch` the notices of `first` and of what else `bus` holds now, in order, up to
+/// [`NOTICES_A_BATCH_MAX`] notices (the rest stays on the bus for the next batch); echoes of
+/// what the receiver published are skipped.
+fn gather(
+    first: Notification,
+    bus: &mut UnboundedReceiver<Notification>,
+    echoes: &Echoes,
+    outgoing: &mut Outgoing,
+    batch: &mut Batch,
+) {
+    let mut next = Some(first);
+    while let Some(notification) = next.take() {
+        if !echoes.take(&notification) {
+            for notice in outgoing.notices(notification) {
+                add(batch, &notice);
             }
         }
+        if batch.len() < NOTICES_A_BATCH_MAX {
+            next = bus.try_recv().ok();
+        }
+    }
+}
+
+/// Adds `notice` to `batch`; one too long to send is replaced by the session change that
+/// stands for it, or else dropped.
+fn add(batch: &mut Batch, notice: &Notice) {
+    let Err(too_long) = batch.add(notice) else {
+        return;
+    };
+    // A call's arguments too long for a notice: its session's change goes instead, and
+    // subscribers read the call from the log.
+    let Some(instead) = instead_of_too_long(notice) else {
+        tracing::warn!(%too_long, "a notice too long to send, dropped");
+        return;
+    };
+    if let Err(too_long) = batch.add(&instead) {
+        tracing::warn!(%too_long, "a notice to the other nodes was not sent");
+    }
+}
+
+/// The notices a bridge's sender has sent, and the batches (statements) that carried them.
+#[derive(Debug, Default)]
+struct SentCounts {
+    notices: AtomicU64,
+    batches: AtomicU64,
+}
+
+impl SentCounts {
+    fn add(&self, notices: u64) {
+        self.notices.fetch_add(notices, Ordering::Relaxed);
+        self.batches.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -650,6 +717,56 @@ fn named(names: &[&'static str], name: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the bus holds when the sender gets to it goes in one batch, in order, up to the
+    /// most a batch holds; the rest waits on the bus for the next; echoes are left out.
+    #[test]
+    fn what_the_bus_holds_goes_in_batches_in_order() {
+        let session_id = SessionId::new_v7();
+        let change = |seq: i64| Notification::SessionChanged {
+            session_id,
+            reason: "events",
+            seqs: Some(SeqRange { from: seq, to: seq }),
+        };
+        let n_held = NOTICES_A_BATCH_MAX as i64 + 44;
+        let (publish, mut bus) = futures::channel::mpsc::unbounded();
+        for seq in 2..=n_held {
+            publish
+                .unbounded_send(change(seq))
+                .expect("the bus holds it");
+        }
+        let echoes = Echoes::default();
+        echoes.push(change(3));
+        let mut outgoing = Outgoing::default();
+
+        let mut first = Batch::new("node-a");
+        gather(change(1), &mut bus, &echoes, &mut outgoing, &mut first);
+        let mut second = Batch::new("node-a");
+        let next = bus
+            .try_recv()
+            .expect("what a batch could not take stays on the bus");
+        gather(next, &mut bus, &echoes, &mut outgoing, &mut second);
+
+        let seqs = |batch: &Batch| -> Vec<i64> {
+            batch
+                .payloads()
+                .iter()
+                .map(
+                    |payload| match Notice::decode(payload).expect("a notice").1 {
+                        Notice::SessionChanged {
+                            seqs: Some((from, _)),
+                            ..
+                        } => from,
+                        other => panic!("a session's change, not {other:?}"),
+                    },
+                )
+                .collect()
+        };
+        let sent: Vec<i64> = (1..=n_held).filter(|seq| *seq != 3).collect();
+        assert_eq!(seqs(&first), sent[..NOTICES_A_BATCH_MAX]);
+        assert_eq!(seqs(&second), sent[NOTICES_A_BATCH_MAX..]);
+        assert!(bus.try_recv().is_err(), "the bus is empty");
+    }
 
     #[test]
     fn a_delta_s_char_offsets_become_byte_offsets_and_back() {

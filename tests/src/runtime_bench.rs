@@ -313,6 +313,12 @@ pub struct StepsMeasurement {
     /// The readers' waits on the database server's answers (PostgreSQL; 0 on SQLite).
     #[serde(default)]
     pub n_reader_round_trips: u64,
+    /// Notices the node's bus bridge sent the other nodes, and the batches (statements) that
+    /// carried them (0 without a bridge).
+    #[serde(default)]
+    pub n_notices: u64,
+    #[serde(default)]
+    pub n_notice_batches: u64,
     /// CPU time of each thread (by name) during the timed part.
     pub thread_cpu: Vec<(String, Duration)>,
 }
@@ -408,6 +414,8 @@ pub fn steps_rate_on(
         let jobs_before = stats.n_jobs_committed.load(Ordering::Relaxed);
         let round_trips_before = stats.n_round_trips.load(Ordering::Relaxed);
         let reader_round_trips_before = store.reader_round_trips();
+        let notices_sent = || _bridge.as_ref().map_or((0, 0), |bridge| bridge.sent());
+        let notices_before = notices_sent();
         let cpu_before = thread_cpu()?;
         let started = Instant::now();
         let first_lane = share.first_lane;
@@ -443,6 +451,7 @@ pub fn steps_rate_on(
         let n_jobs = stats.n_jobs_committed.load(Ordering::Relaxed) - jobs_before;
         let n_round_trips = stats.n_round_trips.load(Ordering::Relaxed) - round_trips_before;
         let n_reader_round_trips = store.reader_round_trips() - reader_round_trips_before;
+        let notices_after = notices_sent();
         let mut n_turns = 0;
         for outcome in outcomes {
             n_turns += outcome?;
@@ -474,6 +483,8 @@ pub fn steps_rate_on(
             n_jobs,
             n_round_trips,
             n_reader_round_trips,
+            n_notices: notices_after.0 - notices_before.0,
+            n_notice_batches: notices_after.1 - notices_before.1,
             thread_cpu,
         })
     })

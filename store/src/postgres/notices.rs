@@ -45,7 +45,7 @@ mod tests;
 mod wire;
 
 pub use listener::{Gap, Heard, Listener};
-pub use notify::{Notifier, Notify, Unsent, notify_sql};
+pub use notify::{Batch, Notifier, Notify, Sent, Unsent, notify_sql};
 pub use wire::{Malformed, Notice, TooLong};
 
 /// The channel the nodes share. Every kind of notice goes on this one channel, so a receiver

@@ -11,7 +11,7 @@ use seed_events::{RunId, RunStatus, SessionId};
 use seed_store::ScratchDatabase;
 use seed_store::notices::{
     CHANNEL, Gap, Heard, Listener, NOTICES_BUFFERED_MAX_DEFAULT, NOTIFY_PAYLOAD_BYTES_MAX, Notice,
-    Notifier, Notify, notify_sql,
+    Notifier, Notify, Sent, notify_sql,
 };
 use tokio_postgres::GenericClient;
 
@@ -392,4 +392,71 @@ async fn a_notifier_whose_connection_is_cut_says_it_missed_notices() {
         after = next(&mut listener).await;
     }
     assert_eq!(after, heard(events(1, 4)));
+}
+
+/// A batch goes in one statement, and its notices are heard in the order they were added,
+/// a long delta's chunks in place among them; what is sent after it is heard after it.
+#[tokio::test]
+async fn a_notifiers_batch_is_one_statement_heard_in_order() {
+    let database = ScratchDatabase::on_test_cluster();
+    let mut listener = listen(&database).await;
+    let mut notifier = Notifier::connect(database.url(), CHANNEL, ORIGIN)
+        .await
+        .expect("a notifier");
+    let (session_id, run_id) = (SessionId::new_v7(), RunId::new_v7());
+    let long_text = "é".repeat(10_000);
+    let mut in_batch: Vec<Notice> = (1..=300).map(|seq| events(1, seq)).collect();
+    in_batch.insert(
+        150,
+        Notice::TextDelta {
+            session_id,
+            run_id,
+            offset_bytes: 0,
+            chunk: long_text.clone(),
+        },
+    );
+    let mut batch = notifier.batch();
+    for notice in &in_batch {
+        batch.add(notice).expect("a notice that fits");
+    }
+    assert_eq!(batch.len(), 301);
+    notifier.send_batch(batch).await.expect("sent");
+    let after = events(2, 1);
+    notifier.send(&after).await.expect("sent");
+    assert_eq!(
+        notifier.sent(),
+        Sent {
+            notices: 302,
+            statements: 2
+        }
+    );
+
+    for notice in in_batch {
+        let Notice::TextDelta { .. } = notice else {
+            assert_eq!(next(&mut listener).await, heard(notice));
+            continue;
+        };
+        let mut reassembled = String::new();
+        while reassembled.len() < long_text.len() {
+            let Heard::Notice {
+                notice:
+                    Notice::TextDelta {
+                        offset_bytes,
+                        chunk,
+                        ..
+                    },
+                ..
+            } = next(&mut listener).await
+            else {
+                panic!("a chunk of the delta, in its place");
+            };
+            assert_eq!(offset_bytes, reassembled.len() as u64);
+            reassembled.push_str(&chunk);
+        }
+        assert!(
+            reassembled == long_text,
+            "the chunks reassemble to the text"
+        );
+    }
+    assert_eq!(next(&mut listener).await, heard(after));
 }

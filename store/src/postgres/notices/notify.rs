@@ -55,7 +55,7 @@ pub enum Unsent {
 
 /// Sends notices from one node on a connection of its own, outside any transaction, so each is
 /// delivered at once, in the order they are sent (one sender: its receivers hear them in that
-/// order). A lost connection is made again at a later send, no sooner than a backoff after the
+/// order); a [`Batch`] of them goes in one statement. A lost connection is made again at a later send, no sooner than a backoff after the
 /// last failed attempt; what could not be sent meanwhile is lost, and the first notice sent
 /// after it is a [`Notice::Missed`], so receivers resync. Used inside a tokio runtime, which
 /// drives the connection.
@@ -63,13 +63,70 @@ pub struct Notifier {
     config: tokio_postgres::Config,
     channel: String,
     origin: String,
-    /// The connection, and [`Notify::SQL`] prepared on it: parsed and planned once, not at
-    /// every notice.
+    /// The connection, and [`SEND_SQL`] prepared on it: parsed and planned once, not at every
+    /// batch.
     client: Option<(Client, Statement)>,
     /// Notices were lost since the last one sent.
     missed: bool,
     /// When the next attempt to connect may be made, and the wait after it fails.
     retry: Option<(tokio::time::Instant, Duration)>,
+    n_sent: Sent,
+}
+
+/// The statement a [`Batch`] is sent with: a notification for each payload of the array, in
+/// the array's order (a scan of `unnest` yields its elements in order, and each row's
+/// `pg_notify` runs as the row is read).
+const SEND_SQL: &str = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload";
+
+/// Notices from one origin encoded to be sent together, in the order they were added
+/// ([`Notifier::batch`], [`Notifier::send_batch`]).
+#[derive(Debug)]
+pub struct Batch {
+    origin: String,
+    payloads: Vec<String>,
+    notices: usize,
+}
+
+impl Batch {
+    /// An empty batch of notices from `origin` (see [`Notice::payloads`] for what an origin
+    /// may hold).
+    pub fn new(origin: &str) -> Batch {
+        Batch {
+            origin: origin.to_owned(),
+            payloads: Vec::new(),
+            notices: 0,
+        }
+    }
+
+    /// Adds `notice`: all its payloads, after what the batch holds; or, when it is too long,
+    /// nothing.
+    pub fn add(&mut self, notice: &Notice) -> Result<(), TooLong> {
+        self.payloads.extend(notice.payloads(&self.origin)?);
+        self.notices += 1;
+        Ok(())
+    }
+
+    /// How many notices the batch holds.
+    pub fn len(&self) -> usize {
+        self.notices
+    }
+
+    /// Whether the batch holds no notice.
+    pub fn is_empty(&self) -> bool {
+        self.notices == 0
+    }
+
+    /// The payloads the batch sends, in order.
+    pub fn payloads(&self) -> &[String] {
+        &self.payloads
+    }
+}
+
+/// What a [`Notifier`] has sent: its notices, and the statements that carried them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sent {
+    pub notices: u64,
+    pub statements: u64,
 }
 
 impl fmt::Debug for Notifier {
@@ -97,6 +154,7 @@ impl Notifier {
             client: None,
             missed: false,
             retry: None,
+            n_sent: Sent::default(),
         };
         notifier.client = Some(notifier.open().await.map_err(Error::Postgres)?);
         Ok(notifier)
@@ -105,37 +163,62 @@ impl Notifier {
     async fn open(&self) -> Result<(Client, Statement), tokio_postgres::Error> {
         let (client, connection) = self.config.connect(NoTls).await?;
         tokio::spawn(connection);
-        let text = tokio_postgres::types::Type::TEXT;
-        let statement = client
-            .prepare_typed(Notify::SQL, &[text.clone(), text])
-            .await?;
+        let types = [
+            tokio_postgres::types::Type::TEXT,
+            tokio_postgres::types::Type::TEXT_ARRAY,
+        ];
+        let statement = client.prepare_typed(SEND_SQL, &types).await?;
         Ok((client, statement))
     }
 
     /// Sends `notice`: all its payloads, in order. A notice too long is refused and nothing
     /// is sent.
     pub async fn send(&mut self, notice: &Notice) -> Result<(), Unsent> {
-        let payloads = notice.payloads(&self.origin)?;
+        let mut batch = self.batch();
+        batch.add(notice)?;
+        self.send_batch(batch).await
+    }
+
+    /// An empty batch of this notifier's notices.
+    pub fn batch(&self) -> Batch {
+        Batch::new(&self.origin)
+    }
+
+    /// Sends every notice in `batch`, in the order they were added, in one statement: one
+    /// transaction, one round trip, and one wake-up of each listening connection, however
+    /// many notices it holds. PostgreSQL delivers one of several identical notices a
+    /// transaction sends; two notices alike tell the same thing (a change to re-read, a run's
+    /// end), and two pieces of text are never alike (each carries its offset), so nothing is
+    /// lost by it. An empty batch sends nothing.
+    pub async fn send_batch(&mut self, batch: Batch) -> Result<(), Unsent> {
+        debug_assert_eq!(
+            batch.origin, self.origin,
+            "a batch of this notifier's origin"
+        );
+        if batch.payloads.is_empty() {
+            return Ok(());
+        }
         self.connect_again().await?;
-        let mut missed = Vec::new();
+        let mut payloads = batch.payloads;
         if self.missed {
-            missed = Notice::Missed.payloads(&self.origin)?;
+            let missed = Notice::Missed.payloads(&self.origin)?;
+            payloads.splice(0..0, missed);
         }
         let (client, statement) = self.client.as_ref().expect("connected just above");
-        let mut lost = None;
-        for payload in missed.iter().chain(&payloads) {
-            if let Err(error) = client.execute(statement, &[&self.channel, payload]).await {
-                lost = Some(error);
-                break;
-            }
-        }
-        if let Some(error) = lost {
+        if let Err(error) = client.execute(statement, &[&self.channel, &payloads]).await {
             self.client = None;
             self.missed = true;
             return Err(Unsent::Lost(crate::postgres::describe(&error)));
         }
         self.missed = false;
+        self.n_sent.notices += batch.notices as u64;
+        self.n_sent.statements += 1;
         Ok(())
+    }
+
+    /// What this notifier has sent so far.
+    pub fn sent(&self) -> Sent {
+        self.n_sent
     }
 
     /// Makes the connection again when it was lost and the backoff allows.

@@ -318,13 +318,17 @@ fn two_nodes_row(url: &str, base: &seed_store::Config, floor_one: f64) -> anyhow
             .chain(&there.thread_cpu)
             .map(|(_, cpu)| *cpu)
             .sum();
+        let n_notices = here.n_notices + there.n_notices;
+        let n_batches = here.n_notice_batches + there.n_notice_batches;
         eprintln!(
             "{TWO_NODES_ROW}: {rate:.0} steps/s ({} + {} steps); CPU per step: Seed {:.0} µs, \
-             PostgreSQL {:.0} µs",
+             PostgreSQL {:.0} µs; notices per step {:.2}, per batch {:.1}",
             here.n_steps,
             there.n_steps,
             seed_cpu.as_secs_f64() * 1e6 / n_steps.max(1) as f64,
             postgres_spent.as_secs_f64() * 1e6 / n_steps.max(1) as f64,
+            n_notices as f64 / n_steps.max(1) as f64,
+            n_notices as f64 / n_batches.max(1) as f64,
         );
         best = best.max(rate);
     }
