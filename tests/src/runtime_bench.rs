@@ -345,7 +345,15 @@ pub fn steps_rate(
         set_up: true,
         bridged: false,
     };
-    steps_rate_on(config, n_lanes, turns_per_lane, shape, &share, || Ok(()))
+    steps_rate_on(
+        config,
+        n_lanes,
+        turns_per_lane,
+        shape,
+        &share,
+        || Ok(()),
+        |_| Box::pin(async { Ok(()) }),
+    )
 }
 
 /// One node's share of a workload that several processes run on one database: its boot id,
@@ -374,7 +382,11 @@ pub fn set_up_lanes(config: &Config, n_lanes: usize, turns_per_lane: usize) -> a
 }
 
 /// [`steps_rate`] of one node's share: `ready` is called once the runtime runs, and the timed
-/// part starts when it returns (a node waits there for the others).
+/// part starts when it returns (a node waits there for the others); `measured` is given the
+/// measurement, and the runtime stops once it resolves. A node waits there until every other
+/// node's lanes are done: until then it may hold runs of their sessions (another node's queued
+/// run is anyone's to claim), and a node that stopped with them would leave them to the sweep
+/// after its lease lapsed (30 s).
 pub fn steps_rate_on(
     config: &Config,
     n_lanes: usize,
@@ -382,6 +394,9 @@ pub fn steps_rate_on(
     shape: TurnShape,
     share: &NodeShare,
     ready: impl FnOnce() -> anyhow::Result<()>,
+    measured: impl FnOnce(
+        &StepsMeasurement,
+    ) -> futures::future::LocalBoxFuture<'static, anyhow::Result<()>>,
 ) -> anyhow::Result<StepsMeasurement> {
     let sessions_per_lane = turns_per_lane.div_ceil(TURNS_PER_SESSION).max(1);
     actix::System::new().block_on(async {
@@ -476,7 +491,7 @@ pub fn steps_rate_on(
         if n_records != shape.steps() * n_turns {
             bail!("{n_turns} turns answered and {n_records} records stored");
         }
-        Ok(StepsMeasurement {
+        let measurement = StepsMeasurement {
             n_steps: shape.steps() * n_turns,
             elapsed,
             n_commits,
@@ -486,7 +501,11 @@ pub fn steps_rate_on(
             n_notices: notices_after.0 - notices_before.0,
             n_notice_batches: notices_after.1 - notices_before.1,
             thread_cpu,
-        })
+        };
+        // The runtime goes on until `measured` returns: it may be running another node's
+        // runs, which that node's lanes wait for.
+        measured(&measurement).await?;
+        Ok(measurement)
     })
 }
 

@@ -274,8 +274,10 @@ fn two_nodes_row(url: &str, base: &seed_store::Config, floor_one: f64) -> anyhow
             .stderr(std::process::Stdio::inherit())
             .spawn()
             .context("starts the second node")?;
-        let mut child_out = std::io::BufReader::new(child.stdout.take().context("stdout")?);
-        let mut child_in = child.stdin.take().context("stdin")?;
+        let child_out = std::io::BufReader::new(child.stdout.take().context("stdout")?);
+        let child_in = child.stdin.take().context("stdin")?;
+        let pipes = std::sync::Arc::new(std::sync::Mutex::new((child_out, child_in)));
+        let their_json = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let postgres_before = postgres_cpu()?;
         let share = NodeShare {
             boot_id: "bench-a".to_owned(),
@@ -291,6 +293,7 @@ fn two_nodes_row(url: &str, base: &seed_store::Config, floor_one: f64) -> anyhow
             &share,
             || {
                 // Both nodes start their timed parts together.
+                let (child_out, child_in) = &mut *pipes.lock().expect("the pipes");
                 let mut line = String::new();
                 child_out.read_line(&mut line)?;
                 if line.trim() != "ready" {
@@ -299,9 +302,26 @@ fn two_nodes_row(url: &str, base: &seed_store::Config, floor_one: f64) -> anyhow
                 writeln!(child_in, "go")?;
                 Ok(())
             },
+            |_| {
+                // This node runs on until the other's lanes are done (it says so with its
+                // measurement), then tells it to stop.
+                let (pipes, their_json) = (pipes.clone(), their_json.clone());
+                Box::pin(async move {
+                    let (done, heard) = futures::channel::oneshot::channel();
+                    std::thread::spawn(move || {
+                        let (child_out, child_in) = &mut *pipes.lock().expect("the pipes");
+                        let mut json = String::new();
+                        let read = child_out.read_line(&mut json);
+                        let told = writeln!(child_in, "stop");
+                        let _ = done.send(read.and(told).map(|()| json));
+                    });
+                    *their_json.lock().expect("the measurement") = heard.await??;
+                    Ok(())
+                })
+            },
         )?;
-        let mut json = String::new();
-        std::io::Read::read_to_string(&mut child_out, &mut json)?;
+        drop(pipes);
+        let json = std::mem::take(&mut *their_json.lock().expect("the measurement"));
         let status = child.wait()?;
         if !status.success() {
             bail!("the second node exited {status}");
@@ -358,7 +378,7 @@ pub(crate) fn node_child() -> anyhow::Result<()> {
         set_up: false,
         bridged: true,
     };
-    let measured = runtime_bench::steps_rate_on(
+    runtime_bench::steps_rate_on(
         &config,
         n_lanes.parse()?,
         TURNS,
@@ -371,7 +391,28 @@ pub(crate) fn node_child() -> anyhow::Result<()> {
             std::io::stdin().lock().read_line(&mut line)?;
             Ok(())
         },
+        |measured| {
+            // The measurement on one line; then this node runs on until told to stop, since
+            // it may hold runs of the other node's sessions.
+            let printed = serde_json::to_string(measured)
+                .map_err(anyhow::Error::from)
+                .and_then(|json| {
+                    println!("{json}");
+                    std::io::stdout().flush()?;
+                    Ok(())
+                });
+            Box::pin(async move {
+                printed?;
+                let (stop, told) = futures::channel::oneshot::channel();
+                std::thread::spawn(move || {
+                    let mut line = String::new();
+                    let _ = std::io::stdin().lock().read_line(&mut line);
+                    let _ = stop.send(());
+                });
+                let _ = told.await;
+                Ok(())
+            })
+        },
     )?;
-    println!("{}", serde_json::to_string(&measured)?);
     Ok(())
 }
