@@ -143,6 +143,7 @@ impl RuntimeSettings {
         seed_store::ClaimFor {
             owner: boot_id.to_owned(),
             account_runs_max: self.account_runs_max,
+            room: 0,
         }
     }
 }

@@ -87,7 +87,7 @@ impl Handler<Wake> for RunQueue {
         // The free slots are taken for the claim, and those it does not fill go back.
         let slots: Vec<(Queue, usize)> = Queue::ALL
             .into_iter()
-            .map(|queue| (queue, self.env.slots.take(queue, usize::MAX)))
+            .map(|queue| (queue, self.env.slots.take_for_claim(queue)))
             .filter(|(_, taken)| *taken > 0)
             .collect();
         if slots.is_empty() {
@@ -110,10 +110,7 @@ impl Handler<Wake> for RunQueue {
                 Ok(claimed) => {
                     for (of, n_taken) in taken {
                         let n_used = n_claimed(&claimed, of);
-                        queue
-                            .env
-                            .slots
-                            .give_back(of, n_taken.saturating_sub(n_used));
+                        queue.env.slots.end_claim(of, n_taken, n_used);
                     }
                     for run in claimed {
                         queue.start(run, ctx);
@@ -123,7 +120,7 @@ impl Handler<Wake> for RunQueue {
                 // passes).
                 Err(error) => {
                     for (of, n_taken) in taken {
-                        queue.env.slots.give_back(of, n_taken);
+                        queue.env.slots.end_claim(of, n_taken, 0);
                     }
                     tracing::error!(%error, "claiming runs failed; trying again shortly");
                     ctx.notify_later(Wake, DISK_FULL_PAUSE);

@@ -301,7 +301,13 @@ impl Runtime {
         let slot = env.slots.take(Queue::Interactive, 1) == 1;
         // The run's span continues the caller's trace (a request's), when traces are on.
         let traceparent = env.settings.traces.current_traceparent();
-        let mut written = Box::pin(write(slot.then(|| env.settings.claim_for(&env.boot_id))));
+        // With the room left beside it: the queued runs that fit there do not keep the run
+        // from starting at once ([`seed_store::ClaimFor::room`]).
+        let claim_for = slot.then(|| seed_store::ClaimFor {
+            room: env.slots.room(Queue::Interactive),
+            ..env.settings.claim_for(&env.boot_id)
+        });
+        let mut written = Box::pin(write(claim_for));
         // Polled once here, so the write reaches the store now, in this caller's turn, as a
         // write made in place would; the rest is the task's.
         let first = futures::poll!(written.as_mut());

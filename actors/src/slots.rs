@@ -15,6 +15,10 @@ pub struct Slots {
     background: AtomicUsize,
     interactive_max: usize,
     background_max: usize,
+    /// The slots of each queue a claim of the queue's holds while it runs
+    /// ([`Slots::take_for_claim`]).
+    interactive_claiming: AtomicUsize,
+    background_claiming: AtomicUsize,
 }
 
 impl Slots {
@@ -24,6 +28,8 @@ impl Slots {
             background: AtomicUsize::new(0),
             interactive_max,
             background_max,
+            interactive_claiming: AtomicUsize::new(0),
+            background_claiming: AtomicUsize::new(0),
         }
     }
 
@@ -58,6 +64,40 @@ impl Slots {
         self.of(queue).0.fetch_add(1, Ordering::AcqRel);
     }
 
+    fn claiming_of(&self, queue: Queue) -> &AtomicUsize {
+        match queue {
+            Queue::Interactive => &self.interactive_claiming,
+            Queue::Background => &self.background_claiming,
+        }
+    }
+
+    /// Takes every free slot of `queue` for a claim of the queue's runs; until the claim ends
+    /// ([`Slots::end_claim`]) they still count as [`room`](Slots::room), being held for the
+    /// queued runs. Returns how many it took.
+    pub(crate) fn take_for_claim(&self, queue: Queue) -> usize {
+        let taken = self.take(queue, usize::MAX);
+        self.claiming_of(queue).fetch_add(taken, Ordering::AcqRel);
+        taken
+    }
+
+    /// Ends a claim that took `n_taken` slots and started `n_used` runs: the rest go back.
+    pub(crate) fn end_claim(&self, queue: Queue, n_taken: usize, n_used: usize) {
+        let _ = self
+            .claiming_of(queue)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                Some(now.saturating_sub(n_taken))
+            });
+        self.give_back(queue, n_taken.saturating_sub(n_used));
+    }
+
+    /// The runs `queue` has room for now besides those in flight: its free slots, and those a
+    /// claim in flight holds for the queued runs it is claiming.
+    pub fn room(&self, queue: Queue) -> usize {
+        let (in_flight, max) = self.of(queue);
+        let free = max.saturating_sub(in_flight.load(Ordering::Acquire));
+        free + self.claiming_of(queue).load(Ordering::Acquire)
+    }
+
     /// The runs in flight on `queue` now.
     pub fn in_flight(&self, queue: Queue) -> usize {
         self.of(queue).0.load(Ordering::Acquire)
@@ -67,6 +107,32 @@ impl Slots {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claims_slots_count_as_room_until_it_ends() {
+        let slots = Slots::new(4, 1);
+        assert_eq!(slots.take(Queue::Interactive, 1), 1);
+        assert_eq!(slots.room(Queue::Interactive), 3);
+        assert_eq!(slots.take_for_claim(Queue::Interactive), 3);
+        assert_eq!(
+            slots.take(Queue::Interactive, 1),
+            0,
+            "the claim holds the rest"
+        );
+        assert_eq!(
+            slots.room(Queue::Interactive),
+            3,
+            "held for the queued runs"
+        );
+        slots.end_claim(Queue::Interactive, 3, 1);
+        assert_eq!(
+            slots.room(Queue::Interactive),
+            2,
+            "one run claimed, two back"
+        );
+        assert_eq!(slots.in_flight(Queue::Interactive), 2);
+        assert_eq!(slots.room(Queue::Background), 1);
+    }
 
     #[test]
     fn slots_are_taken_up_to_the_limit_and_given_back() {

@@ -26,14 +26,20 @@ pub struct ClaimFor {
     /// account's queued runs wait, so one account's slow runs cannot hold every slot while
     /// another's wait. `usize::MAX`: no share.
     pub account_runs_max: usize,
+    /// The runs the owner has room for besides the one being claimed (its free slots on the
+    /// queue). A new run whose session is free starts at once when every run queued on its
+    /// queue fits in that room too ([`starts_at_once`]): none of them waits for it. 0: a new
+    /// run waits behind any queued run that could start.
+    pub room: usize,
 }
 
 impl ClaimFor {
-    /// Claims for `owner` with no share per account.
+    /// Claims for `owner` with no share per account, and no room counted.
     pub fn unshared(owner: impl Into<String>) -> ClaimFor {
         ClaimFor {
             owner: owner.into(),
             account_runs_max: usize::MAX,
+            room: 0,
         }
     }
 }
@@ -469,11 +475,17 @@ pub(super) fn take_lease(
 
 /// Whether the new run `run_id` of `session_id` on `queue` may start for `claim` at once, in
 /// the transaction that queues it: its session is free, its account has fewer runs in flight
-/// than its share, and no queued run could start instead ([`next_claimable`] finds none), so
-/// it overtakes no older run that could start, of its own session or another's, of its own
-/// account or another's. Asked before the run is inserted: it is the newest of all, and no
-/// other run's turn to start depends on it. A run that may not start at once is queued, and
-/// the queue's next claim picks fairly among all that wait.
+/// than its share, and no queued run waits for it. A queued run does not wait for it when no
+/// queued run could start instead ([`next_claimable`] finds none), so it overtakes no older run
+/// that could start, of its own session or another's, of its own account or another's; nor
+/// when the owner has room for every run queued on the queue besides it (`claim.room`), and,
+/// with a share per account, none of them is of its account: they all start as they would
+/// have, at the queue's next claim. Without the room, a run queued while an older one waits
+/// for that claim would queue too, and so would each message after it, every run waiting out
+/// a claim of its own (and on several nodes, started by whichever node claims first, away from
+/// the node that holds its session's harness). Asked before the run is inserted: it is the
+/// newest of all, and no other run's turn to start depends on it. A run that may not start at
+/// once is queued, and the queue's next claim picks fairly among all that wait.
 pub(super) fn starts_at_once(
     connection: &Connection,
     queue: Queue,
@@ -482,18 +494,31 @@ pub(super) fn starts_at_once(
     claim: &ClaimFor,
 ) -> Result<bool> {
     let owner = claim.owner.as_str();
-    // The checks, and the accounts with queued runs, in one trip.
+    // The checks, the accounts with queued runs and the runs queued (up to one past the room)
+    // in one trip.
     let checks = send_claim_checks(connection, queue.as_str(), session_id, run_id, false, owner)?;
     let waiting = send_waiting_accounts(connection)?;
+    let queued = match claim.room {
+        0 => None,
+        room => Some(send_queued_count(
+            connection,
+            queue,
+            room.saturating_add(1),
+        )?),
+    };
     connection.read_answers()?;
     if !checks.pass()? {
         return Ok(false);
     }
+    let mut account_id = None;
     if claim.account_runs_max != usize::MAX {
-        let account_id: Option<String> = connection
+        account_id = connection
             .prepare_cached("SELECT account_id FROM sessions WHERE id = ?1")?
-            .query_row(params![session_id.to_string()], |row| row.get(0))
-            .optional()?;
+            .query_row(params![session_id.to_string()], |row| {
+                row.get::<_, Option<String>>(0)
+            })
+            .optional()?
+            .flatten();
         let n_in_flight =
             account_runs_in_flight(connection, account_id.as_deref(), claim.account_runs_max)?;
         if n_in_flight >= claim.account_runs_max {
@@ -501,6 +526,14 @@ pub(super) fn starts_at_once(
         }
     }
     let accounts = waiting_accounts_sent(connection, waiting)?;
+    if let Some(queued) = queued {
+        let n_queued = queued.values()?.first().copied().unwrap_or(i64::MAX);
+        let all_fit = usize::try_from(n_queued).is_ok_and(|n_queued| n_queued <= claim.room);
+        let of_its_account = claim.account_runs_max != usize::MAX && accounts.contains(&account_id);
+        if all_fit && !of_its_account {
+            return Ok(true);
+        }
+    }
     Ok(next_claimable_of(
         connection,
         queue,
@@ -509,6 +542,24 @@ pub(super) fn starts_at_once(
         &accounts,
     )?
     .is_none())
+}
+
+/// Sends the count of the runs queued on `queue`, up to `limit` (a count of `limit` is that
+/// many or more), whose answer is read with the next statement waited on.
+fn send_queued_count(
+    connection: &Connection,
+    queue: Queue,
+    limit: usize,
+) -> Result<crate::sql::LaterRows<i64>> {
+    connection
+        .prepare_cached(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM runs WHERE status = 'queued' AND queue = ?1
+             LIMIT ?2) AS queued",
+        )?
+        .send_query_map(
+            params![queue.as_str(), i64::try_from(limit).unwrap_or(i64::MAX)],
+            |row| row.get(0),
+        )
 }
 
 /// Claims up to `max` runs on `queue` in one transaction, each with its session's lease, as

@@ -595,6 +595,7 @@ fn claims_go_to_the_account_with_the_fewest_runs_in_flight_up_to_its_share() -> 
     let shared = ClaimFor {
         owner: "boot-a".to_owned(),
         account_runs_max: 2,
+        room: 0,
     };
     let claim = |max: usize, now_ms: i64| {
         block_on(store.claim_runs_of_queues(
@@ -645,6 +646,91 @@ fn claims_go_to_the_account_with_the_fewest_runs_in_flight_up_to_its_share() -> 
         .collect::<Vec<_>>(),
         ids(&[4, 5])
     );
+    Ok(())
+}
+
+/// A person's message starts its run at once, past runs queued before it that could start,
+/// when the claim has room for every queued run besides it: none of them waits for it. With
+/// less room, or none counted, it queues behind them; with a share per account, it queues
+/// behind queued runs of its own account whatever the room, and starts past another's.
+#[test]
+fn a_message_starts_at_once_past_queued_runs_when_they_all_fit_in_the_room() -> anyhow::Result<()> {
+    let fixture = Fixture::new()?;
+    let store = &fixture.store;
+    let sessions = fixture.create_sessions(5)?;
+    // Two runs queued, each of a free session: either could start.
+    for idx in [1, 2] {
+        block_on(store.enqueue_run(run(idx, sessions[idx as usize - 1], &[])))?;
+    }
+    let send = |session: SessionId, idx: u128, claim: ClaimFor| {
+        block_on(store.send_user_message(
+            session,
+            user_message("hello"),
+            RunId::from_u128(idx),
+            Queue::Interactive,
+            10,
+            Some(claim),
+        ))
+        .map(|(_, run)| run.status)
+    };
+    let with_room = |room: usize| ClaimFor {
+        room,
+        ..ClaimFor::unshared("boot-a")
+    };
+    assert_eq!(
+        send(sessions[2], 3, with_room(1))?,
+        RunStatus::Queued,
+        "room for one of the two queued: it waits behind them"
+    );
+    assert_eq!(
+        send(sessions[3], 4, with_room(3))?,
+        RunStatus::Running,
+        "room for the three queued: it starts at once"
+    );
+    assert_eq!(
+        send(sessions[4], 5, with_room(0))?,
+        RunStatus::Queued,
+        "no room counted: it waits behind them"
+    );
+    let claimed = block_on(store.claim_runs_of_queues(
+        vec![(Queue::Interactive, 8)],
+        ClaimFor::unshared("boot-a"),
+        20,
+    ))?;
+    assert_eq!(
+        claimed.iter().map(|run| run.id).collect::<Vec<_>>(),
+        [1, 2, 3, 5].map(RunId::from_u128),
+        "the queued runs start in the order they were queued"
+    );
+
+    // A share per account: a run of the account A queued (one that could start), and room for
+    // it: A's message waits behind it all the same, and B's does not.
+    let fixture = Fixture::new()?;
+    let store = &fixture.store;
+    let a_sessions = fixture.create_sessions(2)?;
+    block_on(store.enqueue_run(run(1, a_sessions[0], &[])))?;
+    let account_b = seed_events::AccountId::from_u128(0xb);
+    block_on(store.create_account(account_b, vec![4, 5, 6], 0))?;
+    let b_session = SessionId::from_u128(0xb0);
+    block_on(store.create_session(seed_store::NewSession::new(b_session, account_b, 0)))?;
+    let shared = ClaimFor {
+        owner: "boot-a".to_owned(),
+        account_runs_max: 2,
+        room: 8,
+    };
+    let send = |session: SessionId, idx: u128| {
+        block_on(store.send_user_message(
+            session,
+            user_message("hello"),
+            RunId::from_u128(idx),
+            Queue::Interactive,
+            10,
+            Some(shared.clone()),
+        ))
+        .map(|(_, run)| run.status)
+    };
+    assert_eq!(send(a_sessions[1], 2)?, RunStatus::Queued);
+    assert_eq!(send(b_session, 3)?, RunStatus::Running);
     Ok(())
 }
 
