@@ -479,8 +479,8 @@ pub(super) fn take_lease(
 /// queued run could start instead ([`next_claimable`] finds none), so it overtakes no older run
 /// that could start, of its own session or another's, of its own account or another's; nor
 /// when the owner has room for every run queued on the queue besides it (`claim.room`), and,
-/// with a share per account, none of them is of its account: they all start as they would
-/// have, at the queue's next claim. Without the room, a run queued while an older one waits
+/// with a share per account, its account's share has room for each of its queued runs besides
+/// it: they all start as they would have, at the queue's next claim. Without the room, a run queued while an older one waits
 /// for that claim would queue too, and so would each message after it, every run waiting out
 /// a claim of its own (and on several nodes, started by whichever node claims first, away from
 /// the node that holds its session's harness). Asked before the run is inserted: it is the
@@ -511,6 +511,7 @@ pub(super) fn starts_at_once(
         return Ok(false);
     }
     let mut account_id = None;
+    let mut n_in_flight = 0;
     if claim.account_runs_max != usize::MAX {
         account_id = connection
             .prepare_cached("SELECT account_id FROM sessions WHERE id = ?1")?
@@ -519,7 +520,7 @@ pub(super) fn starts_at_once(
             })
             .optional()?
             .flatten();
-        let n_in_flight =
+        n_in_flight =
             account_runs_in_flight(connection, account_id.as_deref(), claim.account_runs_max)?;
         if n_in_flight >= claim.account_runs_max {
             return Ok(false);
@@ -529,8 +530,9 @@ pub(super) fn starts_at_once(
     if let Some(queued) = queued {
         let n_queued = queued.values()?.first().copied().unwrap_or(i64::MAX);
         let all_fit = usize::try_from(n_queued).is_ok_and(|n_queued| n_queued <= claim.room);
-        let of_its_account = claim.account_runs_max != usize::MAX && accounts.contains(&account_id);
-        if all_fit && !of_its_account {
+        if all_fit
+            && share_left_for_its_queued(connection, claim, &accounts, &account_id, n_in_flight)?
+        {
             return Ok(true);
         }
     }
@@ -542,6 +544,35 @@ pub(super) fn starts_at_once(
         &accounts,
     )?
     .is_none())
+}
+
+/// Whether, with a share per account, the new run's account (`account_id`, with `n_in_flight`
+/// runs in flight) keeps a share for each of its queued runs besides the new run; true
+/// without shares, or when it has none queued (`accounts`: those with queued runs).
+fn share_left_for_its_queued(
+    connection: &Connection,
+    claim: &ClaimFor,
+    accounts: &[Option<String>],
+    account_id: &Option<String>,
+    n_in_flight: usize,
+) -> Result<bool> {
+    if claim.account_runs_max == usize::MAX || !accounts.contains(account_id) {
+        return Ok(true);
+    }
+    let Some(account_id) = account_id else {
+        return Ok(false);
+    };
+    let share_left = claim.account_runs_max.saturating_sub(n_in_flight + 1);
+    let limit = i64::try_from(share_left)
+        .unwrap_or(i64::MAX)
+        .saturating_add(1);
+    let n_queued: i64 = connection
+        .prepare_cached(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM runs WHERE status = 'queued' AND account_id = ?1
+             LIMIT ?2) AS queued",
+        )?
+        .query_row(params![account_id, limit], |row| row.get(0))?;
+    Ok(usize::try_from(n_queued).is_ok_and(|n_queued| n_queued <= share_left))
 }
 
 /// Sends the count of the runs queued on `queue`, up to `limit` (a count of `limit` is that

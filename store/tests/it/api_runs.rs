@@ -652,7 +652,7 @@ fn claims_go_to_the_account_with_the_fewest_runs_in_flight_up_to_its_share() -> 
 /// A person's message starts its run at once, past runs queued before it that could start,
 /// when the claim has room for every queued run besides it: none of them waits for it. With
 /// less room, or none counted, it queues behind them; with a share per account, it queues
-/// behind queued runs of its own account whatever the room, and starts past another's.
+/// behind queued runs of its own account when starting would leave them no share.
 #[test]
 fn a_message_starts_at_once_past_queued_runs_when_they_all_fit_in_the_room() -> anyhow::Result<()> {
     let fixture = Fixture::new()?;
@@ -703,11 +703,12 @@ fn a_message_starts_at_once_past_queued_runs_when_they_all_fit_in_the_room() -> 
         "the queued runs start in the order they were queued"
     );
 
-    // A share per account: a run of the account A queued (one that could start), and room for
-    // it: A's message waits behind it all the same, and B's does not.
+    // A share per account (2 runs): a run of the account A queued, one that could start, and
+    // room for it. A's message starts while A's share still holds the queued run besides it;
+    // A's next waits behind it, since starting would leave it no share; B's starts.
     let fixture = Fixture::new()?;
     let store = &fixture.store;
-    let a_sessions = fixture.create_sessions(2)?;
+    let a_sessions = fixture.create_sessions(3)?;
     block_on(store.enqueue_run(run(1, a_sessions[0], &[])))?;
     let account_b = seed_events::AccountId::from_u128(0xb);
     block_on(store.create_account(account_b, vec![4, 5, 6], 0))?;
@@ -729,8 +730,9 @@ fn a_message_starts_at_once_past_queued_runs_when_they_all_fit_in_the_room() -> 
         ))
         .map(|(_, run)| run.status)
     };
-    assert_eq!(send(a_sessions[1], 2)?, RunStatus::Queued);
-    assert_eq!(send(b_session, 3)?, RunStatus::Running);
+    assert_eq!(send(a_sessions[1], 2)?, RunStatus::Running);
+    assert_eq!(send(a_sessions[2], 3)?, RunStatus::Queued);
+    assert_eq!(send(b_session, 4)?, RunStatus::Running);
     Ok(())
 }
 
