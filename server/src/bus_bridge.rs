@@ -23,7 +23,6 @@
 //! starts (offset 0), and has subscribers re-read the session once.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt as _;
@@ -31,7 +30,7 @@ use futures::channel::mpsc::UnboundedReceiver;
 use seed_actors::bus::{Notification, Publisher, SeqRange};
 use seed_events::{AccountId, RunId, SessionId};
 use seed_store::notices::{
-    Batch, CHANNEL, Heard, Listener, NOTICES_BUFFERED_MAX_DEFAULT, Notice, Notifier,
+    Batch, CHANNEL, Heard, Listener, NOTICES_BUFFERED_MAX_DEFAULT, Notice, Notifier, Sent,
 };
 
 /// The reasons a session changes for, as the bus names them: a reason heard from another node
@@ -89,17 +88,14 @@ const NOTICES_A_BATCH_MAX: usize = 256;
 pub struct BusBridge {
     sender: tokio::task::AbortHandle,
     receiver: tokio::task::AbortHandle,
-    sent: Arc<SentCounts>,
+    sent: Arc<Sent>,
 }
 
 impl BusBridge {
     /// The notices this node's sender has sent to the other nodes so far, and the batches
     /// (statements, each its own transaction) that carried them.
     pub fn sent(&self) -> (u64, u64) {
-        (
-            self.sent.notices.load(Ordering::Relaxed),
-            self.sent.batches.load(Ordering::Relaxed),
-        )
+        (self.sent.notices(), self.sent.statements())
     }
 }
 
@@ -131,8 +127,8 @@ pub async fn start(
         .await
         .ok_or_else(|| anyhow::anyhow!("the bus stopped before its bridge started"))?;
     let echoes = Echoes::default();
-    let sent = Arc::new(SentCounts::default());
-    let sender = tokio::spawn(send_own(bus, notifier, echoes.clone(), sent.clone())).abort_handle();
+    let sent = notifier.sent();
+    let sender = tokio::spawn(send_own(bus, notifier, echoes.clone())).abort_handle();
     let receiver = tokio::spawn(publish_others(
         listener,
         node_id.to_owned(),
@@ -188,19 +184,13 @@ async fn send_own(
     mut bus: UnboundedReceiver<Notification>,
     mut notifier: Notifier,
     echoes: Echoes,
-    sent: Arc<SentCounts>,
 ) {
     let mut outgoing = Outgoing::default();
     while let Some(first) = bus.next().await {
         let mut batch = notifier.batch();
         gather(first, &mut bus, &echoes, &mut outgoing, &mut batch);
-        let n_notices = batch.len() as u64;
-        if n_notices == 0 {
-            continue;
-        }
-        match notifier.send_batch(batch).await {
-            Ok(()) => sent.add(n_notices),
-            Err(error) => tracing::warn!(%error, "notices to the other nodes were not sent"),
+        if let Err(error) = notifier.send_batch(batch).await {
+            tracing::warn!(%error, "notices to the other nodes were not sent");
         }
     }
 }
@@ -242,20 +232,6 @@ fn add(batch: &mut Batch, notice: &Notice) {
     };
     if let Err(too_long) = batch.add(&instead) {
         tracing::warn!(%too_long, "a notice to the other nodes was not sent");
-    }
-}
-
-/// The notices a bridge's sender has sent, and the batches (statements) that carried them.
-#[derive(Debug, Default)]
-struct SentCounts {
-    notices: AtomicU64,
-    batches: AtomicU64,
-}
-
-impl SentCounts {
-    fn add(&self, notices: u64) {
-        self.notices.fetch_add(notices, Ordering::Relaxed);
-        self.batches.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -574,6 +574,15 @@ fn a_message_claims_its_run_at_once_only_when_it_is_the_queues_next_and_the_sess
     Ok(())
 }
 
+/// A second account, B (the fixture's is A), with one session: the session.
+fn account_b_session(store: &seed_store::Store) -> anyhow::Result<SessionId> {
+    let account_b = seed_events::AccountId::from_u128(0xb);
+    block_on(store.create_account(account_b, vec![4, 5, 6], 0))?;
+    let b_session = SessionId::from_u128(0xb0);
+    block_on(store.create_session(seed_store::NewSession::new(b_session, account_b, 0)))?;
+    Ok(b_session)
+}
+
 /// Claims share the runs in flight between accounts: each claim goes to the account with the
 /// fewest runs in flight (the older run on a tie), so an account whose runs were queued later
 /// is not served after all of another's; an account with its share in flight has none
@@ -587,10 +596,7 @@ fn claims_go_to_the_account_with_the_fewest_runs_in_flight_up_to_its_share() -> 
     for (idx, session_id) in (1..).zip(&a_sessions) {
         block_on(store.enqueue_run(run(idx, *session_id, &[])))?;
     }
-    let account_b = seed_events::AccountId::from_u128(0xb);
-    block_on(store.create_account(account_b, vec![4, 5, 6], 0))?;
-    let b_session = SessionId::from_u128(0xb0);
-    block_on(store.create_session(seed_store::NewSession::new(b_session, account_b, 0)))?;
+    let b_session = account_b_session(store)?;
     block_on(store.enqueue_run(run(10, b_session, &[])))?;
     let shared = ClaimFor {
         owner: "boot-a".to_owned(),
@@ -710,10 +716,7 @@ fn a_message_starts_at_once_past_queued_runs_when_they_all_fit_in_the_room() -> 
     let store = &fixture.store;
     let a_sessions = fixture.create_sessions(3)?;
     block_on(store.enqueue_run(run(1, a_sessions[0], &[])))?;
-    let account_b = seed_events::AccountId::from_u128(0xb);
-    block_on(store.create_account(account_b, vec![4, 5, 6], 0))?;
-    let b_session = SessionId::from_u128(0xb0);
-    block_on(store.create_session(seed_store::NewSession::new(b_session, account_b, 0)))?;
+    let b_session = account_b_session(store)?;
     let shared = ClaimFor {
         owner: "boot-a".to_owned(),
         account_runs_max: 2,

@@ -4,6 +4,8 @@
 
 use std::fmt;
 use std::str::FromStr as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls, Statement};
@@ -70,7 +72,7 @@ pub struct Notifier {
     missed: bool,
     /// When the next attempt to connect may be made, and the wait after it fails.
     retry: Option<(tokio::time::Instant, Duration)>,
-    n_sent: Sent,
+    n_sent: Arc<Sent>,
 }
 
 /// The statement a [`Batch`] is sent with: a notification for each payload of the array, in
@@ -122,11 +124,24 @@ impl Batch {
     }
 }
 
-/// What a [`Notifier`] has sent: its notices, and the statements that carried them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What a [`Notifier`] has sent: its notices, and the statements that carried them. Shared
+/// ([`Notifier::sent`]), so that whoever made the notifier reads it while a task sends.
+#[derive(Debug, Default)]
 pub struct Sent {
-    pub notices: u64,
-    pub statements: u64,
+    notices: AtomicU64,
+    statements: AtomicU64,
+}
+
+impl Sent {
+    /// The notices sent.
+    pub fn notices(&self) -> u64 {
+        self.notices.load(Ordering::Relaxed)
+    }
+
+    /// The statements (each its own transaction) that carried them.
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
+    }
 }
 
 impl fmt::Debug for Notifier {
@@ -154,7 +169,7 @@ impl Notifier {
             client: None,
             missed: false,
             retry: None,
-            n_sent: Sent::default(),
+            n_sent: Arc::default(),
         };
         notifier.client = Some(notifier.open().await.map_err(Error::Postgres)?);
         Ok(notifier)
@@ -211,14 +226,16 @@ impl Notifier {
             return Err(Unsent::Lost(crate::postgres::describe(&error)));
         }
         self.missed = false;
-        self.n_sent.notices += batch.notices as u64;
-        self.n_sent.statements += 1;
+        self.n_sent
+            .notices
+            .fetch_add(batch.notices as u64, Ordering::Relaxed);
+        self.n_sent.statements.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// What this notifier has sent so far.
-    pub fn sent(&self) -> Sent {
-        self.n_sent
+    /// What this notifier has sent, counted as it sends.
+    pub fn sent(&self) -> Arc<Sent> {
+        Arc::clone(&self.n_sent)
     }
 
     /// Makes the connection again when it was lost and the backoff allows.
