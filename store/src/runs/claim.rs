@@ -478,9 +478,10 @@ pub(super) fn take_lease(
 /// than its share, and no queued run waits for it. A queued run does not wait for it when no
 /// queued run could start instead ([`next_claimable`] finds none), so it overtakes no older run
 /// that could start, of its own session or another's, of its own account or another's; nor
-/// when the owner has room for every run queued on the queue besides it (`claim.room`), and,
-/// with a share per account, its account's share has room for each of its queued runs besides
-/// it: they all start as they would have, at the queue's next claim. Without the room, a run queued while an older one waits
+/// when its session has no run queued, the owner has room for every run queued on the queue
+/// besides it (`claim.room`), and, with a share per account, its account's share has room for
+/// each of its queued runs besides it: they all start as they would have, at the queue's next
+/// claim. Without the room, a run queued while an older one waits
 /// for that claim would queue too, and so would each message after it, every run waiting out
 /// a claim of its own (and on several nodes, started by whichever node claims first, away from
 /// the node that holds its session's harness). Asked before the run is inserted: it is the
@@ -504,6 +505,7 @@ pub(super) fn starts_at_once(
             connection,
             queue,
             room.saturating_add(1),
+            session_id,
         )?),
     };
     connection.read_answers()?;
@@ -528,9 +530,16 @@ pub(super) fn starts_at_once(
     }
     let accounts = waiting_accounts_sent(connection, waiting)?;
     if let Some(queued) = queued {
-        let n_queued = queued.values()?.first().copied().unwrap_or(i64::MAX);
+        // A run of its own session queued before it starts first, whatever the room: within
+        // a session, runs start in the order they were queued.
+        let (n_queued, its_own_queued) = queued
+            .values()?
+            .first()
+            .copied()
+            .unwrap_or((i64::MAX, true));
         let all_fit = usize::try_from(n_queued).is_ok_and(|n_queued| n_queued <= claim.room);
         if all_fit
+            && !its_own_queued
             && share_left_for_its_queued(connection, claim, &accounts, &account_id, n_in_flight)?
         {
             return Ok(true);
@@ -576,20 +585,28 @@ fn share_left_for_its_queued(
 }
 
 /// Sends the count of the runs queued on `queue`, up to `limit` (a count of `limit` is that
-/// many or more), whose answer is read with the next statement waited on.
+/// many or more), and whether `session_id` has a run queued (on either queue), whose answer
+/// is read with the next statement waited on.
 fn send_queued_count(
     connection: &Connection,
     queue: Queue,
     limit: usize,
-) -> Result<crate::sql::LaterRows<i64>> {
+    session_id: SessionId,
+) -> Result<crate::sql::LaterRows<(i64, bool)>> {
     connection
         .prepare_cached(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM runs WHERE status = 'queued' AND queue = ?1
-             LIMIT ?2) AS queued",
+            "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM runs WHERE status = 'queued' AND queue = ?1
+                     LIMIT ?2) AS queued),
+                    (SELECT COUNT(*) FROM (SELECT 1 FROM runs WHERE session_id = ?3
+                     AND status = 'queued' LIMIT 1) AS its_own)",
         )?
         .send_query_map(
-            params![queue.as_str(), i64::try_from(limit).unwrap_or(i64::MAX)],
-            |row| row.get(0),
+            params![
+                queue.as_str(),
+                i64::try_from(limit).unwrap_or(i64::MAX),
+                session_id.to_string()
+            ],
+            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)? > 0)),
         )
 }
 

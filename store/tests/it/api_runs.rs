@@ -657,8 +657,9 @@ fn claims_go_to_the_account_with_the_fewest_runs_in_flight_up_to_its_share() -> 
 
 /// A person's message starts its run at once, past runs queued before it that could start,
 /// when the claim has room for every queued run besides it: none of them waits for it. With
-/// less room, or none counted, it queues behind them; with a share per account, it queues
-/// behind queued runs of its own account when starting would leave them no share.
+/// less room, or none counted, it queues behind them; behind a queued run of its own session it
+/// queues whatever the room; with a share per account, it queues behind queued runs of its own
+/// account when starting would leave them no share.
 #[test]
 fn a_message_starts_at_once_past_queued_runs_when_they_all_fit_in_the_room() -> anyhow::Result<()> {
     let fixture = Fixture::new()?;
@@ -697,6 +698,11 @@ fn a_message_starts_at_once_past_queued_runs_when_they_all_fit_in_the_room() -> 
         send(sessions[4], 5, with_room(0))?,
         RunStatus::Queued,
         "no room counted: it waits behind them"
+    );
+    assert_eq!(
+        send(sessions[0], 6, with_room(100))?,
+        RunStatus::Queued,
+        "its own session's queued run starts first, whatever the room"
     );
     let claimed = block_on(store.claim_runs_of_queues(
         vec![(Queue::Interactive, 8)],
