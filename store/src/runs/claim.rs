@@ -27,9 +27,9 @@ pub struct ClaimFor {
     /// another's wait. `usize::MAX`: no share.
     pub account_runs_max: usize,
     /// The runs the owner has room for besides the one being claimed (its free slots on the
-    /// queue). A new run whose session is free starts at once when every run queued on its
-    /// queue fits in that room too ([`starts_at_once`]): none of them waits for it. 0: a new
-    /// run waits behind any queued run that could start.
+    /// queue, with those a claim in flight holds for queued runs). A new run may start at once
+    /// past queued runs that all fit in it, none of them its session's ([`starts_at_once`]).
+    /// 0: a new run waits behind any queued run that could start.
     pub room: usize,
 }
 
@@ -481,12 +481,12 @@ pub(super) fn take_lease(
 /// when its session has no run queued, the owner has room for every run queued on the queue
 /// besides it (`claim.room`), and, with a share per account, its account's share has room for
 /// each of its queued runs besides it: they all start as they would have, at the queue's next
-/// claim. Without the room, a run queued while an older one waits
-/// for that claim would queue too, and so would each message after it, every run waiting out
-/// a claim of its own (and on several nodes, started by whichever node claims first, away from
-/// the node that holds its session's harness). Asked before the run is inserted: it is the
-/// newest of all, and no other run's turn to start depends on it. A run that may not start at
-/// once is queued, and the queue's next claim picks fairly among all that wait.
+/// claim. Without the room, a run queued while an older one waits for that claim would queue
+/// too, and so would each message after it, every run waiting out a claim of its own (and on
+/// several nodes, started by whichever node claims first, away from the node that holds its
+/// session's harness). Asked before the run is inserted: it is the newest of all, and no other
+/// run's turn to start depends on it. A run that may not start at once is queued, and the
+/// queue's next claim picks fairly among all that wait.
 pub(super) fn starts_at_once(
     connection: &Connection,
     queue: Queue,
