@@ -97,6 +97,11 @@ impl BusBridge {
     pub fn sent(&self) -> (u64, u64) {
         (self.sent.notices(), self.sent.statements())
     }
+
+    /// The counts [`BusBridge::sent`] reads, shared: they go on counting while the bridge runs.
+    pub fn sent_counts(&self) -> Arc<Sent> {
+        Arc::clone(&self.sent)
+    }
 }
 
 impl Drop for BusBridge {

@@ -95,10 +95,12 @@ pub async fn render(state: &AppState) -> Result<String, ApiError> {
 /// run again after PostgreSQL broke a deadlock between them and another's (its lanes', or
 /// other nodes'), and
 /// runs that went on with the session's harness kept here or found another node had run the
-/// session since.
+/// session since; and the notices it sent the other nodes, and the batches (statements) that
+/// carried them.
 fn node_metrics(node: &str, state: &AppState) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     let peers = state.runtime.peer_stats();
+    let sent = state.notices_sent.get();
     let node = node.replace(['\\', '"'], "_");
     [
         ("seed_node_claims_total", state.store.node_claims()),
@@ -122,6 +124,14 @@ fn node_metrics(node: &str, state: &AppState) -> String {
         (
             "seed_node_harnesses_overtaken_total",
             peers.n_harnesses_overtaken.load(Relaxed),
+        ),
+        (
+            "seed_node_notices_sent_total",
+            sent.as_ref().map_or(0, |sent| sent.notices()),
+        ),
+        (
+            "seed_node_notice_batches_total",
+            sent.as_ref().map_or(0, |sent| sent.statements()),
         ),
     ]
     .into_iter()

@@ -475,6 +475,7 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         subscribers: crate::subscribers::Subscribers::new(options.subscriber_limits.clone()),
         local_account_id: key.account_id,
         node_id: boot_id.clone(),
+        notices_sent: Default::default(),
     });
     actix_web::rt::spawn(crate::subscribers::forward(
         Arc::clone(&state.subscribers),
@@ -499,6 +500,9 @@ async fn run(options: ServeOptions) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    if let Some(bridge) = &_bus_bridge {
+        let _ = state.notices_sent.set(bridge.sent_counts());
+    }
     let openapi = api::openapi();
     let routes = web::Data::new(api::routes_of(&openapi));
     let document = web::Data::new(api::document_text(&openapi, &state.runtime)?);

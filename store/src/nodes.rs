@@ -45,8 +45,20 @@ pub(crate) fn database_now(connection: &Connection, now_ms: i64) -> Result<i64> 
     }
 }
 
+/// The key of the advisory lock a registering transaction holds on PostgreSQL, so that nodes
+/// joining at once take their turns: each reads the newest epoch after the one before it has
+/// committed, instead of two reading the same one and one of them being refused.
+const REGISTER_LOCK: i64 = 0x5eed_5c4e_3a00_0002;
+
 /// Registers the node `id` with the next epoch, its leases holding for `ttl_ms`.
 fn register_node(connection: &Connection, id: &str, now_ms: i64, ttl_ms: i64) -> Result<NodeRow> {
+    if connection.engine() == Engine::Postgres {
+        // Held until the transaction ends; the insert below reads the epochs after it is
+        // granted (each statement reads what committed before it began).
+        connection
+            .prepare_cached("SELECT pg_advisory_xact_lock(?1)")?
+            .send(params![REGISTER_LOCK])?;
+    }
     let now_ms = database_now(connection, now_ms)?;
     let expires_at_ms = now_ms.saturating_add(ttl_ms);
     let epoch = connection
@@ -196,7 +208,8 @@ impl Store {
             })
             .await?;
         }
-        // Two nodes joining at once may pick the same epoch; one of them tries again.
+        // Nodes joining at once take their turns (`REGISTER_LOCK`); should one still pick an
+        // epoch another took, it tries again.
         let mut attempts = 0;
         let node = loop {
             let id = id.to_owned();

@@ -133,6 +133,9 @@ pub struct AppState {
     pub local_account_id: AccountId,
     /// This process among the nodes on one database: the boot id it claims runs with.
     pub node_id: String,
+    /// On a shared database, the notices this node has sent the other nodes (`/metrics`), once
+    /// its bus bridge runs.
+    pub notices_sent: std::sync::OnceLock<Arc<seed_store::notices::Sent>>,
 }
 
 impl std::fmt::Debug for AppState {

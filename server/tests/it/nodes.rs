@@ -187,6 +187,11 @@ async fn a_node_paused_past_its_lease_is_taken_over_and_fenced_when_it_wakes() {
     // Exposed per node too (`counter` fails when the line is missing); whether a deadlock
     // between the nodes' writes came up here is left to chance.
     counter("seed_node_write_conflicts_retried_total");
+    // Node B told the other nodes of the turn it ran, several notices to a batch at most.
+    let n_notices = counter("seed_node_notices_sent_total");
+    let n_batches = counter("seed_node_notice_batches_total");
+    assert!(n_batches >= 1.0, "{metrics}");
+    assert!(n_notices >= n_batches, "{metrics}");
     drop(node_b);
 }
 

@@ -247,3 +247,52 @@ fn a_claim_passes_over_a_session_or_run_another_holds() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn nodes_joining_at_once_take_their_turns_and_none_is_refused() -> anyhow::Result<()> {
+    const N_NODES: usize = 8;
+    const N_ROUNDS: usize = 3;
+    let database = ScratchDatabase::on_test_cluster();
+    let mut epochs = Vec::new();
+    let mut n_refused = 0;
+    for round in 0..N_ROUNDS {
+        let stores = (0..N_NODES)
+            .map(|_| node_store(&database))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let barrier = std::sync::Barrier::new(N_NODES);
+        std::thread::scope(|scope| -> anyhow::Result<()> {
+            let joined = stores
+                .iter()
+                .enumerate()
+                .map(|(idx, (_dir, store))| {
+                    let barrier = &barrier;
+                    scope.spawn(move || {
+                        barrier.wait();
+                        block_on(store.register_node(&format!("node-{round}-{idx}"), 0, MINUTE_MS))
+                    })
+                })
+                .collect::<Vec<_>>();
+            for handle in joined {
+                let node = handle.join().expect("joins")?;
+                epochs.push(node.epoch);
+            }
+            Ok(())
+        })?;
+        n_refused += stores
+            .iter()
+            .map(|(_dir, store)| {
+                store
+                    .writer_stats()
+                    .n_jobs_refused
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .sum::<u64>();
+    }
+    // Each node has an epoch of its own, and none had its registration refused (a duplicate
+    // epoch, tried again): the writer would have logged each refusal as a warning.
+    epochs.sort_unstable();
+    let expected: Vec<i64> = (1..=(N_NODES * N_ROUNDS) as i64).collect();
+    assert_eq!(epochs, expected);
+    assert_eq!(n_refused, 0);
+    Ok(())
+}
