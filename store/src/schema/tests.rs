@@ -28,6 +28,31 @@ fn the_writer_runs_with_the_configured_synchronous() -> Result<()> {
     Ok(())
 }
 
+/// A statement runs on the plan it was prepared with, whatever is bound to it: the store's
+/// queries bind their limits (`LIMIT ?2`), and SQLite, left to itself, prepares such a statement
+/// again at each execution that binds the limit anew.
+#[test]
+fn a_statement_is_not_prepared_again_for_the_values_bound_to_it() -> Result<()> {
+    let dir = tempfile::tempdir().expect("a temporary dir");
+    let config = Config::new(dir.path().join("seed.db"));
+    let writer = open_writer(&config)?;
+    let reader = open_reader(&config)?;
+    for connection in [&writer, &reader] {
+        let mut statement = connection.prepare_cached(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM runs WHERE status = 'queued' AND queue = ?1
+             LIMIT ?2) AS queued",
+        )?;
+        for limit in 1..=20_i64 {
+            let n_queued: i64 =
+                statement.query_row(rusqlite::params!["interactive", limit], |row| row.get(0))?;
+            assert_eq!(n_queued, 0);
+        }
+        let n_prepared_again = statement.get_status(rusqlite::StatementStatus::RePrepare);
+        assert_eq!(n_prepared_again, 0);
+    }
+    Ok(())
+}
+
 /// The build leaves out SQLITE_ENABLE_MEMORY_MANAGEMENT (`.cargo/config.toml`), so that
 /// each connection has a page cache of its own rather than one shared behind a mutex.
 #[test]
