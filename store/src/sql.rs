@@ -378,7 +378,9 @@ impl Connection {
     /// sent without waiting, with the first statement that is waited on.
     pub(crate) fn snapshot(&self) -> Result<Snapshot<'_>> {
         if self.engine() == Engine::Sqlite {
-            self.execute_batch("BEGIN DEFERRED")?;
+            // Kept prepared: a turn's reads open a snapshot or two, and parsing its `BEGIN`
+            // and `COMMIT` each time cost a reader more than a point query.
+            self.prepare_cached("BEGIN DEFERRED")?.execute(params![])?;
         }
         // On PostgreSQL, open from before the `BEGIN`: if it cannot even be sent (the
         // connection was lost under it), dropping the snapshot rolls back, which ends the
@@ -412,7 +414,10 @@ impl Snapshot<'_> {
         match self.connection.engine() {
             Engine::Sqlite => {
                 self.open = false;
-                self.connection.execute_batch("COMMIT")
+                self.connection
+                    .prepare_cached("COMMIT")?
+                    .execute(params![])
+                    .map(drop)
             }
             // Waited on: the answers of the statements sent before it come in the same trip.
             Engine::Postgres => {
