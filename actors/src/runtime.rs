@@ -480,10 +480,18 @@ impl Runtime {
         loop {
             // Register first, then look: a run that ends in between is seen either way.
             let finished = self.env.publisher.run_finished(run_id);
-            match self.env.store.get_run(run_id).await? {
-                Some(run) if run.status.is_terminal() => return Ok(run),
-                Some(_) => {}
-                None => return Err(Error::RunGone(run_id)),
+            let found = match self.env.store.get_run(run_id).await {
+                Ok(Some(run)) if run.status.is_terminal() => Some(Ok(run)),
+                Ok(Some(_)) => None,
+                Ok(None) => Some(Err(Error::RunGone(run_id))),
+                Err(error) => Some(Err(error.into())),
+            };
+            if let Some(found) = found {
+                // Not waited for after all: the registration goes, or it would stay for good
+                // (the run's end, which would take it, has come and gone).
+                drop(finished);
+                self.env.publisher.forget_run_waiters(run_id);
+                return found;
             }
             // The run as its end recorded it; without it (a run another way ended), read.
             if let Some(run) = self
@@ -539,22 +547,40 @@ impl RunWatch {
     /// Waits until the run is terminal and returns it, as [`Runtime::wait_for_run`] does. Call it
     /// once the run is queued.
     pub async fn ended(mut self) -> Result<RunRow, Error> {
-        if self.runtime.env.store.node().is_some()
-            && let Some(ended) = self.ended.take()
-        {
-            // On a shared database the run may end on another node: read, and look again.
-            drop(ended);
-            self.runtime.env.publisher.forget_run_waiters(self.run_id);
-        }
         if let Some(ended) = self.ended.as_mut() {
-            let outcome = ended.await;
-            // Answered, or its sender went with the runtime: nothing of it is registered now.
-            self.ended = None;
-            if let Ok(Some(run)) = outcome {
-                return Ok(run);
+            let answered = match self.runtime.env.store.node() {
+                None => Some(ended.await),
+                // On a shared database the run may end on another node: its notice answers
+                // without the row, and a notice lost leaves it to the while (as
+                // `Runtime::wait_for_run` waits). A run that ends here is had as its end
+                // recorded it, without a read.
+                Some(_) => {
+                    let a_while = actix::clock::sleep(self.runtime.env.settings.node_renew);
+                    futures::pin_mut!(a_while);
+                    match futures::future::select(ended, a_while).await {
+                        futures::future::Either::Left((outcome, _)) => Some(outcome),
+                        futures::future::Either::Right(_) => None,
+                    }
+                }
+            };
+            match answered {
+                // Answered, or its sender went with the runtime: nothing of it is registered
+                // now.
+                Some(outcome) => {
+                    self.ended = None;
+                    if let Ok(Some(run)) = outcome {
+                        return Ok(run);
+                    }
+                }
+                // Not within the while: given up.
+                None => {
+                    drop(self.ended.take());
+                    self.runtime.env.publisher.forget_run_waiters(self.run_id);
+                }
             }
         }
-        // Ended without its row (a run ended another way), or the runtime went away: read.
+        // Ended without its row (on another node, or another way), not heard of within the
+        // while, or the runtime went away: read.
         self.runtime.wait_for_run(self.run_id).await
     }
 }

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+
+use futures::StreamExt as _;
 use std::time::Duration;
 
 use crate::common::{account, session, start_runtime_with, within};
@@ -190,5 +192,92 @@ async fn a_harness_kept_on_a_node_serves_until_another_node_runs_the_session() -
             "first", "one", "second", "two", "third", "three", "fourth", "four"
         ]
     );
+    Ok(())
+}
+
+/// On a shared database, a watched run that ends on this node is had as its end recorded it,
+/// without a read of the run; one that ends on another node (whose notice this node, without a
+/// bus bridge here, never hears) is read once the while has passed.
+#[actix::test]
+async fn a_watched_run_that_ends_here_is_had_without_a_read() -> anyhow::Result<()> {
+    const N_TURNS: usize = 5;
+    let database = ScratchDatabase::on_test_cluster();
+    let (dir_peer, dir_node) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let store = open(&database, &dir_node)?;
+    store.create_account(account(), vec![1], 0).await?;
+    store
+        .create_session(NewSession::new(session(0), account(), 0))
+        .await?;
+    let provider = ScriptedProvider::new(
+        (0..N_TURNS)
+            .map(|_| ScriptedStep::Respond(text_response("done")))
+            .collect(),
+    );
+    let settings = RuntimeSettings {
+        node_renew: Duration::from_millis(200),
+        ..RuntimeSettings::default()
+    };
+    let (runtime, _) = start_runtime_with(
+        store.clone(),
+        Arc::new(provider.clone()),
+        Vec::new(),
+        settings,
+        "node",
+    )
+    .await?;
+    let mut bus = runtime.publisher().subscribe().await.expect("the bus runs");
+    let mut n_reads = 0;
+    for turn in 0..N_TURNS {
+        let (_, watch) = runtime
+            .send_message_watched(session(0), &format!("turn {turn}"))
+            .await?;
+        // The run's end, heard on the bus: its waiters were answered before it was published.
+        within("the run's end", async {
+            while let Some(notification) = bus.next().await {
+                if matches!(notification,
+                    seed_actors::bus::Notification::RunFinished { run_id, .. }
+                        if run_id == watch.run_id())
+                {
+                    break;
+                }
+            }
+        })
+        .await;
+        let before = store.reader_round_trips();
+        let ended = within("the watch", watch.ended()).await?;
+        n_reads += store.reader_round_trips() - before;
+        assert_eq!(ended.status, RunStatus::Succeeded, "{ended:?}");
+        assert_eq!(ended.owner.as_deref(), Some("node"));
+    }
+    // A read each would be five (the scheduler's once-a-second look may add one).
+    assert!(n_reads <= 1, "{n_reads} reads for {N_TURNS} watched runs");
+
+    // A run the peer takes and ends: this node's watch reads it after the while.
+    let peer = open(&database, &dir_peer)?;
+    peer.register_node("peer", 0, MINUTE_MS).await?;
+    let run_id = RunId::from_u128(99);
+    let watch = runtime.watch_run(run_id);
+    peer.send_user_message(
+        session(0),
+        seed_events::NewEvent::message(
+            seed_events::EventRole::User,
+            "user",
+            serde_json::json!({ "text": "on the peer" }),
+            3,
+        ),
+        run_id,
+        Queue::Interactive,
+        10,
+        Some(ClaimFor::unshared("peer")),
+    )
+    .await?;
+    assert!(
+        peer.finish_run(run_id, RunStatus::Succeeded, None, 20)
+            .await?
+    );
+    let ended = within("the peer's run read", watch.ended()).await?;
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:?}");
+    assert_eq!(ended.owner.as_deref(), Some("peer"));
+    assert_eq!(runtime.n_runs_waited_for(), 0, "nothing left registered");
     Ok(())
 }
