@@ -117,6 +117,11 @@ impl<F> CrashFs<F> {
     pub fn new(inner: F, points: CrashPoints) -> CrashFs<F> {
         CrashFs { inner, points }
     }
+
+    /// The files it wraps.
+    pub fn inner(&self) -> &F {
+        &self.inner
+    }
 }
 
 /// The points around a batch's commit, by what the batch holds.

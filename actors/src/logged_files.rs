@@ -130,6 +130,11 @@ impl LoggedFiles {
         self.files.session_id()
     }
 
+    /// See [`SessionFiles::take_newest_line_written`].
+    pub fn take_newest_line_written(&self) -> Option<i64> {
+        self.files.take_newest_line_written()
+    }
+
     /// Tells subscribers what `batch`'s commit made visible: `placed`, its events in the log.
     fn tell(&self, batch: &Batch, placed: &[SessionEvent], run_id: RunId) {
         let session_id = self.session_id();

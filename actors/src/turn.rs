@@ -303,10 +303,14 @@ async fn turn(
     let continued = end::continued_by(env, session_id, harness.state(), &request_id).await?;
     let delegated = delegated_in_turn(harness.state(), &request_id);
     if outcome.is_ok() && !harness.is_closed() {
-        // Read while the run still holds the session's lease, after the harness's last
-        // commit: no other node can have written the session in between.
+        // As it stands while the run still holds the session's lease, after the harness's
+        // last commit: no other node can have written the session in between. The newest
+        // line the harness committed in this run is it; a run that committed none reads it.
         let newest_line = match store.node() {
-            Some(_) => store.newest_durable_line(session_id).await.ok().flatten(),
+            Some(_) => match harness.fs().inner().take_newest_line_written() {
+                Some(written) => Some(written),
+                None => store.newest_durable_line(session_id).await.ok().flatten(),
+            },
             None => None,
         };
         *kept = Some(SessionHarness {

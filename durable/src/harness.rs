@@ -294,6 +294,11 @@ impl<F: DurableFs, P: Provider> Harness<F, P> {
         &self.provider
     }
 
+    /// The files the harness commits to.
+    pub fn fs(&self) -> &F {
+        &self.fs
+    }
+
     pub fn is_closed(&self) -> bool {
         self.closed
     }

@@ -1,10 +1,10 @@
 //! The durable file system over rows: a session's file is its `session_durable_files` rows in id
 //! order, and an append is one inserted row.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::params;
-use crate::sql::{Connection, OptionalExtension};
+use crate::sql::{Connection, LaterRows, OptionalExtension};
 use seed_durable::{Append, DurableFs, FileName};
 use seed_events::SessionId;
 
@@ -19,6 +19,9 @@ pub struct SessionFiles {
     /// The session's integer key, looked up by the first commit. Keys are never reused, so
     /// once the session is deleted a commit under this key is refused by its foreign key.
     pub(crate) session_key: Arc<OnceLock<i64>>,
+    /// On PostgreSQL, the id of the newest line these files committed since it was last
+    /// taken ([`SessionFiles::take_newest_line_written`]).
+    newest_line_written: Arc<Mutex<Option<i64>>>,
 }
 
 impl SessionFiles {
@@ -27,11 +30,39 @@ impl SessionFiles {
             store,
             session_id,
             session_key: Arc::default(),
+            newest_line_written: Arc::default(),
         }
     }
 
     pub fn session_id(&self) -> SessionId {
         self.session_id
+    }
+
+    /// On PostgreSQL, the id of the newest line these files committed since the last call
+    /// (`None` when they committed none; always `None` on SQLite). While the session's lease
+    /// holds, no one else writes its lines: it is then the session's newest line
+    /// ([`Store::newest_durable_line`]) with no read.
+    pub fn take_newest_line_written(&self) -> Option<i64> {
+        self.newest_line_written
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+    }
+
+    /// Notes the ids of the lines a commit wrote, once it committed.
+    pub(crate) fn note_lines_written(&self, ids: Vec<LaterRows<i64>>) -> Result<()> {
+        let mut newest = None;
+        for ids in ids {
+            newest = ids.values()?.into_iter().max().max(newest);
+        }
+        if newest.is_some() {
+            let mut written = self
+                .newest_line_written
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            *written = newest.max(*written);
+        }
+        Ok(())
     }
 }
 
@@ -57,12 +88,14 @@ impl DurableFs for SessionFiles {
         let session_id = self.session_id;
         let session_key = Arc::clone(&self.session_key);
         let known_key = session_key.get().copied();
-        self.store
+        let ids = self
+            .store
             .write_appends(session_id, known_key, move |connection| {
                 let key = known_key_for_write(&session_key, connection, session_id)?;
                 append_lines(connection, key, &batch)
             })
-            .await
+            .await?;
+        self.note_lines_written(ids)
     }
 }
 
@@ -147,7 +180,8 @@ fn multi_row_inserts(locking: bool) -> &'static [String] {
                     .map(|row| format!("(?1, ?{}, ?{})", 2 + 2 * row, 3 + 2 * row))
                     .collect();
                 format!(
-                    "INSERT INTO session_durable_files (session_key, file, line) VALUES {}",
+                    "INSERT INTO session_durable_files (session_key, file, line) VALUES {}
+                     RETURNING id",
                     rows.join(", ")
                 )
             })
@@ -172,7 +206,8 @@ fn multi_row_inserts(locking: bool) -> &'static [String] {
                      INSERT INTO session_durable_files (session_key, file, line)
                      SELECT (SELECT key FROM locked), v.file, v.line
                      FROM (VALUES {}) AS v (n, file, line)
-                     ORDER BY v.n",
+                     ORDER BY v.n
+                     RETURNING id",
                     rows.join(", ")
                 )
             })
@@ -184,24 +219,25 @@ fn multi_row_inserts(locking: bool) -> &'static [String] {
 
 /// Inserts one row per append, in order. The foreign key refuses a deleted session's batch.
 /// On PostgreSQL, where each statement is a round trip to the server, the rows go several to
-/// a statement (a `VALUES` list numbers its rows in order).
+/// a statement (a `VALUES` list numbers its rows in order), and the ids they were given come
+/// back once the transaction's answers are read (none on SQLite).
 pub(crate) fn append_lines(
     connection: &Connection,
     session_key: i64,
     batch: &[Append],
-) -> Result<()> {
-    append_lines_as(connection, session_key, batch, false).map(drop)
+) -> Result<Vec<LaterRows<i64>>> {
+    append_lines_as(connection, session_key, batch, false).map(|(_, ids)| ids)
 }
 
 /// [`append_lines`], and on PostgreSQL the session's row taken first (`FOR NO KEY UPDATE`) by
 /// the same statement, as an append to the session's log takes it: the log's append that
 /// follows in the transaction need not take it again. Returns whether the row was taken
-/// (PostgreSQL, and lines to append).
+/// (PostgreSQL, and lines to append), and the lines' ids as [`append_lines`] does.
 pub(crate) fn append_lines_locking(
     connection: &Connection,
     session_key: i64,
     batch: &[Append],
-) -> Result<bool> {
+) -> Result<(bool, Vec<LaterRows<i64>>)> {
     append_lines_as(connection, session_key, batch, true)
 }
 
@@ -210,8 +246,9 @@ fn append_lines_as(
     session_key: i64,
     batch: &[Append],
     locking: bool,
-) -> Result<bool> {
+) -> Result<(bool, Vec<LaterRows<i64>>)> {
     if connection.engine() == crate::Engine::Postgres {
+        let mut ids = Vec::new();
         for (idx, chunk) in batch.chunks(LINES_PER_INSERT_MAX).enumerate() {
             let codes: Vec<i64> = chunk
                 .iter()
@@ -223,12 +260,14 @@ fn append_lines_as(
                 values.push(code);
                 values.push(&append.line);
             }
-            // Nothing reads the answer: it comes with the next statement's (see `send`).
-            connection
-                .prepare_cached(&multi_row_inserts(locking && idx == 0)[chunk.len() - 1])?
-                .send(&values)?;
+            // Not waited for: the answer comes with the next statement's (see `send`).
+            ids.push(
+                connection
+                    .prepare_cached(&multi_row_inserts(locking && idx == 0)[chunk.len() - 1])?
+                    .send_query_map(&values, |row| row.get::<_, i64>(0))?,
+            );
         }
-        return Ok(locking && !batch.is_empty());
+        return Ok((locking && !batch.is_empty(), ids));
     }
     let mut insert = connection.prepare_cached(
         "INSERT INTO session_durable_files (session_key, file, line) VALUES (?1, ?2, ?3)",
@@ -236,7 +275,7 @@ fn append_lines_as(
     for append in batch {
         insert.execute(params![session_key, append.file.code(), append.line])?;
     }
-    Ok(false)
+    Ok((false, Vec::new()))
 }
 
 /// How many of a session's newest document lines are searched for `pi.live`: while a response

@@ -181,13 +181,16 @@ impl SessionFiles {
                 match &prepared {
                     // The lines' insert takes the session's row for the log's append after it.
                     Some(prepared) => {
-                        let row_held = append_lines_locking(connection, key, &batch)?;
-                        prepared.write_of_key(connection, key, row_held).map(Some)
+                        let (row_held, ids) = append_lines_locking(connection, key, &batch)?;
+                        let written = prepared.write_of_key(connection, key, row_held)?;
+                        Ok((ids, Some(written)))
                     }
-                    None => append_lines(connection, key, &batch).map(|()| None),
+                    None => append_lines(connection, key, &batch).map(|ids| (ids, None)),
                 }
             })
             .await?;
+        let (ids, written) = written;
+        self.note_lines_written(ids)?;
         match (projection, written) {
             (Some(projection), Some(written)) => {
                 debug_assert_eq!(projection.session_id, session_id);

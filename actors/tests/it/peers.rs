@@ -196,14 +196,19 @@ async fn a_harness_kept_on_a_node_serves_until_another_node_runs_the_session() -
 }
 
 /// On a shared database, a watched run that ends on this node is had as its end recorded it,
-/// without a read of the run; one that ends on another node (whose notice this node, without a
-/// bus bridge here, never hears) is read once the while has passed.
+/// without a read of the run, and a turn with the harness kept reads its view alone; a run
+/// that ends on another node (whose notice this node, without a bus bridge here, never hears)
+/// is read once the while has passed.
 #[actix::test]
 async fn a_watched_run_that_ends_here_is_had_without_a_read() -> anyhow::Result<()> {
     const N_TURNS: usize = 5;
     let database = ScratchDatabase::on_test_cluster();
     let (dir_peer, dir_node) = (tempfile::tempdir()?, tempfile::tempdir()?);
-    let store = open(&database, &dir_node)?;
+    // One reader: its statements, once prepared, are not prepared again (each a round trip).
+    let mut config = Config::new(dir_node.path().join("unused.db"));
+    config.database = Some(DatabaseUrl(database.url().to_owned()));
+    config.n_readers = 1;
+    let store = Store::open(config)?;
     store.create_account(account(), vec![1], 0).await?;
     store
         .create_session(NewSession::new(session(0), account(), 0))
@@ -227,7 +232,9 @@ async fn a_watched_run_that_ends_here_is_had_without_a_read() -> anyhow::Result<
     .await?;
     let mut bus = runtime.publisher().subscribe().await.expect("the bus runs");
     let mut n_reads = 0;
+    let mut n_trips_of_kept_turns = 0;
     for turn in 0..N_TURNS {
+        let at_send = store.reader_round_trips();
         let (_, watch) = runtime
             .send_message_watched(session(0), &format!("turn {turn}"))
             .await?;
@@ -246,11 +253,22 @@ async fn a_watched_run_that_ends_here_is_had_without_a_read() -> anyhow::Result<
         let before = store.reader_round_trips();
         let ended = within("the watch", watch.ended()).await?;
         n_reads += store.reader_round_trips() - before;
+        // From the third turn on, the harness kept and the one reader's statements prepared.
+        if turn >= 2 {
+            n_trips_of_kept_turns += store.reader_round_trips() - at_send;
+        }
         assert_eq!(ended.status, RunStatus::Succeeded, "{ended:?}");
         assert_eq!(ended.owner.as_deref(), Some("node"));
     }
     // A read each would be five (the scheduler's once-a-second look may add one).
     assert!(n_reads <= 1, "{n_reads} reads for {N_TURNS} watched runs");
+    // A turn that goes on with the harness kept reads once, its view: the newest line it
+    // leaves is the one it committed, not read again (the scheduler may add one read).
+    assert!(
+        n_trips_of_kept_turns <= (N_TURNS - 2) as u64 + 1,
+        "{n_trips_of_kept_turns} reads for {} turns with the harness kept",
+        N_TURNS - 2
+    );
 
     // A run the peer takes and ends: this node's watch reads it after the while.
     let peer = open(&database, &dir_peer)?;
