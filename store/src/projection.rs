@@ -190,7 +190,7 @@ impl SessionFiles {
             })
             .await?;
         let (ids, written) = written;
-        self.note_lines_written(ids)?;
+        self.note_lines_written(ids);
         match (projection, written) {
             (Some(projection), Some(written)) => {
                 debug_assert_eq!(projection.session_id, session_id);

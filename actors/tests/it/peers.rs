@@ -22,6 +22,30 @@ fn open(database: &ScratchDatabase, dir: &tempfile::TempDir) -> anyhow::Result<S
     Ok(Store::open(config)?)
 }
 
+/// A person's message to session 0 through `peer`, its run `run_id` claimed there at once.
+async fn the_peer_takes(
+    peer: &Store,
+    run_id: RunId,
+    text: &str,
+) -> anyhow::Result<seed_store::RunRow> {
+    let (_, run) = peer
+        .send_user_message(
+            session(0),
+            seed_events::NewEvent::message(
+                seed_events::EventRole::User,
+                "user",
+                serde_json::json!({ "text": text }),
+                3,
+            ),
+            run_id,
+            Queue::Interactive,
+            10,
+            Some(ClaimFor::unshared("peer")),
+        )
+        .await?;
+    Ok(run)
+}
+
 #[actix::test]
 async fn a_lapsed_peers_run_is_taken_over_by_the_heartbeats_sweep() -> anyhow::Result<()> {
     let database = ScratchDatabase::on_test_cluster();
@@ -33,21 +57,7 @@ async fn a_lapsed_peers_run_is_taken_over_by_the_heartbeats_sweep() -> anyhow::R
         .await?;
     // The peer takes a person's message and starts its run at once.
     let run_id = RunId::from_u128(7);
-    let (_, run) = peer
-        .send_user_message(
-            session(0),
-            seed_events::NewEvent::message(
-                seed_events::EventRole::User,
-                "user",
-                serde_json::json!({ "text": "what is the answer" }),
-                3,
-            ),
-            run_id,
-            Queue::Interactive,
-            10,
-            Some(ClaimFor::unshared("peer")),
-        )
-        .await?;
+    let run = the_peer_takes(&peer, run_id, "what is the answer").await?;
     assert_eq!(run.status, RunStatus::Running);
 
     let store = open(&database, &dir_node)?;
@@ -275,20 +285,7 @@ async fn a_watched_run_that_ends_here_is_had_without_a_read() -> anyhow::Result<
     peer.register_node("peer", 0, MINUTE_MS).await?;
     let run_id = RunId::from_u128(99);
     let watch = runtime.watch_run(run_id);
-    peer.send_user_message(
-        session(0),
-        seed_events::NewEvent::message(
-            seed_events::EventRole::User,
-            "user",
-            serde_json::json!({ "text": "on the peer" }),
-            3,
-        ),
-        run_id,
-        Queue::Interactive,
-        10,
-        Some(ClaimFor::unshared("peer")),
-    )
-    .await?;
+    the_peer_takes(&peer, run_id, "on the peer").await?;
     assert!(
         peer.finish_run(run_id, RunStatus::Succeeded, None, 20)
             .await?
