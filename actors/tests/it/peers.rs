@@ -22,6 +22,26 @@ fn open(database: &ScratchDatabase, dir: &tempfile::TempDir) -> anyhow::Result<S
     Ok(Store::open(config)?)
 }
 
+/// `store`'s runtime as the node named "node", renewing its lease every `node_renew`.
+async fn start_node(
+    store: &Store,
+    provider: &ScriptedProvider,
+    node_renew: Duration,
+) -> anyhow::Result<(seed_actors::Runtime, seed_actors::BootReport)> {
+    let settings = RuntimeSettings {
+        node_renew,
+        ..RuntimeSettings::default()
+    };
+    start_runtime_with(
+        store.clone(),
+        Arc::new(provider.clone()),
+        Vec::new(),
+        settings,
+        "node",
+    )
+    .await
+}
+
 /// A person's message to session 0 through `peer`, its run `run_id` claimed there at once.
 async fn the_peer_takes(
     peer: &Store,
@@ -62,18 +82,7 @@ async fn a_lapsed_peers_run_is_taken_over_by_the_heartbeats_sweep() -> anyhow::R
 
     let store = open(&database, &dir_node)?;
     let provider = ScriptedProvider::new(vec![ScriptedStep::Respond(text_response("42"))]);
-    let settings = RuntimeSettings {
-        node_renew: Duration::from_millis(20),
-        ..RuntimeSettings::default()
-    };
-    let (runtime, report) = start_runtime_with(
-        store.clone(),
-        Arc::new(provider.clone()),
-        Vec::new(),
-        settings,
-        "node",
-    )
-    .await?;
+    let (runtime, report) = start_node(&store, &provider, Duration::from_millis(20)).await?;
     assert_eq!(report.n_runs_requeued, 0, "a live peer's run is left alone");
     // Heartbeats go by; the peer's run stays its own.
     within("three renewals", async {
@@ -228,18 +237,7 @@ async fn a_watched_run_that_ends_here_is_had_without_a_read() -> anyhow::Result<
             .map(|_| ScriptedStep::Respond(text_response("done")))
             .collect(),
     );
-    let settings = RuntimeSettings {
-        node_renew: Duration::from_millis(200),
-        ..RuntimeSettings::default()
-    };
-    let (runtime, _) = start_runtime_with(
-        store.clone(),
-        Arc::new(provider.clone()),
-        Vec::new(),
-        settings,
-        "node",
-    )
-    .await?;
+    let (runtime, _) = start_node(&store, &provider, Duration::from_millis(200)).await?;
     let mut bus = runtime.publisher().subscribe().await.expect("the bus runs");
     let mut n_reads = 0;
     let mut n_trips_of_kept_turns = 0;
