@@ -521,20 +521,30 @@ impl Runtime {
     async fn run_finished_here_or_after_a_while(
         &self,
         run_id: RunId,
-        finished: futures::channel::oneshot::Receiver<Option<RunRow>>,
+        mut finished: futures::channel::oneshot::Receiver<Option<RunRow>>,
     ) -> Result<Option<RunRow>, Error> {
-        if self.env.store.node().is_none() {
-            return finished.await.map_err(|_| Error::Closed);
-        }
-        let a_while = actix::clock::sleep(self.env.settings.node_renew);
-        futures::pin_mut!(a_while);
-        match futures::future::select(finished, a_while).await {
-            futures::future::Either::Left((finished, _)) => finished.map_err(|_| Error::Closed),
-            futures::future::Either::Right((_, finished)) => {
+        match self.within_a_while(&mut finished).await {
+            Some(finished) => finished.map_err(|_| Error::Closed),
+            None => {
                 drop(finished);
                 self.env.publisher.forget_run_waiters(run_id);
                 Ok(None)
             }
+        }
+    }
+
+    /// `wait` to its end on SQLite, where every run ends in this process; on a shared
+    /// database, where a run may end on another node unheard, `None` once a renewal's interval
+    /// has passed without it.
+    async fn within_a_while<F: std::future::Future + Unpin>(&self, wait: F) -> Option<F::Output> {
+        if self.env.store.node().is_none() {
+            return Some(wait.await);
+        }
+        let a_while = actix::clock::sleep(self.env.settings.node_renew);
+        futures::pin_mut!(a_while);
+        match futures::future::select(wait, a_while).await {
+            futures::future::Either::Left((output, _)) => Some(output),
+            futures::future::Either::Right(_) => None,
         }
     }
 }
@@ -548,22 +558,12 @@ impl RunWatch {
     /// once the run is queued.
     pub async fn ended(mut self) -> Result<RunRow, Error> {
         if let Some(ended) = self.ended.as_mut() {
-            let answered = match self.runtime.env.store.node() {
-                None => Some(ended.await),
-                // On a shared database the run may end on another node: its notice answers
-                // without the row, and a notice lost leaves it to the while (as
-                // `Runtime::wait_for_run` waits). A run that ends here is had as its end
-                // recorded it, without a read.
-                Some(_) => {
-                    let a_while = actix::clock::sleep(self.runtime.env.settings.node_renew);
-                    futures::pin_mut!(a_while);
-                    match futures::future::select(ended, a_while).await {
-                        futures::future::Either::Left((outcome, _)) => Some(outcome),
-                        futures::future::Either::Right(_) => None,
-                    }
-                }
-            };
-            match answered {
+            // On a shared database the run may end on another node: its notice answers without
+            // the row, and a notice lost leaves it to the while (as `Runtime::wait_for_run`
+            // waits). A run that ends here is had as its end recorded it, without a read. The
+            // receiver stays in the watch while it waits, so that a wait dropped midway takes
+            // its registration with it (`Drop`).
+            match self.runtime.within_a_while(ended).await {
                 // Answered, or its sender went with the runtime: nothing of it is registered
                 // now.
                 Some(outcome) => {
