@@ -20,6 +20,9 @@
 //! setup (SQLite's page caches warming up, the allocator's high-water mark), spread over the
 //! sessions, so the cost of a session is at most the figure.
 
+mod memory;
+mod sweep;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -29,12 +32,15 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use seed_actors::{Runtime, RuntimeSettings, Verb, VerbContext, VerbOutput};
 use seed_durable::{DurableFs, FileName};
-use seed_events::{AccountId, EventRole, NewEvent, Queue, RunId, RunStatus, SessionId};
+use seed_events::{AccountId, EventRole, NewEvent, RunStatus, SessionId};
 use seed_providers::{
     Message, Provider, Request, ScriptedProvider, ScriptedStep, ToolCall, text_response,
     tool_response,
 };
-use seed_store::{Config, LeaseOutcome, NewSession, Store};
+use seed_store::{Config, NewSession, Store};
+
+pub use memory::{MemoryMeasurement, active_memory, idle_memory, rss_kib};
+pub use sweep::{SweepMeasurement, boot_sweep_time};
 
 /// Records of a turn: the input, the response with two calls, two results, the answer.
 pub const STEPS_PER_TURN: usize = 5;
@@ -172,9 +178,6 @@ pub fn provider_for(shape: TurnShape) -> ScriptedProvider {
         }
     }
 }
-
-/// What the model of [`active_memory`] streams before it hangs.
-const HANGING_TEXT: &str = "Let me think about that for a moment";
 
 /// The account every benchmark session belongs to.
 fn account() -> AccountId {
@@ -506,205 +509,6 @@ pub fn steps_rate_on(
         // runs, which that node's lanes wait for.
         measured(&measurement).await?;
         Ok(measurement)
-    })
-}
-
-/// Resident memory of this process, in KiB (`VmRSS` of `/proc/self/status`).
-pub fn rss_kib() -> anyhow::Result<u64> {
-    let status =
-        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
-    let line = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .context("no VmRSS in /proc/self/status")?;
-    let kib = line.trim().trim_end_matches("kB").trim();
-    kib.parse()
-        .with_context(|| format!("VmRSS of {line:?} is no number"))
-}
-
-/// Resident memory before and after, in KiB, over `n_sessions` sessions.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct MemoryMeasurement {
-    pub n_sessions: usize,
-    pub before_kib: u64,
-    pub after_kib: u64,
-    /// The sessions with an actor in memory when `after_kib` was read.
-    pub n_active: usize,
-    /// From the first message sent to the last turn reaching the model (active sessions), or
-    /// the runtime's start (idle ones).
-    pub ramp: Duration,
-}
-
-impl MemoryMeasurement {
-    pub fn kib_per_session(&self) -> f64 {
-        self.after_kib.saturating_sub(self.before_kib) as f64 / self.n_sessions.max(1) as f64
-    }
-}
-
-/// Resident memory grown by storing `n_sessions` idle sessions (a session row and one user
-/// message each; no runs) in a fresh store at `config.path` and starting a runtime over them.
-/// `before` is read with the store open and empty.
-pub fn idle_memory(config: &Config, n_sessions: usize) -> anyhow::Result<MemoryMeasurement> {
-    actix::System::new().block_on(async {
-        let before_kib = rss_kib()?;
-        let store = store_with_sessions(config, n_sessions, true).await?;
-        let started = Instant::now();
-        let runtime = start_runtime(&store, Arc::new(provider()), n_sessions, "bench").await?;
-        let ramp = started.elapsed();
-        // Let the queue's first look for runs (there are none) finish.
-        actix::clock::sleep(Duration::from_millis(200)).await;
-        let after_kib = rss_kib()?;
-        Ok(MemoryMeasurement {
-            n_sessions,
-            before_kib,
-            after_kib,
-            n_active: runtime.n_active_sessions(),
-            ramp,
-        })
-    })
-}
-
-/// Resident memory grown while `n_sessions` sessions each have a turn in flight: the model
-/// streams a few words and hangs. `before` is read with the sessions stored and the runtime
-/// started; `after` once every session has an actor and every turn has reached the model.
-/// The turns are then stopped, and must end `canceled`.
-pub fn active_memory(config: &Config, n_sessions: usize) -> anyhow::Result<MemoryMeasurement> {
-    actix::System::new().block_on(async {
-        let store = store_with_sessions(config, n_sessions, false).await?;
-        let model = ScriptedProvider::from_fn(|_, _| ScriptedStep::Hang {
-            text: HANGING_TEXT.to_owned(),
-        })
-        .without_recording();
-        let runtime = start_runtime(&store, Arc::new(model.clone()), n_sessions, "bench").await?;
-        actix::clock::sleep(Duration::from_millis(100)).await;
-        let before_kib = rss_kib()?;
-
-        let started = Instant::now();
-        let sends = (0..n_sessions).map(|idx| {
-            let runtime = runtime.clone();
-            async move {
-                let (_, run_id) = runtime
-                    .send_message(session(idx), &user_message(idx))
-                    .await?;
-                anyhow::Ok(run_id)
-            }
-        });
-        let run_ids = futures::future::join_all(sends)
-            .await
-            .into_iter()
-            .collect::<anyhow::Result<Vec<RunId>>>()?;
-        while runtime.n_active_sessions() < n_sessions || model.n_requests() < n_sessions {
-            if started.elapsed() > HANG_GUARD {
-                bail!(
-                    "after {HANG_GUARD:?}, {} of {n_sessions} sessions are active and {} turns \
-                     reached the model",
-                    runtime.n_active_sessions(),
-                    model.n_requests()
-                );
-            }
-            actix::clock::sleep(Duration::from_millis(1)).await;
-        }
-        let ramp = started.elapsed();
-        // Let the streamed text settle (its `pi.live` writes and notifications).
-        actix::clock::sleep(Duration::from_millis(200)).await;
-        let after_kib = rss_kib()?;
-        let n_active = runtime.n_active_sessions();
-
-        for idx in 0..n_sessions {
-            if !runtime.stop_session(session(idx)).await {
-                bail!("session {} had no turn in flight to stop", session(idx));
-            }
-        }
-        let waits = run_ids.iter().map(|&run_id| runtime.wait_for_run(run_id));
-        let runs = actix::clock::timeout(HANG_GUARD, futures::future::join_all(waits))
-            .await
-            .map_err(|_| anyhow::anyhow!("the stopped runs did not end within {HANG_GUARD:?}"))?;
-        for run in runs {
-            let run = run?;
-            if run.status != RunStatus::Canceled {
-                bail!("a stopped run ended {run:?}");
-            }
-        }
-        Ok(MemoryMeasurement {
-            n_sessions,
-            before_kib,
-            after_kib,
-            n_active,
-            ramp,
-        })
-    })
-}
-
-/// What one boot sweep did and how long it took.
-#[derive(Debug, Clone)]
-pub struct SweepMeasurement {
-    pub elapsed: Duration,
-    pub report: seed_actors::BootReport,
-}
-
-/// Leaves `n_runs` runs `running`, each in a session of its own whose lease is held by
-/// "dead-boot", in a fresh store at `config.path` (the caller removed any old one), then times
-/// the boot sweep of "new-boot" over them. Every run must be requeued and every lease released.
-pub fn boot_sweep_time(config: &Config, n_runs: usize) -> anyhow::Result<SweepMeasurement> {
-    futures::executor::block_on(async {
-        let store = store_with_sessions(config, n_runs, false).await?;
-        let now = 1_800_000_000_000;
-        let mut sends = futures::stream::iter(0..n_runs)
-            .map(|idx| {
-                let store = store.clone();
-                async move {
-                    let event = NewEvent::message(
-                        EventRole::User,
-                        "user",
-                        serde_json::json!({ "text": user_message(idx) }),
-                        now,
-                    );
-                    store
-                        .send_user_message(
-                            session(idx),
-                            event,
-                            RunId::new_v7(),
-                            Queue::Interactive,
-                            now,
-                            None,
-                        )
-                        .await
-                }
-            })
-            .buffer_unordered(SETUP_CONCURRENCY);
-        while let Some(sent) = sends.next().await {
-            sent?;
-        }
-        let mut claims = futures::stream::iter(0..n_runs)
-            .map(|_| {
-                let store = store.clone();
-                async move {
-                    let run = store
-                        .claim_next_run(Queue::Interactive, "dead-boot", now)
-                        .await?
-                        .context("fewer runs queued than sent")?;
-                    match store
-                        .acquire_lease(run.session_id, "dead-boot", Some(run.id), now)
-                        .await?
-                    {
-                        LeaseOutcome::Acquired(_) => anyhow::Ok(()),
-                        LeaseOutcome::HeldBy(lease) => bail!("the lease is held: {lease:?}"),
-                    }
-                }
-            })
-            .buffer_unordered(SETUP_CONCURRENCY);
-        while let Some(claimed) = claims.next().await {
-            claimed?;
-        }
-        let started = Instant::now();
-        let restarts_max = seed_actors::RuntimeSettings::default().run_restarts_max;
-        let report =
-            seed_actors::runtime::boot_sweep(&store, "new-boot", now + 1, restarts_max).await?;
-        let elapsed = started.elapsed();
-        if report.n_runs_requeued != n_runs || report.n_leases_released != n_runs {
-            bail!("the boot sweep over {n_runs} runs did {report:?}");
-        }
-        Ok(SweepMeasurement { elapsed, report })
     })
 }
 
