@@ -60,7 +60,7 @@ impl Session {
 /// It opens with a `pi.system`; then, when the context is not the whole session, windows of
 /// finished turns each closed by a `pi.reset` (at most [`CONTEXT_ENTRIES_MAX`] entries since
 /// the reset before, as continuing or rebuilding would keep it), the last reset exactly
-/// `context_entries` from the end. A finished turn is [`TURN_ENTRIES`] entries: the input, a
+/// `context_entries` from the end. A finished turn is `TURN_ENTRIES` entries: the input, a
 /// response calling `read`, its result, the answer. The session ends in a turn in progress at
 /// a request: its input, then call/result pairs (with a notice imported in front of the input
 /// when the count calls for it). Where turns do not fill a window exactly, imported notices do.
