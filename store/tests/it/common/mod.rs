@@ -2,8 +2,8 @@
 
 #![allow(dead_code)]
 
-use seed_events::{AccountId, SessionId};
-use seed_store::{Config, DatabaseUrl, NewSession, ScratchDatabase, Store};
+use seed_events::{AccountId, EventId, EventRole, NewEvent, Queue, RunId, RunStatus, SessionId};
+use seed_store::{Config, DatabaseUrl, NewRun, NewSession, RunRow, ScratchDatabase, Store};
 
 /// Set to `postgres` to run the store's tests on PostgreSQL (a database of their own on the
 /// cluster `SEED_TEST_DATABASE_URL` names) rather than SQLite; scripts/test runs them on both.
@@ -207,4 +207,47 @@ pub fn user_message(text: &str) -> seed_events::NewEvent {
         serde_json::json!({ "text": text }),
         3,
     )
+}
+
+/// Run `idx` of `session_id`, on the interactive queue, for the log events `user_event_ids`.
+pub fn interactive_run(idx: u128, session_id: SessionId, user_event_ids: &[i64]) -> NewRun {
+    NewRun {
+        id: RunId::from_u128(idx),
+        session_id,
+        queue: Queue::Interactive,
+        user_event_ids: user_event_ids.iter().copied().map(EventId).collect(),
+        parent_run_id: None,
+        typed: false,
+        created_at_ms: idx as i64,
+    }
+}
+
+/// Each run's id and status, in order.
+pub fn statuses(runs: &[RunRow]) -> Vec<(RunId, RunStatus)> {
+    runs.iter().map(|run| (run.id, run.status)).collect()
+}
+
+/// An assistant's message saying `text`, projected from store entry `pi_entry_id` (if any).
+pub fn assistant_message(text: &str, pi_entry_id: Option<i64>) -> NewEvent {
+    let mut event = NewEvent::message(
+        EventRole::Assistant,
+        "agent",
+        serde_json::json!({ "text": text }),
+        7,
+    );
+    event.pi_entry_id = pi_entry_id;
+    event
+}
+
+/// Run `idx` of `session` on `queue`, for log event `idx`.
+pub fn run_on(idx: u128, session: seed_events::SessionId, queue: Queue) -> NewRun {
+    NewRun {
+        id: RunId::from_u128(idx),
+        session_id: session,
+        queue,
+        user_event_ids: vec![EventId(idx as i64)],
+        parent_run_id: None,
+        typed: false,
+        created_at_ms: idx as i64,
+    }
 }
