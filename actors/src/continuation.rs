@@ -384,8 +384,8 @@ async fn prepare(
     })
 }
 
-/// Reads what a projection is built from and compiles it ([`gather`], then
-/// [`Gathered::compile`]).
+/// Reads what a projection is built from and compiles it (`gather`, then
+/// `Gathered::compile`).
 pub async fn project(
     store: &Store,
     predecessor: &SessionRow,

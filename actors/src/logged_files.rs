@@ -108,7 +108,7 @@ impl std::fmt::Debug for LoggedFiles {
 }
 
 impl LoggedFiles {
-    /// `delegating`: the names of the verbs that delegate (see [`delivered_calls`]).
+    /// `delegating`: the names of the verbs that delegate (see `delivered_calls`).
     pub fn new(
         files: SessionFiles,
         publisher: Publisher,

@@ -32,7 +32,7 @@ pub struct Activate {
 }
 
 /// Starts a run its message's write claimed at once, with a slot taken for it
-/// ([`Slots::take`]).
+/// ([`Slots::take`](crate::slots::Slots::take)).
 #[derive(Message)]
 #[rtype(result = "()")]
 #[derive(Debug)]

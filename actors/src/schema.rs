@@ -42,15 +42,15 @@ impl std::fmt::Display for ArgumentProblem {
     }
 }
 
-/// Checks `arguments` against a verb's schema (the subset [`parse_checked`] describes) as JSON
+/// Checks `arguments` against a verb's schema (the subset `parse_checked` describes) as JSON
 /// Schema reads it, for a person's action: a `null` is a value of the wrong type, not an absent
 /// field (a model's call is let off that).
 pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), ArgumentProblem> {
     check(schema, &mut arguments.clone(), "", Nulls::Typed)
 }
 
-/// Checks a model's call's `arguments` against a verb's schema (the subset [`parse_checked`]
-/// describes), as [`parse_checked`] does before it parses them: a `null` for a property that
+/// Checks a model's call's `arguments` against a verb's schema (the subset `parse_checked`
+/// describes), as `parse_checked` does before it parses them: a `null` for a property that
 /// is not required counts as absent, and a whole number written as a float (`5.0`) where an
 /// integer is wanted is rewritten as one. For a verb that hands its arguments on as JSON (an
 /// MCP server's tool) rather than parsing them.

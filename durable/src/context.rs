@@ -159,7 +159,7 @@ pub fn conversation(entries: &[Entry]) -> Vec<ContextMessage> {
 /// The conversation the model sees, sharing messages through `cache`.
 ///
 /// A harness asks again with the same entries and more behind them, so the cache keeps the
-/// conversation's settled start ([`Settled`]) and places only the entries after it: a request
+/// conversation's settled start (`Settled`) and places only the entries after it: a request
 /// of a long session costs a reference per message of the settled start, not the placing of
 /// every entry again. Anything else (a reset, an edit of a settled entry, other entries) places
 /// the whole window.

@@ -21,6 +21,9 @@
 //! Invariant: a server's tools stay on offer while it restarts (the last list it gave); they
 //! change only when a new list differs, and each change bumps the generation in
 //! [`McpServers::changes`].
+//!
+//! [`RESTART_BACKOFF_FIRST`]: crate::limits::RESTART_BACKOFF_FIRST
+//! [`RESTART_BACKOFF_MAX`]: crate::limits::RESTART_BACKOFF_MAX
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -236,6 +239,8 @@ impl McpServers {
     /// Connects every enabled server, concurrently, each within [`START_TIMEOUT`]; a server
     /// that cannot start, or two tools that fit to one verb name, refuse the start. Runs on
     /// the current tokio runtime.
+    ///
+    /// [`START_TIMEOUT`]: crate::limits::START_TIMEOUT
     pub async fn start(config: McpConfig) -> Result<McpServers, StartError> {
         let servers: Vec<Arc<Server>> = config
             .enabled()

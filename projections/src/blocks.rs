@@ -21,6 +21,8 @@
 //!
 //! Dates are computed from unix milliseconds with [`civil_from_days`] (no date crate): the
 //! `<space>` index in UTC, `<current_time>` at the caller's UTC offset.
+//!
+//! [`TRANSCRIPT_NEWLINE`]: crate::transcript::TRANSCRIPT_NEWLINE
 
 use seed_providers::{Usage, UserMessage};
 use serde_json::Value;

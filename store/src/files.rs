@@ -146,7 +146,7 @@ pub(crate) fn newest_line_id(
 }
 
 impl Store {
-    /// The id of the session's newest durable line (see [`newest_line_id`]): on a database
+    /// The id of the session's newest durable line (see `newest_line_id`): on a database
     /// several nodes share, a node that kept a session's harness since its last run asks
     /// whether another node has written the session since.
     pub async fn newest_durable_line(&self, session_id: SessionId) -> Result<Option<i64>> {

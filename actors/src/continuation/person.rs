@@ -1,7 +1,7 @@
 //! A person's continuation: `POST /v1/sessions/{id}/continuation` (through
 //! `Runtime::continue_by_person`, `crate::by_person`), what the "Continue in a new session"
-//! dialog confirms. The same checks ([`prepare`], with no run), the same rows
-//! ([`gather`]) and projection, and the same atomic creation as continue_session, with the
+//! dialog confirms. The same checks (`prepare`, with no run), the same rows
+//! (`gather`) and projection, and the same atomic creation as continue_session, with the
 //! request's nonce taken in its transaction; then the successor's run is queued and both
 //! sessions told. Refused, writing nothing, while a turn of the session runs (its answer
 //! would land in a session that was carried on). No tool call stands for it in the

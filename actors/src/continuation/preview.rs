@@ -3,8 +3,8 @@
 //! actor) and `POST /v1/sessions/{id}/continuation/preview` (through
 //! `Runtime::preview_continuation`, `crate::by_person`) both come here.
 //!
-//! It checks the arguments and the session exactly as continue_session does ([`prepare`]),
-//! reads the same rows ([`gather`]) and compiles the same projection; then it reads, by index
+//! It checks the arguments and the session exactly as continue_session does (`prepare`),
+//! reads the same rows (`gather`) and compiles the same projection; then it reads, by index
 //! and bounded, what sizes the omitted ranges and what the recommended ranges come from, and
 //! hands all of it to the pure [`seed_projections::continuation::preview`]. It only reads.
 

@@ -207,7 +207,7 @@ pub fn advise(input: &AdviceInput<'_>) -> ContextAdvice {
 
 /// The advice as the lines `<context_usage>` shows after its guidance: the turns left, the
 /// next turn in place against a successor, and the ranges to cite (`fromSeq-toSeq: why`).
-/// Every reason passes through [`line_text`], so no text of the log can close the block or
+/// Every reason passes through `line_text`, so no text of the log can close the block or
 /// forge a line.
 pub fn advice_text(advice: &ContextAdvice) -> String {
     let mut lines = Vec::new();

@@ -143,7 +143,7 @@ fn assistant_blocks(assistant: &AssistantMessage) -> Vec<Value> {
         .collect()
 }
 
-/// The Messages body for `request`: the conversation ([`wire_messages`]), the prompt cache's
+/// The Messages body for `request`: the conversation (`wire_messages`), the prompt cache's
 /// marks on the last tool, the system prompt, the turn's input and its newest step (the rule is
 /// in [`super::cache`]; never more than [`CACHE_MARKS_MAX`]), the thinking budget, and the
 /// session id as `metadata.user_id`.

@@ -263,7 +263,7 @@ pub(crate) async fn within_body_timeout<T>(
 
 /// The request body as bytes: it is read whole, because the signature covers its digest
 /// (`web::Bytes` itself would be described as a binary body by the OpenAPI generator). The
-/// request's head is authenticated first ([`authenticate_head`]), and the body must arrive
+/// request's head is authenticated first (`authenticate_head`), and the body must arrive
 /// within the body timeout.
 #[derive(Debug)]
 pub struct Body(pub web::Bytes);

@@ -28,7 +28,7 @@ pub struct ClaimFor {
     pub account_runs_max: usize,
     /// The runs the owner has room for besides the one being claimed (its free slots on the
     /// queue, with those a claim in flight holds for queued runs). A new run may start at once
-    /// past queued runs that all fit in it, none of them its session's ([`starts_at_once`]).
+    /// past queued runs that all fit in it, none of them its session's (`starts_at_once`).
     /// 0: a new run waits behind any queued run that could start.
     pub room: usize,
 }
