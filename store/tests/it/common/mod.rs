@@ -239,15 +239,10 @@ pub fn assistant_message(text: &str, pi_entry_id: Option<i64>) -> NewEvent {
     event
 }
 
-/// Run `idx` of `session` on `queue`, for log event `idx`.
-pub fn run_on(idx: u128, session: seed_events::SessionId, queue: Queue) -> NewRun {
+/// Run `idx` of `session_id` on `queue`, for log event `idx`.
+pub fn run_on(idx: u128, session_id: SessionId, queue: Queue) -> NewRun {
     NewRun {
-        id: RunId::from_u128(idx),
-        session_id: session,
         queue,
-        user_event_ids: vec![EventId(idx as i64)],
-        parent_run_id: None,
-        typed: false,
-        created_at_ms: idx as i64,
+        ..interactive_run(idx, session_id, &[idx as i64])
     }
 }
