@@ -18,6 +18,7 @@ use crate::postgres::connection::{PgConnection, Purpose};
 use crate::schema::Engine;
 use crate::{Config, Error, Result};
 
+use value::sqlite_value;
 pub(crate) use value::{FromSql, Params, ToSql, Value};
 
 /// A connection to the store's database, on either engine. It lives on one thread at a time.
@@ -442,19 +443,6 @@ pub(crate) trait RowIndex {
 impl RowIndex for usize {
     fn index(self) -> usize {
         self
-    }
-}
-
-fn sqlite_value(value: rusqlite::types::ValueRef<'_>) -> Value<'_> {
-    use rusqlite::types::ValueRef;
-    match value {
-        ValueRef::Null => Value::Null,
-        ValueRef::Integer(n) => Value::Integer(n),
-        ValueRef::Real(x) => Value::Real(x),
-        // SQLite's text is UTF-8 as the store writes it; text that is not is read as a blob
-        // so that reading it as a string says the row is corrupt.
-        ValueRef::Text(text) => std::str::from_utf8(text).map_or(Value::Blob(text), Value::Text),
-        ValueRef::Blob(bytes) => Value::Blob(bytes),
     }
 }
 

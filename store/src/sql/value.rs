@@ -1,5 +1,6 @@
 //! The values that cross between the store and either engine: [`Value`], what binds to a
-//! parameter ([`ToSql`]) and what reads from a column ([`FromSql`]).
+//! parameter ([`ToSql`]) and what reads from a column ([`FromSql`]), and SQLite's side of
+//! both.
 
 /// A value bound to a statement or read from a row.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -220,6 +221,20 @@ impl rusqlite::ToSql for Value<'_> {
             Value::Text(text) => ValueRef::Text(text.as_bytes()),
             Value::Blob(bytes) => ValueRef::Blob(bytes),
         }))
+    }
+}
+
+/// A value SQLite read, as the store's [`Value`].
+pub(super) fn sqlite_value(value: rusqlite::types::ValueRef<'_>) -> Value<'_> {
+    use rusqlite::types::ValueRef;
+    match value {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(n) => Value::Integer(n),
+        ValueRef::Real(x) => Value::Real(x),
+        // SQLite's text is UTF-8 as the store writes it; text that is not is read as a blob
+        // so that reading it as a string says the row is corrupt.
+        ValueRef::Text(text) => std::str::from_utf8(text).map_or(Value::Blob(text), Value::Text),
+        ValueRef::Blob(bytes) => Value::Blob(bytes),
     }
 }
 
