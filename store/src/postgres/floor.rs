@@ -93,22 +93,16 @@ pub async fn durability(postgres: &Postgres) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ScratchDatabase;
+    use crate::postgres::scratch::with_scratch_postgres;
 
     /// The floor writes into the store's own table as its schema stands, from one connection
     /// and from several: a change to the table that the floor's statement no longer fits (a
     /// column's type a Rust integer does not bind to, say) fails here, not in the bench.
     #[test]
     fn the_floor_commits_its_rows_into_the_stores_table() {
-        let database = ScratchDatabase::on_test_cluster();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async {
-            let postgres = Postgres::connect(database.url()).await.expect("connects");
+        with_scratch_postgres(async |postgres| {
             for n_connections in [1, 3] {
-                measure_commits(&postgres, n_connections, 7)
+                measure_commits(postgres, n_connections, 7)
                     .await
                     .expect("the floor's commits");
             }

@@ -1,30 +1,18 @@
 //! The plans PostgreSQL makes for the store's statements where the one SQLite makes would not
 //! tell: a statement that SQLite answers from an index may have PostgreSQL read a whole table.
 
+use crate::postgres::scratch::with_scratch_postgres;
 use crate::sql::postgres_text;
-use crate::{Postgres, ScratchDatabase};
 
 /// Runs `f` with a client of a fresh migrated database on the test cluster.
 fn with_database<F, T>(f: F) -> T
 where
     F: AsyncFnOnce(&tokio_postgres::Client) -> T,
 {
-    let database = ScratchDatabase::on_test_cluster();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async {
-        let postgres = Postgres::connect(database.url()).await.expect("connects");
+    with_scratch_postgres(async |postgres| {
         postgres.migrate().await.expect("migrates");
-        let (client, connection) = tokio_postgres::connect(database.url(), tokio_postgres::NoTls)
-            .await
-            .expect("connects");
-        let connection = tokio::spawn(connection);
-        let result = f(&client).await;
-        drop(client);
-        let _ = connection.await;
-        result
+        let client = postgres.pool.get().await.expect("a client");
+        f(&client).await
     })
 }
 

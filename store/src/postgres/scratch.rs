@@ -64,6 +64,26 @@ impl Drop for ScratchDatabase {
     }
 }
 
+/// Runs `f`, on a runtime of its own, with the pool of a new database on the tests' cluster
+/// ([`ScratchDatabase::on_test_cluster`]), dropped after it.
+#[cfg(test)]
+pub(crate) fn with_scratch_postgres<F, T>(f: F) -> T
+where
+    F: AsyncFnOnce(&super::Postgres) -> T,
+{
+    let database = ScratchDatabase::on_test_cluster();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let postgres = super::Postgres::connect(database.url())
+            .await
+            .expect("connects");
+        f(&postgres).await
+    })
+}
+
 /// Runs `sql` on a connection of its own to `url`, on a thread of its own (so that a caller
 /// inside a tokio runtime may call it too).
 fn execute(url: &str, sql: &str) -> Result<()> {
