@@ -208,7 +208,7 @@ pub enum Command {
         #[arg(long, env = "SEED_TOKENS_PER_ACCOUNT_MAX", default_value_t = crate::auth::TOKENS_PER_ACCOUNT_MAX_DEFAULT, value_parser = clap::value_parser!(u32).range(1..))]
         tokens_per_account_max: u32,
         /// The URL clients reach the service at when it is not the listen address, as a
-        /// reverse proxy that terminates TLS serves it (https://seed.example.com). A request
+        /// reverse proxy that terminates TLS serves it (`https://seed.example.com`). A request
         /// must name this service as its Host: the listen address (on loopback, localhost or
         /// any loopback address too) or this URL's host; another is refused with 421, so a web
         /// page whose name resolves to this address cannot talk to it.
