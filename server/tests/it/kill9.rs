@@ -46,6 +46,10 @@ pub(crate) const SCRIPTED_DELAY_MS: &str = "10";
 /// the service down each time it runs (`runtime_recovery` tests that limit), so it is out of
 /// the way here.
 pub(crate) const RUN_RESTARTS_MAX: &str = "1000";
+/// Sessions the one account may have. The clients create about a dozen sessions a kill and
+/// delete none, so a soak's thousand kills pass the default quota (10,000) and its creations
+/// would be refused with 429; the quota has tests of its own, so it is out of the way here.
+pub(crate) const ACCOUNT_SESSIONS_MAX: &str = "1000000";
 /// The longest the service may take to answer everything once it runs undisturbed.
 pub(crate) const QUIET_WAIT: Duration = Duration::from_secs(120);
 /// The longest the clients may take to notice that the service was killed.
@@ -345,6 +349,8 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
                 SCRIPTED_DELAY_MS,
                 "--run-restarts-max",
                 RUN_RESTARTS_MAX,
+                "--account-sessions-max",
+                ACCOUNT_SESSIONS_MAX,
             ],
         );
         let client = server.client();
@@ -387,7 +393,15 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
     );
 
     // Undisturbed: every run ends.
-    let server = Server::start(dir.path(), &["--run-restarts-max", RUN_RESTARTS_MAX]);
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--run-restarts-max",
+            RUN_RESTARTS_MAX,
+            "--account-sessions-max",
+            ACCOUNT_SESSIONS_MAX,
+        ],
+    );
     let client = server.client();
     let ledger = ledger.take();
     let quiet_deadline = Instant::now() + QUIET_WAIT;

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use crate::common::{Server, open_store, shared_database};
 use crate::kill9::{
-    CLIENTS_END_WAIT, Checked, Ledger, QUIET_WAIT, RUN_RESTARTS_MAX, SCRIPTED_DELAY_MS, Traffic,
-    check_answers, check_database, drive, env_number, run_seed, runs_by_state,
+    ACCOUNT_SESSIONS_MAX, CLIENTS_END_WAIT, Checked, Ledger, QUIET_WAIT, RUN_RESTARTS_MAX,
+    SCRIPTED_DELAY_MS, Traffic, check_answers, check_database, drive, env_number, run_seed,
+    runs_by_state,
 };
 use seed_events::RunStatus;
 use seed_server::client::Client;
@@ -45,6 +46,8 @@ fn start_node(data_dir: &std::path::Path) -> Server {
             NODE_RENEW_MS,
             "--node-expire-ms",
             NODE_EXPIRE_MS,
+            "--account-sessions-max",
+            ACCOUNT_SESSIONS_MAX,
         ],
     )
 }
