@@ -256,23 +256,24 @@ pub(crate) fn mix(seed: u64, parts: &[&str]) -> u64 {
 }
 
 /// The newest user message that is not a per-turn block or a projection, and how many
-/// responses came after it.
+/// responses came after it. A conversation with no such message (a successor whose copied
+/// input was a wake-up's block) has no input, and every response in it counts: the depth still
+/// grows with each step of a turn, so the model answers within a few steps, as it does
+/// everywhere else, rather than calling the same tools for ever.
 fn input_and_depth(request: &Request) -> (String, usize) {
     let messages: Vec<&Message> = request.messages.iter().map(|m| m.as_ref()).collect();
     let idx = messages
         .iter()
         .rposition(|m| matches!(m, Message::User(user) if !user.text.starts_with('<')));
-    let Some(idx) = idx else {
-        return (String::new(), 0);
+    let (input, since) = match idx.map(|idx| (messages[idx], idx)) {
+        Some((Message::User(input), idx)) => (input.text.clone(), idx),
+        _ => (String::new(), 0),
     };
-    let Message::User(input) = messages[idx] else {
-        return (String::new(), 0);
-    };
-    let depth = messages[idx..]
+    let depth = messages[since..]
         .iter()
         .filter(|m| matches!(m, Message::Assistant(_)))
         .count();
-    (input.text.clone(), depth)
+    (input, depth)
 }
 
 /// The model: its answer is a function of the seed and of the request. `extra` are verbs of the
@@ -403,5 +404,85 @@ fn answer(seed: u64, extra: &[RunVerb], request: &Request) -> ScriptedStep {
             },
             _ => text("answer"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seed_providers::UserMessage;
+
+    fn request(session: &str, messages: &[Message]) -> Request {
+        Request {
+            model: "sim".to_owned(),
+            reasoning: None,
+            system_prompt: String::new(),
+            messages: messages.iter().cloned().map(Arc::new).collect(),
+            tools: Arc::from(Vec::new()),
+            session_id: Some(session.to_owned()),
+        }
+    }
+
+    /// A successor continued from a wake-up's turn starts with two blocks and no plain input
+    /// (its copied input is the wake-up's): each turn still ends within a few steps, whatever
+    /// the session. With the depth stuck at 0 there, a session whose first answer calls tools
+    /// called them again at every step, and its turn never ended (seed 2182 of a soak).
+    #[test]
+    fn a_turn_with_no_plain_input_ends_within_a_few_steps() {
+        for idx in 0..40 {
+            let session = format!("successor {idx}");
+            let mut messages = vec![
+                Message::User(UserMessage::new(
+                    "<continuation from=\"p\">handoff</continuation>",
+                )),
+                Message::User(UserMessage::new(
+                    "<scheduled_wakeup>note</scheduled_wakeup>",
+                )),
+            ];
+            let mut steps = 0;
+            loop {
+                steps += 1;
+                assert!(steps <= 4, "session {session}: no answer after 4 steps");
+                match answer(7, &[], &request(&session, &messages)) {
+                    ScriptedStep::Respond(response) if !response.tool_calls().is_empty() => {
+                        messages.push(Message::Assistant(response));
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_depth_counts_the_responses_since_the_newest_plain_input() {
+        let call = ToolCall {
+            id: "c".to_owned(),
+            name: "read".to_owned(),
+            arguments: json!({}),
+        };
+        let response = Message::Assistant(tool_response("", vec![call]));
+        let messages = [
+            Message::User(UserMessage::new("first")),
+            response.clone(),
+            Message::User(UserMessage::new("second")),
+            response.clone(),
+            Message::User(UserMessage::new("<plan_state>look</plan_state>")),
+            response.clone(),
+        ];
+        assert_eq!(
+            input_and_depth(&request("s", &messages)),
+            ("second".to_owned(), 2)
+        );
+        let blocks_only = [
+            Message::User(UserMessage::new(
+                "<scheduled_wakeup>note</scheduled_wakeup>",
+            )),
+            response.clone(),
+            response,
+        ];
+        assert_eq!(
+            input_and_depth(&request("s", &blocks_only)),
+            (String::new(), 2)
+        );
     }
 }
