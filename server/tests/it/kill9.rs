@@ -46,7 +46,7 @@ pub(crate) const SCRIPTED_DELAY_MS: &str = "10";
 /// the service down each time it runs (`runtime_recovery` tests that limit), so it is out of
 /// the way here.
 pub(crate) const RUN_RESTARTS_MAX: &str = "1000";
-/// Sessions the one account may have. The clients create about a dozen sessions a kill and
+/// Sessions the one account may have. The clients create about ten sessions a kill and
 /// delete none, so a soak's thousand kills pass the default quota (10,000) and its creations
 /// would be refused with 429; the quota has tests of its own, so it is out of the way here.
 pub(crate) const ACCOUNT_SESSIONS_MAX: &str = "1000000";
