@@ -50,6 +50,13 @@ pub(crate) const RUN_RESTARTS_MAX: &str = "1000";
 /// delete none, so a soak's thousand kills pass the default quota (10,000) and its creations
 /// would be refused with 429; the quota has tests of its own, so it is out of the way here.
 pub(crate) const ACCOUNT_SESSIONS_MAX: &str = "1000000";
+/// The limits every service a kill test starts runs with, killed or undisturbed.
+pub(crate) const LIMITS_OUT_OF_THE_WAY: [&str; 4] = [
+    "--run-restarts-max",
+    RUN_RESTARTS_MAX,
+    "--account-sessions-max",
+    ACCOUNT_SESSIONS_MAX,
+];
 /// The longest the service may take to answer everything once it runs undisturbed.
 pub(crate) const QUIET_WAIT: Duration = Duration::from_secs(120);
 /// The longest the clients may take to notice that the service was killed.
@@ -345,13 +352,10 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
         let mut server = Server::start(
             dir.path(),
             &[
-                "--scripted-delay-ms",
-                SCRIPTED_DELAY_MS,
-                "--run-restarts-max",
-                RUN_RESTARTS_MAX,
-                "--account-sessions-max",
-                ACCOUNT_SESSIONS_MAX,
-            ],
+                &["--scripted-delay-ms", SCRIPTED_DELAY_MS][..],
+                &LIMITS_OUT_OF_THE_WAY,
+            ]
+            .concat(),
         );
         let client = server.client();
         let clients: Vec<_> = (0..N_CLIENTS)
@@ -393,15 +397,7 @@ async fn sigkill_at_random_moments_loses_and_repeats_nothing() {
     );
 
     // Undisturbed: every run ends.
-    let server = Server::start(
-        dir.path(),
-        &[
-            "--run-restarts-max",
-            RUN_RESTARTS_MAX,
-            "--account-sessions-max",
-            ACCOUNT_SESSIONS_MAX,
-        ],
-    );
+    let server = Server::start(dir.path(), &LIMITS_OUT_OF_THE_WAY);
     let client = server.client();
     let ledger = ledger.take();
     let quiet_deadline = Instant::now() + QUIET_WAIT;

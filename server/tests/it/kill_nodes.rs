@@ -16,9 +16,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::{Server, open_store, shared_database};
 use crate::kill9::{
-    ACCOUNT_SESSIONS_MAX, CLIENTS_END_WAIT, Checked, Ledger, QUIET_WAIT, RUN_RESTARTS_MAX,
-    SCRIPTED_DELAY_MS, Traffic, check_answers, check_database, drive, env_number, run_seed,
-    runs_by_state,
+    CLIENTS_END_WAIT, Checked, LIMITS_OUT_OF_THE_WAY, Ledger, QUIET_WAIT, SCRIPTED_DELAY_MS,
+    Traffic, check_answers, check_database, drive, env_number, run_seed, runs_by_state,
 };
 use seed_events::RunStatus;
 use seed_server::client::Client;
@@ -38,17 +37,17 @@ fn start_node(data_dir: &std::path::Path) -> Server {
     Server::start(
         data_dir,
         &[
-            "--scripted-delay-ms",
-            SCRIPTED_DELAY_MS,
-            "--run-restarts-max",
-            RUN_RESTARTS_MAX,
-            "--node-renew-ms",
-            NODE_RENEW_MS,
-            "--node-expire-ms",
-            NODE_EXPIRE_MS,
-            "--account-sessions-max",
-            ACCOUNT_SESSIONS_MAX,
-        ],
+            &[
+                "--scripted-delay-ms",
+                SCRIPTED_DELAY_MS,
+                "--node-renew-ms",
+                NODE_RENEW_MS,
+                "--node-expire-ms",
+                NODE_EXPIRE_MS,
+            ][..],
+            &LIMITS_OUT_OF_THE_WAY,
+        ]
+        .concat(),
     )
 }
 
