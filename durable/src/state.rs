@@ -6,7 +6,7 @@
 //!
 //! A state need not hold the whole history: [`Kept`] is what a turn can still read of a store
 //! folded up to some line (the entries from the newest reset on, the newest system entry, the
-//! newest value of each document, the tasks a turn can still look up), and
+//! newest value of each document, the tasks not ended), and
 //! [`StoreState::open_kept`] folds the lines after it onto it, so that opening a long session
 //! costs its context rather than its history.
 
@@ -55,7 +55,11 @@ pub struct Kept {
     pub system: Option<Entry>,
     /// The newest value of each document set.
     pub documents: BTreeMap<String, serde_json::Value>,
-    /// The tasks a turn can still look up: those of the newest turn, and any not ended.
+    /// The tasks not ended: all a turn can tell apart from a task never started. A turn looks
+    /// up a call's task only to find it awaiting a decision or started without a result; an
+    /// ended one reads as none. Keeping the newest turn's ended tasks as well would not be
+    /// exact: a run whose turn another run aborted after a restart starts a new turn with the
+    /// same request id, which would make an ended task dropped earlier the newest turn's.
     pub tasks: Vec<Task>,
 }
 
@@ -138,11 +142,10 @@ impl StoreState {
             Some(_) => None,
             None => self.older_system.clone(),
         };
-        let turn = self.turn().map(|turn| turn.request_id);
         let tasks = self
             .tasks
             .values()
-            .filter(|task| Some(task.request_id()) == turn.as_deref() || !task.is_ended())
+            .filter(|task| !task.is_ended())
             .cloned()
             .collect();
         Kept {
@@ -411,7 +414,9 @@ mod tests {
 
     /// A store written turn by turn, each batch's lines kept apart: turns with a reset before
     /// some, system entries, responses with calls, results (some calls left parked, without
-    /// one), edits, the live document set and cleared, turns that end and one left open.
+    /// one), edits, the live document set and cleared, turns that end and one left open, and
+    /// turns that take an earlier turn's request id again (a run whose turn another run
+    /// aborted after a restart comes back with its own request id and starts a new turn).
     fn written(choices: &[u8]) -> (StoreState, Vec<[Vec<String>; 3]>) {
         use crate::record::{LIVE_DOCUMENT, LiveDocument, ToolTaskState, TurnState};
         use seed_providers::{Message, ToolCall, ToolResultMessage, UserMessage, tool_response};
@@ -420,12 +425,17 @@ mod tests {
         let mut batches = Vec::new();
         let mut turn: Option<TurnDocument> = None;
         let mut open_calls: Vec<String> = Vec::new();
+        let mut request_ids: Vec<String> = Vec::new();
         for (step, &choice) in choices.iter().enumerate() {
             let mut batch = Batch::new(&state);
             let request_id = turn.as_ref().map(|turn| turn.request_id.clone());
             match (choice % 8, request_id) {
                 (0..=2, _) | (_, None) => {
-                    let request_id = format!("r{step}");
+                    let request_id = match request_ids.len() {
+                        n if n > 0 && choice >= 128 => request_ids[usize::from(choice) % n].clone(),
+                        _ => format!("r{step}"),
+                    };
+                    request_ids.push(request_id.clone());
                     if choice % 3 == 0 {
                         batch.entry(EntryBody::Reset {});
                     }
@@ -549,8 +559,8 @@ mod tests {
     proptest::proptest! {
         /// A state opened from what was kept at any line, and the lines after it, reads as the
         /// state folded from every line: the same context, system prompt, documents, next
-        /// entry, next action of the open turn and tasks a turn can look up, and it keeps the
-        /// same again.
+        /// entry, next action of the open turn and tasks not ended, and it keeps the same
+        /// again, also when a new turn takes an earlier turn's request id.
         #[test]
         fn a_state_opened_kept_reads_as_the_state_folded_from_every_line(
             choices in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..60)
@@ -585,10 +595,8 @@ mod tests {
                         crate::turn::next_action(&opened, &turn, |_| false),
                         crate::turn::next_action(&full, &turn, |_| false)
                     );
-                    for task in full.tasks.values() {
-                        if task.request_id() == turn.request_id || !task.is_ended() {
-                            prop_assert_eq!(opened.task(&task.key()), Some(task));
-                        }
+                    for task in full.tasks.values().filter(|task| !task.is_ended()) {
+                        prop_assert_eq!(opened.task(&task.key()), Some(task));
                     }
                 }
             }
