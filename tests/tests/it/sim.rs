@@ -135,6 +135,20 @@ fn seeds_3_keep_every_invariant() -> anyhow::Result<()> {
     run_shard(3)
 }
 
+/// Seeds a soak (`SEED_SOAK=1`) found failing, kept in the default run once fixed: 2182 (the
+/// model's depth stuck at 0 in a successor whose input was a wake-up block) and 14042 (a run
+/// that starts a new turn under an earlier turn's request id; the kept state held that
+/// request's ended tasks).
+const FOUND_BY_SOAKS: [u64; 2] = [2182, 14042];
+
+#[test]
+fn seeds_soaks_found_keep_every_invariant() -> anyhow::Result<()> {
+    for seed in FOUND_BY_SOAKS {
+        assert_clean(&sim::run(&config(seed))?);
+    }
+    Ok(())
+}
+
 /// The store's second mode: an in-memory database that outlives each simulated process, with
 /// crashes and disk-full faults as in the first.
 #[test]
