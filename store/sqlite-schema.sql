@@ -121,7 +121,13 @@ CREATE TABLE runs (
     restarts        INTEGER NOT NULL DEFAULT 0,
     -- the W3C traceparent of the run's newest span, when traces are exported: the attempt that
     -- takes the run up after a crash links to it (added by migration 19)
-    trace_parent    TEXT
+    trace_parent    TEXT,
+    -- whether the run's pass has started: set by the claim, cleared by a later pass. A run
+    -- queued again with it set (cut off by a restart, decided on an approval, after a panic)
+    -- comes back to a turn it may have left open, and goes before the session's other queued
+    -- runs, so that it adopts its turn rather than another run aborting it (added by
+    -- migration 22)
+    pass_started    INTEGER NOT NULL DEFAULT 0 CHECK (pass_started BETWEEN 0 AND 1)
 ) STRICT;
 
 -- The runs waiting on each queue; rowid orders them: first queued, first claimed. Of just the

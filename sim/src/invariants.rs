@@ -310,9 +310,11 @@ async fn check_database(
     Ok(n_checked)
 }
 
-/// A denied call never ran; an approved call ran at most once; once quiet, no approval is left
-/// pending. `launches` counts the executions of the verbs that are not safe to repeat (every
-/// verb that needs approval is one). Returns how many checks ran.
+/// A denied call never ran; an approved call ran at most once, and once quiet it ran unless a
+/// crash cut it off after its intent was committed (answered as cut off, never run again), its
+/// run was canceled, or its run was given up after too many restarts; once quiet, no approval
+/// is left pending. `launches` counts the executions of the verbs that are not safe to repeat
+/// (every verb that needs approval is one). Returns how many checks ran.
 async fn check_approvals(
     store: &Store,
     sessions: &[seed_store::SessionRow],
@@ -344,6 +346,14 @@ async fn check_approvals(
                         session.id
                     ));
                 }
+                seed_store::ApprovalStatus::Approved if quiet && ran == 0 => {
+                    if let Some(why) = approved_yet_never_ran(store, session.id, &approval).await? {
+                        violations.push(format!(
+                            "{}: call {call} was approved, yet it never ran: {why}",
+                            session.id
+                        ));
+                    }
+                }
                 seed_store::ApprovalStatus::Pending if ran > 0 => {
                     violations.push(format!(
                         "{}: call {call} ran before it was approved",
@@ -361,6 +371,48 @@ async fn check_approvals(
         }
     }
     Ok(n_checked)
+}
+
+/// Why an approved call that never ran should have (`None` when it need not have): its run was
+/// neither canceled nor given up after too many restarts, and its result is not the answer of a
+/// call a crash cut off after its intent was committed.
+async fn approved_yet_never_ran(
+    store: &Store,
+    session_id: SessionId,
+    approval: &seed_store::ApprovalRow,
+) -> anyhow::Result<Option<String>> {
+    let run = store.get_run(approval.run_id).await?;
+    let ended_without_it = run.as_ref().is_some_and(|run| {
+        let given_up = run
+            .result
+            .as_ref()
+            .and_then(|result| result["error"].as_str());
+        run.status == seed_events::RunStatus::Canceled
+            || given_up.is_some_and(|error| error.contains("cut off by more than"))
+    });
+    if ended_without_it {
+        return Ok(None);
+    }
+    let results: Vec<String> = store
+        .read_events(session_id, 1, i64::MAX, usize::MAX)
+        .await?
+        .into_iter()
+        .filter(|event| {
+            event.kind == seed_events::body::kind::TOOL_RESULT
+                && event.content["tool_call_id"] == approval.tool_call_id.as_str()
+        })
+        .filter_map(|event| event.content["content"].as_str().map(str::to_owned))
+        .collect();
+    if results
+        .iter()
+        .any(|text| text.contains("was cut off before its result was recorded"))
+    {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "its run {:?}, its results {results:?}",
+        run.map(|run| run.status)
+    )))
 }
 
 /// A call a crash cut off is answered as interrupted only when it did not take effect: a

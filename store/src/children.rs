@@ -241,7 +241,8 @@ pub(crate) fn child_runs(connection: &Connection, parent_run_id: RunId) -> Resul
 pub(crate) fn resume_run(connection: &Connection, run_id: RunId, now_ms: i64) -> Result<bool> {
     let n_updated = connection
         .prepare_cached(
-            "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2
+            "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2,
+                 pass_started = 0
              WHERE id = ?1 AND status IN ('parked', 'running')",
         )?
         .execute(params![run_id.to_string(), now_ms])?;
@@ -259,7 +260,8 @@ pub(crate) const HAS_OPEN_CHILDREN: &str = concat!(
 /// pass delegated and called a verb that needs approval) is not resumed here: its pass is not
 /// over, and the decision takes it on (see `approvals`), to park on its children again then.
 pub(crate) const RESUME_IF_CHILDREN_DONE: &str = concat!(
-    "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2
+    "UPDATE runs SET status = 'queued', owner = NULL, pass = pass + 1, updated_at = ?2,
+         pass_started = 0
      WHERE id = ?1 AND status = 'parked'
        AND NOT EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ?1 AND ",
     run_is_open!(),

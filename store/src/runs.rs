@@ -101,9 +101,10 @@ fn insert_run_as(connection: &Connection, run: &NewRun, owner: Option<&str>) -> 
     connection
         .prepare_cached(
             "INSERT INTO runs (id, session_id, queue, status, user_event_ids, parent_run_id,
-                 typed, owner, attempts, created_at, updated_at, account_id)
+                 typed, owner, attempts, created_at, updated_at, account_id, pass_started)
              VALUES (?1, ?2, ?3, CASE WHEN CAST(?8 AS TEXT) IS NULL THEN 'queued' ELSE 'running' END, ?4, ?5, ?6, ?8,
-                 CASE WHEN CAST(?8 AS TEXT) IS NULL THEN 0 ELSE 1 END, ?7, ?7, (SELECT account_id FROM sessions WHERE id = ?2))",
+                 CASE WHEN CAST(?8 AS TEXT) IS NULL THEN 0 ELSE 1 END, ?7, ?7, (SELECT account_id FROM sessions WHERE id = ?2),
+                 CASE WHEN CAST(?8 AS TEXT) IS NULL THEN 0 ELSE 1 END)",
         )?
         // Nothing reads its answer; a refusal (its session gone, its id taken) is the error
         // of the job's next statement that is waited on, or of its commit.

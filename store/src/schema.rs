@@ -30,7 +30,7 @@ pub(crate) struct Version {
 /// it (`migrations/00NN-name.postgres.sql`). So a later change goes into `sqlite-schema.sql`
 /// and here as one version with each engine's SQL; a test checks that the two engines' schemas
 /// agree.
-pub(crate) static VERSIONS: [Version; 21] = [
+pub(crate) static VERSIONS: [Version; 22] = [
     Version {
         sqlite: include_str!("../sqlite-schema.sql"),
         sqlite_hook: None,
@@ -111,6 +111,11 @@ pub(crate) static VERSIONS: [Version; 21] = [
         sqlite: "",
         sqlite_hook: None,
         postgres: include_str!("../migrations/0021-queued-runs-in-order.postgres.sql"),
+    },
+    Version {
+        sqlite: include_str!("../migrations/0022-runs-pass-started.sql"),
+        sqlite_hook: Some(add_runs_pass_started),
+        postgres: include_str!("../migrations/0022-runs-pass-started.postgres.sql"),
     },
 ];
 
@@ -282,6 +287,24 @@ fn add_run_trace_parent(transaction: &rusqlite::Transaction) -> rusqlite_migrati
     )?;
     if !has_column {
         transaction.execute_batch("ALTER TABLE runs ADD COLUMN trace_parent TEXT;")?;
+    }
+    Ok(())
+}
+
+/// Migration 22: the runs' `pass_started`, where it is missing (a database made before it); the
+/// runs left running or parked have theirs started.
+fn add_runs_pass_started(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
+    let has_column: bool = transaction.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('runs') WHERE name = 'pass_started')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_column {
+        transaction.execute_batch(
+            "ALTER TABLE runs ADD COLUMN pass_started INTEGER NOT NULL DEFAULT 0
+                 CHECK (pass_started BETWEEN 0 AND 1);
+             UPDATE runs SET pass_started = 1 WHERE status = 'running' OR status = 'parked';",
+        )?;
     }
     Ok(())
 }

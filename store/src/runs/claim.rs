@@ -63,6 +63,10 @@ pub(crate) fn claim_next_run(
 /// in flight" is looked up in `runs_open_by_session`: SQLite uses a partial index for a query
 /// whose terms imply its condition, and one of the statuses it names does. A session with a
 /// pending approval is not free either: its parked run goes first, once the person decides.
+/// Nor is it free for a run whose pass has not started while a run of the session whose pass
+/// has is queued (cut off by a restart, decided on an approval, after a panic): that run comes
+/// back to a turn it may have left open, and adopts it (the spec's "same run") before any
+/// other run of the session could find the turn unsettled and abort it.
 macro_rules! session_free {
     () => {
         "NOT EXISTS (SELECT 1 FROM runs AS busy
@@ -70,6 +74,10 @@ macro_rules! session_free {
          AND NOT EXISTS (SELECT 1 FROM approvals AS waiting
                          WHERE waiting.session_id = queued.session_id
                            AND waiting.status = 'pending')
+         AND (queued.pass_started = 1
+              OR NOT EXISTS (SELECT 1 FROM runs AS resuming
+                             WHERE resuming.session_id = queued.session_id
+                               AND resuming.status = 'queued' AND resuming.pass_started = 1))
          AND (CAST(?2 AS TEXT) IS NULL
               OR NOT EXISTS (SELECT 1 FROM session_leases AS lease
                              WHERE lease.session_id = queued.session_id
@@ -132,10 +140,13 @@ pub(crate) const NEXT_CLAIMABLE_OF_NONE: &str =
 
 /// Whether the session `?3` of the new run `?4` is free for owner `?2`, by the same
 /// [`session_free!`] as a queued run's, over a row that stands for the run not yet inserted
-/// (its queue `?1` too, which the check does not read: PostgreSQL wants every parameter typed).
+/// (its queue `?1` too, which the check does not read: PostgreSQL wants every parameter typed;
+/// its pass not started, or as the row says for a queued run claimed on PostgreSQL).
 pub(crate) const SESSION_FREE_FOR_NEW_RUN: &str = concat!(
     "SELECT EXISTS (SELECT 1 FROM (SELECT CAST(?3 AS TEXT) AS session_id, CAST(?4 AS TEXT) AS id,
-                              CAST(?1 AS TEXT) AS queue) AS queued WHERE ",
+                              CAST(?1 AS TEXT) AS queue,
+                              COALESCE((SELECT pass_started FROM runs WHERE id = ?4), 0)
+                                  AS pass_started) AS queued WHERE ",
     session_free!(),
     ")"
 );
@@ -290,7 +301,7 @@ fn start_claimed(
     let n_updated = connection
         .prepare_cached(
             "UPDATE runs SET status = 'running', owner = ?2, attempts = attempts + 1,
-                 updated_at = ?3
+                 updated_at = ?3, pass_started = 1
              WHERE id = ?1",
         )?
         .execute(params![run.id.to_string(), owner, now_ms])?;

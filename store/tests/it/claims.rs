@@ -393,3 +393,107 @@ fn a_message_and_its_claim_wait_on_the_database_a_trip_each() -> anyhow::Result<
     );
     Ok(())
 }
+
+/// A run queued again with its pass started (decided on an approval, cut off by a crash) comes
+/// back to a turn it may have left open: it goes before its session's older queued runs, which
+/// would otherwise find that turn unsettled and abort it, and the approved call with it (the
+/// spec's "same run" adopts its own turn). A run whose next pass has not started waits behind
+/// it, and so does a message's new run.
+#[test]
+fn a_run_whose_pass_started_goes_before_its_sessions_older_queued_runs() -> anyhow::Result<()> {
+    use seed_store::{ApprovalDecision, NewApproval, NewSession, ParkOutcome};
+
+    let fixture = Fixture::new()?;
+    let session = fixture.create_sessions(1)?[0];
+    let store = &fixture.store;
+    let claim = |now_ms| -> anyhow::Result<Option<RunId>> {
+        Ok(block_on(store.claim_next_run(Queue::Interactive, "boot-a", now_ms))?.map(|run| run.id))
+    };
+    let (run_1, run_2, child_run) = (
+        RunId::from_u128(1),
+        RunId::from_u128(2),
+        RunId::from_u128(9),
+    );
+    // Run 1 delegates, and parks on its child.
+    block_on(store.enqueue_run(run(1, session, &[])))?;
+    assert_eq!(claim(10)?, Some(run_1));
+    let child_id = SessionId::from_u128(0xc41d);
+    let mut child = NewSession::new(child_id, common::account(), 11);
+    child.parent_session_id = Some(session);
+    let child_of_run_1 = NewRun {
+        queue: Queue::Background,
+        parent_run_id: Some(run_1),
+        ..run(9, child_id, &[])
+    };
+    block_on(store.start_child(child, user_message("a task"), child_of_run_1))?;
+    assert_eq!(block_on(store.park_run(run_1, 12))?, ParkOutcome::Parked);
+    // Run 2, a later message's, starts and parks on its call's approval.
+    block_on(store.enqueue_run(run(2, session, &[])))?;
+    assert_eq!(claim(13)?, Some(run_2));
+    let approval = NewApproval {
+        session_id: session,
+        run_id: run_2,
+        tool_call_id: "call-2".to_owned(),
+        verb: "delete".to_owned(),
+        arguments: serde_json::json!({}),
+        deadline_at_ms: None,
+    };
+    assert_eq!(
+        block_on(store.park_on_approval(approval, 14))?,
+        ParkOutcome::Parked
+    );
+    // The child ends: run 1 is queued for its next pass, older than run 2.
+    assert!(block_on(store.finish_run(
+        child_run,
+        RunStatus::Succeeded,
+        None,
+        15
+    ))?);
+    assert!(block_on(store.resume_if_children_done(run_1, 15))?);
+    assert_eq!(
+        claim(16)?,
+        None,
+        "nothing starts while the approval is pending"
+    );
+    let approve = ApprovalDecision::Approve {
+        arguments: serde_json::json!({}),
+    };
+    block_on(store.decide_approval(session, "call-2", approve, 17))?;
+    assert_eq!(
+        claim(18)?,
+        Some(run_2),
+        "the approved call's run goes first"
+    );
+    // Cut off by a crash, it is queued again by the sweep, and goes first again; a message
+    // that arrives meanwhile queues its run.
+    assert_eq!(
+        block_on(store.requeue_running_runs(19, 5))?.requeued.len(),
+        1
+    );
+    let (_, run_3) = block_on(store.send_user_message(
+        session,
+        user_message("meanwhile"),
+        RunId::from_u128(3),
+        Queue::Interactive,
+        20,
+        Some(ClaimFor::unshared("boot-a")),
+    ))?;
+    assert_eq!(run_3.status, RunStatus::Queued);
+    assert_eq!(claim(21)?, Some(run_2));
+    // Once it ends, the others start in the order they were queued.
+    assert!(block_on(store.finish_run(
+        run_2,
+        RunStatus::Succeeded,
+        None,
+        22
+    ))?);
+    assert_eq!(claim(23)?, Some(run_1));
+    assert!(block_on(store.finish_run(
+        run_1,
+        RunStatus::Succeeded,
+        None,
+        24
+    ))?);
+    assert_eq!(claim(25)?, Some(RunId::from_u128(3)));
+    Ok(())
+}

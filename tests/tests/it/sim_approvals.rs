@@ -1,14 +1,15 @@
 //! Approvals in the simulation: its model calls a destructive tool (`mcp_delete`), whose calls
 //! wait for a person's approval; its users approve, edit or deny them, and answer everything
 //! before a process ends. Over seeds with crashes, the decisions happen and every invariant
-//! holds; and the two invariants of approvals, "a denied call never ran" and "an approved call
-//! ran at most once", do catch a database that breaks them.
+//! holds; and the invariants of approvals, "a denied call never ran", "an approved call ran at
+//! most once" and "an approved call ran unless its run ended first", do catch a database that
+//! breaks them.
 
 use std::collections::HashMap;
 
-use seed_events::{AccountId, RunId, SessionId};
+use seed_events::{AccountId, Queue, RunId, RunStatus, SessionId};
 use seed_sim::{self as sim, SimConfig};
-use seed_store::{ApprovalDecision, Config, NewApproval, NewSession, Store};
+use seed_store::{ApprovalDecision, Config, NewApproval, NewRun, NewSession, Store};
 
 #[test]
 fn the_simulation_decides_approvals_and_keeps_their_invariants() -> anyhow::Result<()> {
@@ -30,9 +31,13 @@ fn the_simulation_decides_approvals_and_keeps_their_invariants() -> anyhow::Resu
     Ok(())
 }
 
-/// One call's approval, decided as `decision`, that ran `ran` times: the violations of the
-/// quiet database.
-fn violations_of(decision: ApprovalDecision, ran: usize) -> anyhow::Result<Vec<String>> {
+/// One call's approval, decided as `decision`, that ran `ran` times, its run ended as
+/// `run_status`: the violations of the quiet database.
+fn violations_of(
+    decision: ApprovalDecision,
+    ran: usize,
+    run_status: RunStatus,
+) -> anyhow::Result<Vec<String>> {
     let dir = tempfile::tempdir()?;
     let account = AccountId::from_u128(0xa);
     let session = SessionId::from_u128(0x5);
@@ -50,8 +55,21 @@ fn violations_of(decision: ApprovalDecision, ran: usize) -> anyhow::Result<Vec<S
             arguments: serde_json::json!({ "item": "old" }),
             deadline_at_ms: None,
         };
+        let run = NewRun {
+            id: RunId::from_u128(0x7),
+            session_id: session,
+            queue: Queue::Interactive,
+            user_event_ids: Vec::new(),
+            parent_run_id: None,
+            typed: false,
+            created_at_ms: 0,
+        };
+        store.enqueue_run(run).await?;
         store.park_on_approval(approval, 1).await?;
         store.decide_approval(session, "c1", decision, 2).await?;
+        store
+            .finish_run(RunId::from_u128(0x7), run_status, None, 3)
+            .await?;
         let launches = HashMap::from([((session, "c1".to_owned()), ran)]);
         let mut violations = Vec::new();
         sim::invariants::check_quiet_database(&store, account, &launches, &mut violations).await?;
@@ -60,7 +78,7 @@ fn violations_of(decision: ApprovalDecision, ran: usize) -> anyhow::Result<Vec<S
 }
 
 #[test]
-fn the_approval_invariants_catch_a_denied_call_that_ran_and_an_approved_one_run_twice()
+fn the_approval_invariants_catch_a_denied_call_that_ran_and_an_approved_one_run_twice_or_never()
 -> anyhow::Result<()> {
     let deny = || ApprovalDecision::Deny {
         reason: "no".to_owned(),
@@ -69,21 +87,32 @@ fn the_approval_invariants_catch_a_denied_call_that_ran_and_an_approved_one_run_
         arguments: serde_json::json!({ "item": "old" }),
     };
     let names = |violations: &[String], text: &str| violations.iter().any(|v| v.contains(text));
-    let denied_ran = violations_of(deny(), 1)?;
+    let done = RunStatus::Succeeded;
+    let denied_ran = violations_of(deny(), 1, done)?;
     assert!(
         names(&denied_ran, "was denied, yet it ran 1 times"),
         "{denied_ran:#?}"
     );
-    let approved_twice = violations_of(approve(), 2)?;
+    let approved_twice = violations_of(approve(), 2, done)?;
     assert!(
         names(&approved_twice, "was approved once, yet it ran 2 times"),
         "{approved_twice:#?}"
     );
-    for (decision, ran) in [(deny(), 0), (approve(), 1), (approve(), 0)] {
-        let violations = violations_of(decision.clone(), ran)?;
+    let approved_never = violations_of(approve(), 0, done)?;
+    assert!(
+        names(&approved_never, "was approved, yet it never ran"),
+        "{approved_never:#?}"
+    );
+    let canceled = RunStatus::Canceled;
+    for (decision, ran, run_status) in [
+        (deny(), 0, done),
+        (approve(), 1, done),
+        (approve(), 0, canceled),
+    ] {
+        let violations = violations_of(decision.clone(), ran, run_status)?;
         assert!(
             !names(&violations, "call c1"),
-            "{decision:?} {ran}: {violations:#?}"
+            "{decision:?} {ran} {run_status:?}: {violations:#?}"
         );
     }
     Ok(())
