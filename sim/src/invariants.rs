@@ -403,10 +403,8 @@ async fn approved_yet_never_ran(
         })
         .filter_map(|event| event.content["content"].as_str().map(str::to_owned))
         .collect();
-    if results
-        .iter()
-        .any(|text| text.contains("was cut off before its result was recorded"))
-    {
+    let cut_off = seed_durable::record::interrupted_result(&approval.tool_call_id, &approval.verb);
+    if results.contains(&cut_off.content) {
         return Ok(None);
     }
     Ok(Some(format!(
