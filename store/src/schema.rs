@@ -206,21 +206,36 @@ fn open_migrated(
     Ok((connection, before.saturating_add(1)..=LATEST_VERSION))
 }
 
-/// Migration 3: each run names its session's account, so an account's queued runs are counted
-/// from an index of their own. The column is added (and filled in) only where it is missing.
-fn add_runs_account(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
+/// Runs `add` (SQL that adds `column` to `table`, and what goes with it) only where the column
+/// is missing: a database made by `sqlite-schema.sql` has it already.
+fn add_column_where_missing(
+    transaction: &rusqlite::Transaction,
+    table: &str,
+    column: &str,
+    add: &str,
+) -> rusqlite_migration::HookResult {
     let has_column: bool = transaction.query_row(
-        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('runs') WHERE name = 'account_id')",
-        [],
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2)",
+        [table, column],
         |row| row.get(0),
     )?;
     if !has_column {
-        transaction.execute_batch(
-            "ALTER TABLE runs ADD COLUMN account_id TEXT;
-             UPDATE runs SET account_id =
-                 (SELECT account_id FROM sessions WHERE sessions.id = runs.session_id);",
-        )?;
+        transaction.execute_batch(add)?;
     }
+    Ok(())
+}
+
+/// Migration 3: each run names its session's account, so an account's queued runs are counted
+/// from an index of their own. The column is added (and filled in) only where it is missing.
+fn add_runs_account(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
+    add_column_where_missing(
+        transaction,
+        "runs",
+        "account_id",
+        "ALTER TABLE runs ADD COLUMN account_id TEXT;
+         UPDATE runs SET account_id =
+             (SELECT account_id FROM sessions WHERE sessions.id = runs.session_id);",
+    )?;
     transaction.execute_batch(
         "CREATE INDEX IF NOT EXISTS runs_queued_by_account ON runs (account_id)
              WHERE status = 'queued';",
@@ -228,85 +243,58 @@ fn add_runs_account(transaction: &rusqlite::Transaction) -> rusqlite_migration::
     Ok(())
 }
 
-/// Migration 6: each run counts the boot sweeps that found it cut off mid-turn. The column is
-/// added only where it is missing (a database made by `sqlite-schema.sql` has it).
+/// Migration 6: each run counts the boot sweeps that found it cut off mid-turn.
 fn add_runs_restarts(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
-    let has_column: bool = transaction.query_row(
-        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('runs') WHERE name = 'restarts')",
-        [],
-        |row| row.get(0),
-    )?;
-    if !has_column {
-        transaction
-            .execute_batch("ALTER TABLE runs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;")?;
-    }
-    Ok(())
+    add_column_where_missing(
+        transaction,
+        "runs",
+        "restarts",
+        "ALTER TABLE runs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;",
+    )
 }
 
-/// Migration 16: each session lease names the epoch of the node holding it. The column is
-/// added only where it is missing (a database made by `sqlite-schema.sql` has it).
+/// Migration 16: each session lease names the epoch of the node holding it.
 fn add_lease_epoch(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
-    let has_column: bool = transaction.query_row(
-        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('session_leases') WHERE name = 'epoch')",
-        [],
-        |row| row.get(0),
-    )?;
-    if !has_column {
-        transaction.execute_batch(
-            "ALTER TABLE session_leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;",
-        )?;
-    }
-    Ok(())
+    add_column_where_missing(
+        transaction,
+        "session_leases",
+        "epoch",
+        "ALTER TABLE session_leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;",
+    )
 }
 
-/// Migration 18: each continuation edge has a kind. The column is added only where it is
-/// missing (a database made by `sqlite-schema.sql` has it).
+/// Migration 18: each continuation edge has a kind.
 fn add_continuation_kind(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
-    let has_column: bool = transaction.query_row(
-        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('session_continuations') \
-         WHERE name = 'kind')",
-        [],
-        |row| row.get(0),
-    )?;
-    if !has_column {
-        transaction.execute_batch(
-            "ALTER TABLE session_continuations ADD COLUMN kind TEXT NOT NULL \
-             DEFAULT 'continuation' CHECK (kind = 'continuation' OR kind = 'fork');",
-        )?;
-    }
-    Ok(())
+    add_column_where_missing(
+        transaction,
+        "session_continuations",
+        "kind",
+        "ALTER TABLE session_continuations ADD COLUMN kind TEXT NOT NULL \
+         DEFAULT 'continuation' CHECK (kind = 'continuation' OR kind = 'fork');",
+    )
 }
 
-/// Migration 19: each run keeps the traceparent of its newest span. The column is added only
-/// where it is missing (a database made by `sqlite-schema.sql` has it).
+/// Migration 19: each run keeps the traceparent of its newest span.
 fn add_run_trace_parent(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
-    let has_column: bool = transaction.query_row(
-        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('runs') WHERE name = 'trace_parent')",
-        [],
-        |row| row.get(0),
-    )?;
-    if !has_column {
-        transaction.execute_batch("ALTER TABLE runs ADD COLUMN trace_parent TEXT;")?;
-    }
-    Ok(())
+    add_column_where_missing(
+        transaction,
+        "runs",
+        "trace_parent",
+        "ALTER TABLE runs ADD COLUMN trace_parent TEXT;",
+    )
 }
 
-/// Migration 22: the runs' `pass_started`, where it is missing (a database made before it); the
-/// runs left running or parked have theirs started.
+/// Migration 22: each run says whether its pass has started; the runs left running or parked
+/// have theirs started.
 fn add_runs_pass_started(transaction: &rusqlite::Transaction) -> rusqlite_migration::HookResult {
-    let has_column: bool = transaction.query_row(
-        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('runs') WHERE name = 'pass_started')",
-        [],
-        |row| row.get(0),
-    )?;
-    if !has_column {
-        transaction.execute_batch(
-            "ALTER TABLE runs ADD COLUMN pass_started INTEGER NOT NULL DEFAULT 0
-                 CHECK (pass_started BETWEEN 0 AND 1);
-             UPDATE runs SET pass_started = 1 WHERE status = 'running' OR status = 'parked';",
-        )?;
-    }
-    Ok(())
+    add_column_where_missing(
+        transaction,
+        "runs",
+        "pass_started",
+        "ALTER TABLE runs ADD COLUMN pass_started INTEGER NOT NULL DEFAULT 0
+             CHECK (pass_started BETWEEN 0 AND 1);
+         UPDATE runs SET pass_started = 1 WHERE status = 'running' OR status = 'parked';",
+    )
 }
 
 /// Migration 4: each CHECK that databases before it name their values in with an IN list (table,

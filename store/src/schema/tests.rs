@@ -213,6 +213,45 @@ fn an_older_database_gets_the_restarts_of_each_run() {
     assert_reopened_at_the_latest_version(&config);
 }
 
+#[test]
+fn an_older_database_gets_whether_each_runs_pass_started() {
+    let dir = tempfile::tempdir().expect("a temporary dir");
+    let config = Config::new(dir.path().join("agents.db"));
+    // A database of version 21: runs without `pass_started`; those left running or parked had
+    // theirs started, a queued one may not have.
+    let one_session = account_and_session("acc-a", "ses-a");
+    let connection = upgraded(
+        &config,
+        &format!(
+            "{one_session}
+             ALTER TABLE runs DROP COLUMN pass_started;
+             INSERT INTO runs (id, session_id, queue, status, created_at, updated_at) VALUES
+                 ('run-a', 'ses-a', 'interactive', 'running', 0, 0),
+                 ('run-b', 'ses-a', 'interactive', 'parked', 0, 0),
+                 ('run-c', 'ses-a', 'interactive', 'queued', 0, 0);
+             PRAGMA user_version = 21;"
+        ),
+    );
+    let mut statement = connection
+        .prepare("SELECT id, pass_started FROM runs ORDER BY id")
+        .expect("a query of the runs");
+    let started: Vec<(String, i64)> = statement
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .and_then(Iterator::collect)
+        .expect("the runs");
+    assert_eq!(
+        started,
+        [
+            ("run-a".to_owned(), 1),
+            ("run-b".to_owned(), 1),
+            ("run-c".to_owned(), 0)
+        ]
+    );
+    drop(statement);
+    drop(connection);
+    assert_reopened_at_the_latest_version(&config);
+}
+
 /// The indexes of the log: names, by name.
 fn log_indexes(connection: &Connection) -> Vec<String> {
     let mut statement = connection
