@@ -311,9 +311,10 @@ async fn check_database(
 }
 
 /// A denied call never ran; an approved call ran at most once, and once quiet it ran unless a
-/// crash cut it off after its intent was committed (answered as cut off, never run again), its
-/// run was canceled, or its run was given up after too many restarts; once quiet, no approval
-/// is left pending. `launches` counts the executions of the verbs that are not safe to repeat
+/// crash cut it off after its intent was committed (answered as cut off, never run again), or
+/// its run ended before it could: canceled, given up after too many restarts, or failed on a
+/// write the database refused (a full disk ends the turn); once quiet, no approval is left
+/// pending. `launches` counts the executions of the verbs that are not safe to repeat
 /// (every verb that needs approval is one). Returns how many checks ran.
 async fn check_approvals(
     store: &Store,
@@ -373,9 +374,10 @@ async fn check_approvals(
     Ok(n_checked)
 }
 
-/// Why an approved call that never ran should have (`None` when it need not have): its run was
-/// neither canceled nor given up after too many restarts, and its result is not the answer of a
-/// call a crash cut off after its intent was committed.
+/// Why an approved call that never ran should have (`None` when it need not have): its run did
+/// not end before it could (canceled, given up after too many restarts, failed on a refused
+/// write), and its result is not the answer of a call a crash cut off after its intent was
+/// committed. A run that failed otherwise (its model request failed) went past the call.
 async fn approved_yet_never_ran(
     store: &Store,
     session_id: SessionId,
@@ -383,12 +385,15 @@ async fn approved_yet_never_ran(
 ) -> anyhow::Result<Option<String>> {
     let run = store.get_run(approval.run_id).await?;
     let ended_without_it = run.as_ref().is_some_and(|run| {
-        let given_up = run
+        let error = run
             .result
             .as_ref()
             .and_then(|result| result["error"].as_str());
         run.status == seed_events::RunStatus::Canceled
-            || given_up.is_some_and(|error| error.contains("cut off by more than"))
+            || error.is_some_and(|error| {
+                error.contains("cut off by more than")
+                    || error == seed_actors::run_end::REFUSED_WRITE
+            })
     });
     if ended_without_it {
         return Ok(None);

@@ -136,10 +136,12 @@ fn seeds_3_keep_every_invariant() -> anyhow::Result<()> {
 }
 
 /// Seeds a soak (`SEED_SOAK=1`) found failing, kept in the default run once fixed: 2182 (the
-/// model's depth stuck at 0 in a successor whose input was a wake-up block) and 14042 (a run
-/// that starts a new turn under an earlier turn's request id; the kept state held that
-/// request's ended tasks).
-const FOUND_BY_SOAKS: [u64; 2] = [2182, 14042];
+/// model's depth stuck at 0 in a successor whose input was a wake-up block), 14042 (an older
+/// run of the session claimed before the run whose approved call waited, which aborted that
+/// turn: the call never ran, and the run started a new turn under the same request id, whose
+/// ended tasks the kept state held) and 2351 (an approved call whose run a full disk failed
+/// first: the approvals invariant allows it).
+const FOUND_BY_SOAKS: [u64; 3] = [2182, 14042, 2351];
 
 #[test]
 fn seeds_soaks_found_keep_every_invariant() -> anyhow::Result<()> {
