@@ -138,6 +138,18 @@ fn upgraded(config: &Config, sql: &str) -> Connection {
     open_writer(config).expect("the old database, upgraded")
 }
 
+/// A new database in `dir` with one account and session, made one of `version` by `change`,
+/// then opened again, and so upgraded: its config and the upgraded connection.
+fn older_database(dir: &tempfile::TempDir, version: u32, change: &str) -> (Config, Connection) {
+    let config = Config::new(dir.path().join("agents.db"));
+    let one_session = account_and_session("acc-a", "ses-a");
+    let connection = upgraded(
+        &config,
+        &format!("{one_session}\n{change}\nPRAGMA user_version = {version};"),
+    );
+    (config, connection)
+}
+
 /// Opening `config`'s upgraded database again changes nothing: it stays at the latest
 /// version.
 fn assert_reopened_at_the_latest_version(config: &Config) {
@@ -151,20 +163,15 @@ fn assert_reopened_at_the_latest_version(config: &Config) {
 #[test]
 fn an_older_database_gets_each_runs_account_and_their_index() {
     let dir = tempfile::tempdir().expect("a temporary dir");
-    let config = Config::new(dir.path().join("agents.db"));
     // A database of version 2: runs without their account.
-    let one_session = account_and_session("acc-a", "ses-a");
-    let connection = upgraded(
-        &config,
-        &format!(
-            "{one_session}
-             DROP INDEX runs_queued_by_account;
-             DROP INDEX runs_running_by_account;
-             ALTER TABLE runs DROP COLUMN account_id;
-             INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
-                 VALUES ('run-a', 'ses-a', 'interactive', 'queued', 0, 0);
-             PRAGMA user_version = 2;"
-        ),
+    let (config, connection) = older_database(
+        &dir,
+        2,
+        "DROP INDEX runs_queued_by_account;
+         DROP INDEX runs_running_by_account;
+         ALTER TABLE runs DROP COLUMN account_id;
+         INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
+             VALUES ('run-a', 'ses-a', 'interactive', 'queued', 0, 0);",
     );
     let account: Option<String> = connection
         .query_row(
@@ -190,18 +197,13 @@ fn an_older_database_gets_each_runs_account_and_their_index() {
 #[test]
 fn an_older_database_gets_the_restarts_of_each_run() {
     let dir = tempfile::tempdir().expect("a temporary dir");
-    let config = Config::new(dir.path().join("agents.db"));
     // A database of version 5: runs without their restarts.
-    let one_session = account_and_session("acc-a", "ses-a");
-    let connection = upgraded(
-        &config,
-        &format!(
-            "{one_session}
-             ALTER TABLE runs DROP COLUMN restarts;
-             INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
-                 VALUES ('run-a', 'ses-a', 'interactive', 'running', 0, 0);
-             PRAGMA user_version = 5;"
-        ),
+    let (config, connection) = older_database(
+        &dir,
+        5,
+        "ALTER TABLE runs DROP COLUMN restarts;
+         INSERT INTO runs (id, session_id, queue, status, created_at, updated_at)
+             VALUES ('run-a', 'ses-a', 'interactive', 'running', 0, 0);",
     );
     let restarts: i64 = connection
         .query_row("SELECT restarts FROM runs WHERE id = 'run-a'", [], |row| {
@@ -216,21 +218,16 @@ fn an_older_database_gets_the_restarts_of_each_run() {
 #[test]
 fn an_older_database_gets_whether_each_runs_pass_started() {
     let dir = tempfile::tempdir().expect("a temporary dir");
-    let config = Config::new(dir.path().join("agents.db"));
     // A database of version 21: runs without `pass_started`; those left running or parked had
     // theirs started, a queued one may not have.
-    let one_session = account_and_session("acc-a", "ses-a");
-    let connection = upgraded(
-        &config,
-        &format!(
-            "{one_session}
-             ALTER TABLE runs DROP COLUMN pass_started;
-             INSERT INTO runs (id, session_id, queue, status, created_at, updated_at) VALUES
-                 ('run-a', 'ses-a', 'interactive', 'running', 0, 0),
-                 ('run-b', 'ses-a', 'interactive', 'parked', 0, 0),
-                 ('run-c', 'ses-a', 'interactive', 'queued', 0, 0);
-             PRAGMA user_version = 21;"
-        ),
+    let (config, connection) = older_database(
+        &dir,
+        21,
+        "ALTER TABLE runs DROP COLUMN pass_started;
+         INSERT INTO runs (id, session_id, queue, status, created_at, updated_at) VALUES
+             ('run-a', 'ses-a', 'interactive', 'running', 0, 0),
+             ('run-b', 'ses-a', 'interactive', 'parked', 0, 0),
+             ('run-c', 'ses-a', 'interactive', 'queued', 0, 0);",
     );
     let mut statement = connection
         .prepare("SELECT id, pass_started FROM runs ORDER BY id")
