@@ -409,6 +409,14 @@ fn a_run_whose_pass_started_goes_before_its_sessions_older_queued_runs() -> anyh
     let claim = |now_ms| -> anyhow::Result<Option<RunId>> {
         Ok(block_on(store.claim_next_run(Queue::Interactive, "boot-a", now_ms))?.map(|run| run.id))
     };
+    let succeed = |run_id, now_ms| -> anyhow::Result<bool> {
+        Ok(block_on(store.finish_run(
+            run_id,
+            RunStatus::Succeeded,
+            None,
+            now_ms,
+        ))?)
+    };
     let (run_1, run_2, child_run) = (
         RunId::from_u128(1),
         RunId::from_u128(2),
@@ -443,12 +451,7 @@ fn a_run_whose_pass_started_goes_before_its_sessions_older_queued_runs() -> anyh
         ParkOutcome::Parked
     );
     // The child ends: run 1 is queued for its next pass, older than run 2.
-    assert!(block_on(store.finish_run(
-        child_run,
-        RunStatus::Succeeded,
-        None,
-        15
-    ))?);
+    assert!(succeed(child_run, 15)?);
     assert!(block_on(store.resume_if_children_done(run_1, 15))?);
     assert_eq!(
         claim(16)?,
@@ -481,19 +484,9 @@ fn a_run_whose_pass_started_goes_before_its_sessions_older_queued_runs() -> anyh
     assert_eq!(run_3.status, RunStatus::Queued);
     assert_eq!(claim(21)?, Some(run_2));
     // Once it ends, the others start in the order they were queued.
-    assert!(block_on(store.finish_run(
-        run_2,
-        RunStatus::Succeeded,
-        None,
-        22
-    ))?);
+    assert!(succeed(run_2, 22)?);
     assert_eq!(claim(23)?, Some(run_1));
-    assert!(block_on(store.finish_run(
-        run_1,
-        RunStatus::Succeeded,
-        None,
-        24
-    ))?);
+    assert!(succeed(run_1, 24)?);
     assert_eq!(claim(25)?, Some(RunId::from_u128(3)));
     Ok(())
 }
