@@ -37,6 +37,19 @@ pub(crate) enum EndRefused {
 /// Why a turn the database refused a write of ended: its run's result, and its notice.
 pub const REFUSED_WRITE: &str = "the database refused a write: disk full";
 
+/// How the reason of a run given up after more than `restarts_max` restarts begins.
+const GIVEN_UP: &str = "the turn was cut off by more than";
+
+/// Why a run more sweeps than `restarts_max` found cut off was failed: its run's result.
+pub fn given_up_reason(restarts_max: i64) -> String {
+    format!("{GIVEN_UP} {restarts_max} restarts of the service; it is not started again")
+}
+
+/// Whether a failed run's reason is [`given_up_reason`]'s.
+pub fn is_given_up_reason(reason: &str) -> bool {
+    reason.starts_with(GIVEN_UP)
+}
+
 /// The notice a turn the database refused leaves in the log: the person and the next turn's
 /// model read that it stopped, and why.
 pub(crate) fn refused_write_notice(run_id: seed_events::RunId, now_ms: i64) -> NewEvent {
@@ -279,10 +292,7 @@ pub(crate) async fn fail_given_up(env: &RunEnv, run: &RunRow) {
         restarts_max = env.settings.run_restarts_max,
         "a run cut off by every restart is failed"
     );
-    let end = RunEnd::failed(format!(
-        "the turn was cut off by more than {} restarts of the service; it is not started again",
-        env.settings.run_restarts_max
-    ));
+    let end = RunEnd::failed(given_up_reason(env.settings.run_restarts_max));
     finish(env, run, end).await;
 }
 
@@ -290,6 +300,16 @@ pub(crate) async fn fail_given_up(env: &RunEnv, run: &RunRow) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_given_up_runs_reason_is_told_apart() {
+        assert_eq!(
+            given_up_reason(3),
+            "the turn was cut off by more than 3 restarts of the service; it is not started again"
+        );
+        assert!(is_given_up_reason(&given_up_reason(3)));
+        assert!(!is_given_up_reason(REFUSED_WRITE));
+    }
 
     #[test]
     fn a_failed_end_says_why_in_its_result() {

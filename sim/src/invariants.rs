@@ -391,7 +391,7 @@ async fn approved_yet_never_ran(
             .and_then(|result| result["error"].as_str());
         run.status == seed_events::RunStatus::Canceled
             || error.is_some_and(|error| {
-                error.contains("cut off by more than")
+                seed_actors::run_end::is_given_up_reason(error)
                     || error == seed_actors::run_end::REFUSED_WRITE
             })
     });
