@@ -5,6 +5,9 @@
 //! `SIM_SEEDS=N` runs seeds 0..N (default 1,000, split over four tests so they run side by
 //! side; with `SEED_SOAK=1`, twenty times as many, here and for the in-memory store);
 //! `SIM_SEED=S` replays one seed; `SIM_ITERS=N` runs N seeds from a random start, for a soak.
+//! `SIM_STEPS`, `SIM_SESSIONS` and `SIM_CRASH_RATE` change the shape of each seed's run (30
+//! steps, 3 sessions, 0.08 by default): a soak of longer or busier histories. A seed replays
+//! only under the same shape, which a failure names.
 
 #[path = "../../../actors/examples/word_count.rs"]
 #[allow(dead_code)]
@@ -41,19 +44,50 @@ fn env(name: &str) -> Option<u64> {
         .and_then(|value| value.parse::<u64>().ok())
 }
 
+/// The crash rate of the default runs.
+const CRASH_RATE: f64 = 0.08;
+
 fn config(seed: u64) -> SimConfig {
+    let defaults = SimConfig::default();
     SimConfig {
         seed,
-        crash_rate: 0.08,
-        ..SimConfig::default()
+        steps: env("SIM_STEPS").map_or(defaults.steps, |steps| steps as usize),
+        sessions: env("SIM_SESSIONS").map_or(defaults.sessions, |sessions| sessions as usize),
+        crash_rate: std::env::var("SIM_CRASH_RATE")
+            .ok()
+            .and_then(|rate| rate.parse().ok())
+            .unwrap_or(CRASH_RATE),
+        ..defaults
     }
 }
 
+/// How to replay `seed`: the seed, and the shape of its run where it is not the default's;
+/// with `steps`, a prefix of that many steps.
+fn replay_hint(seed: u64, steps: Option<usize>) -> String {
+    let mut hint = format!("SIM_SEED={seed}");
+    for name in [
+        "SIM_STEPS",
+        "SIM_SESSIONS",
+        "SIM_CRASH_RATE",
+        "SIM_DISK_FULL_RATE",
+    ] {
+        let value = match (name, steps) {
+            ("SIM_STEPS", Some(steps)) => Some(steps.to_string()),
+            _ => std::env::var(name).ok(),
+        };
+        if let Some(value) = value {
+            hint.push_str(&format!(" {name}={value}"));
+        }
+    }
+    hint
+}
+
 fn assert_clean(report: &SimReport) {
-    let seed = report.seed;
     assert!(
         report.violations.is_empty(),
-        "seed {seed} (replay with SIM_SEED={seed}), first violation after step {:?}: {:#?}",
+        "seed {} (replay with {}), first violation after step {:?}: {:#?}",
+        report.seed,
+        replay_hint(report.seed, None),
         report.violation_step,
         report.violations
     );
@@ -79,10 +113,12 @@ fn run_shard(shard: u64) -> anyhow::Result<()> {
         if !report.violations.is_empty() {
             // The shortest failing prefix, for the report.
             if let Ok(Some((shrunk, _))) = sim::shrink(&config(seed)) {
+                // A run of that many steps is the prefix.
                 eprintln!(
-                    "seed {seed} fails within its first {} steps (SIM_SEED={seed}; \
-                     seed_sim::shrink)",
-                    shrunk.steps
+                    "seed {seed} fails within its first {} steps (seed_sim::shrink; replay with \
+                     {})",
+                    shrunk.steps,
+                    replay_hint(seed, Some(shrunk.steps))
                 );
             }
         }
