@@ -133,10 +133,15 @@ fn run_shard(shard: u64) -> anyhow::Result<()> {
         reports.len() as f64 / elapsed,
         steps as f64 / elapsed
     );
+    // Unless a soak asked for none (`SIM_CRASH_RATE=0`), crashes were injected, and over
+    // many seeds every crash point fires somewhere.
+    let crashing = config(0).crash_rate > 0.0;
     let crashes: usize = reports.iter().map(|report| report.crashes).sum();
-    assert!(reports.len() < 8 || crashes > 0, "no crash was injected");
-    // Over the default seed set, every crash point fires somewhere.
-    if env("SIM_SEED").is_none() && reports.len() >= 200 {
+    assert!(
+        !crashing || reports.len() < 8 || crashes > 0,
+        "no crash was injected"
+    );
+    if crashing && env("SIM_SEED").is_none() && reports.len() >= 200 {
         let fired: std::collections::BTreeSet<&str> = reports
             .iter()
             .flat_map(|report| report.points_fired.keys().copied())
