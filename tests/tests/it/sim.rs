@@ -7,7 +7,7 @@
 //! `SIM_SEED=S` replays one seed; `SIM_ITERS=N` runs N seeds from a random start, for a soak.
 //! `SIM_STEPS`, `SIM_SESSIONS` and `SIM_CRASH_RATE` change the shape of each seed's run (30
 //! steps, 3 sessions, 0.08 by default): a soak of longer or busier histories. A seed replays
-//! only under the same shape, which a failure names.
+//! only under the same shape, which a failure prints whole.
 
 #[path = "../../../actors/examples/word_count.rs"]
 #[allow(dead_code)]
@@ -61,25 +61,13 @@ fn config(seed: u64) -> SimConfig {
     }
 }
 
-/// How to replay `seed`: the seed, and the shape of its run where it is not the default's;
-/// with `steps`, a prefix of that many steps.
-fn replay_hint(seed: u64, steps: Option<usize>) -> String {
-    let mut hint = format!("SIM_SEED={seed}");
-    for name in [
-        "SIM_STEPS",
-        "SIM_SESSIONS",
-        "SIM_CRASH_RATE",
-        "SIM_DISK_FULL_RATE",
-    ] {
-        let value = match (name, steps) {
-            ("SIM_STEPS", Some(steps)) => Some(steps.to_string()),
-            _ => std::env::var(name).ok(),
-        };
-        if let Some(value) = value {
-            hint.push_str(&format!(" {name}={value}"));
-        }
-    }
-    hint
+/// How to replay the run of `config`: its seed and its whole shape, read from the config the
+/// run had, so the line replays it whatever the environment said.
+fn replay_hint(config: &SimConfig) -> String {
+    format!(
+        "SIM_SEED={} SIM_STEPS={} SIM_SESSIONS={} SIM_CRASH_RATE={} SIM_DISK_FULL_RATE={}",
+        config.seed, config.steps, config.sessions, config.crash_rate, config.disk_full_rate
+    )
 }
 
 fn assert_clean(report: &SimReport) {
@@ -87,7 +75,7 @@ fn assert_clean(report: &SimReport) {
         report.violations.is_empty(),
         "seed {} (replay with {}), first violation after step {:?}: {:#?}",
         report.seed,
-        replay_hint(report.seed, None),
+        replay_hint(&config(report.seed)),
         report.violation_step,
         report.violations
     );
@@ -113,12 +101,11 @@ fn run_shard(shard: u64) -> anyhow::Result<()> {
         if !report.violations.is_empty() {
             // The shortest failing prefix, for the report.
             if let Ok(Some((shrunk, _))) = sim::shrink(&config(seed)) {
-                // A run of that many steps is the prefix.
                 eprintln!(
                     "seed {seed} fails within its first {} steps (seed_sim::shrink; replay with \
                      {})",
                     shrunk.steps,
-                    replay_hint(seed, Some(shrunk.steps))
+                    replay_hint(&shrunk)
                 );
             }
         }
